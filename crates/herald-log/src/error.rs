@@ -1,0 +1,143 @@
+//! Typed errors at the log's boundary.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Why a record batch was refused before anything was written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BatchError {
+    /// Fewer bytes than a batch header, or than the smallest valid batch.
+    #[error("record batch of {len} bytes is shorter than the {min}-byte minimum")]
+    TooShort {
+        /// Bytes given.
+        len: usize,
+        /// Smallest acceptable size.
+        min: usize,
+    },
+    /// The header's `batchLength` does not match the bytes given.
+    #[error("record batch declares {declared} bytes but {actual} were given")]
+    LengthMismatch {
+        /// Total size implied by `batchLength`.
+        declared: usize,
+        /// Bytes actually present.
+        actual: usize,
+    },
+    /// Only magic 2 (RecordBatch v2) is stored.
+    #[error("record batch magic {found} is not supported (only 2)")]
+    UnsupportedMagic {
+        /// The magic byte found.
+        found: i8,
+    },
+    /// CRC-32C over attributes..end does not match the header.
+    #[error("record batch CRC mismatch: header says {expected:#010x}, content gives {computed:#010x}")]
+    CrcMismatch {
+        /// CRC stored in the header.
+        expected: u32,
+        /// CRC computed over the content.
+        computed: u32,
+    },
+    /// `recordsCount` disagrees with `lastOffsetDelta`, or is not positive.
+    #[error("record batch has {records_count} records but lastOffsetDelta {last_offset_delta}")]
+    RecordCount {
+        /// `recordsCount` from the header.
+        records_count: i32,
+        /// `lastOffsetDelta` from the header.
+        last_offset_delta: i32,
+    },
+    /// Control batches are written by the broker only.
+    #[error("control batches cannot be produced by clients")]
+    ControlBatch,
+}
+
+/// Why an append failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum AppendError {
+    /// The batch is malformed; nothing was written.
+    #[error("invalid record batch: {0}")]
+    InvalidBatch(#[from] BatchError),
+    /// The batch is larger than `max_batch_bytes`; nothing was written.
+    #[error("record batch of {size} bytes exceeds the {max}-byte limit")]
+    TooLarge {
+        /// Size of the batch.
+        size: usize,
+        /// Configured limit.
+        max: usize,
+    },
+    /// A write or flush failed earlier; the log refuses appends until it is
+    /// reopened (which recovers it from disk).
+    #[error("log is poisoned and refuses appends: {0}")]
+    Poisoned(Arc<str>),
+    /// Storage could not be prepared for the batch (for example, the disk is
+    /// full); nothing was written and the log stays usable.
+    #[error("cannot store record batch: {0}")]
+    Storage(Arc<str>),
+    /// The log was closed.
+    #[error("log is closed")]
+    Closed,
+}
+
+/// Why a read failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ReadError {
+    /// The offset is below the log start or above the high watermark.
+    #[error("offset {requested} is out of range [{log_start_offset}, {high_watermark}]")]
+    OffsetOutOfRange {
+        /// Offset asked for.
+        requested: u64,
+        /// First offset still stored.
+        log_start_offset: u64,
+        /// Next offset to be made visible.
+        high_watermark: u64,
+    },
+}
+
+/// A configuration value the log cannot work with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid log configuration: {key} = {value} {reason}")]
+pub struct ConfigError {
+    /// Name of the setting.
+    pub key: &'static str,
+    /// The refused value.
+    pub value: u64,
+    /// Why it is refused.
+    pub reason: &'static str,
+}
+
+/// Why opening, flushing or maintaining a log failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    /// An operating-system call on a log file failed.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// What was being done (`open`, `fsync`, ...).
+        op: &'static str,
+        /// File or directory concerned.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Data that was known durable (before the recovery point) is damaged.
+    /// Unlike a torn tail, this is never repaired silently.
+    #[error("corrupt segment {path} at byte {position}: {reason}")]
+    Corrupt {
+        /// Segment file.
+        path: PathBuf,
+        /// Byte position of the damaged batch.
+        position: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The configuration was refused.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The log is poisoned by an earlier I/O failure.
+    #[error("log is poisoned: {0}")]
+    Poisoned(Arc<str>),
+}
+
+impl LogError {
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        LogError::Io { op, path: path.into(), source }
+    }
+}

@@ -1,0 +1,61 @@
+//! # herald-log: the partition log
+//!
+//! The storage of one partition: an append-only sequence of Kafka RecordBatch
+//! v2 batches, stored verbatim in segment files, that many threads append to
+//! without a lock while readers read committed batches without blocking
+//! anyone.
+//!
+//! What it owns: batch validation, offset assignment, the lock-free append
+//! protocol, segments and their indexes, durability (fsync policy, poisoning
+//! on I/O failure), crash recovery and retention.
+//!
+//! What it must not do: know about sockets, Kafka requests, topics or an async
+//! runtime. The broker above it calls [`Log`] directly.
+//!
+//! ## The path of an append
+//!
+//! 1. [`batch::validate`] checks magic, length, CRC-32C and record count.
+//! 2. One compare-and-swap on the active segment's reservation word reserves
+//!    the batch's offset range and byte range together; if the batch does
+//!    not fit, the same compare-and-swap seals the segment and the writer
+//!    creates or finds the next segment (the roll is part of the protocol).
+//! 3. The writer copies the batch into the memory-mapped segment, writes its
+//!    base offset in place (outside the CRC), fills the index buckets it
+//!    covers, and sets its completion bit.
+//! 4. Whichever writer finds the batch at the committed tail complete moves
+//!    the tail past every contiguous completed batch, and wakes readers.
+//!
+//! A reader loads the high watermark, finds the segment and the batch through
+//! the sparse index, and gets a zero-copy [`bytes::Bytes`] of whole batches.
+
+#![warn(missing_docs)]
+
+pub mod batch;
+mod commit;
+mod config;
+mod error;
+mod extent;
+mod index;
+mod reserve;
+mod sync;
+
+#[cfg(not(loom))]
+mod log;
+#[cfg(not(loom))]
+mod mapped_file;
+#[cfg(not(loom))]
+mod persist;
+#[cfg(not(loom))]
+mod recovery;
+#[cfg(not(loom))]
+mod segment;
+
+#[cfg(loom)]
+pub mod model;
+
+pub use config::{FlushPolicy, LogConfig, SEGMENT_BYTES_MAX, SEGMENT_BYTES_MIN};
+pub use error::{AppendError, BatchError, ConfigError, LogError, ReadError};
+#[cfg(not(loom))]
+pub use log::{Appended, Log, ReadSlice, TimestampOffset};
+#[cfg(not(loom))]
+pub use recovery::RecoveryReport;

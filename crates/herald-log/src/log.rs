@@ -1,0 +1,663 @@
+//! The partition log: a chain of segments with one lock-free append path,
+//! zero-copy reads, durability and retention.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use arc_swap::ArcSwap;
+use bytes::Bytes;
+use event_listener::{Event, Listener};
+
+use crate::batch;
+use crate::config::{FlushPolicy, LogConfig};
+use crate::error::{AppendError, ConfigError, LogError, ReadError};
+use crate::extent::Extent;
+use crate::persist::{sync_dir, Checkpoint, IndexFile};
+use crate::recovery::{recover, RecoveryReport};
+use crate::reserve::Reservation;
+use crate::segment::Segment;
+
+/// Result of a successful append.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Appended {
+    /// Offset given to the first record of the batch.
+    pub base_offset: u64,
+    /// Offset of the last record of the batch.
+    pub last_offset: u64,
+    /// Largest record timestamp in the batch.
+    pub max_timestamp: i64,
+}
+
+/// Committed batches returned by [`Log::read`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadSlice {
+    /// Whole batches, as stored; empty when nothing is available. Shares the
+    /// segment's memory, which stays valid while this handle lives.
+    pub bytes: Bytes,
+    /// Offset following the last batch returned.
+    pub next_offset: u64,
+    /// The high watermark when the read was made.
+    pub high_watermark: u64,
+    /// First offset still stored.
+    pub log_start_offset: u64,
+}
+
+/// An offset found by timestamp.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimestampOffset {
+    /// Offset of the record.
+    pub offset: u64,
+    /// Its timestamp.
+    pub timestamp: i64,
+}
+
+const POLICY_NEVER: u8 = 0;
+const POLICY_INTERVAL: u8 = 1;
+const POLICY_EVERY_APPEND: u8 = 2;
+
+fn policy_code(policy: FlushPolicy) -> u8 {
+    match policy {
+        FlushPolicy::Never => POLICY_NEVER,
+        FlushPolicy::Interval(_) => POLICY_INTERVAL,
+        FlushPolicy::EveryAppend => POLICY_EVERY_APPEND,
+    }
+}
+
+/// The storage of one partition. Shared between threads as `Arc<Log>`:
+/// appends from many threads proceed without a lock, and reads never block
+/// them.
+pub struct Log {
+    dir: PathBuf,
+    config: ArcSwap<LogConfig>,
+    /// Hot copies of config values, read on every append.
+    max_batch_bytes: AtomicU32,
+    flush_policy: AtomicU8,
+    /// Every live segment, oldest first: readers' map of the log.
+    segments: ArcSwap<Vec<Arc<Segment>>>,
+    /// Where writers append (a hint: the chain of `next` links is the truth).
+    active: ArcSwap<Segment>,
+    /// The oldest segment not yet complete: where the high watermark lives.
+    visible: ArcSwap<Segment>,
+    data_ready: Event,
+    durable: AtomicU64,
+    dir_dirty: AtomicBool,
+    flush_lock: Mutex<Instant>,
+    poison: OnceLock<Arc<str>>,
+    poisoned: AtomicBool,
+    closed: AtomicBool,
+    recovery: RecoveryReport,
+}
+
+impl std::fmt::Debug for Log {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Log")
+            .field("dir", &self.dir)
+            .field("log_start_offset", &self.log_start_offset())
+            .field("high_watermark", &self.high_watermark())
+            .finish()
+    }
+}
+
+fn millis_since_epoch(time: SystemTime) -> i64 {
+    time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+impl Log {
+    /// Opens the log stored in `dir` (creating it if needed), recovering from
+    /// a crash: torn tails are cut, damaged indexes rebuilt, and corruption of
+    /// data known durable is refused with [`LogError::Corrupt`].
+    pub fn open(dir: impl AsRef<Path>, config: LogConfig) -> Result<Log, LogError> {
+        config.validate()?;
+        let dir = dir.as_ref().to_owned();
+        let recovered = recover(&dir, &config)?;
+        let segments = recovered.segments;
+        let last = Arc::clone(segments.last().expect("recovery leaves an active segment"));
+        // The first segment that is not complete; only the last can be
+        // incomplete after recovery.
+        let log = Log {
+            max_batch_bytes: AtomicU32::new(config.max_batch_bytes),
+            flush_policy: AtomicU8::new(policy_code(config.flush)),
+            config: ArcSwap::from_pointee(config),
+            segments: ArcSwap::from_pointee(segments),
+            active: ArcSwap::new(Arc::clone(&last)),
+            visible: ArcSwap::new(Arc::clone(&last)),
+            data_ready: Event::new(),
+            durable: AtomicU64::new(0),
+            dir_dirty: AtomicBool::new(true),
+            flush_lock: Mutex::new(Instant::now()),
+            poison: OnceLock::new(),
+            poisoned: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            recovery: recovered.report,
+            dir,
+        };
+        // Everything recovered is on disk now; record that before appending.
+        log.flush()?;
+        log.write_checkpoint(false)?;
+        Ok(log)
+    }
+
+    /// The directory holding this log's files.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// What opening the log found.
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        &self.recovery
+    }
+
+    /// Appends one record batch (RecordBatch v2, exactly filling `batch`).
+    ///
+    /// The batch is validated, given the next offsets, copied once into the
+    /// segment and published; no lock is taken. Returns once the batch is
+    /// written, or with [`FlushPolicy::EveryAppend`] once it and everything
+    /// before it is on stable storage.
+    pub fn append(&self, batch: &[u8]) -> Result<Appended, AppendError> {
+        self.check_open()?;
+        let max = self.max_batch_bytes.load(Ordering::Relaxed) as usize;
+        if batch.len() > max {
+            return Err(AppendError::TooLarge { size: batch.len(), max });
+        }
+        let header = batch::validate(batch)?;
+        let (len, records, max_timestamp) = (batch.len() as u32, header.offset_count(), header.max_timestamp());
+        let guard = self.active.load();
+        let mut rolled: Option<Arc<Segment>> = None;
+        loop {
+            let next = {
+                let segment = rolled.as_ref().unwrap_or(&guard);
+                // Allocate before reserving where possible: a full disk then
+                // fails this append cleanly instead of leaving a hole.
+                let (reserved, _) = segment.reserved();
+                let end_guess = u64::from(reserved.bytes) + u64::from(len);
+                if end_guess <= u64::from(segment.file().map_len() as u32) {
+                    segment
+                        .file()
+                        .ensure_allocated(end_guess)
+                        .map_err(|e| AppendError::Storage(format!("{}: {e}", segment.path().display()).into()))?;
+                }
+                match segment.reserve(len, records) {
+                    Reservation::Reserved { start } => return self.fill(segment, start, batch, max_timestamp),
+                    Reservation::Sealed { end } => self.roll(segment, end)?,
+                }
+            };
+            rolled = Some(next);
+        }
+    }
+
+    /// Writes a reserved batch and completes the append.
+    fn fill(&self, segment: &Segment, start: Extent, batch: &[u8], max_timestamp: i64) -> Result<Appended, AppendError> {
+        let end = u64::from(start.bytes) + batch.len() as u64;
+        if let Err(e) = segment.file().ensure_allocated(end) {
+            // The range is reserved and cannot be given back: every later
+            // batch would sit behind a hole. Refuse appends until reopened.
+            let reason = format!("allocating {}: {e}", segment.path().display());
+            return Err(AppendError::Poisoned(self.poison(reason)));
+        }
+        if segment.write(start, batch, max_timestamp, 0) {
+            self.data_ready.notify(usize::MAX);
+        }
+        let base_offset = segment.base_offset() + u64::from(start.records);
+        let header = batch::BatchHeader::parse(batch).expect("validated");
+        let appended = Appended {
+            base_offset,
+            last_offset: base_offset + u64::from(header.offset_count()) - 1,
+            max_timestamp,
+        };
+        if self.flush_policy.load(Ordering::Relaxed) == POLICY_EVERY_APPEND {
+            self.sync_through(appended.last_offset + 1)?;
+        }
+        Ok(appended)
+    }
+
+    /// Moves past a sealed segment: returns its successor, creating and
+    /// installing it if no other writer has yet.
+    fn roll(&self, sealed: &Arc<Segment>, end: Extent) -> Result<Arc<Segment>, AppendError> {
+        let next = match sealed.next() {
+            Some(next) => next,
+            None => {
+                self.check_open()?;
+                let config = self.config.load();
+                let base = sealed.base_offset() + u64::from(end.records);
+                // Several writers may race to here; they open the same file
+                // (never truncating it) and only one candidate is installed.
+                let candidate = Segment::create(
+                    &self.dir,
+                    base,
+                    config.segment_bytes,
+                    config.index_interval_bytes,
+                    config.preallocate_bytes,
+                )
+                .map_err(|e| AppendError::Storage(format!("creating segment {base}: {e}").into()))?;
+                self.dir_dirty.store(true, Ordering::Release);
+                sealed.install_next(Arc::new(candidate))
+            }
+        };
+        self.publish_segment(&next);
+        self.active.compare_and_swap(sealed, Arc::clone(&next));
+        Ok(next)
+    }
+
+    /// Adds a new segment to the readers' list, once.
+    fn publish_segment(&self, segment: &Arc<Segment>) {
+        let listed = |list: &Vec<Arc<Segment>>| list.last().is_some_and(|s| s.base_offset() >= segment.base_offset());
+        if listed(&self.segments.load()) {
+            return;
+        }
+        self.segments.rcu(|list| {
+            let mut list = Vec::clone(list);
+            if !listed(&list) {
+                list.push(Arc::clone(segment));
+            }
+            list
+        });
+    }
+
+    /// The next offset to become visible: every offset below it is readable,
+    /// and no batch at or above it is.
+    pub fn high_watermark(&self) -> u64 {
+        let mut guard = self.visible.load();
+        loop {
+            let segment = &*guard;
+            let committed = segment.committed();
+            let (reserved, sealed) = segment.reserved();
+            if sealed && committed == reserved {
+                if let Some(next) = segment.next() {
+                    self.visible.compare_and_swap(segment, next);
+                    guard = self.visible.load();
+                    continue;
+                }
+            }
+            return segment.base_offset() + u64::from(committed.records);
+        }
+    }
+
+    /// First offset still stored.
+    pub fn log_start_offset(&self) -> u64 {
+        self.segments.load().first().map_or(0, |s| s.base_offset())
+    }
+
+    /// Reads whole committed batches starting with the one that holds
+    /// `from_offset`, up to `max_bytes` (but always one batch, however large).
+    /// Reading at the high watermark returns an empty slice.
+    pub fn read(&self, from_offset: u64, max_bytes: usize) -> Result<ReadSlice, ReadError> {
+        let high_watermark = self.high_watermark();
+        let list = self.segments.load();
+        let log_start_offset = list.first().map_or(0, |s| s.base_offset());
+        let empty = |next_offset| ReadSlice { bytes: Bytes::new(), next_offset, high_watermark, log_start_offset };
+        if from_offset < log_start_offset || from_offset > high_watermark {
+            return Err(ReadError::OffsetOutOfRange { requested: from_offset, log_start_offset, high_watermark });
+        }
+        if from_offset == high_watermark {
+            return Ok(empty(from_offset));
+        }
+        let index = list.partition_point(|s| s.base_offset() <= from_offset) - 1;
+        let segment = &list[index];
+        let committed = segment.committed();
+        let start = segment.position_of(from_offset, committed);
+        if start >= committed.bytes {
+            return Ok(empty(from_offset));
+        }
+        let end = segment.end_within(start, max_bytes, committed);
+        let next_offset = if end >= committed.bytes {
+            segment.base_offset() + u64::from(committed.records)
+        } else {
+            segment.header_at(end).base_offset() as u64
+        };
+        Ok(ReadSlice { bytes: segment.bytes(start, end), next_offset, high_watermark, log_start_offset })
+    }
+
+    fn stopped(&self) -> bool {
+        self.closed.load(Ordering::Acquire) || self.poisoned.load(Ordering::Acquire)
+    }
+
+    /// Resolves once the high watermark is above `offset`, or the log is
+    /// closed or poisoned. Runtime-agnostic: wrap it in a timeout for a
+    /// long-poll.
+    pub async fn wait_for_data(&self, offset: u64) {
+        loop {
+            if self.high_watermark() > offset || self.stopped() {
+                return;
+            }
+            let listener = self.data_ready.listen();
+            // Re-check after registering, so a notification between the first
+            // check and `listen` is not missed.
+            if self.high_watermark() > offset || self.stopped() {
+                return;
+            }
+            listener.await;
+        }
+    }
+
+    /// Blocks until the high watermark is above `offset` or `timeout`
+    /// passes; returns whether data arrived.
+    pub fn wait_for_data_blocking(&self, offset: u64, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.high_watermark() > offset {
+                return true;
+            }
+            if self.stopped() {
+                return false;
+            }
+            let listener = self.data_ready.listen();
+            if self.high_watermark() > offset {
+                return true;
+            }
+            if listener.wait_deadline(deadline).is_none() {
+                return self.high_watermark() > offset;
+            }
+        }
+    }
+
+    /// Offset and timestamp of the first record whose timestamp is at least
+    /// `timestamp`; `None` if there is none. For a compressed batch the
+    /// batch's first offset is returned.
+    pub fn offset_for_timestamp(&self, timestamp: i64) -> Option<TimestampOffset> {
+        let high_watermark = self.high_watermark();
+        for segment in self.segments.load().iter() {
+            if segment.base_offset() >= high_watermark {
+                break;
+            }
+            if segment.max_timestamp() < timestamp {
+                continue;
+            }
+            let committed = segment.committed();
+            let Some(bucket) = segment.index().first_bucket_reaching(timestamp, committed.bytes) else {
+                continue;
+            };
+            let mut position = segment.index().entry(bucket).bytes;
+            while position < committed.bytes {
+                let header = segment.header_at(position);
+                let len = header.total_bytes().unwrap_or(0) as u32;
+                if header.max_timestamp() >= timestamp {
+                    let bytes = segment.bytes(position, position + len);
+                    let (offset, ts) = batch::first_record_at_or_after(&bytes, timestamp)
+                        .unwrap_or((header.base_offset(), header.max_timestamp()));
+                    return Some(TimestampOffset { offset: offset as u64, timestamp: ts });
+                }
+                position += len;
+            }
+        }
+        None
+    }
+
+    /// The record with the largest timestamp (the first such, if several).
+    pub fn max_timestamp(&self) -> Option<TimestampOffset> {
+        let high_watermark = self.high_watermark();
+        let list = self.segments.load();
+        let segment = list
+            .iter()
+            .filter(|s| s.base_offset() < high_watermark && s.max_timestamp() > i64::MIN)
+            .max_by_key(|s| (s.max_timestamp(), std::cmp::Reverse(s.base_offset())))?;
+        let committed = segment.committed();
+        let (bucket, max) = segment.index().max_timestamp_within(committed.bytes)?;
+        let mut position = segment.index().entry(bucket).bytes;
+        while position < committed.bytes {
+            let header = segment.header_at(position);
+            let len = header.total_bytes().unwrap_or(0) as u32;
+            if header.max_timestamp() == max {
+                let bytes = segment.bytes(position, position + len);
+                let offset =
+                    batch::first_record_at_or_after(&bytes, max).map_or(header.last_offset(), |(offset, _)| offset);
+                return Some(TimestampOffset { offset: offset as u64, timestamp: max });
+            }
+            position += len;
+        }
+        None
+    }
+
+    /// Forces everything visible to stable storage.
+    pub fn flush(&self) -> Result<(), LogError> {
+        self.flush_to(self.high_watermark())
+    }
+
+    /// Waits until `end` is visible, then makes sure it is durable, sharing
+    /// one fsync with every concurrent caller (group commit).
+    fn sync_through(&self, end: u64) -> Result<(), AppendError> {
+        while self.high_watermark() < end {
+            if let Some(reason) = self.poison.get() {
+                return Err(AppendError::Poisoned(Arc::clone(reason)));
+            }
+            self.wait_for_data_blocking(end - 1, Duration::from_millis(100));
+        }
+        if self.durable.load(Ordering::Acquire) >= end {
+            return Ok(());
+        }
+        self.flush_to(end).map_err(|e| match e {
+            LogError::Poisoned(reason) => AppendError::Poisoned(reason),
+            other => AppendError::Poisoned(self.poison(other.to_string())),
+        })
+    }
+
+    fn flush_to(&self, end: u64) -> Result<(), LogError> {
+        let mut last_flush = self.flush_lock.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(reason) = self.poison.get() {
+            return Err(LogError::Poisoned(Arc::clone(reason)));
+        }
+        let from = self.durable.load(Ordering::Acquire);
+        if from >= end && from > 0 {
+            return Ok(());
+        }
+        // Everyone who arrived while the previous fsync ran is covered by
+        // this one: flush as far as is visible now, not just to `end`.
+        let target = self.high_watermark().max(end);
+        for segment in self.segments.load().iter() {
+            let covers = segment.base_offset() <= target && segment.end_offset() >= from;
+            if covers {
+                if let Err(e) = segment.file().sync() {
+                    let reason = format!("fsync {}: {e}", segment.path().display());
+                    return Err(LogError::Poisoned(self.poison(reason)));
+                }
+            }
+        }
+        if self.dir_dirty.swap(false, Ordering::AcqRel) {
+            if let Err(e) = sync_dir(&self.dir) {
+                let reason = format!("fsync {}: {e}", self.dir.display());
+                return Err(LogError::Poisoned(self.poison(reason)));
+            }
+        }
+        self.durable.fetch_max(target, Ordering::AcqRel);
+        *last_flush = Instant::now();
+        Ok(())
+    }
+
+    /// Periodic housekeeping; call about once a second. Rolls an old active
+    /// segment, flushes on the configured interval, finalizes sealed
+    /// segments (trimmed, indexed on disk, checkpointed) and applies
+    /// retention.
+    pub fn maintain(&self, now: SystemTime) -> Result<(), LogError> {
+        if self.stopped() {
+            return match self.poison.get() {
+                Some(reason) => Err(LogError::Poisoned(Arc::clone(reason))),
+                None => Ok(()),
+            };
+        }
+        let config = self.config.load_full();
+        if let Some(age) = config.segment_age {
+            let active = self.active.load_full();
+            let old = active.created_at().checked_add(age).is_some_and(|due| due <= now);
+            if old && active.committed().bytes > 0 && active.next().is_none() {
+                let end = active.seal();
+                if let Err(e) = self.roll(&active, end) {
+                    tracing::warn!(dir = %self.dir.display(), error = %e, "segment roll by age failed");
+                }
+            }
+        }
+        if let FlushPolicy::Interval(every) = config.flush {
+            let due = self.flush_lock.lock().map(|last| last.elapsed() >= every).unwrap_or(true);
+            if due {
+                self.flush()?;
+            }
+        }
+        self.finalize_sealed(false)?;
+        self.apply_retention(now, &config)
+    }
+
+    /// Trims, indexes on disk and syncs every complete sealed segment (all of
+    /// them, the active one too, when `closing`), then checkpoints.
+    fn finalize_sealed(&self, closing: bool) -> Result<(), LogError> {
+        let list = self.segments.load_full();
+        let last = list.len().saturating_sub(1);
+        let mut finalized_any = false;
+        for (i, segment) in list.iter().enumerate() {
+            if (i == last && !closing) || segment.finalized.load(Ordering::Acquire) || !segment.is_complete() {
+                continue;
+            }
+            self.flush_to(segment.end_offset())?;
+            let end = segment.committed();
+            let io = |op| {
+                let path = segment.path().to_owned();
+                move |source| LogError::io(op, path, source)
+            };
+            if segment.file().file_len().map_err(io("stat"))? > u64::from(end.bytes) {
+                segment.file().truncate(u64::from(end.bytes)).map_err(io("truncate"))?;
+            }
+            let (entries, max_timestamps) = segment.index().export(end.bytes);
+            IndexFile {
+                base_offset: segment.base_offset(),
+                end,
+                interval_bytes: segment.index().interval_bytes(),
+                entries,
+                max_timestamps,
+            }
+            .write(&segment.index_path())
+            .map_err(io("write index"))?;
+            segment.finalized.store(true, Ordering::Release);
+            finalized_any = true;
+        }
+        if finalized_any && !closing {
+            self.write_checkpoint(false)?;
+        }
+        Ok(())
+    }
+
+    fn write_checkpoint(&self, clean: bool) -> Result<(), LogError> {
+        let checkpoint = Checkpoint { recovery_point: self.durable.load(Ordering::Acquire), clean };
+        checkpoint.write(&self.dir).map_err(|e| LogError::io("write checkpoint", &self.dir, e))
+    }
+
+    /// Deletes the oldest sealed segments that are past the retention time
+    /// or beyond the retention size.
+    fn apply_retention(&self, now: SystemTime, config: &LogConfig) -> Result<(), LogError> {
+        let now_ms = millis_since_epoch(now);
+        loop {
+            let list = self.segments.load_full();
+            let [oldest, _, ..] = list.as_slice() else {
+                return Ok(());
+            };
+            if !oldest.is_complete() || !oldest.finalized.load(Ordering::Acquire) {
+                return Ok(());
+            }
+            let expired = config.retention_age.is_some_and(|age| {
+                oldest.max_timestamp() > i64::MIN && oldest.max_timestamp() < now_ms - age.as_millis() as i64
+            });
+            let total: u64 = list.iter().map(|s| u64::from(s.committed().bytes)).sum();
+            let oversized = config
+                .retention_bytes
+                .is_some_and(|limit| total - u64::from(oldest.committed().bytes) >= limit);
+            if !expired && !oversized {
+                return Ok(());
+            }
+            let removed = Arc::clone(oldest);
+            self.segments.rcu(|list| {
+                let mut list = Vec::clone(list);
+                if list.first().is_some_and(|s| Arc::ptr_eq(s, &removed)) {
+                    list.remove(0);
+                }
+                list
+            });
+            // Readers still holding bytes of the segment keep its mapping;
+            // unlinking only frees the disk space once they let go.
+            for path in [removed.path().to_owned(), removed.index_path()] {
+                if let Err(e) = std::fs::remove_file(&path) {
+                    if e.kind() != std::io::ErrorKind::NotFound {
+                        return Err(LogError::io("delete", path, e));
+                    }
+                }
+            }
+            sync_dir(&self.dir).map_err(|e| LogError::io("fsync", &self.dir, e))?;
+            tracing::info!(segment = %removed.path().display(), expired, oversized, "deleted segment by retention");
+        }
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> LogConfig {
+        LogConfig::clone(&self.config.load())
+    }
+
+    /// Replaces the configuration. Size limits apply to segments created from
+    /// now on; retention and flushing apply at the next maintenance.
+    pub fn update_config(&self, config: LogConfig) -> Result<(), ConfigError> {
+        config.validate()?;
+        self.max_batch_bytes.store(config.max_batch_bytes, Ordering::Relaxed);
+        self.flush_policy.store(policy_code(config.flush), Ordering::Relaxed);
+        self.config.store(Arc::new(config));
+        Ok(())
+    }
+
+    /// Bytes stored.
+    pub fn size_bytes(&self) -> u64 {
+        self.segments.load().iter().map(|s| u64::from(s.committed().bytes)).sum()
+    }
+
+    /// Number of segments.
+    pub fn segment_count(&self) -> usize {
+        self.segments.load().len()
+    }
+
+    /// Closes the log cleanly: no more appends, everything flushed, indexes
+    /// written, and the checkpoint marked clean so the next open need not
+    /// scan. Appends in progress are given a moment to finish.
+    pub fn close(&self) -> Result<(), LogError> {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        self.data_ready.notify(usize::MAX);
+        let active = self.active.load_full();
+        active.seal();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !active.is_complete() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        if let Some(reason) = self.poison.get() {
+            return Err(LogError::Poisoned(Arc::clone(reason)));
+        }
+        self.flush()?;
+        self.finalize_sealed(true)?;
+        self.write_checkpoint(active.is_complete())
+    }
+
+    /// True once closed.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Why the log refuses appends, if it does.
+    pub fn poisoned(&self) -> Option<Arc<str>> {
+        self.poison.get().cloned()
+    }
+
+    fn check_open(&self) -> Result<(), AppendError> {
+        if self.poisoned.load(Ordering::Acquire) {
+            if let Some(reason) = self.poison.get() {
+                return Err(AppendError::Poisoned(Arc::clone(reason)));
+            }
+        }
+        if self.closed.load(Ordering::Acquire) {
+            return Err(AppendError::Closed);
+        }
+        Ok(())
+    }
+
+    fn poison(&self, reason: String) -> Arc<str> {
+        let reason = Arc::clone(self.poison.get_or_init(|| reason.into()));
+        if !self.poisoned.swap(true, Ordering::AcqRel) {
+            tracing::error!(dir = %self.dir.display(), %reason, "log poisoned; appends refused until reopened");
+        }
+        self.data_ready.notify(usize::MAX);
+        reason
+    }
+}

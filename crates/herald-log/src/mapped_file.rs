@@ -1,0 +1,144 @@
+//! A segment's file, mapped into memory, with disk space allocated ahead of
+//! the writers.
+//!
+//! Writers copy into the mapping. A store into a mapped page the filesystem
+//! cannot back (disk full) would kill the process with SIGBUS, so space is
+//! allocated with `posix_fallocate` before any writer touches it, and a full
+//! disk comes back as an ordinary error. The newly allocated range is also
+//! pre-faulted (`MADV_POPULATE_WRITE`) so that writers do not take a page
+//! fault per 4 KiB on the hot path.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use memmap2::{MmapOptions, MmapRaw};
+
+/// `MADV_POPULATE_WRITE` (Linux 5.14); older kernels answer EINVAL and the
+/// pages are simply faulted in by the writers.
+const MADV_POPULATE_WRITE: libc::c_int = 23;
+
+/// A memory-mapped segment file.
+pub(crate) struct MappedFile {
+    path: PathBuf,
+    file: File,
+    map: MmapRaw,
+    map_len: usize,
+    /// Bytes of the file known to be allocated on disk.
+    allocated: AtomicU64,
+    allocate_step: u64,
+}
+
+impl MappedFile {
+    /// Opens (creating if needed, never truncating) a file for appends and maps
+    /// `capacity` bytes of it.
+    pub(crate) fn open_writable(path: &Path, capacity: u32, allocate_step: u32) -> io::Result<Self> {
+        let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
+        let existing = file.metadata()?.len();
+        let map_len = (capacity as usize).max(existing as usize).max(1);
+        let map = MmapOptions::new().len(map_len).map_raw(&file)?;
+        Ok(Self {
+            path: path.to_owned(),
+            file,
+            map,
+            map_len,
+            allocated: AtomicU64::new(existing),
+            allocate_step: u64::from(allocate_step),
+        })
+    }
+
+    /// Opens an existing file and maps all of it read-only (the file stays
+    /// writable so that a sealed segment's preallocated tail can be trimmed).
+    pub(crate) fn open_read_only(path: &Path) -> io::Result<Self> {
+        let file = OpenOptions::new().read(true).write(true).open(path)?;
+        let len = file.metadata()?.len();
+        let map_len = (len as usize).max(1);
+        let map = MmapOptions::new().len(map_len).map_raw_read_only(&file)?;
+        Ok(Self { path: path.to_owned(), file, map, map_len, allocated: AtomicU64::new(len), allocate_step: 0 })
+    }
+
+    /// Path of the file.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Length of the file on disk.
+    pub(crate) fn file_len(&self) -> io::Result<u64> {
+        Ok(self.file.metadata()?.len())
+    }
+
+    /// Makes sure bytes `..end` are backed by allocated disk space (and
+    /// mapped pages), allocating a step ahead when they are not.
+    pub(crate) fn ensure_allocated(&self, end: u64) -> io::Result<()> {
+        let have = self.allocated.load(Ordering::Acquire);
+        if end <= have {
+            return Ok(());
+        }
+        let target = (end.div_ceil(self.allocate_step) * self.allocate_step + self.allocate_step)
+            .min(self.map_len as u64)
+            .max(end);
+        // posix_fallocate is idempotent and safe to call concurrently: two
+        // writers crossing the boundary at once both allocate the same range.
+        // SAFETY: plain syscall on a file descriptor we own.
+        let rc = unsafe { libc::posix_fallocate(self.file.as_raw_fd(), have as i64, (target - have) as i64) };
+        if rc != 0 {
+            return Err(io::Error::from_raw_os_error(rc));
+        }
+        // SAFETY: the range lies inside our mapping (target <= map_len), and
+        // populating only pre-faults pages, it changes no contents.
+        unsafe {
+            libc::madvise(
+                self.map.as_mut_ptr().add(have as usize).cast(),
+                (target - have) as usize,
+                MADV_POPULATE_WRITE,
+            );
+        }
+        self.allocated.fetch_max(target, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Copies `bytes` to `position`.
+    ///
+    /// # Safety
+    /// The caller must own the range exclusively (a reservation) and have
+    /// allocated it with [`Self::ensure_allocated`].
+    pub(crate) unsafe fn write_at(&self, position: u32, bytes: &[u8]) {
+        debug_assert!(position as usize + bytes.len() <= self.map_len);
+        // SAFETY: per the contract the range is in bounds, backed, and written
+        // by no one else; readers do not look at it until it is committed.
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.map.as_mut_ptr().add(position as usize), bytes.len());
+        }
+    }
+
+    /// The bytes at `position..position + len`.
+    ///
+    /// # Safety
+    /// The range must be committed (fully written and published), so that no
+    /// writer touches it any more, and lie within the file.
+    pub(crate) unsafe fn slice(&self, position: u32, len: usize) -> &[u8] {
+        debug_assert!(position as usize + len <= self.map_len);
+        // SAFETY: per the contract the range is immutable from now on.
+        unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(position as usize), len) }
+    }
+
+    /// Bytes mapped.
+    pub(crate) fn map_len(&self) -> usize {
+        self.map_len
+    }
+
+    /// Forces written data (and the file size) to stable storage.
+    pub(crate) fn sync(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+
+    /// Cuts the file to `len` bytes and syncs it. Only for a segment no
+    /// writer can touch any more.
+    pub(crate) fn truncate(&self, len: u64) -> io::Result<()> {
+        self.file.set_len(len)?;
+        self.allocated.store(len, Ordering::Release);
+        self.file.sync_all()
+    }
+}

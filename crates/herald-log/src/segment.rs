@@ -1,0 +1,302 @@
+//! One segment: a contiguous run of batches in one file, its reservation word,
+//! completion tracker and index, and the link to the segment after it.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicI64};
+use std::time::SystemTime;
+
+use bytes::Bytes;
+
+use crate::batch::{self, BatchHeader, HEADER_BYTES};
+use crate::commit::{BatchSizes, CommitTracker};
+use crate::extent::Extent;
+use crate::index::SegmentIndex;
+use crate::mapped_file::MappedFile;
+use crate::reserve::{Reservation, ReserveWord};
+use crate::sync::{Arc, AtomicPtr, Ordering};
+
+/// File name of the segment starting at `base_offset`.
+pub(crate) fn log_file_name(base_offset: u64) -> String {
+    format!("{base_offset:020}.log")
+}
+
+/// File name of the index of the segment starting at `base_offset`.
+pub(crate) fn index_file_name(base_offset: u64) -> String {
+    format!("{base_offset:020}.index")
+}
+
+/// A segment of the log.
+pub(crate) struct Segment {
+    base_offset: u64,
+    file: MappedFile,
+    reserve: ReserveWord,
+    commit: CommitTracker,
+    index: SegmentIndex,
+    next: AtomicPtr<Segment>,
+    created_at: SystemTime,
+    max_timestamp: AtomicI64,
+    /// Set once the sealed, complete segment has been trimmed, indexed on
+    /// disk and synced.
+    pub(crate) finalized: AtomicBool,
+}
+
+impl BatchSizes for Segment {
+    fn batch_at(&self, position: u32) -> (u32, u32) {
+        // SAFETY: called for a batch whose completion bit was observed, so
+        // its header is written and no longer changes.
+        let header = unsafe { self.file.slice(position, HEADER_BYTES) };
+        let header = BatchHeader::parse(header).expect("slice has header length");
+        let bytes = header.total_bytes().unwrap_or(0) as u32;
+        (bytes, header.offset_count())
+    }
+}
+
+impl Segment {
+    /// Creates an empty segment file for appends.
+    pub(crate) fn create(dir: &Path, base_offset: u64, capacity: u32, interval: u32, step: u32) -> std::io::Result<Self> {
+        let path = dir.join(log_file_name(base_offset));
+        let file = MappedFile::open_writable(&path, capacity, step)?;
+        Ok(Self::assemble(base_offset, file, Extent::default(), capacity, interval))
+    }
+
+    /// Reopens the last segment of a recovered log for appends, holding `end`.
+    pub(crate) fn reopen_active(
+        path: &Path,
+        base_offset: u64,
+        end: Extent,
+        capacity: u32,
+        interval: u32,
+        step: u32,
+    ) -> std::io::Result<Self> {
+        let capacity = capacity.max(end.bytes);
+        let file = MappedFile::open_writable(path, capacity, step)?;
+        Ok(Self::assemble(base_offset, file, end, capacity, interval))
+    }
+
+    fn assemble(base_offset: u64, file: MappedFile, start: Extent, capacity: u32, interval: u32) -> Self {
+        Self {
+            base_offset,
+            file,
+            reserve: ReserveWord::new(start, capacity),
+            commit: CommitTracker::new(capacity, start),
+            index: SegmentIndex::new(capacity, interval),
+            next: AtomicPtr::new(std::ptr::null_mut()),
+            created_at: SystemTime::now(),
+            max_timestamp: AtomicI64::new(i64::MIN),
+            finalized: AtomicBool::new(false),
+        }
+    }
+
+    /// Opens a sealed segment read-only; `end` is its verified extent.
+    pub(crate) fn open_sealed(path: &Path, base_offset: u64, end: Extent, interval: u32) -> std::io::Result<Self> {
+        let file = MappedFile::open_read_only(path)?;
+        Ok(Self {
+            base_offset,
+            file,
+            reserve: ReserveWord::new_sealed(end),
+            commit: CommitTracker::new_complete(end),
+            index: SegmentIndex::new(end.bytes, interval),
+            next: AtomicPtr::new(std::ptr::null_mut()),
+            created_at: SystemTime::now(),
+            max_timestamp: AtomicI64::new(i64::MIN),
+            finalized: AtomicBool::new(true),
+        })
+    }
+
+    /// First offset of the segment.
+    pub(crate) fn base_offset(&self) -> u64 {
+        self.base_offset
+    }
+
+    /// Path of the segment file.
+    pub(crate) fn path(&self) -> &Path {
+        self.file.path()
+    }
+
+    /// Path of the index file beside it.
+    pub(crate) fn index_path(&self) -> PathBuf {
+        self.file.path().with_extension("index")
+    }
+
+    /// When this process created or opened the segment.
+    pub(crate) fn created_at(&self) -> SystemTime {
+        self.created_at
+    }
+
+    pub(crate) fn index(&self) -> &SegmentIndex {
+        &self.index
+    }
+
+    pub(crate) fn file(&self) -> &MappedFile {
+        &self.file
+    }
+
+    /// Reserves room for a batch or learns that the segment is sealed.
+    pub(crate) fn reserve(&self, bytes: u32, records: u32) -> Reservation {
+        self.reserve.reserve(bytes, records)
+    }
+
+    /// Seals the segment where it stands.
+    pub(crate) fn seal(&self) -> Extent {
+        self.reserve.seal()
+    }
+
+    /// Reserved extent and whether sealed.
+    pub(crate) fn reserved(&self) -> (Extent, bool) {
+        self.reserve.load()
+    }
+
+    /// Committed tail.
+    pub(crate) fn committed(&self) -> Extent {
+        self.commit.committed()
+    }
+
+    /// True once sealed and every reserved batch is committed.
+    pub(crate) fn is_complete(&self) -> bool {
+        let committed = self.commit.committed();
+        let (reserved, sealed) = self.reserve.load();
+        sealed && committed == reserved
+    }
+
+    /// Writes a reserved batch, stamps its offset, indexes it and publishes
+    /// it. The caller has allocated the range.
+    pub(crate) fn write(&self, start: Extent, batch: &[u8], max_timestamp: i64, leader_epoch: i32) -> bool {
+        let base = self.base_offset + u64::from(start.records);
+        // SAFETY: the reservation gives this writer the range alone, and the
+        // caller allocated it.
+        unsafe { self.file.write_at(start.bytes, batch) };
+        let mut header = [0u8; 16];
+        header.copy_from_slice(&batch[..16]);
+        batch::stamp(&mut header, base, leader_epoch);
+        // SAFETY: as above; the first 16 bytes are inside the reserved range.
+        unsafe { self.file.write_at(start.bytes, &header) };
+        self.index.record(start.bytes, batch.len() as u32, start.records, max_timestamp);
+        self.note_timestamp(max_timestamp);
+        self.commit.complete(start.bytes);
+        self.commit.advance(self)
+    }
+
+    /// Header of the committed batch at `position`.
+    pub(crate) fn header_at(&self, position: u32) -> BatchHeader<'_> {
+        // SAFETY: callers pass positions of committed batches.
+        let bytes = unsafe { self.file.slice(position, HEADER_BYTES) };
+        BatchHeader::parse(bytes).expect("slice has header length")
+    }
+
+    /// Position of the committed batch that holds `offset` (or the first
+    /// batch after it), given the committed tail.
+    pub(crate) fn position_of(&self, offset: u64, committed: Extent) -> u32 {
+        let relative = (offset - self.base_offset) as u32;
+        let mut position = self.index.floor_position(relative, committed.bytes);
+        while position < committed.bytes {
+            let header = self.header_at(position);
+            if header.last_offset() >= offset as i64 {
+                break;
+            }
+            position += header.total_bytes().unwrap_or(0) as u32;
+        }
+        position
+    }
+
+    /// End of the last whole batch that fits in `start..start + max_bytes`,
+    /// but always after the first batch, and never past the committed tail.
+    pub(crate) fn end_within(&self, start: u32, max_bytes: usize, committed: Extent) -> u32 {
+        let limit = (start as u64 + max_bytes as u64).min(u64::from(committed.bytes)) as u32;
+        if limit == committed.bytes {
+            return limit;
+        }
+        let first_end = start + self.header_at(start).total_bytes().unwrap_or(0) as u32;
+        if first_end >= limit {
+            return first_end;
+        }
+        // Jump close to the limit through the index, then walk.
+        let mut position = self.index.floor_batch_start(limit).max(start);
+        loop {
+            let end = position + self.header_at(position).total_bytes().unwrap_or(0) as u32;
+            if end > limit {
+                return position;
+            }
+            position = end;
+        }
+    }
+
+    /// A zero-copy view of committed bytes that keeps the segment alive.
+    pub(crate) fn bytes(self: &Arc<Self>, start: u32, end: u32) -> Bytes {
+        if start == end {
+            return Bytes::new();
+        }
+        Bytes::from_owner(SegmentBytes { segment: Arc::clone(self), start, len: (end - start) as usize })
+    }
+
+    /// The next segment, once installed.
+    pub(crate) fn next(&self) -> Option<Arc<Segment>> {
+        let raw = self.next.load(Ordering::Acquire);
+        if raw.is_null() {
+            return None;
+        }
+        // SAFETY: a non-null `next` owns one strong count for as long as
+        // `self` lives, and the caller holds `self`; we add a count of our own.
+        unsafe {
+            Arc::increment_strong_count(raw);
+            Some(Arc::from_raw(raw))
+        }
+    }
+
+    /// Installs `candidate` as the next segment unless another thread did
+    /// first; returns the installed one.
+    pub(crate) fn install_next(&self, candidate: Arc<Segment>) -> Arc<Segment> {
+        let raw = Arc::into_raw(Arc::clone(&candidate)) as *mut Segment;
+        match self.next.compare_exchange(std::ptr::null_mut(), raw, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => candidate,
+            Err(_) => {
+                // SAFETY: `raw` came from into_raw above and was not published.
+                drop(unsafe { Arc::from_raw(raw) });
+                self.next().expect("the CAS failed because next is set")
+            }
+        }
+    }
+
+    /// Raises the segment's largest timestamp to `timestamp`.
+    pub(crate) fn note_timestamp(&self, timestamp: i64) {
+        // Relaxed: only read for retention and timestamp lookups, which
+        // tolerate a value a moment old.
+        if self.max_timestamp.load(std::sync::atomic::Ordering::Relaxed) < timestamp {
+            self.max_timestamp.fetch_max(timestamp, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Largest record timestamp in the segment (`i64::MIN` when empty).
+    pub(crate) fn max_timestamp(&self) -> i64 {
+        self.max_timestamp.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Offsets held (once complete, the segment's record count).
+    pub(crate) fn end_offset(&self) -> u64 {
+        self.base_offset + u64::from(self.committed().records)
+    }
+}
+
+impl Drop for Segment {
+    fn drop(&mut self) {
+        let raw = self.next.swap(std::ptr::null_mut(), Ordering::AcqRel);
+        if !raw.is_null() {
+            // SAFETY: the pointer owns one strong count, taken at install.
+            drop(unsafe { Arc::from_raw(raw) });
+        }
+    }
+}
+
+/// Owner of a committed byte range, behind a `Bytes` given to readers.
+struct SegmentBytes {
+    segment: Arc<Segment>,
+    start: u32,
+    len: usize,
+}
+
+impl AsRef<[u8]> for SegmentBytes {
+    fn as_ref(&self) -> &[u8] {
+        // SAFETY: the range was committed when this view was made, and the
+        // Arc keeps the mapping alive (even after the file is deleted).
+        unsafe { self.segment.file.slice(self.start, self.len) }
+    }
+}

@@ -1,0 +1,33 @@
+//! One place for the synchronisation primitives of the lock-free protocol, so
+//! that `--cfg loom` swaps them for loom's model-checked versions (as tokio's
+//! `loom` shim does). Production code imports atomics only from here.
+
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+#[cfg(loom)]
+pub(crate) use loom::sync::Arc;
+
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+#[cfg(not(loom))]
+pub(crate) use std::sync::Arc;
+
+/// `n` atomics initialised to zero.
+///
+/// Outside loom the memory comes from the zeroing allocator, so a large index
+/// for a segment that is only partly used costs address space, not touched
+/// pages.
+#[cfg(not(loom))]
+pub(crate) fn zeroed_atomics(n: usize) -> Box<[AtomicU64]> {
+    let zeros: Box<[u64]> = vec![0u64; n].into_boxed_slice();
+    let raw = Box::into_raw(zeros) as *mut [AtomicU64];
+    // SAFETY: AtomicU64 has the same size, alignment and bit validity as u64
+    // (documented by std), and the box owns the allocation we reinterpret.
+    unsafe { Box::from_raw(raw) }
+}
+
+/// `n` atomics initialised to zero (loom version).
+#[cfg(loom)]
+pub(crate) fn zeroed_atomics(n: usize) -> Box<[AtomicU64]> {
+    (0..n).map(|_| AtomicU64::new(0)).collect()
+}
