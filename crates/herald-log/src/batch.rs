@@ -90,7 +90,9 @@ impl<'a> BatchHeader<'a> {
     /// Whole size of the batch in bytes (`batchLength` + 12), or `None` if
     /// `batchLength` is negative.
     pub fn total_bytes(&self) -> Option<usize> {
-        usize::try_from(self.batch_length()).ok().map(|l| l + LOG_OVERHEAD)
+        usize::try_from(self.batch_length())
+            .ok()
+            .map(|l| l + LOG_OVERHEAD)
     }
     /// The leader epoch the broker stamped.
     pub fn partition_leader_epoch(&self) -> i32 {
@@ -173,15 +175,24 @@ impl<'a> BatchHeader<'a> {
 pub fn validate(batch: &[u8]) -> Result<BatchHeader<'_>, BatchError> {
     let header = check_frame(batch)?;
     if batch.len() < BATCH_BYTES_MIN {
-        return Err(BatchError::TooShort { len: batch.len(), min: BATCH_BYTES_MIN });
+        return Err(BatchError::TooShort {
+            len: batch.len(),
+            min: BATCH_BYTES_MIN,
+        });
     }
     let computed = BatchHeader::compute_crc(batch);
     if computed != header.crc() {
-        return Err(BatchError::CrcMismatch { expected: header.crc(), computed });
+        return Err(BatchError::CrcMismatch {
+            expected: header.crc(),
+            computed,
+        });
     }
     let (count, delta) = (header.records_count(), header.last_offset_delta());
     if count <= 0 || delta < 0 || i64::from(count) != i64::from(delta) + 1 {
-        return Err(BatchError::RecordCount { records_count: count, last_offset_delta: delta });
+        return Err(BatchError::RecordCount {
+            records_count: count,
+            last_offset_delta: delta,
+        });
     }
     if header.is_control() {
         return Err(BatchError::ControlBatch);
@@ -192,10 +203,14 @@ pub fn validate(batch: &[u8]) -> Result<BatchHeader<'_>, BatchError> {
 /// Checks the framing of a stored or received batch (header present, magic,
 /// declared length equal to the slice) without the CRC.
 fn check_frame(batch: &[u8]) -> Result<BatchHeader<'_>, BatchError> {
-    let header = BatchHeader::parse(batch)
-        .ok_or(BatchError::TooShort { len: batch.len(), min: HEADER_BYTES })?;
+    let header = BatchHeader::parse(batch).ok_or(BatchError::TooShort {
+        len: batch.len(),
+        min: HEADER_BYTES,
+    })?;
     if header.magic() != 2 {
-        return Err(BatchError::UnsupportedMagic { found: header.magic() });
+        return Err(BatchError::UnsupportedMagic {
+            found: header.magic(),
+        });
     }
     match header.total_bytes() {
         Some(declared) if declared == batch.len() => Ok(header),
@@ -237,7 +252,10 @@ impl<'a> Iterator for Batches<'a> {
         let Some(header) = BatchHeader::parse(self.rest) else {
             let len = self.rest.len();
             self.rest = &[];
-            return Some(Err(BatchError::TooShort { len, min: HEADER_BYTES }));
+            return Some(Err(BatchError::TooShort {
+                len,
+                min: HEADER_BYTES,
+            }));
         };
         match header.total_bytes() {
             Some(total) if total >= HEADER_BYTES && total <= self.rest.len() => {
@@ -248,7 +266,10 @@ impl<'a> Iterator for Batches<'a> {
             declared => {
                 let actual = self.rest.len();
                 self.rest = &[];
-                Some(Err(BatchError::LengthMismatch { declared: declared.unwrap_or(0), actual }))
+                Some(Err(BatchError::LengthMismatch {
+                    declared: declared.unwrap_or(0),
+                    actual,
+                }))
             }
         }
     }
@@ -267,7 +288,10 @@ pub(crate) enum StoredBatchError {
 
 /// Validates a stored batch at the start of `bytes` (which may run on past
 /// it): framing, CRC, and the expected base offset. Returns its size.
-pub(crate) fn validate_stored(bytes: &[u8], expected_offset: u64) -> Result<(usize, BatchHeader<'_>), StoredBatchError> {
+pub(crate) fn validate_stored(
+    bytes: &[u8],
+    expected_offset: u64,
+) -> Result<(usize, BatchHeader<'_>), StoredBatchError> {
     let header = BatchHeader::parse(bytes).ok_or(StoredBatchError::Truncated)?;
     let total = match header.total_bytes() {
         Some(t) if t >= BATCH_BYTES_MIN => t,
@@ -283,11 +307,16 @@ pub(crate) fn validate_stored(bytes: &[u8], expected_offset: u64) -> Result<(usi
     }
     let batch = &bytes[..total];
     if header.magic() != 2 {
-        return Err(StoredBatchError::Invalid(BatchError::UnsupportedMagic { found: header.magic() }));
+        return Err(StoredBatchError::Invalid(BatchError::UnsupportedMagic {
+            found: header.magic(),
+        }));
     }
     let computed = BatchHeader::compute_crc(batch);
     if computed != header.crc() {
-        return Err(StoredBatchError::Invalid(BatchError::CrcMismatch { expected: header.crc(), computed }));
+        return Err(StoredBatchError::Invalid(BatchError::CrcMismatch {
+            expected: header.crc(),
+            computed,
+        }));
     }
     if header.last_offset_delta() < 0 {
         return Err(StoredBatchError::Invalid(BatchError::RecordCount {
@@ -296,7 +325,10 @@ pub(crate) fn validate_stored(bytes: &[u8], expected_offset: u64) -> Result<(usi
         }));
     }
     if header.base_offset() != expected_offset as i64 {
-        return Err(StoredBatchError::OffsetGap { expected: expected_offset, found: header.base_offset() });
+        return Err(StoredBatchError::OffsetGap {
+            expected: expected_offset,
+            found: header.base_offset(),
+        });
     }
     Ok((total, header))
 }
@@ -309,7 +341,9 @@ pub fn first_record_at_or_after(batch: &[u8], target: i64) -> Option<(i64, i64)>
     if header.compression() != 0 {
         return None;
     }
-    let mut records = RecordWalker { rest: batch.get(HEADER_BYTES..)? };
+    let mut records = RecordWalker {
+        rest: batch.get(HEADER_BYTES..)?,
+    };
     for _ in 0..header.records_count() {
         let (timestamp_delta, offset_delta) = records.next_record()?;
         let timestamp = header.base_timestamp().checked_add(timestamp_delta)?;
@@ -377,7 +411,8 @@ pub mod testing {
         let batch_length = (out.len() - LOG_OVERHEAD) as i32;
         out[BATCH_LENGTH..BATCH_LENGTH + 4].copy_from_slice(&batch_length.to_be_bytes());
         out[MAGIC] = 2;
-        out[LAST_OFFSET_DELTA..LAST_OFFSET_DELTA + 4].copy_from_slice(&((count - 1) as i32).to_be_bytes());
+        out[LAST_OFFSET_DELTA..LAST_OFFSET_DELTA + 4]
+            .copy_from_slice(&((count - 1) as i32).to_be_bytes());
         out[BASE_TIMESTAMP..BASE_TIMESTAMP + 8].copy_from_slice(&timestamp.to_be_bytes());
         let max_ts = timestamp + i64::from(count - 1);
         out[MAX_TIMESTAMP..MAX_TIMESTAMP + 8].copy_from_slice(&max_ts.to_be_bytes());
@@ -434,11 +469,20 @@ mod tests {
     #[test]
     fn wrong_length_and_magic_are_refused() {
         let b = batch(1, b"x", 0);
-        assert!(matches!(validate(&b[..b.len() - 1]), Err(BatchError::LengthMismatch { .. })));
+        assert!(matches!(
+            validate(&b[..b.len() - 1]),
+            Err(BatchError::LengthMismatch { .. })
+        ));
         let mut m = b.clone();
         m[MAGIC] = 1;
-        assert!(matches!(validate(&m), Err(BatchError::UnsupportedMagic { found: 1 })));
-        assert!(matches!(validate(&b[..10]), Err(BatchError::TooShort { .. })));
+        assert!(matches!(
+            validate(&m),
+            Err(BatchError::UnsupportedMagic { found: 1 })
+        ));
+        assert!(matches!(
+            validate(&b[..10]),
+            Err(BatchError::TooShort { .. })
+        ));
     }
 
     #[test]

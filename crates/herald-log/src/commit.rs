@@ -34,12 +34,18 @@ impl CommitTracker {
     /// already committed.
     pub(crate) fn new(capacity_bytes: u32, start: Extent) -> Self {
         let blocks = (capacity_bytes as usize >> BLOCK_SHIFT) + 1;
-        Self { committed: AtomicU64::new(start.pack()), done: zeroed_atomics(blocks.div_ceil(64)) }
+        Self {
+            committed: AtomicU64::new(start.pack()),
+            done: zeroed_atomics(blocks.div_ceil(64)),
+        }
     }
 
     /// A tracker for a segment that is complete and takes no appends.
     pub(crate) fn new_complete(end: Extent) -> Self {
-        Self { committed: AtomicU64::new(end.pack()), done: Box::new([]) }
+        Self {
+            committed: AtomicU64::new(end.pack()),
+            done: Box::new([]),
+        }
     }
 
     /// The committed tail: every batch before it is complete and visible.
@@ -82,7 +88,10 @@ impl CommitTracker {
             let (bytes, records) = sizes.batch_at(tail.bytes);
             let next = Extent::new(tail.records + records, tail.bytes + bytes).pack();
             // Release publishes the batch to readers that Acquire the tail.
-            match self.committed.compare_exchange(current, next, Ordering::SeqCst, Ordering::SeqCst) {
+            match self
+                .committed
+                .compare_exchange(current, next, Ordering::SeqCst, Ordering::SeqCst)
+            {
                 Ok(_) => {
                     moved = true;
                     current = next;

@@ -73,7 +73,11 @@ impl LogConfig {
     /// with a configuration that fails this.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let invalid = |key: &'static str, value: u64, why: &'static str| {
-            Err(ConfigError { key, value, reason: why })
+            Err(ConfigError {
+                key,
+                value,
+                reason: why,
+            })
         };
         if !(SEGMENT_BYTES_MIN..=SEGMENT_BYTES_MAX).contains(&self.segment_bytes) {
             return invalid(

@@ -29,7 +29,9 @@ pub enum BatchError {
         found: i8,
     },
     /// CRC-32C over attributes..end does not match the header.
-    #[error("record batch CRC mismatch: header says {expected:#010x}, content gives {computed:#010x}")]
+    #[error(
+        "record batch CRC mismatch: header says {expected:#010x}, content gives {computed:#010x}"
+    )]
     CrcMismatch {
         /// CRC stored in the header.
         expected: u32,
@@ -138,6 +140,10 @@ pub enum LogError {
 
 impl LogError {
     pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        LogError::Io { op, path: path.into(), source }
+        LogError::Io {
+            op,
+            path: path.into(),
+            source,
+        }
     }
 }

@@ -28,6 +28,9 @@ impl Extent {
     }
 
     pub(crate) const fn unpack(word: u64) -> Self {
-        Self { records: ((word & !SEALED) >> 32) as u32, bytes: word as u32 }
+        Self {
+            records: ((word & !SEALED) >> 32) as u32,
+            bytes: word as u32,
+        }
     }
 }

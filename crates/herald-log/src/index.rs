@@ -37,7 +37,11 @@ impl SegmentIndex {
     pub(crate) fn new(capacity_bytes: u32, interval_bytes: u32) -> Self {
         let interval_shift = interval_bytes.trailing_zeros();
         let buckets = (capacity_bytes >> interval_shift) as usize + 1;
-        Self { interval_shift, entries: zeroed_atomics(buckets), max_timestamps: zeroed_atomics(buckets) }
+        Self {
+            interval_shift,
+            entries: zeroed_atomics(buckets),
+            max_timestamps: zeroed_atomics(buckets),
+        }
     }
 
     /// Bytes per bucket.
@@ -56,7 +60,13 @@ impl SegmentIndex {
 
     /// Records a batch at `position` of `length` bytes whose first offset is
     /// `relative_offset` and whose records reach `max_timestamp`.
-    pub(crate) fn record(&self, position: u32, length: u32, relative_offset: u32, max_timestamp: i64) {
+    pub(crate) fn record(
+        &self,
+        position: u32,
+        length: u32,
+        relative_offset: u32,
+        max_timestamp: i64,
+    ) {
         let shift = self.interval_shift;
         let last_byte = position + length - 1;
         let first_bucket = (position >> shift) as usize;
@@ -119,7 +129,11 @@ impl SegmentIndex {
 
     /// First bucket whose batches reach `timestamp`, among those covering the
     /// first `committed_bytes`.
-    pub(crate) fn first_bucket_reaching(&self, timestamp: i64, committed_bytes: u32) -> Option<usize> {
+    pub(crate) fn first_bucket_reaching(
+        &self,
+        timestamp: i64,
+        committed_bytes: u32,
+    ) -> Option<usize> {
         (0..self.buckets_for(committed_bytes)).find(|&k| self.max_timestamp(k) >= timestamp)
     }
 
@@ -134,7 +148,9 @@ impl SegmentIndex {
     /// Serialises the buckets covering `bytes`, for the index file.
     pub(crate) fn export(&self, bytes: u32) -> (Vec<u64>, Vec<i64>) {
         let n = self.buckets_for(bytes);
-        let entries = (0..n).map(|k| self.entries[k].load(Ordering::Relaxed)).collect();
+        let entries = (0..n)
+            .map(|k| self.entries[k].load(Ordering::Relaxed))
+            .collect();
         let times = (0..n).map(|k| self.max_timestamp(k)).collect();
         (entries, times)
     }
@@ -150,7 +166,7 @@ impl SegmentIndex {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(herald_loom)))]
 mod tests {
     use super::*;
 

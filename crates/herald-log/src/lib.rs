@@ -39,23 +39,23 @@ mod index;
 mod reserve;
 mod sync;
 
-#[cfg(not(loom))]
+#[cfg(not(herald_loom))]
 mod log;
-#[cfg(not(loom))]
+#[cfg(not(herald_loom))]
 mod mapped_file;
-#[cfg(not(loom))]
+#[cfg(not(herald_loom))]
 mod persist;
-#[cfg(not(loom))]
+#[cfg(not(herald_loom))]
 mod recovery;
-#[cfg(not(loom))]
+#[cfg(not(herald_loom))]
 mod segment;
 
-#[cfg(loom)]
-pub mod model;
+#[cfg(all(test, herald_loom))]
+mod loom_tests;
 
 pub use config::{FlushPolicy, LogConfig, SEGMENT_BYTES_MAX, SEGMENT_BYTES_MIN};
 pub use error::{AppendError, BatchError, ConfigError, LogError, ReadError};
-#[cfg(not(loom))]
+#[cfg(not(herald_loom))]
 pub use log::{Appended, Log, ReadSlice, TimestampOffset};
-#[cfg(not(loom))]
+#[cfg(not(herald_loom))]
 pub use recovery::RecoveryReport;

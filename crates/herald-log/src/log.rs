@@ -101,7 +101,8 @@ impl std::fmt::Debug for Log {
 }
 
 fn millis_since_epoch(time: SystemTime) -> i64 {
-    time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+    time.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 impl Log {
@@ -159,10 +160,17 @@ impl Log {
         self.check_open()?;
         let max = self.max_batch_bytes.load(Ordering::Relaxed) as usize;
         if batch.len() > max {
-            return Err(AppendError::TooLarge { size: batch.len(), max });
+            return Err(AppendError::TooLarge {
+                size: batch.len(),
+                max,
+            });
         }
         let header = batch::validate(batch)?;
-        let (len, records, max_timestamp) = (batch.len() as u32, header.offset_count(), header.max_timestamp());
+        let (len, records, max_timestamp) = (
+            batch.len() as u32,
+            header.offset_count(),
+            header.max_timestamp(),
+        );
         let guard = self.active.load();
         let mut rolled: Option<Arc<Segment>> = None;
         loop {
@@ -173,13 +181,14 @@ impl Log {
                 let (reserved, _) = segment.reserved();
                 let end_guess = u64::from(reserved.bytes) + u64::from(len);
                 if end_guess <= u64::from(segment.file().map_len() as u32) {
-                    segment
-                        .file()
-                        .ensure_allocated(end_guess)
-                        .map_err(|e| AppendError::Storage(format!("{}: {e}", segment.path().display()).into()))?;
+                    segment.file().ensure_allocated(end_guess).map_err(|e| {
+                        AppendError::Storage(format!("{}: {e}", segment.path().display()).into())
+                    })?;
                 }
                 match segment.reserve(len, records) {
-                    Reservation::Reserved { start } => return self.fill(segment, start, batch, max_timestamp),
+                    Reservation::Reserved { start } => {
+                        return self.fill(segment, start, batch, max_timestamp)
+                    }
                     Reservation::Sealed { end } => self.roll(segment, end)?,
                 }
             };
@@ -188,7 +197,13 @@ impl Log {
     }
 
     /// Writes a reserved batch and completes the append.
-    fn fill(&self, segment: &Segment, start: Extent, batch: &[u8], max_timestamp: i64) -> Result<Appended, AppendError> {
+    fn fill(
+        &self,
+        segment: &Segment,
+        start: Extent,
+        batch: &[u8],
+        max_timestamp: i64,
+    ) -> Result<Appended, AppendError> {
         let end = u64::from(start.bytes) + batch.len() as u64;
         if let Err(e) = segment.file().ensure_allocated(end) {
             // The range is reserved and cannot be given back: every later
@@ -230,7 +245,9 @@ impl Log {
                     config.index_interval_bytes,
                     config.preallocate_bytes,
                 )
-                .map_err(|e| AppendError::Storage(format!("creating segment {base}: {e}").into()))?;
+                .map_err(|e| {
+                    AppendError::Storage(format!("creating segment {base}: {e}").into())
+                })?;
                 self.dir_dirty.store(true, Ordering::Release);
                 sealed.install_next(Arc::new(candidate))
             }
@@ -242,7 +259,10 @@ impl Log {
 
     /// Adds a new segment to the readers' list, once.
     fn publish_segment(&self, segment: &Arc<Segment>) {
-        let listed = |list: &Vec<Arc<Segment>>| list.last().is_some_and(|s| s.base_offset() >= segment.base_offset());
+        let listed = |list: &Vec<Arc<Segment>>| {
+            list.last()
+                .is_some_and(|s| s.base_offset() >= segment.base_offset())
+        };
         if listed(&self.segments.load()) {
             return;
         }
@@ -286,9 +306,18 @@ impl Log {
         let high_watermark = self.high_watermark();
         let list = self.segments.load();
         let log_start_offset = list.first().map_or(0, |s| s.base_offset());
-        let empty = |next_offset| ReadSlice { bytes: Bytes::new(), next_offset, high_watermark, log_start_offset };
+        let empty = |next_offset| ReadSlice {
+            bytes: Bytes::new(),
+            next_offset,
+            high_watermark,
+            log_start_offset,
+        };
         if from_offset < log_start_offset || from_offset > high_watermark {
-            return Err(ReadError::OffsetOutOfRange { requested: from_offset, log_start_offset, high_watermark });
+            return Err(ReadError::OffsetOutOfRange {
+                requested: from_offset,
+                log_start_offset,
+                high_watermark,
+            });
         }
         if from_offset == high_watermark {
             return Ok(empty(from_offset));
@@ -306,7 +335,12 @@ impl Log {
         } else {
             segment.header_at(end).base_offset() as u64
         };
-        Ok(ReadSlice { bytes: segment.bytes(start, end), next_offset, high_watermark, log_start_offset })
+        Ok(ReadSlice {
+            bytes: segment.bytes(start, end),
+            next_offset,
+            high_watermark,
+            log_start_offset,
+        })
     }
 
     fn stopped(&self) -> bool {
@@ -365,7 +399,10 @@ impl Log {
                 continue;
             }
             let committed = segment.committed();
-            let Some(bucket) = segment.index().first_bucket_reaching(timestamp, committed.bytes) else {
+            let Some(bucket) = segment
+                .index()
+                .first_bucket_reaching(timestamp, committed.bytes)
+            else {
                 continue;
             };
             let mut position = segment.index().entry(bucket).bytes;
@@ -376,7 +413,10 @@ impl Log {
                     let bytes = segment.bytes(position, position + len);
                     let (offset, ts) = batch::first_record_at_or_after(&bytes, timestamp)
                         .unwrap_or((header.base_offset(), header.max_timestamp()));
-                    return Some(TimestampOffset { offset: offset as u64, timestamp: ts });
+                    return Some(TimestampOffset {
+                        offset: offset as u64,
+                        timestamp: ts,
+                    });
                 }
                 position += len;
             }
@@ -400,9 +440,12 @@ impl Log {
             let len = header.total_bytes().unwrap_or(0) as u32;
             if header.max_timestamp() == max {
                 let bytes = segment.bytes(position, position + len);
-                let offset =
-                    batch::first_record_at_or_after(&bytes, max).map_or(header.last_offset(), |(offset, _)| offset);
-                return Some(TimestampOffset { offset: offset as u64, timestamp: max });
+                let offset = batch::first_record_at_or_after(&bytes, max)
+                    .map_or(header.last_offset(), |(offset, _)| offset);
+                return Some(TimestampOffset {
+                    offset: offset as u64,
+                    timestamp: max,
+                });
             }
             position += len;
         }
@@ -478,7 +521,10 @@ impl Log {
         let config = self.config.load_full();
         if let Some(age) = config.segment_age {
             let active = self.active.load_full();
-            let old = active.created_at().checked_add(age).is_some_and(|due| due <= now);
+            let old = active
+                .created_at()
+                .checked_add(age)
+                .is_some_and(|due| due <= now);
             if old && active.committed().bytes > 0 && active.next().is_none() {
                 let end = active.seal();
                 if let Err(e) = self.roll(&active, end) {
@@ -487,7 +533,11 @@ impl Log {
             }
         }
         if let FlushPolicy::Interval(every) = config.flush {
-            let due = self.flush_lock.lock().map(|last| last.elapsed() >= every).unwrap_or(true);
+            let due = self
+                .flush_lock
+                .lock()
+                .map(|last| last.elapsed() >= every)
+                .unwrap_or(true);
             if due {
                 self.flush()?;
             }
@@ -503,7 +553,10 @@ impl Log {
         let last = list.len().saturating_sub(1);
         let mut finalized_any = false;
         for (i, segment) in list.iter().enumerate() {
-            if (i == last && !closing) || segment.finalized.load(Ordering::Acquire) || !segment.is_complete() {
+            if (i == last && !closing)
+                || segment.finalized.load(Ordering::Acquire)
+                || !segment.is_complete()
+            {
                 continue;
             }
             self.flush_to(segment.end_offset())?;
@@ -513,7 +566,10 @@ impl Log {
                 move |source| LogError::io(op, path, source)
             };
             if segment.file().file_len().map_err(io("stat"))? > u64::from(end.bytes) {
-                segment.file().truncate(u64::from(end.bytes)).map_err(io("truncate"))?;
+                segment
+                    .file()
+                    .truncate(u64::from(end.bytes))
+                    .map_err(io("truncate"))?;
             }
             let (entries, max_timestamps) = segment.index().export(end.bytes);
             IndexFile {
@@ -535,8 +591,13 @@ impl Log {
     }
 
     fn write_checkpoint(&self, clean: bool) -> Result<(), LogError> {
-        let checkpoint = Checkpoint { recovery_point: self.durable.load(Ordering::Acquire), clean };
-        checkpoint.write(&self.dir).map_err(|e| LogError::io("write checkpoint", &self.dir, e))
+        let checkpoint = Checkpoint {
+            recovery_point: self.durable.load(Ordering::Acquire),
+            clean,
+        };
+        checkpoint
+            .write(&self.dir)
+            .map_err(|e| LogError::io("write checkpoint", &self.dir, e))
     }
 
     /// Deletes the oldest sealed segments that are past the retention time
@@ -552,7 +613,8 @@ impl Log {
                 return Ok(());
             }
             let expired = config.retention_age.is_some_and(|age| {
-                oldest.max_timestamp() > i64::MIN && oldest.max_timestamp() < now_ms - age.as_millis() as i64
+                oldest.max_timestamp() > i64::MIN
+                    && oldest.max_timestamp() < now_ms - age.as_millis() as i64
             });
             let total: u64 = list.iter().map(|s| u64::from(s.committed().bytes)).sum();
             let oversized = config
@@ -592,15 +654,21 @@ impl Log {
     /// now on; retention and flushing apply at the next maintenance.
     pub fn update_config(&self, config: LogConfig) -> Result<(), ConfigError> {
         config.validate()?;
-        self.max_batch_bytes.store(config.max_batch_bytes, Ordering::Relaxed);
-        self.flush_policy.store(policy_code(config.flush), Ordering::Relaxed);
+        self.max_batch_bytes
+            .store(config.max_batch_bytes, Ordering::Relaxed);
+        self.flush_policy
+            .store(policy_code(config.flush), Ordering::Relaxed);
         self.config.store(Arc::new(config));
         Ok(())
     }
 
     /// Bytes stored.
     pub fn size_bytes(&self) -> u64 {
-        self.segments.load().iter().map(|s| u64::from(s.committed().bytes)).sum()
+        self.segments
+            .load()
+            .iter()
+            .map(|s| u64::from(s.committed().bytes))
+            .sum()
     }
 
     /// Number of segments.

@@ -34,8 +34,17 @@ pub(crate) struct MappedFile {
 impl MappedFile {
     /// Opens (creating if needed, never truncating) a file for appends and maps
     /// `capacity` bytes of it.
-    pub(crate) fn open_writable(path: &Path, capacity: u32, allocate_step: u32) -> io::Result<Self> {
-        let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
+    pub(crate) fn open_writable(
+        path: &Path,
+        capacity: u32,
+        allocate_step: u32,
+    ) -> io::Result<Self> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)?;
         let existing = file.metadata()?.len();
         let map_len = (capacity as usize).max(existing as usize).max(1);
         let map = MmapOptions::new().len(map_len).map_raw(&file)?;
@@ -56,7 +65,14 @@ impl MappedFile {
         let len = file.metadata()?.len();
         let map_len = (len as usize).max(1);
         let map = MmapOptions::new().len(map_len).map_raw_read_only(&file)?;
-        Ok(Self { path: path.to_owned(), file, map, map_len, allocated: AtomicU64::new(len), allocate_step: 0 })
+        Ok(Self {
+            path: path.to_owned(),
+            file,
+            map,
+            map_len,
+            allocated: AtomicU64::new(len),
+            allocate_step: 0,
+        })
     }
 
     /// Path of the file.
@@ -82,7 +98,9 @@ impl MappedFile {
         // posix_fallocate is idempotent and safe to call concurrently: two
         // writers crossing the boundary at once both allocate the same range.
         // SAFETY: plain syscall on a file descriptor we own.
-        let rc = unsafe { libc::posix_fallocate(self.file.as_raw_fd(), have as i64, (target - have) as i64) };
+        let rc = unsafe {
+            libc::posix_fallocate(self.file.as_raw_fd(), have as i64, (target - have) as i64)
+        };
         if rc != 0 {
             return Err(io::Error::from_raw_os_error(rc));
         }
@@ -109,7 +127,11 @@ impl MappedFile {
         // SAFETY: per the contract the range is in bounds, backed, and written
         // by no one else; readers do not look at it until it is committed.
         unsafe {
-            std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.map.as_mut_ptr().add(position as usize), bytes.len());
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                self.map.as_mut_ptr().add(position as usize),
+                bytes.len(),
+            );
         }
     }
 

@@ -77,8 +77,14 @@ impl IndexFile {
     /// Reads an index file; `None` if missing, damaged or inconsistent.
     pub(crate) fn read(path: &Path) -> Option<Self> {
         let body = read_checked(path, INDEX_MAGIC)?;
-        let u64_at = |at: usize| body.get(at..at + 8).map(|b| u64::from_be_bytes(b.try_into().expect("8 bytes")));
-        let u32_at = |at: usize| body.get(at..at + 4).map(|b| u32::from_be_bytes(b.try_into().expect("4 bytes")));
+        let u64_at = |at: usize| {
+            body.get(at..at + 8)
+                .map(|b| u64::from_be_bytes(b.try_into().expect("8 bytes")))
+        };
+        let u32_at = |at: usize| {
+            body.get(at..at + 4)
+                .map(|b| u32::from_be_bytes(b.try_into().expect("4 bytes")))
+        };
         let base_offset = u64_at(0)?;
         let end = Extent::unpack(u64_at(8)?);
         let interval_bytes = u32_at(16)?;
@@ -86,10 +92,20 @@ impl IndexFile {
         if body.len() != 24 + count * 16 {
             return None;
         }
-        let entries = (0..count).map(|i| u64_at(24 + i * 8)).collect::<Option<Vec<_>>>()?;
+        let entries = (0..count)
+            .map(|i| u64_at(24 + i * 8))
+            .collect::<Option<Vec<_>>>()?;
         let times_at = 24 + count * 8;
-        let max_timestamps = (0..count).map(|i| u64_at(times_at + i * 8).map(|v| v as i64)).collect::<Option<Vec<_>>>()?;
-        Some(Self { base_offset, end, interval_bytes, entries, max_timestamps })
+        let max_timestamps = (0..count)
+            .map(|i| u64_at(times_at + i * 8).map(|v| v as i64))
+            .collect::<Option<Vec<_>>>()?;
+        Some(Self {
+            base_offset,
+            end,
+            interval_bytes,
+            entries,
+            max_timestamps,
+        })
     }
 }
 

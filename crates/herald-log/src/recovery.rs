@@ -88,14 +88,24 @@ fn scan(data: &[u8], base_offset: u64) -> Scan {
     loop {
         let rest = &data[end.bytes as usize..];
         if rest.is_empty() {
-            return Scan { end, stopped: None, batches };
+            return Scan {
+                end,
+                stopped: None,
+                batches,
+            };
         }
         match validate_stored(rest, base_offset + u64::from(end.records)) {
             Ok((len, header)) => {
                 end = Extent::new(end.records + header.offset_count(), end.bytes + len as u32);
                 batches += 1;
             }
-            Err(_) if rest.iter().all(|&b| b == 0) => return Scan { end, stopped: None, batches },
+            Err(_) if rest.iter().all(|&b| b == 0) => {
+                return Scan {
+                    end,
+                    stopped: None,
+                    batches,
+                }
+            }
             Err(why) => {
                 let reason = match why {
                     StoredBatchError::Truncated => "batch runs past the end of the file".to_owned(),
@@ -104,7 +114,11 @@ fn scan(data: &[u8], base_offset: u64) -> Scan {
                         format!("batch has base offset {found}, expected {expected}")
                     }
                 };
-                return Scan { end, stopped: Some((end.bytes, reason)), batches };
+                return Scan {
+                    end,
+                    stopped: Some((end.bytes, reason)),
+                    batches,
+                };
             }
         }
     }
@@ -133,7 +147,9 @@ fn load_index(dir: &Path, base: u64, file_len: u64, config: &LogConfig) -> Optio
     let consistent = index.base_offset == base
         && u64::from(index.end.bytes) <= file_len
         && index.interval_bytes == config.index_interval_bytes
-        && index.entries.len() == crate::index::SegmentIndex::new(index.end.bytes, index.interval_bytes).buckets_for(index.end.bytes);
+        && index.entries.len()
+            == crate::index::SegmentIndex::new(index.end.bytes, index.interval_bytes)
+                .buckets_for(index.end.bytes);
     consistent.then_some(index)
 }
 
@@ -142,7 +158,10 @@ pub(crate) fn recover(dir: &Path, config: &LogConfig) -> Result<Recovered, LogEr
     fs::create_dir_all(dir).map_err(io_err("create", dir))?;
     let checkpoint = Checkpoint::read(dir);
     let bases = segment_bases(dir)?;
-    let mut report = RecoveryReport { clean: checkpoint.clean, ..RecoveryReport::default() };
+    let mut report = RecoveryReport {
+        clean: checkpoint.clean,
+        ..RecoveryReport::default()
+    };
     let mut segments: Vec<Arc<Segment>> = Vec::with_capacity(bases.len().max(1));
     let mut last: Option<(PathBuf, u64, Extent, Option<IndexFile>)> = None;
 
@@ -154,7 +173,9 @@ pub(crate) fn recover(dir: &Path, config: &LogConfig) -> Result<Recovered, LogEr
                     return Err(LogError::Corrupt {
                         path,
                         position: 0,
-                        reason: format!("segment starts at offset {base}, previous one ends at {expected}"),
+                        reason: format!(
+                            "segment starts at offset {base}, previous one ends at {expected}"
+                        ),
                     });
                 }
                 report.segments_dropped += drop_segments(dir, &bases[i..])?;
@@ -168,8 +189,9 @@ pub(crate) fn recover(dir: &Path, config: &LogConfig) -> Result<Recovered, LogEr
             if is_last {
                 last = Some((path, base, index.end, Some(index)));
             } else {
-                let segment = Segment::open_sealed(&path, base, index.end, config.index_interval_bytes)
-                    .map_err(io_err("open", &path))?;
+                let segment =
+                    Segment::open_sealed(&path, base, index.end, config.index_interval_bytes)
+                        .map_err(io_err("open", &path))?;
                 import_index(&segment, &index);
                 segments.push(Arc::new(segment));
             }
@@ -180,7 +202,11 @@ pub(crate) fn recover(dir: &Path, config: &LogConfig) -> Result<Recovered, LogEr
         let scanned_end_offset = base + u64::from(scan.end.records);
         if let Some((position, reason)) = &scan.stopped {
             if scanned_end_offset < checkpoint.recovery_point {
-                return Err(LogError::Corrupt { path, position: u64::from(*position), reason: reason.clone() });
+                return Err(LogError::Corrupt {
+                    path,
+                    position: u64::from(*position),
+                    reason: reason.clone(),
+                });
             }
             tracing::warn!(segment = %path.display(), position, %reason, "cutting torn tail");
         }
@@ -198,7 +224,9 @@ pub(crate) fn recover(dir: &Path, config: &LogConfig) -> Result<Recovered, LogEr
         let segment = Segment::open_sealed(&path, base, scan.end, config.index_interval_bytes)
             .map_err(io_err("open", &path))?;
         rebuild_index(&segment, scan.end);
-        segment.finalized.store(false, std::sync::atomic::Ordering::Release);
+        segment
+            .finalized
+            .store(false, std::sync::atomic::Ordering::Release);
         segments.push(Arc::new(segment));
     }
 
@@ -214,18 +242,34 @@ pub(crate) fn recover(dir: &Path, config: &LogConfig) -> Result<Recovered, LogEr
             )
             .map_err(io_err("open", &path))?;
             if u64::from(end.bytes) < segment.file().file_len().map_err(io_err("stat", &path))? {
-                segment.file().truncate(u64::from(end.bytes)).map_err(io_err("truncate", &path))?;
+                segment
+                    .file()
+                    .truncate(u64::from(end.bytes))
+                    .map_err(io_err("truncate", &path))?;
             }
             match index {
                 Some(index) => import_index(&segment, &index),
                 None => rebuild_index(&segment, end),
             }
+            // Appends will make the index file stale; if it survived a crash
+            // it would be trusted once this segment is no longer the last.
+            // (The log syncs the directory before its first append.)
+            let index_path = dir.join(index_file_name(base));
+            if index_path.exists() {
+                fs::remove_file(&index_path).map_err(io_err("remove", &index_path))?;
+            }
             segment
         }
         None => {
             let base = segments.last().map_or(0, |s| s.end_offset());
-            Segment::create(dir, base, config.segment_bytes, config.index_interval_bytes, config.preallocate_bytes)
-                .map_err(io_err("create", dir))?
+            Segment::create(
+                dir,
+                base,
+                config.segment_bytes,
+                config.index_interval_bytes,
+                config.preallocate_bytes,
+            )
+            .map_err(io_err("create", dir))?
         }
     };
     segments.push(Arc::new(active));
@@ -235,7 +279,9 @@ pub(crate) fn recover(dir: &Path, config: &LogConfig) -> Result<Recovered, LogEr
 
 /// Loads an index file into a segment.
 fn import_index(segment: &Segment, index: &IndexFile) {
-    segment.index().import(&index.entries, &index.max_timestamps);
+    segment
+        .index()
+        .import(&index.entries, &index.max_timestamps);
     for &ts in &index.max_timestamps {
         segment.note_timestamp(ts);
     }
@@ -247,7 +293,9 @@ fn rebuild_index(segment: &Segment, end: Extent) {
     while at.bytes < end.bytes {
         let header = segment.header_at(at.bytes);
         let len = header.total_bytes().unwrap_or(0) as u32;
-        segment.index().record(at.bytes, len, at.records, header.max_timestamp());
+        segment
+            .index()
+            .record(at.bytes, len, at.records, header.max_timestamp());
         segment.note_timestamp(header.max_timestamp());
         at = Extent::new(at.records + header.offset_count(), at.bytes + len);
     }

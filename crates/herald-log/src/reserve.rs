@@ -29,12 +29,18 @@ pub(crate) struct ReserveWord {
 impl ReserveWord {
     /// A segment that already holds `start` and accepts up to `capacity_bytes`.
     pub(crate) fn new(start: Extent, capacity_bytes: u32) -> Self {
-        Self { word: AtomicU64::new(start.pack()), capacity_bytes }
+        Self {
+            word: AtomicU64::new(start.pack()),
+            capacity_bytes,
+        }
     }
 
     /// A segment recovered from disk that takes no more appends.
     pub(crate) fn new_sealed(end: Extent) -> Self {
-        Self { word: AtomicU64::new(end.pack() | SEALED), capacity_bytes: end.bytes }
+        Self {
+            word: AtomicU64::new(end.pack() | SEALED),
+            capacity_bytes: end.bytes,
+        }
     }
 
     /// Reserves `bytes` and `records` together, or seals the segment if they do
@@ -59,7 +65,12 @@ impl ReserveWord {
             };
             // AcqRel: the sealed extent is read by other writers to name the
             // next segment, and by readers deciding the segment is complete.
-            match self.word.compare_exchange_weak(current, next, Ordering::AcqRel, Ordering::Relaxed) {
+            match self.word.compare_exchange_weak(
+                current,
+                next,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
                 Ok(_) if fits => return Reservation::Reserved { start: at },
                 Ok(_) => return Reservation::Sealed { end: at },
                 Err(actual) => current = actual,
@@ -80,15 +91,25 @@ impl ReserveWord {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(herald_loom)))]
 mod tests {
     use super::*;
 
     #[test]
     fn reservations_are_contiguous_in_offsets_and_bytes() {
         let word = ReserveWord::new(Extent::default(), 1000);
-        assert_eq!(word.reserve(100, 3), Reservation::Reserved { start: Extent::new(0, 0) });
-        assert_eq!(word.reserve(200, 1), Reservation::Reserved { start: Extent::new(3, 100) });
+        assert_eq!(
+            word.reserve(100, 3),
+            Reservation::Reserved {
+                start: Extent::new(0, 0)
+            }
+        );
+        assert_eq!(
+            word.reserve(200, 1),
+            Reservation::Reserved {
+                start: Extent::new(3, 100)
+            }
+        );
         assert_eq!(word.load(), (Extent::new(4, 300), false));
     }
 
@@ -96,9 +117,19 @@ mod tests {
     fn a_batch_that_does_not_fit_seals_at_the_previous_end() {
         let word = ReserveWord::new(Extent::default(), 1000);
         word.reserve(900, 9);
-        assert_eq!(word.reserve(200, 1), Reservation::Sealed { end: Extent::new(9, 900) });
+        assert_eq!(
+            word.reserve(200, 1),
+            Reservation::Sealed {
+                end: Extent::new(9, 900)
+            }
+        );
         // Even a batch that would fit is refused once sealed: order is kept.
-        assert_eq!(word.reserve(50, 1), Reservation::Sealed { end: Extent::new(9, 900) });
+        assert_eq!(
+            word.reserve(50, 1),
+            Reservation::Sealed {
+                end: Extent::new(9, 900)
+            }
+        );
     }
 
     #[test]

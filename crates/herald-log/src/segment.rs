@@ -53,10 +53,22 @@ impl BatchSizes for Segment {
 
 impl Segment {
     /// Creates an empty segment file for appends.
-    pub(crate) fn create(dir: &Path, base_offset: u64, capacity: u32, interval: u32, step: u32) -> std::io::Result<Self> {
+    pub(crate) fn create(
+        dir: &Path,
+        base_offset: u64,
+        capacity: u32,
+        interval: u32,
+        step: u32,
+    ) -> std::io::Result<Self> {
         let path = dir.join(log_file_name(base_offset));
         let file = MappedFile::open_writable(&path, capacity, step)?;
-        Ok(Self::assemble(base_offset, file, Extent::default(), capacity, interval))
+        Ok(Self::assemble(
+            base_offset,
+            file,
+            Extent::default(),
+            capacity,
+            interval,
+        ))
     }
 
     /// Reopens the last segment of a recovered log for appends, holding `end`.
@@ -73,7 +85,13 @@ impl Segment {
         Ok(Self::assemble(base_offset, file, end, capacity, interval))
     }
 
-    fn assemble(base_offset: u64, file: MappedFile, start: Extent, capacity: u32, interval: u32) -> Self {
+    fn assemble(
+        base_offset: u64,
+        file: MappedFile,
+        start: Extent,
+        capacity: u32,
+        interval: u32,
+    ) -> Self {
         Self {
             base_offset,
             file,
@@ -88,7 +106,12 @@ impl Segment {
     }
 
     /// Opens a sealed segment read-only; `end` is its verified extent.
-    pub(crate) fn open_sealed(path: &Path, base_offset: u64, end: Extent, interval: u32) -> std::io::Result<Self> {
+    pub(crate) fn open_sealed(
+        path: &Path,
+        base_offset: u64,
+        end: Extent,
+        interval: u32,
+    ) -> std::io::Result<Self> {
         let file = MappedFile::open_read_only(path)?;
         Ok(Self {
             base_offset,
@@ -160,7 +183,13 @@ impl Segment {
 
     /// Writes a reserved batch, stamps its offset, indexes it and publishes
     /// it. The caller has allocated the range.
-    pub(crate) fn write(&self, start: Extent, batch: &[u8], max_timestamp: i64, leader_epoch: i32) -> bool {
+    pub(crate) fn write(
+        &self,
+        start: Extent,
+        batch: &[u8],
+        max_timestamp: i64,
+        leader_epoch: i32,
+    ) -> bool {
         let base = self.base_offset + u64::from(start.records);
         // SAFETY: the reservation gives this writer the range alone, and the
         // caller allocated it.
@@ -170,7 +199,12 @@ impl Segment {
         batch::stamp(&mut header, base, leader_epoch);
         // SAFETY: as above; the first 16 bytes are inside the reserved range.
         unsafe { self.file.write_at(start.bytes, &header) };
-        self.index.record(start.bytes, batch.len() as u32, start.records, max_timestamp);
+        self.index.record(
+            start.bytes,
+            batch.len() as u32,
+            start.records,
+            max_timestamp,
+        );
         self.note_timestamp(max_timestamp);
         self.commit.complete(start.bytes);
         self.commit.advance(self)
@@ -225,7 +259,11 @@ impl Segment {
         if start == end {
             return Bytes::new();
         }
-        Bytes::from_owner(SegmentBytes { segment: Arc::clone(self), start, len: (end - start) as usize })
+        Bytes::from_owner(SegmentBytes {
+            segment: Arc::clone(self),
+            start,
+            len: (end - start) as usize,
+        })
     }
 
     /// The next segment, once installed.
@@ -246,7 +284,12 @@ impl Segment {
     /// first; returns the installed one.
     pub(crate) fn install_next(&self, candidate: Arc<Segment>) -> Arc<Segment> {
         let raw = Arc::into_raw(Arc::clone(&candidate)) as *mut Segment;
-        match self.next.compare_exchange(std::ptr::null_mut(), raw, Ordering::AcqRel, Ordering::Acquire) {
+        match self.next.compare_exchange(
+            std::ptr::null_mut(),
+            raw,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
             Ok(_) => candidate,
             Err(_) => {
                 // SAFETY: `raw` came from into_raw above and was not published.
@@ -260,14 +303,20 @@ impl Segment {
     pub(crate) fn note_timestamp(&self, timestamp: i64) {
         // Relaxed: only read for retention and timestamp lookups, which
         // tolerate a value a moment old.
-        if self.max_timestamp.load(std::sync::atomic::Ordering::Relaxed) < timestamp {
-            self.max_timestamp.fetch_max(timestamp, std::sync::atomic::Ordering::Relaxed);
+        if self
+            .max_timestamp
+            .load(std::sync::atomic::Ordering::Relaxed)
+            < timestamp
+        {
+            self.max_timestamp
+                .fetch_max(timestamp, std::sync::atomic::Ordering::Relaxed);
         }
     }
 
     /// Largest record timestamp in the segment (`i64::MIN` when empty).
     pub(crate) fn max_timestamp(&self) -> i64 {
-        self.max_timestamp.load(std::sync::atomic::Ordering::Relaxed)
+        self.max_timestamp
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Offsets held (once complete, the segment's record count).

@@ -2,14 +2,14 @@
 //! that `--cfg loom` swaps them for loom's model-checked versions (as tokio's
 //! `loom` shim does). Production code imports atomics only from here.
 
-#[cfg(loom)]
+#[cfg(herald_loom)]
 pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
-#[cfg(loom)]
+#[cfg(herald_loom)]
 pub(crate) use loom::sync::Arc;
 
-#[cfg(not(loom))]
+#[cfg(not(herald_loom))]
 pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
-#[cfg(not(loom))]
+#[cfg(not(herald_loom))]
 pub(crate) use std::sync::Arc;
 
 /// `n` atomics initialised to zero.
@@ -17,7 +17,7 @@ pub(crate) use std::sync::Arc;
 /// Outside loom the memory comes from the zeroing allocator, so a large index
 /// for a segment that is only partly used costs address space, not touched
 /// pages.
-#[cfg(not(loom))]
+#[cfg(not(herald_loom))]
 pub(crate) fn zeroed_atomics(n: usize) -> Box<[AtomicU64]> {
     let zeros: Box<[u64]> = vec![0u64; n].into_boxed_slice();
     let raw = Box::into_raw(zeros) as *mut [AtomicU64];
@@ -27,7 +27,7 @@ pub(crate) fn zeroed_atomics(n: usize) -> Box<[AtomicU64]> {
 }
 
 /// `n` atomics initialised to zero (loom version).
-#[cfg(loom)]
+#[cfg(herald_loom)]
 pub(crate) fn zeroed_atomics(n: usize) -> Box<[AtomicU64]> {
     (0..n).map(|_| AtomicU64::new(0)).collect()
 }

@@ -1,0 +1,125 @@
+//! Retention by size and time, and the age roll.
+
+mod common;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use common::{decode, read_all, small_config, tagged_batch};
+use herald_log::{Log, LogConfig, ReadError};
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+#[test]
+fn retention_by_size_deletes_the_oldest_whole_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        retention_bytes: Some(40 * 1024),
+        ..small_config()
+    };
+    let log = Log::open(dir.path(), config).unwrap();
+    for tag in 0..1000 {
+        log.append(&tagged_batch(2, tag, now_ms())).unwrap();
+    }
+    let segments_before = log.segment_count();
+    log.maintain(SystemTime::now()).unwrap();
+    assert!(log.segment_count() < segments_before);
+    assert!(
+        log.size_bytes() >= 40 * 1024,
+        "never below the limit: {}",
+        log.size_bytes()
+    );
+    assert!(
+        log.size_bytes() < 40 * 1024 + 16 * 1024,
+        "at most one segment above it"
+    );
+    let start = log.log_start_offset();
+    assert!(start > 0);
+    // What remains is the newest suffix, still dense.
+    let rest = read_all(&log, start, 1 << 20);
+    assert_eq!(rest.first().unwrap().0, start);
+    assert_eq!(rest.last().unwrap().2, 999);
+    assert!(matches!(
+        log.read(0, 1024),
+        Err(ReadError::OffsetOutOfRange { .. })
+    ));
+}
+
+#[test]
+fn retention_by_time_keeps_recent_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        retention_age: Some(Duration::from_secs(3600)),
+        ..small_config()
+    };
+    let log = Log::open(dir.path(), config).unwrap();
+    let old = now_ms() - 2 * 3600 * 1000;
+    for tag in 0..500 {
+        log.append(&tagged_batch(2, tag, old)).unwrap();
+    }
+    for tag in 500..600 {
+        log.append(&tagged_batch(2, tag, now_ms())).unwrap();
+    }
+    log.maintain(SystemTime::now()).unwrap();
+    let kept = read_all(&log, log.log_start_offset(), 1 << 20);
+    assert!(
+        kept.iter().all(|&(_, _, tag)| tag >= 400),
+        "old segments went"
+    );
+    assert!(
+        kept.iter().any(|&(_, _, tag)| tag < 500),
+        "the segment mixing old and new stays"
+    );
+    assert_eq!(kept.last().unwrap().2, 599);
+}
+
+#[test]
+fn a_reader_holding_a_deleted_segment_keeps_valid_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        retention_bytes: Some(16 * 1024),
+        ..small_config()
+    };
+    let log = Log::open(dir.path(), config).unwrap();
+    for tag in 0..200 {
+        log.append(&tagged_batch(2, tag, now_ms())).unwrap();
+    }
+    let held = log.read(0, 4096).unwrap();
+    let before = decode(&held.bytes);
+    for tag in 200..1000 {
+        log.append(&tagged_batch(2, tag, now_ms())).unwrap();
+    }
+    log.maintain(SystemTime::now()).unwrap();
+    assert!(log.log_start_offset() > 0, "the held segment was deleted");
+    assert_eq!(decode(&held.bytes), before);
+}
+
+#[test]
+fn an_old_active_segment_is_rolled_by_age() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        segment_age: Some(Duration::from_secs(60)),
+        ..small_config()
+    };
+    let log = Log::open(dir.path(), config).unwrap();
+    log.maintain(SystemTime::now() + Duration::from_secs(120))
+        .unwrap();
+    assert_eq!(log.segment_count(), 1, "an empty segment is not rolled");
+    log.append(&tagged_batch(2, 0, now_ms())).unwrap();
+    log.maintain(SystemTime::now()).unwrap();
+    assert_eq!(log.segment_count(), 1, "a young segment is not rolled");
+    log.maintain(SystemTime::now() + Duration::from_secs(120))
+        .unwrap();
+    assert_eq!(log.segment_count(), 2);
+    assert_eq!(
+        log.append(&tagged_batch(2, 1, now_ms()))
+            .unwrap()
+            .base_offset,
+        2
+    );
+    assert_eq!(read_all(&log, 0, 1 << 20).len(), 2);
+}
