@@ -29,6 +29,8 @@
 //! the sparse index, and gets a zero-copy [`bytes::Bytes`] of whole batches.
 
 #![warn(missing_docs)]
+// Under loom only the protocol modules are built, for the models to use.
+#![cfg_attr(herald_loom, allow(dead_code))]
 
 pub mod batch;
 mod commit;
