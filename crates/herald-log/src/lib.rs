@@ -48,6 +48,8 @@ mod mapped_file;
 #[cfg(not(herald_loom))]
 mod persist;
 #[cfg(not(herald_loom))]
+mod provisioner;
+#[cfg(not(herald_loom))]
 mod recovery;
 #[cfg(not(herald_loom))]
 mod segment;

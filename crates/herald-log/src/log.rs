@@ -180,11 +180,12 @@ impl Log {
                 // fails this append cleanly instead of leaving a hole.
                 let (reserved, _) = segment.reserved();
                 let end_guess = u64::from(reserved.bytes) + u64::from(len);
-                if end_guess <= u64::from(segment.file().map_len() as u32) {
+                if end_guess <= segment.file().map_len() as u64 {
                     segment.file().ensure_allocated(end_guess).map_err(|e| {
                         AppendError::Storage(format!("{}: {e}", segment.path().display()).into())
                     })?;
                 }
+                segment.maybe_provision(end_guess);
                 match segment.reserve(len, records) {
                     Reservation::Reserved { start } => {
                         return self.fill(segment, start, batch, max_timestamp)

@@ -12,7 +12,7 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use memmap2::{MmapOptions, MmapRaw};
 
@@ -29,6 +29,8 @@ pub(crate) struct MappedFile {
     /// Bytes of the file known to be allocated on disk.
     allocated: AtomicU64,
     allocate_step: u64,
+    /// A provisioning request is queued or running.
+    provisioning: AtomicBool,
 }
 
 impl MappedFile {
@@ -55,6 +57,7 @@ impl MappedFile {
             map_len,
             allocated: AtomicU64::new(existing),
             allocate_step: u64::from(allocate_step),
+            provisioning: AtomicBool::new(false),
         })
     }
 
@@ -72,6 +75,7 @@ impl MappedFile {
             map_len,
             allocated: AtomicU64::new(len),
             allocate_step: 0,
+            provisioning: AtomicBool::new(false),
         })
     }
 
@@ -85,18 +89,47 @@ impl MappedFile {
         Ok(self.file.metadata()?.len())
     }
 
-    /// Makes sure bytes `..end` are backed by allocated disk space (and
-    /// mapped pages), allocating a step ahead when they are not.
+    /// Makes sure bytes `..end` are backed by allocated disk space and
+    /// mapped pages, allocating up to the next step boundary if they are not.
     pub(crate) fn ensure_allocated(&self, end: u64) -> io::Result<()> {
-        let have = self.allocated.load(Ordering::Acquire);
-        if end <= have {
+        if end <= self.allocated.load(Ordering::Acquire) {
             return Ok(());
         }
-        let target = (end.div_ceil(self.allocate_step) * self.allocate_step + self.allocate_step)
-            .min(self.map_len as u64)
-            .max(end);
+        self.allocate_to(end.div_ceil(self.allocate_step.max(1)) * self.allocate_step.max(1))
+    }
+
+    /// True if the allocation runs less than `lookahead_steps` steps ahead of
+    /// `reserved_end` and nobody is provisioning yet; the caller then queues
+    /// a provisioning request (and this returns false until it has run).
+    pub(crate) fn wants_provisioning(&self, reserved_end: u64, lookahead_steps: u64) -> bool {
+        // Never past the mapping: once the whole segment is allocated there
+        // is nothing left to provision.
+        let ahead =
+            (reserved_end + self.allocate_step * lookahead_steps / 2).min(self.map_len as u64);
+        ahead > self.allocated.load(Ordering::Relaxed)
+            && !self.provisioning.swap(true, Ordering::AcqRel)
+    }
+
+    /// Allocates `lookahead_steps` steps past `reserved_end` (background
+    /// work), then accepts new provisioning requests.
+    pub(crate) fn provision(&self, reserved_end: u64, lookahead_steps: u64) {
+        let target = reserved_end + self.allocate_step * lookahead_steps;
+        if let Err(e) = self.allocate_to(target) {
+            // A writer reaching this range will allocate it itself and report
+            // the error to its caller.
+            tracing::debug!(path = %self.path.display(), error = %e, "background provisioning failed");
+        }
+        self.provisioning.store(false, Ordering::Release);
+    }
+
+    fn allocate_to(&self, target: u64) -> io::Result<()> {
+        let target = target.min(self.map_len as u64);
+        let have = self.allocated.load(Ordering::Acquire);
+        if target <= have {
+            return Ok(());
+        }
         // posix_fallocate is idempotent and safe to call concurrently: two
-        // writers crossing the boundary at once both allocate the same range.
+        // threads allocating overlapping ranges both succeed.
         // SAFETY: plain syscall on a file descriptor we own.
         let rc = unsafe {
             libc::posix_fallocate(self.file.as_raw_fd(), have as i64, (target - have) as i64)

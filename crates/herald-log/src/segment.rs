@@ -210,6 +210,30 @@ impl Segment {
         self.commit.advance(self)
     }
 
+    /// Runs the background allocation ahead of this segment's writers.
+    pub(crate) fn provision_ahead(&self) {
+        let (reserved, sealed) = self.reserve.load();
+        if sealed {
+            self.file.provision(0, 0);
+        } else {
+            self.file.provision(
+                u64::from(reserved.bytes),
+                crate::provisioner::LOOKAHEAD_STEPS,
+            );
+        }
+    }
+
+    /// Queues background provisioning if the writers are getting close to
+    /// the allocated end.
+    pub(crate) fn maybe_provision(self: &Arc<Self>, reserved_end: u64) {
+        if self
+            .file
+            .wants_provisioning(reserved_end, crate::provisioner::LOOKAHEAD_STEPS)
+        {
+            crate::provisioner::request(Arc::downgrade(self));
+        }
+    }
+
     /// Header of the committed batch at `position`.
     pub(crate) fn header_at(&self, position: u32) -> BatchHeader<'_> {
         // SAFETY: callers pass positions of committed batches.
