@@ -234,24 +234,30 @@ impl Log {
     /// Moves past a sealed segment: returns its successor, creating and
     /// installing it if no other writer has yet.
     fn roll(&self, sealed: &Arc<Segment>, end: Extent) -> Result<Arc<Segment>, AppendError> {
-        let next = match sealed.next() {
+        let next = match sealed.next().or_else(|| sealed.await_successor()) {
             Some(next) => next,
             None => {
                 self.check_open()?;
-                let config = self.config.load();
                 let base = sealed.base_offset() + u64::from(end.records);
-                // Several writers may race to here; they open the same file
-                // (never truncating it) and only one candidate is installed.
-                let candidate = Segment::create(
-                    &self.dir,
-                    base,
-                    config.segment_bytes,
-                    config.index_interval_bytes,
-                    config.preallocate_bytes,
-                )
-                .map_err(|e| {
-                    AppendError::Storage(format!("creating segment {base}: {e}").into())
-                })?;
+                let candidate = match sealed.take_successor(&self.dir, base) {
+                    Some(prepared) => prepared,
+                    None => {
+                        let config = self.config.load();
+                        // Writers may race to here; they open the same file
+                        // (never truncating it) and only one candidate is
+                        // installed.
+                        Segment::create(
+                            &self.dir,
+                            base,
+                            config.segment_bytes,
+                            config.index_interval_bytes,
+                            config.preallocate_bytes,
+                        )
+                        .map_err(|e| {
+                            AppendError::Storage(format!("creating segment {base}: {e}").into())
+                        })?
+                    }
+                };
                 self.dir_dirty.store(true, Ordering::Release);
                 sealed.install_next(Arc::new(candidate))
             }
@@ -690,6 +696,7 @@ impl Log {
         self.data_ready.notify(usize::MAX);
         let active = self.active.load_full();
         active.seal();
+        active.discard_successor();
         let deadline = Instant::now() + Duration::from_secs(5);
         while !active.is_complete() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(1));

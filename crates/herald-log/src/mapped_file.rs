@@ -84,6 +84,35 @@ impl MappedFile {
         &self.path
     }
 
+    /// Renames the file to `to`, failing with `AlreadyExists` rather than
+    /// replacing a file that is there (another writer's segment).
+    pub(crate) fn rename_no_replace(&mut self, to: &Path) -> io::Result<()> {
+        use std::ffi::CString;
+        use std::os::unix::ffi::OsStrExt;
+        let c_path = |p: &Path| {
+            CString::new(p.as_os_str().as_bytes())
+                .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))
+        };
+        let (from_c, to_c) = (c_path(&self.path)?, c_path(to)?);
+        // SAFETY: both are valid NUL-terminated paths; AT_FDCWD resolves
+        // them as given (they are absolute or relative to the process's
+        // directory, like every other path here).
+        let rc = unsafe {
+            libc::renameat2(
+                libc::AT_FDCWD,
+                from_c.as_ptr(),
+                libc::AT_FDCWD,
+                to_c.as_ptr(),
+                libc::RENAME_NOREPLACE,
+            )
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        self.path = to.to_owned();
+        Ok(())
+    }
+
     /// Length of the file on disk.
     pub(crate) fn file_len(&self) -> io::Result<u64> {
         Ok(self.file.metadata()?.len())
@@ -177,6 +206,11 @@ impl MappedFile {
         debug_assert!(position as usize + len <= self.map_len);
         // SAFETY: per the contract the range is immutable from now on.
         unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(position as usize), len) }
+    }
+
+    /// Allocation step in bytes.
+    pub(crate) fn allocate_step(&self) -> u32 {
+        self.allocate_step as u32
     }
 
     /// Bytes mapped.

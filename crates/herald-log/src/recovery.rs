@@ -66,9 +66,9 @@ fn segment_bases(dir: &Path) -> Result<Vec<u64>, LogError> {
         let entry = entry.map_err(io_err("list", dir))?;
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        if let Some(stem) = name.strip_suffix(".tmp") {
-            // An interrupted atomic write: the old file is still in place.
-            let _ = stem;
+        if name.ends_with(".tmp") || name.ends_with(".next") {
+            // An interrupted atomic write (the old file is still in place), or
+            // a prepared segment never used (it holds no data).
             fs::remove_file(entry.path()).map_err(io_err("remove", &entry.path()))?;
         } else if let Some(stem) = name.strip_suffix(".log") {
             match stem.parse::<u64>() {

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64};
 use std::time::SystemTime;
 
+use arc_swap::ArcSwapOption;
 use bytes::Bytes;
 
 use crate::batch::{self, BatchHeader, HEADER_BYTES};
@@ -20,6 +21,52 @@ pub(crate) fn log_file_name(base_offset: u64) -> String {
     format!("{base_offset:020}.log")
 }
 
+/// File name of the prepared successor of the segment starting at
+/// `base_offset`. A prepared file never holds data: it is renamed to its
+/// segment name before anyone writes to it, so recovery deletes leftovers.
+pub(crate) fn prepared_file_name(base_offset: u64) -> String {
+    format!("{base_offset:020}.next")
+}
+
+/// A segment file made ready ahead of the roll: created, allocated and
+/// pre-faulted in the background, waiting for its base offset.
+pub(crate) struct PreparedSegment {
+    file: Option<MappedFile>,
+    capacity: u32,
+    interval: u32,
+}
+
+impl PreparedSegment {
+    /// Turns the prepared file into the segment starting at `base_offset`.
+    /// Fails, leaving no trace, if a segment file of that name already
+    /// exists (a writer that did not wait created it).
+    fn into_segment(mut self, dir: &Path, base_offset: u64) -> std::io::Result<Segment> {
+        let mut file = self
+            .file
+            .take()
+            .expect("a prepared segment holds its file until used");
+        if let Err(e) = file.rename_no_replace(&dir.join(log_file_name(base_offset))) {
+            let _ = std::fs::remove_file(file.path());
+            return Err(e);
+        }
+        Ok(Segment::assemble(
+            base_offset,
+            file,
+            Extent::default(),
+            self.capacity,
+            self.interval,
+        ))
+    }
+}
+
+impl Drop for PreparedSegment {
+    fn drop(&mut self) {
+        if let Some(file) = self.file.take() {
+            let _ = std::fs::remove_file(file.path());
+        }
+    }
+}
+
 /// File name of the index of the segment starting at `base_offset`.
 pub(crate) fn index_file_name(base_offset: u64) -> String {
     format!("{base_offset:020}.index")
@@ -33,6 +80,14 @@ pub(crate) struct Segment {
     commit: CommitTracker,
     index: SegmentIndex,
     next: AtomicPtr<Segment>,
+    /// The successor, prepared by the provisioner once this segment is half
+    /// full, so that the roll costs a rename instead of a file creation.
+    successor: ArcSwapOption<PreparedSegment>,
+    successor_requested: AtomicBool,
+    /// Some writer has started to install the successor.
+    rolling: AtomicBool,
+    interval: u32,
+    allocate_step: u32,
     created_at: SystemTime,
     max_timestamp: AtomicI64,
     /// Set once the sealed, complete segment has been trimmed, indexed on
@@ -92,6 +147,7 @@ impl Segment {
         capacity: u32,
         interval: u32,
     ) -> Self {
+        let allocate_step = file.allocate_step();
         Self {
             base_offset,
             file,
@@ -99,6 +155,11 @@ impl Segment {
             commit: CommitTracker::new(capacity, start),
             index: SegmentIndex::new(capacity, interval),
             next: AtomicPtr::new(std::ptr::null_mut()),
+            successor: ArcSwapOption::empty(),
+            successor_requested: AtomicBool::new(false),
+            rolling: AtomicBool::new(false),
+            interval,
+            allocate_step,
             created_at: SystemTime::now(),
             max_timestamp: AtomicI64::new(i64::MIN),
             finalized: AtomicBool::new(false),
@@ -120,6 +181,11 @@ impl Segment {
             commit: CommitTracker::new_complete(end),
             index: SegmentIndex::new(end.bytes, interval),
             next: AtomicPtr::new(std::ptr::null_mut()),
+            successor: ArcSwapOption::empty(),
+            successor_requested: AtomicBool::new(true),
+            rolling: AtomicBool::new(false),
+            interval,
+            allocate_step: 0,
             created_at: SystemTime::now(),
             max_timestamp: AtomicI64::new(i64::MIN),
             finalized: AtomicBool::new(true),
@@ -210,28 +276,83 @@ impl Segment {
         self.commit.advance(self)
     }
 
-    /// Runs the background allocation ahead of this segment's writers.
+    /// Background work for this segment: allocate ahead of its writers, and
+    /// once it is half full, prepare its successor.
     pub(crate) fn provision_ahead(&self) {
         let (reserved, sealed) = self.reserve.load();
-        if sealed {
-            self.file.provision(0, 0);
+        let lookahead = if sealed {
+            0
         } else {
-            self.file.provision(
-                u64::from(reserved.bytes),
-                crate::provisioner::LOOKAHEAD_STEPS,
-            );
+            crate::provisioner::LOOKAHEAD_STEPS
+        };
+        self.file.provision(u64::from(reserved.bytes), lookahead);
+        let capacity = self.file.map_len() as u32;
+        if !sealed
+            && reserved.bytes >= capacity / 2
+            && self.successor.load().is_none()
+            && self.next().is_none()
+        {
+            let dir = self.file.path().parent().unwrap_or(Path::new("."));
+            let path = dir.join(prepared_file_name(self.base_offset));
+            match MappedFile::open_writable(&path, capacity, self.allocate_step) {
+                Ok(file) => {
+                    file.provision(0, crate::provisioner::LOOKAHEAD_STEPS);
+                    let prepared = PreparedSegment {
+                        file: Some(file),
+                        capacity,
+                        interval: self.interval,
+                    };
+                    self.successor.store(Some(Arc::new(prepared)));
+                }
+                Err(e) => {
+                    tracing::debug!(path = %path.display(), error = %e, "cannot prepare next segment")
+                }
+            }
         }
     }
 
-    /// Queues background provisioning if the writers are getting close to
-    /// the allocated end.
+    /// Queues background work if the writers are getting close to the
+    /// allocated end, or past the middle of the segment with no successor
+    /// prepared.
     pub(crate) fn maybe_provision(self: &Arc<Self>, reserved_end: u64) {
-        if self
+        let allocate = self
             .file
-            .wants_provisioning(reserved_end, crate::provisioner::LOOKAHEAD_STEPS)
-        {
+            .wants_provisioning(reserved_end, crate::provisioner::LOOKAHEAD_STEPS);
+        let prepare = reserved_end >= self.file.map_len() as u64 / 2
+            && !self.successor_requested.load(Ordering::Relaxed)
+            && !self.successor_requested.swap(true, Ordering::AcqRel);
+        if allocate || prepare {
             crate::provisioner::request(Arc::downgrade(self));
         }
+    }
+
+    /// Builds the successor from the prepared file, if there is one and no
+    /// other writer took it; `None` means the caller must create it.
+    pub(crate) fn take_successor(&self, dir: &Path, base_offset: u64) -> Option<Segment> {
+        self.rolling.store(true, Ordering::Release);
+        let prepared = Arc::try_unwrap(self.successor.swap(None)?).ok()?;
+        prepared.into_segment(dir, base_offset).ok()
+    }
+
+    /// Waits briefly for a writer that started installing the successor, so
+    /// that writers racing to the roll do not each create and map a file.
+    /// Bounded: the protocol never depends on that writer finishing.
+    pub(crate) fn await_successor(&self) -> Option<Arc<Segment>> {
+        if !self.rolling.load(Ordering::Acquire) {
+            return None;
+        }
+        for _ in 0..256 {
+            if let Some(next) = self.next() {
+                return Some(next);
+            }
+            std::thread::yield_now();
+        }
+        self.next()
+    }
+
+    /// Drops an unused prepared successor (and its file).
+    pub(crate) fn discard_successor(&self) {
+        self.successor.store(None);
     }
 
     /// Header of the committed batch at `position`.
