@@ -1,0 +1,449 @@
+//! The broker core: the topic registry over the durable metadata store, and
+//! the operations front ends call (topic admin, producer ids, maintenance).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use parking_lot::{Mutex, RwLock};
+use uuid::Uuid;
+
+use crate::config::{BrokerConfig, PARTITIONS_MAX};
+use crate::dir_lock::DirLock;
+use crate::error::BrokerError;
+use crate::metadata_store::{Metadata, MetadataStore, TopicRecord};
+use crate::partition_dirs::{discard_partitions, open_new_partitions, open_topic, sweep_deleted};
+use crate::producer_ids::ProducerIdAllocator;
+use crate::producer_snapshot;
+use crate::topic::{validate_topic_name, Topic};
+use crate::topic_config::TopicConfig;
+
+/// What a created (or validated) topic looks like.
+#[derive(Debug, Clone)]
+pub struct TopicSummary {
+    /// Topic name.
+    pub name: String,
+    /// Topic id (nil for a validate-only request).
+    pub id: Uuid,
+    /// Partition count.
+    pub partitions: u32,
+    /// Config overrides.
+    pub config: TopicConfig,
+}
+
+/// One change to a topic's config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigChange {
+    /// Set `key` to `value`.
+    Set {
+        /// Kafka config name.
+        key: String,
+        /// New value.
+        value: String,
+    },
+    /// Remove the override of `key` (back to the default).
+    Delete {
+        /// Kafka config name.
+        key: String,
+    },
+}
+
+/// State changed only by admin operations, under one lock so that each
+/// change is persisted before the next starts.
+struct AdminState {
+    store: MetadataStore,
+    metadata: Metadata,
+    producer_ids: ProducerIdAllocator,
+}
+
+#[derive(Default)]
+struct Registry {
+    by_name: HashMap<String, Arc<Topic>>,
+    by_id: HashMap<Uuid, Arc<Topic>>,
+}
+
+/// The broker core of one node.
+pub struct Broker {
+    config: BrokerConfig,
+    cluster_id: String,
+    // Lock order: `admin` before `registry`.
+    admin: Mutex<AdminState>,
+    registry: RwLock<Registry>,
+    producer_epochs: Mutex<HashMap<i64, i16>>,
+    _lock: DirLock,
+}
+
+impl std::fmt::Debug for Broker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Broker")
+            .field("data_dir", &self.config.data_dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Broker {
+    /// Opens the data directory: reads the metadata, sweeps half-deleted
+    /// partitions, and opens (recovering) every partition log.
+    pub fn open(config: BrokerConfig) -> Result<Arc<Self>, BrokerError> {
+        config
+            .log_defaults
+            .validate()
+            .map_err(|e| BrokerError::InvalidConfig {
+                key: e.key.to_owned(),
+                value: e.value.to_string(),
+                reason: e.reason.to_owned(),
+            })?;
+        std::fs::create_dir_all(&config.data_dir)
+            .map_err(|e| BrokerError::io("create directory", &config.data_dir, e))?;
+        let lock = DirLock::acquire(&config.data_dir)?;
+        let (store, metadata) = MetadataStore::open(&config.data_dir)?;
+        sweep_deleted(&config.data_dir)?;
+        let mut registry = Registry::default();
+        for record in metadata.topics.values() {
+            let topic = open_topic(&config, record)?;
+            registry.by_id.insert(topic.id(), Arc::clone(&topic));
+            registry.by_name.insert(record.name.clone(), topic);
+        }
+        let live: Vec<Uuid> = registry.by_id.keys().copied().collect();
+        producer_snapshot::sweep(&config.data_dir, &live);
+        tracing::info!(
+            data_dir = %config.data_dir.display(),
+            topics = registry.by_name.len(),
+            cluster_id = %metadata.cluster_id,
+            "broker opened"
+        );
+        Ok(Arc::new(Self {
+            cluster_id: metadata.cluster_id.clone(),
+            admin: Mutex::new(AdminState {
+                store,
+                producer_ids: ProducerIdAllocator::new(metadata.producer_id_high_mark),
+                metadata,
+            }),
+            registry: RwLock::new(registry),
+            producer_epochs: Mutex::new(HashMap::new()),
+            config,
+            _lock: lock,
+        }))
+    }
+
+    /// The configuration the broker was opened with.
+    pub fn config(&self) -> &BrokerConfig {
+        &self.config
+    }
+
+    /// Cluster id, stable across restarts.
+    pub fn cluster_id(&self) -> &str {
+        &self.cluster_id
+    }
+
+    /// This node's id.
+    pub fn node_id(&self) -> i32 {
+        self.config.node_id
+    }
+
+    /// The topic of this name.
+    pub fn topic(&self, name: &str) -> Option<Arc<Topic>> {
+        self.registry.read().by_name.get(name).cloned()
+    }
+
+    /// The topic of this id.
+    pub fn topic_by_id(&self, id: Uuid) -> Option<Arc<Topic>> {
+        self.registry.read().by_id.get(&id).cloned()
+    }
+
+    /// All topics, by name.
+    pub fn topics(&self) -> Vec<Arc<Topic>> {
+        let mut all: Vec<_> = self.registry.read().by_name.values().cloned().collect();
+        all.sort_by(|a, b| a.name().cmp(b.name()));
+        all
+    }
+
+    /// The topic, created with defaults if it does not exist and auto
+    /// creation is on.
+    pub fn topic_or_auto_create(&self, name: &str) -> Result<Arc<Topic>, BrokerError> {
+        if let Some(topic) = self.topic(name) {
+            return Ok(topic);
+        }
+        if !self.config.auto_create_topics {
+            return Err(BrokerError::UnknownTopic {
+                name: name.to_owned(),
+            });
+        }
+        match self.create_topic(name, None, &[], false) {
+            Ok(_) | Err(BrokerError::TopicExists { .. }) => {
+                self.topic(name).ok_or_else(|| BrokerError::UnknownTopic {
+                    name: name.to_owned(),
+                })
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Creates a topic with `partitions` (or the default count) and config
+    /// overrides; with `validate_only`, checks everything and creates nothing.
+    pub fn create_topic(
+        &self,
+        name: &str,
+        partitions: Option<u32>,
+        configs: &[(String, String)],
+        validate_only: bool,
+    ) -> Result<TopicSummary, BrokerError> {
+        validate_topic_name(name)?;
+        let count = partitions.unwrap_or(self.config.default_partitions);
+        check_partition_count(name, count)?;
+        let config = TopicConfig::from_pairs(
+            configs.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+            &self.config.log_defaults,
+        )?;
+        let mut admin = self.admin.lock();
+        if admin.metadata.topics.contains_key(name) {
+            return Err(BrokerError::TopicExists {
+                name: name.to_owned(),
+            });
+        }
+        if validate_only {
+            return Ok(TopicSummary {
+                name: name.to_owned(),
+                id: Uuid::nil(),
+                partitions: count,
+                config,
+            });
+        }
+        let id = Uuid::new_v4();
+        let log_config = config.log_config(&self.config.log_defaults)?;
+        let opened = open_new_partitions(&self.config.data_dir, name, id, 0..count, &log_config)?;
+        let record = TopicRecord {
+            name: name.to_owned(),
+            id,
+            partitions: count,
+            configs: config.overrides().clone(),
+        };
+        let mut next = admin.metadata.clone();
+        next.topics.insert(name.to_owned(), record);
+        if let Err(e) = admin.store.save(&next) {
+            discard_partitions(&self.config.data_dir, name, &opened);
+            return Err(e);
+        }
+        admin.metadata = next;
+        let topic = Arc::new(Topic::new(name.to_owned(), id, opened, config.clone()));
+        let mut registry = self.registry.write();
+        registry.by_id.insert(id, Arc::clone(&topic));
+        registry.by_name.insert(name.to_owned(), topic);
+        tracing::info!(topic = name, %id, partitions = count, "topic created");
+        Ok(TopicSummary {
+            name: name.to_owned(),
+            id,
+            partitions: count,
+            config,
+        })
+    }
+
+    /// Deletes a topic and its data. Returns its id.
+    pub fn delete_topic(&self, name: &str) -> Result<Uuid, BrokerError> {
+        let mut admin = self.admin.lock();
+        let Some(record) = admin.metadata.topics.get(name).cloned() else {
+            return Err(BrokerError::UnknownTopic {
+                name: name.to_owned(),
+            });
+        };
+        let mut next = admin.metadata.clone();
+        next.topics.remove(name);
+        admin.store.save(&next)?;
+        admin.metadata = next;
+        let topic = {
+            let mut registry = self.registry.write();
+            registry.by_id.remove(&record.id);
+            registry.by_name.remove(name)
+        };
+        if let Some(topic) = topic {
+            discard_partitions(&self.config.data_dir, name, &topic.partitions());
+        }
+        tracing::info!(topic = name, id = %record.id, "topic deleted");
+        Ok(record.id)
+    }
+
+    /// Grows a topic to `total` partitions.
+    pub fn create_partitions(
+        &self,
+        name: &str,
+        total: u32,
+        validate_only: bool,
+    ) -> Result<(), BrokerError> {
+        let mut admin = self.admin.lock();
+        let Some(record) = admin.metadata.topics.get(name).cloned() else {
+            return Err(BrokerError::UnknownTopic {
+                name: name.to_owned(),
+            });
+        };
+        check_partition_count(name, total)?;
+        if total <= record.partitions {
+            return Err(BrokerError::InvalidPartitions {
+                topic: name.to_owned(),
+                requested: total.into(),
+                reason: format!(
+                    "the topic already has {} partitions; the count can only grow",
+                    record.partitions
+                ),
+            });
+        }
+        let Some(topic) = self.topic(name) else {
+            return Err(BrokerError::UnknownTopic {
+                name: name.to_owned(),
+            });
+        };
+        if validate_only {
+            return Ok(());
+        }
+        let log_config = topic.config().log_config(&self.config.log_defaults)?;
+        let opened = open_new_partitions(
+            &self.config.data_dir,
+            name,
+            record.id,
+            record.partitions..total,
+            &log_config,
+        )?;
+        let mut next = admin.metadata.clone();
+        if let Some(r) = next.topics.get_mut(name) {
+            r.partitions = total;
+        }
+        if let Err(e) = admin.store.save(&next) {
+            discard_partitions(&self.config.data_dir, name, &opened);
+            return Err(e);
+        }
+        admin.metadata = next;
+        topic.add_partitions(opened);
+        tracing::info!(topic = name, partitions = total, "partitions added");
+        Ok(())
+    }
+
+    /// Applies config changes to a topic. With `replace_all`, every override
+    /// not set by `changes` is removed (Kafka's non-incremental AlterConfigs).
+    pub fn alter_topic_config(
+        &self,
+        name: &str,
+        changes: &[ConfigChange],
+        replace_all: bool,
+        validate_only: bool,
+    ) -> Result<(), BrokerError> {
+        let mut admin = self.admin.lock();
+        let topic = self.topic(name).ok_or_else(|| BrokerError::UnknownTopic {
+            name: name.to_owned(),
+        })?;
+        let defaults = &self.config.log_defaults;
+        let mut config = if replace_all {
+            TopicConfig::default()
+        } else {
+            topic.config()
+        };
+        for change in changes {
+            config = match change {
+                ConfigChange::Set { key, value } => config.with(key, Some(value), defaults)?,
+                ConfigChange::Delete { key } => config.with(key, None, defaults)?,
+            };
+        }
+        let log_config = config.log_config(defaults)?;
+        if validate_only {
+            return Ok(());
+        }
+        let mut next = admin.metadata.clone();
+        if let Some(r) = next.topics.get_mut(name) {
+            r.configs = config.overrides().clone();
+        }
+        admin.store.save(&next)?;
+        admin.metadata = next;
+        for partition in topic.partitions().iter() {
+            partition
+                .log()
+                .update_config(log_config.clone())
+                .map_err(|e| BrokerError::invalid_config(e.key, &e.value.to_string(), e.reason))?;
+        }
+        topic.set_config(config);
+        tracing::info!(topic = name, "topic config altered");
+        Ok(())
+    }
+
+    /// Hands out a producer id and epoch. With `current` (a producer asking
+    /// to bump its epoch, KIP-360), returns the same id with the next epoch,
+    /// or a fresh id once the epoch is exhausted.
+    pub fn init_producer_id(&self, current: Option<(i64, i16)>) -> Result<(i64, i16), BrokerError> {
+        let mut admin = self.admin.lock();
+        let mut epochs = self.producer_epochs.lock();
+        if let Some((producer_id, epoch)) = current {
+            let known = epochs.get(&producer_id).copied();
+            let ours = admin.producer_ids.was_issued(producer_id);
+            match known {
+                Some(e) if e != epoch => {
+                    return Err(BrokerError::InvalidProducerEpoch { producer_id, epoch })
+                }
+                None if !ours || epoch < 0 => {
+                    return Err(BrokerError::InvalidProducerEpoch { producer_id, epoch })
+                }
+                _ if epoch < i16::MAX - 1 => {
+                    epochs.insert(producer_id, epoch + 1);
+                    return Ok((producer_id, epoch + 1));
+                }
+                _ => {}
+            }
+        }
+        let AdminState {
+            store,
+            metadata,
+            producer_ids,
+        } = &mut *admin;
+        let id = producer_ids.allocate(|high_mark| {
+            let mut next = metadata.clone();
+            next.producer_id_high_mark = high_mark;
+            store.save(&next)?;
+            *metadata = next;
+            Ok::<_, BrokerError>(())
+        })?;
+        epochs.insert(id, 0);
+        Ok((id, 0))
+    }
+
+    /// Runs periodic log upkeep (segment roll by age, retention, interval
+    /// flush) on every partition. Errors are logged: one failing partition
+    /// must not stop the upkeep of others.
+    pub fn maintain(&self, now: SystemTime) {
+        for topic in self.topics() {
+            for partition in topic.partitions().iter() {
+                if let Err(e) = partition.log().maintain(now) {
+                    tracing::error!(topic = topic.name(), partition = partition.index(), error = %e, "log maintenance failed");
+                }
+            }
+        }
+    }
+
+    /// Flushes and closes every partition log. Appends fail afterwards.
+    pub fn close(&self) -> Result<(), BrokerError> {
+        let mut first_error = None;
+        for topic in self.topics() {
+            for partition in topic.partitions().iter() {
+                if let Err(e) = partition.save_producer_snapshot() {
+                    // Only costs restart time: the log is replayed instead.
+                    tracing::warn!(topic = topic.name(), partition = partition.index(), error = %e, "producer snapshot not written");
+                }
+                if let Err(source) = partition.log().close() {
+                    tracing::error!(topic = topic.name(), partition = partition.index(), error = %source, "closing log failed");
+                    first_error.get_or_insert(BrokerError::Log {
+                        topic: topic.name().to_owned(),
+                        partition: partition.index(),
+                        source,
+                    });
+                }
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+fn check_partition_count(topic: &str, count: u32) -> Result<(), BrokerError> {
+    if count == 0 || count > PARTITIONS_MAX {
+        return Err(BrokerError::InvalidPartitions {
+            topic: topic.to_owned(),
+            requested: count.into(),
+            reason: format!("must be between 1 and {PARTITIONS_MAX}"),
+        });
+    }
+    Ok(())
+}

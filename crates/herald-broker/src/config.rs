@@ -1,0 +1,43 @@
+//! Startup configuration of the broker core.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use herald_log::LogConfig;
+
+/// Largest partition count accepted for one topic; bounds the files and
+/// memory one request can make the broker create.
+pub const PARTITIONS_MAX: u32 = 10_000;
+
+/// How the broker core is set up. Built by the server binary from flags,
+/// environment and file.
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    /// Directory holding the metadata document and one directory per partition.
+    pub data_dir: PathBuf,
+    /// This node's id, as reported to clients.
+    pub node_id: i32,
+    /// Create a topic when a client asks for its metadata and it does not exist.
+    pub auto_create_topics: bool,
+    /// Partition count of topics created without one (Kafka's `num.partitions`).
+    pub default_partitions: u32,
+    /// Log settings every topic starts from (its overrides apply on top),
+    /// including the flush policy.
+    pub log_defaults: LogConfig,
+    /// How often the maintenance task rolls, retains and flushes logs.
+    pub maintenance_interval: Duration,
+}
+
+impl BrokerConfig {
+    /// A configuration with production defaults and the given data directory.
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            data_dir: data_dir.into(),
+            node_id: 1,
+            auto_create_topics: true,
+            default_partitions: 1,
+            log_defaults: LogConfig::default(),
+            maintenance_interval: Duration::from_secs(1),
+        }
+    }
+}

@@ -1,0 +1,192 @@
+//! Typed errors at the broker core's boundary. Front ends map these to their
+//! own protocol's error codes in one place (for Kafka: `herald-kafka`'s
+//! `error_code` module).
+
+use std::path::PathBuf;
+
+use herald_log::{AppendError, BatchError, LogError, ReadError};
+
+/// Why an administrative or lookup operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BrokerError {
+    /// No topic by this name (or id) exists, and it was not created.
+    #[error("unknown topic {name}")]
+    UnknownTopic {
+        /// Topic name or id as given.
+        name: String,
+    },
+    /// The topic exists but has no such partition.
+    #[error("topic {topic} has no partition {partition}")]
+    UnknownPartition {
+        /// Topic name.
+        topic: String,
+        /// Partition index asked for.
+        partition: i32,
+    },
+    /// A topic of this name already exists.
+    #[error("topic {name} already exists")]
+    TopicExists {
+        /// Topic name.
+        name: String,
+    },
+    /// The topic name is not a legal Kafka topic name.
+    #[error("invalid topic name {name:?}: {reason}")]
+    InvalidTopicName {
+        /// The name given.
+        name: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// A partition count is out of range or would shrink the topic.
+    #[error("invalid partition count {requested} for topic {topic}: {reason}")]
+    InvalidPartitions {
+        /// Topic name.
+        topic: String,
+        /// The count asked for.
+        requested: i64,
+        /// Why it is refused.
+        reason: String,
+    },
+    /// A configuration key or value is refused.
+    #[error("invalid config {key}={value}: {reason}")]
+    InvalidConfig {
+        /// Config name.
+        key: String,
+        /// The refused value.
+        value: String,
+        /// Why it is refused.
+        reason: String,
+    },
+    /// The producer id or epoch given to `init_producer_id` is not current.
+    #[error("producer {producer_id} epoch {epoch} is not the current epoch")]
+    InvalidProducerEpoch {
+        /// Producer id.
+        producer_id: i64,
+        /// Epoch given.
+        epoch: i16,
+    },
+    /// Persisting metadata or touching the data directory failed.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// File or directory concerned.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Another process has the data directory open.
+    #[error("data directory {path} is in use by another herald process")]
+    DataDirInUse {
+        /// The directory.
+        path: PathBuf,
+    },
+    /// The metadata file exists but cannot be understood.
+    #[error("corrupt metadata file {path}: {reason}")]
+    CorruptMetadata {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Opening, flushing or closing a partition log failed.
+    #[error("partition log {topic}-{partition}: {source}")]
+    Log {
+        /// Topic name.
+        topic: String,
+        /// Partition index.
+        partition: u32,
+        /// The log's error.
+        #[source]
+        source: LogError,
+    },
+}
+
+impl BrokerError {
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        BrokerError::Io {
+            op,
+            path: path.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn invalid_config(key: &str, value: &str, reason: impl Into<String>) -> Self {
+        BrokerError::InvalidConfig {
+            key: key.to_owned(),
+            value: value.to_owned(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Why a produced batch was refused. Nothing was written when this is returned.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ProduceError {
+    /// The records field is malformed, or holds other than exactly one batch.
+    #[error("invalid records: {0}")]
+    InvalidRecords(&'static str),
+    /// The batch failed validation (framing, magic, CRC, record count).
+    #[error(transparent)]
+    InvalidBatch(#[from] BatchError),
+    /// The batch is larger than the topic's `max.message.bytes`.
+    #[error("record batch of {size} bytes exceeds max.message.bytes {max}")]
+    TooLarge {
+        /// Batch size.
+        size: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// Transactional batches need the transaction APIs, which herald does not offer yet.
+    #[error("transactional record batches are not supported")]
+    Transactional,
+    /// The batch's sequence does not follow the producer's last one.
+    #[error("out of order sequence {found} for producer {producer_id}: expected {expected}")]
+    OutOfOrderSequence {
+        /// Producer id.
+        producer_id: i64,
+        /// The next sequence the broker expects.
+        expected: i32,
+        /// The batch's first sequence.
+        found: i32,
+    },
+    /// The batch carries an epoch older than the producer's current one.
+    #[error("producer {producer_id} epoch {found} is older than the current epoch {current}")]
+    InvalidProducerEpoch {
+        /// Producer id.
+        producer_id: i64,
+        /// The current epoch.
+        current: i16,
+        /// The batch's epoch.
+        found: i16,
+    },
+    /// The broker has no state for this producer and the batch does not start
+    /// at sequence 0 (its earlier batches were removed by retention).
+    #[error("unknown producer id {producer_id}")]
+    UnknownProducerId {
+        /// Producer id.
+        producer_id: i64,
+    },
+    /// The log refused the append (poisoned by an I/O failure, or closed).
+    #[error(transparent)]
+    Storage(AppendError),
+}
+
+impl From<AppendError> for ProduceError {
+    fn from(e: AppendError) -> Self {
+        match e {
+            AppendError::InvalidBatch(b) => ProduceError::InvalidBatch(b),
+            AppendError::TooLarge { size, max } => ProduceError::TooLarge { size, max },
+            other => ProduceError::Storage(other),
+        }
+    }
+}
+
+/// Why a fetch or offset lookup on a partition failed.
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+pub enum FetchError {
+    /// The offset is outside the stored range.
+    #[error(transparent)]
+    OffsetOutOfRange(#[from] ReadError),
+}

@@ -1,0 +1,37 @@
+//! The broker core of herald: the topic registry and its durable metadata
+//! (name, id, partition count, config overrides), partitions each backed by a
+//! [`herald_log::Log`] under `<data-dir>/<topic>-<partition>/`, the
+//! idempotent-producer state that guards appends, producer-id allocation, and
+//! periodic log maintenance.
+//!
+//! It is transport-agnostic: front ends (the Kafka wire protocol in
+//! `herald-kafka`, later others) turn requests into plain calls here and map
+//! the typed errors back to their protocol. No wire types appear in this API,
+//! and nothing here depends on an async runtime.
+//!
+//! A produce goes `Broker::topic` → `Topic::partition` → `Partition::append`
+//! (exactly one batch: the sequence check for idempotent producers, then
+//! `Log::append`); a fetch goes to `Partition::read` and `Log::wait_for_data`.
+
+pub mod broker;
+pub mod config;
+mod dir_lock;
+pub mod error;
+pub mod maintenance;
+pub mod metadata_store;
+pub mod partition;
+mod partition_dirs;
+pub mod producer_ids;
+mod producer_snapshot;
+pub mod producer_state;
+mod records;
+pub mod topic;
+pub mod topic_config;
+
+pub use broker::{Broker, ConfigChange, TopicSummary};
+pub use config::BrokerConfig;
+pub use error::{BrokerError, FetchError, ProduceError};
+pub use maintenance::Maintenance;
+pub use partition::{OffsetAndTimestamp, OffsetSpec, Partition, ProduceOutcome};
+pub use topic::Topic;
+pub use topic_config::{ConfigEntry, ConfigSource, ConfigType, TopicConfig};

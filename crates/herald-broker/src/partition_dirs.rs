@@ -1,0 +1,126 @@
+//! Partition directories on disk: opening a topic's logs, creating fresh
+//! ones for new partitions, and removing them safely (renamed aside first,
+//! swept at the next start if a crash interrupts the removal).
+
+use std::fs;
+use std::path::Path;
+use std::sync::Arc;
+
+use herald_log::LogConfig;
+use uuid::Uuid;
+
+use crate::config::BrokerConfig;
+use crate::error::BrokerError;
+use crate::metadata_store::{sync_dir, TopicRecord};
+use crate::partition::Partition;
+use crate::producer_snapshot;
+use crate::topic::{partition_dir, Topic};
+use crate::topic_config::TopicConfig;
+
+/// Suffix of a partition directory being removed; swept on start.
+const DELETE_SUFFIX: &str = "-delete";
+
+/// Opens every partition of a persisted topic.
+pub(crate) fn open_topic(
+    config: &BrokerConfig,
+    record: &TopicRecord,
+) -> Result<Arc<Topic>, BrokerError> {
+    let topic_config = TopicConfig::from_pairs(
+        record.configs.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        &config.log_defaults,
+    )?;
+    let log_config = topic_config.log_config(&config.log_defaults)?;
+    let mut partitions = Vec::with_capacity(record.partitions as usize);
+    for p in 0..record.partitions {
+        let dir = partition_dir(&config.data_dir, &record.name, p);
+        let snapshot = producer_snapshot::path(&config.data_dir, record.id, p);
+        partitions.push(Arc::new(Partition::open(
+            &dir,
+            &record.name,
+            p,
+            log_config.clone(),
+            snapshot,
+        )?));
+    }
+    Ok(Arc::new(Topic::new(
+        record.name.clone(),
+        record.id,
+        partitions,
+        topic_config,
+    )))
+}
+
+/// Opens fresh logs for new partitions. A directory already there belongs to
+/// no known topic (left by a crash mid-create or mid-delete) and is removed
+/// first so stale data can never reappear. On failure, nothing is left.
+pub(crate) fn open_new_partitions(
+    data_dir: &Path,
+    topic: &str,
+    id: Uuid,
+    range: std::ops::Range<u32>,
+    config: &LogConfig,
+) -> Result<Vec<Arc<Partition>>, BrokerError> {
+    let mut opened = Vec::with_capacity(range.len());
+    for p in range {
+        let dir = partition_dir(data_dir, topic, p);
+        let snapshot = producer_snapshot::path(data_dir, id, p);
+        let result = remove_if_present(&dir)
+            .and_then(|()| Partition::open(&dir, topic, p, config.clone(), snapshot));
+        match result {
+            Ok(partition) => opened.push(Arc::new(partition)),
+            Err(e) => {
+                discard_partitions(data_dir, topic, &opened);
+                let _ = remove_if_present(&dir);
+                return Err(e);
+            }
+        }
+    }
+    sync_dir(data_dir)?;
+    Ok(opened)
+}
+
+fn remove_if_present(dir: &Path) -> Result<(), BrokerError> {
+    match fs::remove_dir_all(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(BrokerError::io("remove stale partition directory", dir, e)),
+    }
+}
+
+/// Closes the logs and removes their directories: first renamed aside (so a
+/// crash mid-removal leaves a directory the next start sweeps, never a
+/// half-deleted partition under a live name), then removed.
+pub(crate) fn discard_partitions(data_dir: &Path, topic: &str, partitions: &[Arc<Partition>]) {
+    for partition in partitions {
+        partition.remove_producer_snapshot();
+        if let Err(e) = partition.log().close() {
+            tracing::warn!(topic, partition = partition.index(), error = %e, "closing deleted partition failed");
+        }
+        let dir = partition_dir(data_dir, topic, partition.index());
+        let aside = data_dir.join(format!(
+            "{topic}-{}.{}{DELETE_SUFFIX}",
+            partition.index(),
+            Uuid::new_v4().simple()
+        ));
+        let removed = fs::rename(&dir, &aside).and_then(|()| fs::remove_dir_all(&aside));
+        if let Err(e) = removed {
+            tracing::warn!(dir = %dir.display(), error = %e, "removing partition directory failed; it is swept on next start");
+        }
+    }
+    if let Err(e) = sync_dir(data_dir) {
+        tracing::warn!(error = %e, "fsync of data directory failed");
+    }
+}
+
+/// Removes partition directories whose deletion a crash interrupted.
+pub(crate) fn sweep_deleted(data_dir: &Path) -> Result<(), BrokerError> {
+    let entries = fs::read_dir(data_dir).map_err(|e| BrokerError::io("list", data_dir, e))?;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if name.to_string_lossy().ends_with(DELETE_SUFFIX) && entry.path().is_dir() {
+            fs::remove_dir_all(entry.path())
+                .map_err(|e| BrokerError::io("remove", entry.path(), e))?;
+        }
+    }
+    Ok(())
+}

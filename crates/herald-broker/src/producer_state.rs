@@ -1,0 +1,262 @@
+//! Idempotent-producer state of one partition, as a pure state machine: for
+//! each producer id, its current epoch and the metadata of its last
+//! [`BATCHES_KEPT`] batches. It decides whether a batch is next in sequence,
+//! a retried duplicate (answered with its original offsets), or an error; the
+//! caller appends and then records. No I/O here, so every rule is unit-tested.
+
+use std::collections::VecDeque;
+
+use crate::error::ProduceError;
+
+/// How many recent batches per producer are remembered for duplicate
+/// detection: Kafka clients keep at most five requests in flight per
+/// partition, so a retry is always one of the last five.
+pub const BATCHES_KEPT: usize = 5;
+
+/// Offsets and sequences of one appended batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchMetadata {
+    /// Sequence of the first record.
+    pub first_sequence: i32,
+    /// Sequence of the last record.
+    pub last_sequence: i32,
+    /// Offset of the first record.
+    pub base_offset: u64,
+    /// Offset of the last record.
+    pub last_offset: u64,
+}
+
+/// What to do with a batch from an idempotent producer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SequenceCheck {
+    /// The batch is next in sequence: append it, then [`ProducerEntry::record`].
+    Append,
+    /// The batch was appended before: answer with these offsets, append nothing.
+    Duplicate(BatchMetadata),
+}
+
+/// State of one producer id on one partition.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProducerEntry {
+    epoch: Option<i16>,
+    batches: VecDeque<BatchMetadata>,
+}
+
+/// Sequence of the last record of a batch of `count` records starting at
+/// `first`; sequences wrap from `i32::MAX` to 0, as in Kafka.
+pub fn last_sequence(first: i32, count: i32) -> i32 {
+    let span = i64::from(count.max(1)) - 1;
+    ((i64::from(first) + span) % (i64::from(i32::MAX) + 1)) as i32
+}
+
+fn next_sequence(last: i32) -> i32 {
+    if last == i32::MAX {
+        0
+    } else {
+        last + 1
+    }
+}
+
+impl ProducerEntry {
+    /// The producer's current epoch, if any batch was recorded.
+    pub fn epoch(&self) -> Option<i16> {
+        self.epoch
+    }
+
+    /// The remembered batches, oldest first.
+    pub fn batches(&self) -> impl Iterator<Item = &BatchMetadata> {
+        self.batches.iter()
+    }
+
+    /// Decides about a batch of `count` records with `epoch` and `first_sequence`.
+    pub fn check(
+        &self,
+        producer_id: i64,
+        epoch: i16,
+        first_sequence: i32,
+        count: i32,
+    ) -> Result<SequenceCheck, ProduceError> {
+        let Some(current) = self.epoch else {
+            // Nothing known of this producer: its first batch starts at 0.
+            return if first_sequence == 0 {
+                Ok(SequenceCheck::Append)
+            } else {
+                Err(ProduceError::UnknownProducerId { producer_id })
+            };
+        };
+        if epoch < current {
+            return Err(ProduceError::InvalidProducerEpoch {
+                producer_id,
+                current,
+                found: epoch,
+            });
+        }
+        if epoch > current {
+            // A bumped epoch restarts the sequence.
+            return if first_sequence == 0 {
+                Ok(SequenceCheck::Append)
+            } else {
+                Err(ProduceError::OutOfOrderSequence {
+                    producer_id,
+                    expected: 0,
+                    found: first_sequence,
+                })
+            };
+        }
+        let last = last_sequence(first_sequence, count);
+        if let Some(dup) = self
+            .batches
+            .iter()
+            .find(|b| b.first_sequence == first_sequence && b.last_sequence == last)
+        {
+            return Ok(SequenceCheck::Duplicate(*dup));
+        }
+        let expected = self
+            .batches
+            .back()
+            .map_or(0, |b| next_sequence(b.last_sequence));
+        if first_sequence != expected {
+            return Err(ProduceError::OutOfOrderSequence {
+                producer_id,
+                expected,
+                found: first_sequence,
+            });
+        }
+        Ok(SequenceCheck::Append)
+    }
+
+    /// Records an appended batch (after a successful [`Self::check`], or
+    /// while rebuilding from the log). A newer epoch forgets older batches.
+    pub fn record(&mut self, epoch: i16, batch: BatchMetadata) {
+        match self.epoch {
+            Some(current) if current > epoch => return,
+            Some(current) if current == epoch => {}
+            _ => {
+                self.epoch = Some(epoch);
+                self.batches.clear();
+            }
+        }
+        if self.batches.len() == BATCHES_KEPT {
+            self.batches.pop_front();
+        }
+        self.batches.push_back(batch);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(first: i32, count: i32, base: u64) -> BatchMetadata {
+        BatchMetadata {
+            first_sequence: first,
+            last_sequence: last_sequence(first, count),
+            base_offset: base,
+            last_offset: base + count as u64 - 1,
+        }
+    }
+
+    fn entry_with(batches: &[(i32, i32, u64)]) -> ProducerEntry {
+        let mut e = ProducerEntry::default();
+        for &(first, count, base) in batches {
+            e.record(0, meta(first, count, base));
+        }
+        e
+    }
+
+    #[test]
+    fn first_batch_of_new_producer_must_start_at_zero() {
+        let e = ProducerEntry::default();
+        assert_eq!(e.check(7, 0, 0, 3).expect("ok"), SequenceCheck::Append);
+        assert!(matches!(
+            e.check(7, 0, 5, 3),
+            Err(ProduceError::UnknownProducerId { producer_id: 7 })
+        ));
+    }
+
+    #[test]
+    fn next_batch_in_sequence_is_appended() {
+        let e = entry_with(&[(0, 3, 0)]);
+        assert_eq!(e.check(7, 0, 3, 2).expect("ok"), SequenceCheck::Append);
+    }
+
+    #[test]
+    fn gap_in_sequence_is_out_of_order() {
+        let e = entry_with(&[(0, 3, 0)]);
+        let err = e.check(7, 0, 5, 1).expect_err("gap");
+        assert!(matches!(
+            err,
+            ProduceError::OutOfOrderSequence {
+                expected: 3,
+                found: 5,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn retried_batch_gets_its_original_offsets() {
+        let e = entry_with(&[(0, 3, 10), (3, 2, 13), (5, 1, 15)]);
+        assert_eq!(
+            e.check(7, 0, 3, 2).expect("dup"),
+            SequenceCheck::Duplicate(meta(3, 2, 13))
+        );
+    }
+
+    #[test]
+    fn only_the_last_five_batches_are_remembered() {
+        let e = entry_with(&[
+            (0, 1, 0),
+            (1, 1, 1),
+            (2, 1, 2),
+            (3, 1, 3),
+            (4, 1, 4),
+            (5, 1, 5),
+        ]);
+        assert_eq!(e.batches().count(), BATCHES_KEPT);
+        assert!(matches!(
+            e.check(7, 0, 0, 1),
+            Err(ProduceError::OutOfOrderSequence { .. })
+        ));
+        assert!(matches!(
+            e.check(7, 0, 1, 1),
+            Ok(SequenceCheck::Duplicate(_))
+        ));
+    }
+
+    #[test]
+    fn older_epoch_is_fenced() {
+        let mut e = ProducerEntry::default();
+        e.record(3, meta(0, 1, 0));
+        assert!(matches!(
+            e.check(7, 2, 1, 1),
+            Err(ProduceError::InvalidProducerEpoch {
+                current: 3,
+                found: 2,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn bumped_epoch_restarts_sequence_at_zero() {
+        let e = entry_with(&[(0, 3, 0)]);
+        assert_eq!(e.check(7, 1, 0, 1).expect("ok"), SequenceCheck::Append);
+        assert!(matches!(
+            e.check(7, 1, 3, 1),
+            Err(ProduceError::OutOfOrderSequence { expected: 0, .. })
+        ));
+        let mut e = e;
+        e.record(1, meta(0, 1, 3));
+        assert_eq!(e.epoch(), Some(1));
+        assert_eq!(e.batches().count(), 1);
+    }
+
+    #[test]
+    fn sequence_wraps_after_i32_max() {
+        assert_eq!(last_sequence(i32::MAX - 1, 4), 1);
+        let mut e = ProducerEntry::default();
+        e.record(0, meta(i32::MAX - 1, 2, 0));
+        assert_eq!(e.check(7, 0, 0, 1).expect("wrapped"), SequenceCheck::Append);
+    }
+}

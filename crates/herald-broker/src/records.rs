@@ -1,0 +1,166 @@
+//! Walking the records inside one stored batch, decompressing it first if
+//! needed. Only offset lookups by timestamp use this (ListOffsets, not the
+//! produce or fetch path): the log answers those exactly for uncompressed
+//! batches, but can only point at the containing batch of a compressed one,
+//! while Kafka clients expect the exact record.
+
+use std::borrow::Cow;
+use std::io::Read;
+
+use herald_log::batch::{BatchHeader, HEADER_BYTES};
+
+/// Largest decompressed record data looked at; a batch that inflates beyond
+/// this (a compression bomb, or a huge batch) keeps the batch-level answer.
+const DECOMPRESSED_BYTES_MAX: u64 = 256 * 1024 * 1024;
+
+/// Offset and timestamp of the first record in `batch` whose timestamp is
+/// at least `target`, or `None` if none is, or the records cannot be read.
+pub(crate) fn first_at_or_after(batch: &[u8], target: i64) -> Option<(u64, i64)> {
+    let header = BatchHeader::parse(batch)?;
+    let data = records_data(header.compression(), batch.get(HEADER_BYTES..)?)?;
+    let mut walker = Walker { rest: &data };
+    for _ in 0..header.records_count() {
+        let (timestamp_delta, offset_delta) = walker.next_record()?;
+        let timestamp = header.base_timestamp().checked_add(timestamp_delta)?;
+        if timestamp >= target {
+            let offset = header.base_offset().checked_add(offset_delta)?;
+            return Some((u64::try_from(offset).ok()?, timestamp));
+        }
+    }
+    None
+}
+
+/// The records section, decompressed (codec ids as in the batch attributes).
+fn records_data(codec: u8, compressed: &[u8]) -> Option<Cow<'_, [u8]>> {
+    let reader: Box<dyn Read + '_> = match codec {
+        0 => return Some(Cow::Borrowed(compressed)),
+        1 => Box::new(flate2::read::MultiGzDecoder::new(compressed)),
+        2 => return snappy(compressed).map(Cow::Owned),
+        3 => Box::new(lz4_flex::frame::FrameDecoder::new(compressed)),
+        4 => Box::new(ruzstd::decoding::StreamingDecoder::new(compressed).ok()?),
+        _ => return None,
+    };
+    read_bounded(reader).map(Cow::Owned)
+}
+
+fn read_bounded(reader: impl Read) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    reader
+        .take(DECOMPRESSED_BYTES_MAX + 1)
+        .read_to_end(&mut out)
+        .ok()?;
+    (out.len() as u64 <= DECOMPRESSED_BYTES_MAX).then_some(out)
+}
+
+/// Kafka's snappy is usually the xerial framing written by snappy-java
+/// (and librdkafka for compatibility): an 16-byte header, then blocks each
+/// prefixed by a 4-byte length. Some clients send one raw snappy block.
+fn snappy(data: &[u8]) -> Option<Vec<u8>> {
+    const XERIAL_MAGIC: &[u8] = b"\x82SNAPPY\x00";
+    const XERIAL_HEADER_BYTES: usize = 16;
+    let mut decoder = snap::raw::Decoder::new();
+    let Some(mut rest) = data
+        .strip_prefix(XERIAL_MAGIC)
+        .and_then(|_| data.get(XERIAL_HEADER_BYTES..))
+    else {
+        return decompress_block(&mut decoder, data);
+    };
+    let mut out = Vec::new();
+    while !rest.is_empty() {
+        let len = u32::from_be_bytes(rest.get(..4)?.try_into().ok()?) as usize;
+        let block = rest.get(4..4 + len)?;
+        out.extend(decompress_block(&mut decoder, block)?);
+        if out.len() as u64 > DECOMPRESSED_BYTES_MAX {
+            return None;
+        }
+        rest = &rest[4 + len..];
+    }
+    Some(out)
+}
+
+fn decompress_block(decoder: &mut snap::raw::Decoder, block: &[u8]) -> Option<Vec<u8>> {
+    let len = snap::raw::decompress_len(block).ok()?;
+    if len as u64 > DECOMPRESSED_BYTES_MAX {
+        return None;
+    }
+    decoder.decompress_vec(block).ok()
+}
+
+/// Walks records, yielding (timestampDelta, offsetDelta) of each.
+struct Walker<'a> {
+    rest: &'a [u8],
+}
+
+impl Walker<'_> {
+    fn next_record(&mut self) -> Option<(i64, i64)> {
+        let length = usize::try_from(self.varint()?).ok()?;
+        let record = self.rest.get(..length)?;
+        let after = &self.rest[length..];
+        self.rest = record.get(1..)?; // attributes (int8)
+        let timestamp_delta = self.varint()?;
+        let offset_delta = self.varint()?;
+        self.rest = after;
+        Some((timestamp_delta, offset_delta))
+    }
+
+    /// Zig-zag varint, as records encode their fields.
+    fn varint(&mut self) -> Option<i64> {
+        let mut raw: u64 = 0;
+        for (i, byte) in self.rest.iter().enumerate().take(10) {
+            raw |= u64::from(byte & 0x7f) << (7 * i);
+            if byte & 0x80 == 0 {
+                self.rest = &self.rest[i + 1..];
+                return Some((raw >> 1) as i64 ^ -((raw & 1) as i64));
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use herald_log::batch::testing;
+    use std::io::Write;
+
+    /// Rewrites an uncompressed test batch with its records gzip-compressed.
+    fn gzipped(batch: &[u8]) -> Vec<u8> {
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        encoder.write_all(&batch[HEADER_BYTES..]).expect("compress");
+        let mut out = batch[..HEADER_BYTES].to_vec();
+        out.extend(encoder.finish().expect("finish"));
+        out[22] |= 1; // attributes low byte: gzip
+        let len = (out.len() - 12) as i32;
+        out[8..12].copy_from_slice(&len.to_be_bytes());
+        out
+    }
+
+    #[test]
+    fn finds_exact_record_in_uncompressed_and_gzip_batches() {
+        let plain = testing::batch(10, b"v", 1_000);
+        assert_eq!(first_at_or_after(&plain, 1_004), Some((4, 1_004)));
+        let gz = gzipped(&plain);
+        assert_eq!(first_at_or_after(&gz, 1_004), Some((4, 1_004)));
+        assert_eq!(first_at_or_after(&gz, 5_000), None);
+    }
+
+    #[test]
+    fn xerial_snappy_blocks_are_concatenated() {
+        let payload = b"hello snappy records".repeat(10);
+        let block = snap::raw::Encoder::new()
+            .compress_vec(&payload)
+            .expect("compress");
+        let mut framed = b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01".to_vec();
+        framed.extend((block.len() as u32).to_be_bytes());
+        framed.extend(&block);
+        assert_eq!(snappy(&framed), Some(payload.clone()));
+        assert_eq!(snappy(&block), Some(payload));
+    }
+
+    #[test]
+    fn garbage_compressed_data_gives_no_answer() {
+        let mut b = testing::batch(2, b"v", 0);
+        b[22] |= 4; // claims zstd
+        assert_eq!(first_at_or_after(&b, 0), None);
+    }
+}

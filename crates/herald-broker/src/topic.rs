@@ -1,0 +1,129 @@
+//! A topic: its name, id, partitions and config overrides.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+use uuid::Uuid;
+
+use crate::error::BrokerError;
+use crate::partition::Partition;
+use crate::topic_config::TopicConfig;
+
+/// Longest legal topic name (Kafka's limit, which keeps `<topic>-<partition>`
+/// directory names under the usual 255-byte file-name limit).
+pub const TOPIC_NAME_MAX: usize = 249;
+
+/// A topic with its open partitions.
+#[derive(Debug)]
+pub struct Topic {
+    name: String,
+    id: Uuid,
+    // Replaced wholesale when partitions are added, so readers take a cheap
+    // snapshot and never hold the lock while using a partition.
+    partitions: RwLock<Arc<Vec<Arc<Partition>>>>,
+    config: RwLock<TopicConfig>,
+}
+
+impl Topic {
+    pub(crate) fn new(
+        name: String,
+        id: Uuid,
+        partitions: Vec<Arc<Partition>>,
+        config: TopicConfig,
+    ) -> Self {
+        Self {
+            name,
+            id,
+            partitions: RwLock::new(Arc::new(partitions)),
+            config: RwLock::new(config),
+        }
+    }
+
+    /// Topic name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Topic id, assigned at creation.
+    pub fn id(&self) -> Uuid {
+        self.id
+    }
+
+    /// The partition with this index, if it exists.
+    pub fn partition(&self, index: i32) -> Option<Arc<Partition>> {
+        let index = usize::try_from(index).ok()?;
+        self.partitions.read().get(index).cloned()
+    }
+
+    /// A snapshot of all partitions, in index order.
+    pub fn partitions(&self) -> Arc<Vec<Arc<Partition>>> {
+        Arc::clone(&self.partitions.read())
+    }
+
+    /// Number of partitions.
+    pub fn partition_count(&self) -> u32 {
+        self.partitions.read().len() as u32
+    }
+
+    /// The topic's config overrides.
+    pub fn config(&self) -> TopicConfig {
+        self.config.read().clone()
+    }
+
+    pub(crate) fn set_config(&self, config: TopicConfig) {
+        *self.config.write() = config;
+    }
+
+    pub(crate) fn add_partitions(&self, more: Vec<Arc<Partition>>) {
+        let mut guard = self.partitions.write();
+        let mut all = Vec::clone(&guard);
+        all.extend(more);
+        *guard = Arc::new(all);
+    }
+}
+
+/// Checks a topic name against Kafka's rules: 1 to 249 characters from
+/// `[a-zA-Z0-9._-]`, and not `.` or `..`.
+pub fn validate_topic_name(name: &str) -> Result<(), BrokerError> {
+    let invalid = |reason| {
+        Err(BrokerError::InvalidTopicName {
+            name: name.to_owned(),
+            reason,
+        })
+    };
+    if name.is_empty() {
+        return invalid("the name is empty");
+    }
+    if name.len() > TOPIC_NAME_MAX {
+        return invalid("the name is longer than 249 characters");
+    }
+    if name == "." || name == ".." {
+        return invalid("'.' and '..' are not allowed");
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    {
+        return invalid("only ASCII letters, digits, '.', '_' and '-' are allowed");
+    }
+    Ok(())
+}
+
+/// Directory of a partition's log: `<data-dir>/<topic>-<partition>`.
+pub fn partition_dir(data_dir: &Path, topic: &str, partition: u32) -> PathBuf {
+    data_dir.join(format!("{topic}-{partition}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn legal_names_pass_and_others_are_refused() {
+        assert!(validate_topic_name("orders.v2_eu-1").is_ok());
+        for bad in ["", ".", "..", "a/b", "naïve", "sp ace", &"x".repeat(250)] {
+            assert!(validate_topic_name(bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,416 @@
+//! Per-topic configuration in Kafka's own key names (`retention.ms`, ...):
+//! parsing and validating values, turning them into a [`LogConfig`], and
+//! describing them as Kafka tools expect.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use herald_log::LogConfig;
+
+use crate::error::BrokerError;
+
+/// Where a described config value comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigSource {
+    /// Set on this topic.
+    TopicOverride,
+    /// The broker's default, not overridden.
+    Default,
+    /// Fixed by the broker's startup configuration (flags, env, file).
+    Static,
+}
+
+/// The type of a config value, as Kafka describes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigType {
+    /// `true` / `false`.
+    Boolean,
+    /// Free text.
+    String,
+    /// 32-bit integer.
+    Int,
+    /// 64-bit integer.
+    Long,
+    /// Comma-separated list.
+    List,
+}
+
+/// One described configuration value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigEntry {
+    /// Kafka config name.
+    pub name: String,
+    /// Current value (`None` for an unset value without default).
+    pub value: Option<String>,
+    /// Where the value comes from.
+    pub source: ConfigSource,
+    /// True if it cannot be altered.
+    pub read_only: bool,
+    /// Type of the value.
+    pub config_type: ConfigType,
+    /// What the setting does.
+    pub documentation: &'static str,
+}
+
+/// A topic config key herald understands.
+struct KeySpec {
+    name: &'static str,
+    config_type: ConfigType,
+    documentation: &'static str,
+    /// Some(value) for keys whose behaviour herald does not vary: describing
+    /// them tells clients the truth, and only this value is accepted.
+    fixed: Option<&'static str>,
+}
+
+const KEYS: &[KeySpec] = &[
+    KeySpec {
+        name: "cleanup.policy",
+        config_type: ConfigType::List,
+        documentation: "Retention policy for old segments; only delete is supported.",
+        fixed: None,
+    },
+    KeySpec {
+        name: "compression.type",
+        config_type: ConfigType::String,
+        documentation: "Batches are stored with the compression the producer used.",
+        fixed: Some("producer"),
+    },
+    KeySpec {
+        name: "max.message.bytes",
+        config_type: ConfigType::Int,
+        documentation: "Largest record batch accepted, in bytes.",
+        fixed: None,
+    },
+    KeySpec {
+        name: "message.timestamp.type",
+        config_type: ConfigType::String,
+        documentation: "Record timestamps are the producer's create time.",
+        fixed: Some("CreateTime"),
+    },
+    KeySpec {
+        name: "min.insync.replicas",
+        config_type: ConfigType::Int,
+        documentation: "A single node is its own in-sync replica set.",
+        fixed: Some("1"),
+    },
+    KeySpec {
+        name: "retention.bytes",
+        config_type: ConfigType::Long,
+        documentation:
+            "Oldest segments are deleted while a partition is larger than this; -1 for no limit.",
+        fixed: None,
+    },
+    KeySpec {
+        name: "retention.ms",
+        config_type: ConfigType::Long,
+        documentation:
+            "Segments whose newest record is older than this are deleted; -1 keeps them forever.",
+        fixed: None,
+    },
+    KeySpec {
+        name: "segment.bytes",
+        config_type: ConfigType::Int,
+        documentation: "A segment is rolled once it holds this many bytes.",
+        fixed: None,
+    },
+    KeySpec {
+        name: "segment.ms",
+        config_type: ConfigType::Long,
+        documentation: "A non-empty segment older than this is rolled.",
+        fixed: None,
+    },
+];
+
+fn spec(name: &str) -> Option<&'static KeySpec> {
+    KEYS.iter().find(|k| k.name == name)
+}
+
+/// The overrides set on one topic, always valid against the broker's
+/// defaults they were checked with.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TopicConfig {
+    overrides: BTreeMap<String, String>,
+}
+
+impl TopicConfig {
+    /// Builds a config from `(key, value)` pairs, checking each key and the
+    /// resulting log configuration against `defaults`.
+    pub fn from_pairs<'a>(
+        pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+        defaults: &LogConfig,
+    ) -> Result<Self, BrokerError> {
+        let mut config = TopicConfig::default();
+        for (key, value) in pairs {
+            config.overrides.insert(key.to_owned(), value.to_owned());
+        }
+        config.log_config(defaults)?;
+        Ok(config)
+    }
+
+    /// The overrides, by key.
+    pub fn overrides(&self) -> &BTreeMap<String, String> {
+        &self.overrides
+    }
+
+    /// A copy with `key` set to `value` (or removed for `None`), checked.
+    pub fn with(
+        &self,
+        key: &str,
+        value: Option<&str>,
+        defaults: &LogConfig,
+    ) -> Result<Self, BrokerError> {
+        let mut next = self.clone();
+        match value {
+            Some(v) => {
+                next.overrides.insert(key.to_owned(), v.to_owned());
+            }
+            None => {
+                if spec(key).is_none() {
+                    return Err(unknown_key(key, ""));
+                }
+                next.overrides.remove(key);
+            }
+        }
+        next.log_config(defaults)?;
+        Ok(next)
+    }
+
+    /// The log configuration these overrides give on top of `defaults`.
+    pub fn log_config(&self, defaults: &LogConfig) -> Result<LogConfig, BrokerError> {
+        let mut config = defaults.clone();
+        for (key, value) in &self.overrides {
+            apply(&mut config, key, value)?;
+        }
+        // The log never lets a batch span segments. Kafka does (it rolls
+        // after), so a small segment.bytes with the default
+        // max.message.bytes is legal there: clamp the default to fit rather
+        // than refuse. An explicit max.message.bytes is still checked.
+        if !self.overrides.contains_key("max.message.bytes") {
+            config.max_batch_bytes = config.max_batch_bytes.min(config.segment_bytes);
+        }
+        config.validate().map_err(|e| {
+            let key = match e.key {
+                "segment_bytes" => "segment.bytes",
+                "max_batch_bytes" => "max.message.bytes",
+                other => other,
+            };
+            let value = self
+                .overrides
+                .get(key)
+                .cloned()
+                .unwrap_or_else(|| e.value.to_string());
+            BrokerError::invalid_config(key, &value, e.reason)
+        })?;
+        Ok(config)
+    }
+
+    /// Every topic config with its effective value and source.
+    pub fn describe(&self, defaults: &LogConfig) -> Vec<ConfigEntry> {
+        KEYS.iter()
+            .map(|k| {
+                let overridden = self.overrides.get(k.name);
+                ConfigEntry {
+                    name: k.name.to_owned(),
+                    value: Some(
+                        overridden
+                            .cloned()
+                            .unwrap_or_else(|| default_value(k, defaults)),
+                    ),
+                    source: if overridden.is_some() {
+                        ConfigSource::TopicOverride
+                    } else {
+                        ConfigSource::Default
+                    },
+                    read_only: k.fixed.is_some(),
+                    config_type: k.config_type,
+                    documentation: k.documentation,
+                }
+            })
+            .collect()
+    }
+}
+
+fn default_value(k: &KeySpec, defaults: &LogConfig) -> String {
+    if let Some(fixed) = k.fixed {
+        return fixed.to_owned();
+    }
+    match k.name {
+        "cleanup.policy" => "delete".to_owned(),
+        "max.message.bytes" => defaults.max_batch_bytes.to_string(),
+        "retention.bytes" => defaults
+            .retention_bytes
+            .map_or(-1, |b| b as i64)
+            .to_string(),
+        "retention.ms" => millis_or_minus_one(defaults.retention_age),
+        "segment.bytes" => defaults.segment_bytes.to_string(),
+        "segment.ms" => millis_or_minus_one(defaults.segment_age),
+        _ => String::new(),
+    }
+}
+
+/// Kafka's spelling of "no limit" for a duration setting.
+pub(crate) fn millis_or_minus_one(d: Option<Duration>) -> String {
+    d.map_or(-1, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .to_string()
+}
+
+fn unknown_key(key: &str, value: &str) -> BrokerError {
+    BrokerError::invalid_config(key, value, "unknown topic config name")
+}
+
+fn apply(config: &mut LogConfig, key: &str, value: &str) -> Result<(), BrokerError> {
+    let k = spec(key).ok_or_else(|| unknown_key(key, value))?;
+    if let Some(fixed) = k.fixed {
+        if value.trim() != fixed {
+            return Err(BrokerError::invalid_config(
+                key,
+                value,
+                format!("herald supports only {key}={fixed}"),
+            ));
+        }
+        return Ok(());
+    }
+    match key {
+        "cleanup.policy" => {
+            let policies: Vec<&str> = value.split(',').map(str::trim).collect();
+            if policies.contains(&"compact") {
+                return Err(BrokerError::invalid_config(
+                    key,
+                    value,
+                    "log compaction is not supported; only cleanup.policy=delete",
+                ));
+            }
+            if policies != ["delete"] {
+                return Err(BrokerError::invalid_config(
+                    key,
+                    value,
+                    "the only supported policy is delete",
+                ));
+            }
+        }
+        "max.message.bytes" => config.max_batch_bytes = parse_u32(key, value)?,
+        "segment.bytes" => config.segment_bytes = parse_u32(key, value)?,
+        "retention.bytes" => config.retention_bytes = parse_limit(key, value)?,
+        "retention.ms" => {
+            config.retention_age = parse_limit(key, value)?.map(Duration::from_millis)
+        }
+        "segment.ms" => {
+            let ms = parse_limit(key, value)?
+                .filter(|&ms| ms > 0)
+                .ok_or_else(|| BrokerError::invalid_config(key, value, "must be at least 1"))?;
+            config.segment_age = Some(Duration::from_millis(ms));
+        }
+        _ => return Err(unknown_key(key, value)),
+    }
+    Ok(())
+}
+
+fn parse_u32(key: &str, value: &str) -> Result<u32, BrokerError> {
+    let v: i32 = value
+        .trim()
+        .parse()
+        .map_err(|_| BrokerError::invalid_config(key, value, "not a 32-bit integer"))?;
+    u32::try_from(v).map_err(|_| BrokerError::invalid_config(key, value, "must not be negative"))
+}
+
+/// A 64-bit limit where -1 means "none".
+fn parse_limit(key: &str, value: &str) -> Result<Option<u64>, BrokerError> {
+    let v: i64 = value
+        .trim()
+        .parse()
+        .map_err(|_| BrokerError::invalid_config(key, value, "not a 64-bit integer"))?;
+    match v {
+        -1 => Ok(None),
+        v if v >= 0 => Ok(Some(v as u64)),
+        _ => Err(BrokerError::invalid_config(
+            key,
+            value,
+            "must be -1 (no limit) or at least 0",
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn defaults() -> LogConfig {
+        LogConfig::default()
+    }
+
+    #[test]
+    fn overrides_turn_into_log_config() {
+        let c = TopicConfig::from_pairs(
+            [
+                ("retention.ms", "60000"),
+                ("segment.bytes", "1048576"),
+                ("retention.bytes", "-1"),
+            ],
+            &defaults(),
+        )
+        .expect("valid");
+        let log = c.log_config(&defaults()).expect("valid");
+        assert_eq!(log.retention_age, Some(Duration::from_secs(60)));
+        assert_eq!(log.segment_bytes, 1_048_576);
+        assert_eq!(log.retention_bytes, None);
+    }
+
+    #[test]
+    fn compact_is_refused_with_a_clear_reason() {
+        let err = TopicConfig::from_pairs([("cleanup.policy", "compact")], &defaults())
+            .expect_err("refused");
+        assert!(
+            err.to_string().contains("compaction is not supported"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn unknown_key_and_bad_numbers_are_refused() {
+        assert!(TopicConfig::from_pairs([("no.such.key", "1")], &defaults()).is_err());
+        assert!(TopicConfig::from_pairs([("retention.ms", "soon")], &defaults()).is_err());
+        assert!(TopicConfig::from_pairs([("retention.ms", "-2")], &defaults()).is_err());
+        assert!(TopicConfig::from_pairs([("segment.ms", "0")], &defaults()).is_err());
+    }
+
+    #[test]
+    fn combination_checked_by_the_log_is_reported_with_kafka_key() {
+        let err = TopicConfig::from_pairs([("segment.bytes", "100")], &defaults())
+            .expect_err("too small");
+        assert!(
+            matches!(err, BrokerError::InvalidConfig { ref key, .. } if key == "segment.bytes"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn fixed_keys_accept_only_their_value() {
+        assert!(TopicConfig::from_pairs([("compression.type", "producer")], &defaults()).is_ok());
+        assert!(TopicConfig::from_pairs([("compression.type", "gzip")], &defaults()).is_err());
+    }
+
+    #[test]
+    fn describe_marks_overrides_and_defaults() {
+        let c = TopicConfig::from_pairs([("retention.ms", "1000")], &defaults()).expect("valid");
+        let entries = c.describe(&defaults());
+        let retention = entries
+            .iter()
+            .find(|e| e.name == "retention.ms")
+            .expect("listed");
+        assert_eq!(retention.value.as_deref(), Some("1000"));
+        assert_eq!(retention.source, ConfigSource::TopicOverride);
+        let segment = entries
+            .iter()
+            .find(|e| e.name == "segment.bytes")
+            .expect("listed");
+        assert_eq!(segment.source, ConfigSource::Default);
+        assert_eq!(segment.value.as_deref(), Some("1073741824"));
+    }
+
+    #[test]
+    fn removing_an_override_returns_to_default() {
+        let c = TopicConfig::from_pairs([("retention.ms", "1000")], &defaults()).expect("valid");
+        let c = c.with("retention.ms", None, &defaults()).expect("valid");
+        assert!(c.overrides().is_empty());
+    }
+}

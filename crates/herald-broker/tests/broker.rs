@@ -1,0 +1,347 @@
+//! Behaviour of the broker core against real logs in temp directories.
+
+use std::sync::Arc;
+
+use herald_broker::{Broker, BrokerConfig, BrokerError, ConfigChange, OffsetSpec, ProduceError};
+use herald_log::batch::{testing, BatchHeader};
+
+fn open(dir: &std::path::Path) -> Arc<Broker> {
+    Broker::open(BrokerConfig::new(dir)).expect("open broker")
+}
+
+/// A valid batch from an idempotent producer.
+fn idempotent_batch(count: u32, producer_id: i64, epoch: i16, sequence: i32) -> Vec<u8> {
+    let mut b = testing::batch(count, b"value", 1_000);
+    b[43..51].copy_from_slice(&producer_id.to_be_bytes());
+    b[51..53].copy_from_slice(&epoch.to_be_bytes());
+    b[53..57].copy_from_slice(&sequence.to_be_bytes());
+    let crc = BatchHeader::compute_crc(&b);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    b
+}
+
+#[test]
+fn topics_and_configs_survive_restart() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (id, cluster) = {
+        let broker = open(dir.path());
+        let created = broker
+            .create_topic(
+                "orders",
+                Some(3),
+                &[("retention.ms".into(), "60000".into())],
+                false,
+            )
+            .expect("create");
+        broker.close().expect("close");
+        (created.id, broker.cluster_id().to_owned())
+    };
+    let broker = open(dir.path());
+    let topic = broker.topic("orders").expect("kept");
+    assert_eq!(topic.id(), id);
+    assert_eq!(topic.partition_count(), 3);
+    assert_eq!(
+        topic
+            .config()
+            .overrides()
+            .get("retention.ms")
+            .map(String::as_str),
+        Some("60000")
+    );
+    assert_eq!(broker.cluster_id(), cluster);
+    assert!(broker.topic_by_id(id).is_some());
+}
+
+#[test]
+fn appended_batches_are_readable_after_restart_and_offsets_continue() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let broker = open(dir.path());
+        broker
+            .create_topic("t", Some(1), &[], false)
+            .expect("create");
+        let p = broker
+            .topic("t")
+            .and_then(|t| t.partition(0))
+            .expect("partition");
+        assert_eq!(
+            p.append(&testing::batch(3, b"a", 10))
+                .expect("append")
+                .base_offset,
+            0
+        );
+        broker.close().expect("close");
+    }
+    let broker = open(dir.path());
+    let p = broker
+        .topic("t")
+        .and_then(|t| t.partition(0))
+        .expect("partition");
+    assert_eq!(
+        p.append(&testing::batch(2, b"b", 20))
+            .expect("append")
+            .base_offset,
+        3
+    );
+    assert_eq!(p.list_offset(OffsetSpec::Latest).expect("latest").offset, 5);
+}
+
+#[test]
+fn retried_idempotent_batch_gets_original_offsets_even_after_restart() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (pid, epoch) = {
+        let broker = open(dir.path());
+        broker
+            .create_topic("t", Some(1), &[], false)
+            .expect("create");
+        let (pid, epoch) = broker.init_producer_id(None).expect("pid");
+        let p = broker
+            .topic("t")
+            .and_then(|t| t.partition(0))
+            .expect("partition");
+        p.append(&testing::batch(4, b"x", 0)).expect("plain");
+        let first = p
+            .append(&idempotent_batch(2, pid, epoch, 0))
+            .expect("first");
+        assert_eq!((first.base_offset, first.duplicate), (4, false));
+        let retry = p
+            .append(&idempotent_batch(2, pid, epoch, 0))
+            .expect("retry");
+        assert_eq!((retry.base_offset, retry.duplicate), (4, true));
+        broker.close().expect("close");
+        (pid, epoch)
+    };
+    let broker = open(dir.path());
+    let p = broker
+        .topic("t")
+        .and_then(|t| t.partition(0))
+        .expect("partition");
+    let retry = p
+        .append(&idempotent_batch(2, pid, epoch, 0))
+        .expect("retry after restart");
+    assert_eq!((retry.base_offset, retry.duplicate), (4, true));
+    let gap = p
+        .append(&idempotent_batch(1, pid, epoch, 5))
+        .expect_err("gap");
+    assert!(
+        matches!(
+            gap,
+            ProduceError::OutOfOrderSequence {
+                expected: 2,
+                found: 5,
+                ..
+            }
+        ),
+        "{gap}"
+    );
+    let next = p.append(&idempotent_batch(1, pid, epoch, 2)).expect("next");
+    assert_eq!(next.base_offset, 6);
+    let fenced = p
+        .append(&idempotent_batch(1, pid, epoch - 1, 3))
+        .expect_err("old epoch");
+    assert!(
+        matches!(fenced, ProduceError::InvalidProducerEpoch { .. }),
+        "{fenced}"
+    );
+}
+
+#[test]
+fn producer_ids_are_never_reused_across_restarts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let first = open(dir.path()).init_producer_id(None).expect("pid").0;
+    let second = open(dir.path()).init_producer_id(None).expect("pid").0;
+    assert!(second > first);
+}
+
+#[test]
+fn epoch_bump_keeps_the_producer_id() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let broker = open(dir.path());
+    let (pid, epoch) = broker.init_producer_id(None).expect("pid");
+    assert_eq!(
+        broker.init_producer_id(Some((pid, epoch))).expect("bump"),
+        (pid, epoch + 1)
+    );
+    assert!(matches!(
+        broker.init_producer_id(Some((pid, epoch))),
+        Err(BrokerError::InvalidProducerEpoch { .. })
+    ));
+}
+
+#[test]
+fn deleted_topic_leaves_no_data_and_can_be_recreated_empty() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let broker = open(dir.path());
+    broker
+        .create_topic("gone", Some(2), &[], false)
+        .expect("create");
+    let p = broker
+        .topic("gone")
+        .and_then(|t| t.partition(0))
+        .expect("partition");
+    p.append(&testing::batch(1, b"x", 0)).expect("append");
+    drop(p);
+    broker.delete_topic("gone").expect("delete");
+    assert!(broker.topic("gone").is_none());
+    assert!(!dir.path().join("gone-0").exists());
+    broker
+        .create_topic("gone", Some(1), &[], false)
+        .expect("recreate");
+    let p = broker
+        .topic("gone")
+        .and_then(|t| t.partition(0))
+        .expect("partition");
+    assert_eq!(p.list_offset(OffsetSpec::Latest).expect("latest").offset, 0);
+}
+
+#[test]
+fn partitions_only_grow_and_new_ones_survive_restart() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let broker = open(dir.path());
+        broker
+            .create_topic("t", Some(1), &[], false)
+            .expect("create");
+        assert!(broker.create_partitions("t", 1, false).is_err());
+        broker
+            .create_partitions("t", 4, true)
+            .expect("validate only");
+        assert_eq!(broker.topic("t").expect("t").partition_count(), 1);
+        broker.create_partitions("t", 4, false).expect("grow");
+        broker.close().expect("close");
+    }
+    assert_eq!(open(dir.path()).topic("t").expect("t").partition_count(), 4);
+}
+
+#[test]
+fn altered_config_is_persisted_and_invalid_changes_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let broker = open(dir.path());
+        broker
+            .create_topic("t", Some(1), &[], false)
+            .expect("create");
+        let set = ConfigChange::Set {
+            key: "max.message.bytes".into(),
+            value: "2048".into(),
+        };
+        broker
+            .alter_topic_config("t", &[set], false, false)
+            .expect("alter");
+        let compact = ConfigChange::Set {
+            key: "cleanup.policy".into(),
+            value: "compact".into(),
+        };
+        assert!(broker
+            .alter_topic_config("t", &[compact], false, false)
+            .is_err());
+        broker.close().expect("close");
+    }
+    let broker = open(dir.path());
+    let p = broker
+        .topic("t")
+        .and_then(|t| t.partition(0))
+        .expect("partition");
+    let big = testing::batch(1, &[7u8; 4096], 0);
+    assert!(matches!(p.append(&big), Err(ProduceError::TooLarge { .. })));
+}
+
+#[test]
+fn auto_create_follows_config() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = BrokerConfig::new(dir.path());
+    config.auto_create_topics = false;
+    let broker = Broker::open(config).expect("open");
+    assert!(matches!(
+        broker.topic_or_auto_create("nope"),
+        Err(BrokerError::UnknownTopic { .. })
+    ));
+    drop(broker);
+    let broker = open(dir.path());
+    assert_eq!(
+        broker
+            .topic_or_auto_create("yes")
+            .expect("created")
+            .partition_count(),
+        1
+    );
+}
+
+#[test]
+fn two_batches_in_one_partition_request_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let broker = open(dir.path());
+    broker
+        .create_topic("t", Some(1), &[], false)
+        .expect("create");
+    let p = broker
+        .topic("t")
+        .and_then(|t| t.partition(0))
+        .expect("partition");
+    let mut two = testing::batch(1, b"a", 0);
+    two.extend(testing::batch(1, b"b", 0));
+    assert!(matches!(
+        p.append(&two),
+        Err(ProduceError::InvalidRecords(_))
+    ));
+    let mut bad = testing::batch(1, b"a", 0);
+    let last = bad.len() - 1;
+    bad[last] ^= 1;
+    assert!(matches!(p.append(&bad), Err(ProduceError::InvalidBatch(_))));
+    assert_eq!(p.list_offset(OffsetSpec::Latest).expect("latest").offset, 0);
+}
+
+#[test]
+fn producer_state_is_the_snapshot_plus_the_batches_after_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pid = {
+        let broker = open(dir.path());
+        broker
+            .create_topic("t", Some(1), &[], false)
+            .expect("create");
+        let (pid, _) = broker.init_producer_id(None).expect("pid");
+        let p = broker
+            .topic("t")
+            .and_then(|t| t.partition(0))
+            .expect("partition");
+        p.append(&idempotent_batch(2, pid, 0, 0)).expect("first");
+        broker.close().expect("clean close writes the snapshot");
+        pid
+    };
+    {
+        // Appended after the snapshot, then no clean close (as after a crash).
+        let broker = open(dir.path());
+        let p = broker
+            .topic("t")
+            .and_then(|t| t.partition(0))
+            .expect("partition");
+        assert_eq!(
+            p.append(&idempotent_batch(1, pid, 0, 2))
+                .expect("second")
+                .base_offset,
+            2
+        );
+    }
+    let broker = open(dir.path());
+    let p = broker
+        .topic("t")
+        .and_then(|t| t.partition(0))
+        .expect("partition");
+    let from_snapshot = p
+        .append(&idempotent_batch(2, pid, 0, 0))
+        .expect("retry of first");
+    assert_eq!(
+        (from_snapshot.base_offset, from_snapshot.duplicate),
+        (0, true)
+    );
+    let from_replay = p
+        .append(&idempotent_batch(1, pid, 0, 2))
+        .expect("retry of second");
+    assert_eq!((from_replay.base_offset, from_replay.duplicate), (2, true));
+    assert_eq!(
+        p.append(&idempotent_batch(1, pid, 0, 3))
+            .expect("next")
+            .base_offset,
+        3
+    );
+}

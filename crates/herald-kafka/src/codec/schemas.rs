@@ -1,0 +1,169 @@
+//! Request body layouts for the guard walker, one per supported API,
+//! transcribed from the Kafka message definitions (the same ones
+//! `kafka-protocol` is generated from). The `schemas_match_kafka_protocol`
+//! test encodes populated requests with `kafka-protocol` at every supported
+//! version and checks that the walker consumes exactly their bytes.
+
+use kafka_protocol::messages::ApiKey;
+
+use super::guard::Ty::*;
+use super::guard::{all, between, since, tagged, Field, Schema};
+
+const METADATA_TOPIC: &[Field] = &[since(10, Uuid), all(Str)];
+const METADATA: Schema = Schema {
+    flexible_from: 9,
+    fields: &[
+        all(Array(METADATA_TOPIC)),
+        since(4, Bool),
+        between(8, 10, Bool),
+        since(8, Bool),
+    ],
+};
+
+const PRODUCE_PARTITION: &[Field] = &[all(I32), all(Bytes)];
+const PRODUCE_TOPIC: &[Field] = &[
+    between(0, 12, Str),
+    since(13, Uuid),
+    all(Array(PRODUCE_PARTITION)),
+];
+const PRODUCE: Schema = Schema {
+    flexible_from: 9,
+    fields: &[all(Str), all(I16), all(I32), all(Array(PRODUCE_TOPIC))],
+};
+
+const FETCH_PARTITION: &[Field] = &[
+    all(I32),
+    since(9, I32),
+    all(I64),
+    since(12, I32),
+    since(5, I64),
+    all(I32),
+    tagged(0, 17, Uuid),
+    tagged(1, 18, I64),
+];
+const REPLICA_STATE: &[Field] = &[since(15, I32), since(15, I64)];
+const FETCH_TOPIC: &[Field] = &[
+    between(0, 12, Str),
+    since(13, Uuid),
+    all(Array(FETCH_PARTITION)),
+];
+const FORGOTTEN_TOPIC: &[Field] = &[between(7, 12, Str), since(13, Uuid), since(7, I32Array)];
+const FETCH: Schema = Schema {
+    flexible_from: 12,
+    fields: &[
+        between(0, 14, I32),
+        all(I32),
+        all(I32),
+        all(I32),
+        all(I8),
+        since(7, I32),
+        since(7, I32),
+        all(Array(FETCH_TOPIC)),
+        since(7, Array(FORGOTTEN_TOPIC)),
+        since(11, Str),
+        tagged(0, 12, Str),
+        tagged(1, 15, Struct(REPLICA_STATE)),
+    ],
+};
+
+const LIST_OFFSETS_PARTITION: &[Field] = &[all(I32), since(4, I32), all(I64)];
+const LIST_OFFSETS_TOPIC: &[Field] = &[all(Str), all(Array(LIST_OFFSETS_PARTITION))];
+const LIST_OFFSETS: Schema = Schema {
+    flexible_from: 6,
+    fields: &[
+        all(I32),
+        since(2, I8),
+        all(Array(LIST_OFFSETS_TOPIC)),
+        since(10, I32),
+    ],
+};
+
+const API_VERSIONS: Schema = Schema {
+    flexible_from: 3,
+    fields: &[since(3, Str), since(3, Str)],
+};
+
+const INIT_PRODUCER_ID: Schema = Schema {
+    flexible_from: 2,
+    fields: &[all(Str), all(I32), since(3, I64), since(3, I16)],
+};
+
+const CREATABLE_ASSIGNMENT: &[Field] = &[all(I32), all(I32Array)];
+const CREATABLE_CONFIG: &[Field] = &[all(Str), all(Str)];
+const CREATABLE_TOPIC: &[Field] = &[
+    all(Str),
+    all(I32),
+    all(I16),
+    all(Array(CREATABLE_ASSIGNMENT)),
+    all(Array(CREATABLE_CONFIG)),
+];
+const CREATE_TOPICS: Schema = Schema {
+    flexible_from: 5,
+    fields: &[all(Array(CREATABLE_TOPIC)), all(I32), all(Bool)],
+};
+
+const DELETE_TOPIC_STATE: &[Field] = &[all(Str), all(Uuid)];
+const DELETE_TOPICS: Schema = Schema {
+    flexible_from: 4,
+    fields: &[
+        since(6, Array(DELETE_TOPIC_STATE)),
+        between(0, 5, StrArray),
+        all(I32),
+    ],
+};
+
+const PARTITIONS_ASSIGNMENT: &[Field] = &[all(I32Array)];
+const PARTITIONS_TOPIC: &[Field] = &[all(Str), all(I32), all(Array(PARTITIONS_ASSIGNMENT))];
+const CREATE_PARTITIONS: Schema = Schema {
+    flexible_from: 2,
+    fields: &[all(Array(PARTITIONS_TOPIC)), all(I32), all(Bool)],
+};
+
+const DESCRIBE_CONFIGS_RESOURCE: &[Field] = &[all(I8), all(Str), all(StrArray)];
+const DESCRIBE_CONFIGS: Schema = Schema {
+    flexible_from: 4,
+    fields: &[
+        all(Array(DESCRIBE_CONFIGS_RESOURCE)),
+        all(Bool),
+        since(3, Bool),
+    ],
+};
+
+const ALTERABLE_CONFIG: &[Field] = &[all(Str), all(Str)];
+const ALTER_CONFIGS_RESOURCE: &[Field] = &[all(I8), all(Str), all(Array(ALTERABLE_CONFIG))];
+const ALTER_CONFIGS: Schema = Schema {
+    flexible_from: 2,
+    fields: &[all(Array(ALTER_CONFIGS_RESOURCE)), all(Bool)],
+};
+
+const INCREMENTAL_CONFIG: &[Field] = &[all(Str), all(I8), all(Str)];
+const INCREMENTAL_RESOURCE: &[Field] = &[all(I8), all(Str), all(Array(INCREMENTAL_CONFIG))];
+const INCREMENTAL_ALTER_CONFIGS: Schema = Schema {
+    flexible_from: 1,
+    fields: &[all(Array(INCREMENTAL_RESOURCE)), all(Bool)],
+};
+
+const DESCRIBE_CLUSTER: Schema = Schema {
+    flexible_from: 0,
+    fields: &[all(Bool), since(1, I8), since(2, Bool)],
+};
+
+/// The body layout of a supported request type.
+pub(crate) fn schema(key: ApiKey) -> Option<&'static Schema> {
+    Some(match key {
+        ApiKey::Metadata => &METADATA,
+        ApiKey::Produce => &PRODUCE,
+        ApiKey::Fetch => &FETCH,
+        ApiKey::ListOffsets => &LIST_OFFSETS,
+        ApiKey::ApiVersions => &API_VERSIONS,
+        ApiKey::InitProducerId => &INIT_PRODUCER_ID,
+        ApiKey::CreateTopics => &CREATE_TOPICS,
+        ApiKey::DeleteTopics => &DELETE_TOPICS,
+        ApiKey::CreatePartitions => &CREATE_PARTITIONS,
+        ApiKey::DescribeConfigs => &DESCRIBE_CONFIGS,
+        ApiKey::AlterConfigs => &ALTER_CONFIGS,
+        ApiKey::IncrementalAlterConfigs => &INCREMENTAL_ALTER_CONFIGS,
+        ApiKey::DescribeCluster => &DESCRIBE_CLUSTER,
+        _ => return None,
+    })
+}

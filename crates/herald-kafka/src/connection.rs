@@ -1,0 +1,219 @@
+//! One client connection: a reader that frames requests, a processor that
+//! answers them one at a time in arrival order, and a writer that sends the
+//! responses, all bounded by a per-connection in-flight limit. Requests are
+//! processed in order (as Kafka does), so a producer's pipelined batches are
+//! appended in the order it sent them.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::{Buf, Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+use crate::codec::{check_frame_length, FrameError, ResponseFrame, LENGTH_PREFIX_BYTES};
+use crate::handlers::{self, Context, Outcome};
+
+/// Bytes asked of the socket per read while a frame is incomplete.
+const READ_CHUNK_BYTES: usize = 64 * 1024;
+/// Writer buffer; response chunks at least this large bypass it.
+const WRITE_BUFFER_BYTES: usize = 64 * 1024;
+
+/// What a request holds from the moment its size is known until its
+/// response is written: a slot of the connection's in-flight limit and its
+/// frame's bytes of the server-wide request-memory budget.
+struct Permit {
+    _slot: OwnedSemaphorePermit,
+    _bytes: OwnedSemaphorePermit,
+}
+
+/// Serves one connection until the peer closes it, a protocol error closes
+/// it, or shutdown (after answering every request already read).
+pub(crate) async fn serve(
+    stream: TcpStream,
+    peer: SocketAddr,
+    ctx: Arc<Context>,
+    shutdown: CancellationToken,
+) {
+    if let Err(e) = stream.set_nodelay(true) {
+        tracing::debug!(%peer, error = %e, "TCP_NODELAY failed");
+    }
+    tracing::debug!(%peer, "connection opened");
+    let (read_half, write_half) = stream.into_split();
+    let limit = ctx.config.max_in_flight_requests.max(1);
+    let in_flight = Arc::new(Semaphore::new(limit));
+    let (requests, request_rx) = mpsc::channel::<(Bytes, Permit)>(limit);
+    let (responses, response_rx) = mpsc::channel::<(ResponseFrame, Permit)>(limit);
+    tokio::join!(
+        read_requests(read_half, &ctx, in_flight, requests, &shutdown, peer),
+        process_requests(&ctx, request_rx, responses, peer),
+        write_responses(write_half, response_rx, peer),
+    );
+    tracing::debug!(%peer, "connection closed");
+}
+
+async fn read_requests(
+    mut socket: OwnedReadHalf,
+    ctx: &Context,
+    in_flight: Arc<Semaphore>,
+    requests: mpsc::Sender<(Bytes, Permit)>,
+    shutdown: &CancellationToken,
+    peer: SocketAddr,
+) {
+    let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
+    loop {
+        let next = async {
+            let slot = Arc::clone(&in_flight).acquire_owned().await.ok()?;
+            let result = async {
+                type Read = Result<Option<(Bytes, Permit)>, ReadError>;
+                let Some(size) =
+                    read_prefix(&mut socket, &mut buf, ctx.config.max_frame_bytes).await?
+                else {
+                    return Read::Ok(None);
+                };
+                // Reserve the frame's bytes of the shared budget before
+                // reading its body: under memory pressure reading pauses.
+                let bytes = Arc::clone(&ctx.request_memory)
+                    .acquire_many_owned(size as u32)
+                    .await
+                    .map_err(|_| ReadError::Closed)?;
+                let frame = read_body(&mut socket, &mut buf, size).await?;
+                Ok(Some((
+                    frame,
+                    Permit {
+                        _slot: slot,
+                        _bytes: bytes,
+                    },
+                )))
+            };
+            match result.await {
+                Ok(item) => item,
+                Err(e) => {
+                    tracing::info!(%peer, error = %e, "closing connection");
+                    None
+                }
+            }
+        };
+        let item = tokio::select! {
+            item = next => item,
+            _ = shutdown.cancelled() => None,
+            _ = requests.closed() => None,
+        };
+        let Some(item) = item else { return };
+        if requests.send(item).await.is_err() {
+            return;
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+enum ReadError {
+    #[error(transparent)]
+    Frame(#[from] FrameError),
+    #[error("connection closed in the middle of a frame")]
+    Truncated,
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error("server is shutting down")]
+    Closed,
+}
+
+/// Reads until the next frame's size prefix is in `buf` and checks it
+/// against the limit; `None` at a clean end of stream.
+async fn read_prefix(
+    socket: &mut OwnedReadHalf,
+    buf: &mut BytesMut,
+    max: usize,
+) -> Result<Option<usize>, ReadError> {
+    while buf.len() < LENGTH_PREFIX_BYTES {
+        buf.reserve(READ_CHUNK_BYTES);
+        if socket.read_buf(buf).await? == 0 {
+            return if buf.is_empty() {
+                Ok(None)
+            } else {
+                Err(ReadError::Truncated)
+            };
+        }
+    }
+    Ok(Some(check_frame_length(
+        [buf[0], buf[1], buf[2], buf[3]],
+        max,
+    )?))
+}
+
+/// Reads the body of a frame of `size` bytes whose prefix is in `buf`.
+/// Room grows only as bytes actually arrive, never by the declared size.
+async fn read_body(
+    socket: &mut OwnedReadHalf,
+    buf: &mut BytesMut,
+    size: usize,
+) -> Result<Bytes, ReadError> {
+    let whole = LENGTH_PREFIX_BYTES + size;
+    while buf.len() < whole {
+        buf.reserve((whole - buf.len()).min(READ_CHUNK_BYTES * 16));
+        if socket.read_buf(buf).await? == 0 {
+            return Err(ReadError::Truncated);
+        }
+    }
+    buf.advance(LENGTH_PREFIX_BYTES);
+    Ok(buf.split_to(size).freeze())
+}
+
+async fn process_requests(
+    ctx: &Context,
+    mut requests: mpsc::Receiver<(Bytes, Permit)>,
+    responses: mpsc::Sender<(ResponseFrame, Permit)>,
+    peer: SocketAddr,
+) {
+    while let Some((frame, permit)) = requests.recv().await {
+        match handlers::handle_frame(ctx, frame).await {
+            Outcome::Respond(response) => {
+                if responses.send((response, permit)).await.is_err() {
+                    return;
+                }
+            }
+            Outcome::NoResponse => drop(permit),
+            Outcome::Close(reason) => {
+                tracing::info!(%peer, %reason, "closing connection");
+                return;
+            }
+        }
+    }
+}
+
+async fn write_responses(
+    socket: OwnedWriteHalf,
+    mut responses: mpsc::Receiver<(ResponseFrame, Permit)>,
+    peer: SocketAddr,
+) {
+    let mut writer = BufWriter::with_capacity(WRITE_BUFFER_BYTES, socket);
+    while let Some((response, permit)) = responses.recv().await {
+        if let Err(e) = write_frame(&mut writer, &response).await {
+            tracing::debug!(%peer, error = %e, "write failed");
+            return;
+        }
+        drop(permit);
+        // Flush once no further response is ready, so pipelined responses
+        // share a system call.
+        if responses.is_empty() {
+            if let Err(e) = writer.flush().await {
+                tracing::debug!(%peer, error = %e, "flush failed");
+                return;
+            }
+        }
+    }
+    let _ = writer.shutdown().await;
+}
+
+async fn write_frame(
+    writer: &mut BufWriter<OwnedWriteHalf>,
+    response: &ResponseFrame,
+) -> std::io::Result<()> {
+    for chunk in response.chunks() {
+        writer.write_all(chunk).await?;
+    }
+    Ok(())
+}

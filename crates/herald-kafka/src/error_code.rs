@@ -1,0 +1,83 @@
+//! The one place where broker-core errors become Kafka error codes.
+
+use herald_broker::{BrokerError, FetchError, ProduceError};
+use herald_log::{AppendError, BatchError};
+use kafka_protocol::ResponseError;
+
+/// No error.
+pub const NONE: i16 = 0;
+
+/// Code for a refused produce.
+pub fn produce(e: &ProduceError) -> i16 {
+    match e {
+        ProduceError::InvalidBatch(BatchError::CrcMismatch { .. })
+        | ProduceError::InvalidBatch(BatchError::TooShort { .. })
+        | ProduceError::InvalidBatch(BatchError::LengthMismatch { .. }) => {
+            ResponseError::CorruptMessage
+        }
+        ProduceError::InvalidBatch(BatchError::UnsupportedMagic { .. }) => {
+            ResponseError::UnsupportedForMessageFormat
+        }
+        ProduceError::InvalidBatch(BatchError::RecordCount { .. })
+        | ProduceError::InvalidBatch(BatchError::ControlBatch)
+        | ProduceError::InvalidRecords(_)
+        | ProduceError::Transactional => ResponseError::InvalidRecord,
+        ProduceError::TooLarge { .. } => ResponseError::MessageTooLarge,
+        ProduceError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
+        ProduceError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
+        ProduceError::UnknownProducerId { .. } => ResponseError::UnknownProducerId,
+        ProduceError::Storage(AppendError::Poisoned(_)) => ResponseError::KafkaStorageError,
+        // Closed: the topic is being deleted or the broker is stopping; the
+        // client refreshes metadata and retries, as after a leader change.
+        ProduceError::Storage(AppendError::Closed) => ResponseError::NotLeaderOrFollower,
+        ProduceError::Storage(_) => ResponseError::UnknownServerError,
+    }
+    .code()
+}
+
+/// Code for a failed admin or lookup operation.
+pub fn broker(e: &BrokerError) -> i16 {
+    match e {
+        BrokerError::UnknownTopic { .. } | BrokerError::UnknownPartition { .. } => {
+            ResponseError::UnknownTopicOrPartition
+        }
+        BrokerError::TopicExists { .. } => ResponseError::TopicAlreadyExists,
+        BrokerError::InvalidTopicName { .. } => ResponseError::InvalidTopicException,
+        BrokerError::InvalidPartitions { .. } => ResponseError::InvalidPartitions,
+        BrokerError::InvalidConfig { .. } => ResponseError::InvalidConfig,
+        BrokerError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
+        BrokerError::Io { .. } | BrokerError::Log { .. } => ResponseError::KafkaStorageError,
+        BrokerError::CorruptMetadata { .. } | BrokerError::DataDirInUse { .. } => {
+            ResponseError::UnknownServerError
+        }
+    }
+    .code()
+}
+
+/// Code for a failed read.
+pub fn fetch(e: &FetchError) -> i16 {
+    match e {
+        FetchError::OffsetOutOfRange(_) => ResponseError::OffsetOutOfRange.code(),
+    }
+}
+
+/// Shorthand for codes without a domain error behind them.
+pub fn code(e: ResponseError) -> i16 {
+    e.code()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrong_crc_is_corrupt_message_and_oversize_is_message_too_large() {
+        let crc = ProduceError::InvalidBatch(BatchError::CrcMismatch {
+            expected: 1,
+            computed: 2,
+        });
+        assert_eq!(produce(&crc), 2);
+        assert_eq!(produce(&ProduceError::TooLarge { size: 10, max: 5 }), 10);
+        assert_eq!(broker(&BrokerError::UnknownTopic { name: "t".into() }), 3);
+    }
+}

@@ -1,0 +1,66 @@
+//! AlterConfigs (non-incremental): replaces a topic's whole set of
+//! overrides with the given one. Broker configs are static (flags, env,
+//! file) and refused here.
+
+use herald_broker::ConfigChange;
+use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
+use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
+use kafka_protocol::ResponseError;
+
+use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
+use super::{wire_str, Context};
+use crate::error_code;
+
+/// Answers an AlterConfigs request.
+pub fn handle(ctx: &Context, request: AlterConfigsRequest, _version: i16) -> AlterConfigsResponse {
+    let responses = request
+        .resources
+        .into_iter()
+        .map(|r| {
+            let response = AlterConfigsResourceResponse::default()
+                .with_resource_type(r.resource_type)
+                .with_resource_name(r.resource_name.clone());
+            let (code, message) = match r.resource_type {
+                RESOURCE_TOPIC => {
+                    // A null value leaves the key out, i.e. back to its default.
+                    let changes: Vec<ConfigChange> = r
+                        .configs
+                        .iter()
+                        .filter_map(|c| {
+                            c.value.as_ref().map(|v| ConfigChange::Set {
+                                key: c.name.to_string(),
+                                value: v.to_string(),
+                            })
+                        })
+                        .collect();
+                    match ctx.broker.alter_topic_config(
+                        &r.resource_name,
+                        &changes,
+                        true,
+                        request.validate_only,
+                    ) {
+                        Ok(()) => (error_code::NONE, None),
+                        Err(e) => (error_code::broker(&e), Some(e.to_string())),
+                    }
+                }
+                RESOURCE_BROKER => (
+                    error_code::code(ResponseError::InvalidRequest),
+                    Some(static_broker_message()),
+                ),
+                other => (
+                    error_code::code(ResponseError::InvalidRequest),
+                    Some(format!("resource type {other} is not supported")),
+                ),
+            };
+            response
+                .with_error_code(code)
+                .with_error_message(message.map(wire_str))
+        })
+        .collect();
+    AlterConfigsResponse::default().with_responses(responses)
+}
+
+/// Why broker configs cannot be altered over the wire.
+pub(crate) fn static_broker_message() -> String {
+    "broker configs are static in herald: set them with flags, HERALD_* environment or the config file".to_owned()
+}

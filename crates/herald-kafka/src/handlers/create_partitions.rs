@@ -1,0 +1,54 @@
+//! CreatePartitions: grow a topic's partition count.
+
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
+use kafka_protocol::ResponseError;
+
+use super::{wire_str, Context};
+use crate::error_code;
+
+/// Answers a CreatePartitions request.
+pub fn handle(
+    ctx: &Context,
+    request: CreatePartitionsRequest,
+    _version: i16,
+) -> CreatePartitionsResponse {
+    let node = ctx.broker.node_id();
+    let results = request
+        .topics
+        .into_iter()
+        .map(|t| {
+            let result = CreatePartitionsTopicResult::default().with_name(t.name.clone());
+            let foreign = t
+                .assignments
+                .iter()
+                .flatten()
+                .any(|a| a.broker_ids.iter().any(|b| b.0 != node));
+            if foreign {
+                return result
+                    .with_error_code(error_code::code(ResponseError::InvalidReplicaAssignment))
+                    .with_error_message(Some(wire_str(format!(
+                        "assignments may only name broker {node}"
+                    ))));
+            }
+            let Ok(count) = u32::try_from(t.count) else {
+                return result
+                    .with_error_code(error_code::code(ResponseError::InvalidPartitions))
+                    .with_error_message(Some(wire_str(format!(
+                        "invalid partition count {}",
+                        t.count
+                    ))));
+            };
+            match ctx
+                .broker
+                .create_partitions(&t.name.0, count, request.validate_only)
+            {
+                Ok(()) => result,
+                Err(e) => result
+                    .with_error_code(error_code::broker(&e))
+                    .with_error_message(Some(wire_str(e.to_string()))),
+            }
+        })
+        .collect();
+    CreatePartitionsResponse::default().with_results(results)
+}

@@ -1,0 +1,148 @@
+//! CreateTopics: partitions, configs, validate-only. One node means a
+//! replication factor of 1 (or -1 for the default) and assignments that
+//! name only this node.
+
+use herald_broker::{BrokerError, TopicSummary};
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::create_topics_response::{
+    CreatableTopicConfigs, CreatableTopicResult,
+};
+use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
+use kafka_protocol::ResponseError;
+
+use super::describe_configs::source_code;
+use super::{wire_str, Context};
+use crate::error_code;
+
+/// Answers a CreateTopics request.
+pub fn handle(ctx: &Context, request: CreateTopicsRequest, version: i16) -> CreateTopicsResponse {
+    let validate_only = request.validate_only;
+    let mut seen = std::collections::HashSet::new();
+    let duplicates: std::collections::HashSet<String> = request
+        .topics
+        .iter()
+        .filter(|t| !seen.insert(t.name.0.to_string()))
+        .map(|t| t.name.0.to_string())
+        .collect();
+    let topics = request
+        .topics
+        .into_iter()
+        .map(|t| {
+            if duplicates.contains(&*t.name.0) {
+                let message = "the topic appears more than once in the request".to_owned();
+                return failed(t, error_code::code(ResponseError::InvalidRequest), message);
+            }
+            create(ctx, t, validate_only, version)
+        })
+        .collect();
+    CreateTopicsResponse::default().with_topics(topics)
+}
+
+fn create(
+    ctx: &Context,
+    t: CreatableTopic,
+    validate_only: bool,
+    version: i16,
+) -> CreatableTopicResult {
+    let node = ctx.broker.node_id();
+    if !matches!(t.replication_factor, -1 | 1) && t.assignments.is_empty() {
+        let message = format!(
+            "replication factor {} is larger than the 1 available broker",
+            t.replication_factor
+        );
+        return failed(
+            t,
+            error_code::code(ResponseError::InvalidReplicationFactor),
+            message,
+        );
+    }
+    let partitions = if t.assignments.is_empty() {
+        match t.num_partitions {
+            -1 => None,
+            n => match u32::try_from(n) {
+                Ok(n) => Some(n),
+                Err(_) => {
+                    let message = format!("invalid partition count {n}");
+                    return failed(
+                        t,
+                        error_code::code(ResponseError::InvalidPartitions),
+                        message,
+                    );
+                }
+            },
+        }
+    } else {
+        if t.assignments
+            .iter()
+            .any(|a| a.broker_ids.iter().any(|b| b.0 != node) || a.broker_ids.is_empty())
+        {
+            let message = format!("assignments may only name broker {node}");
+            return failed(
+                t,
+                error_code::code(ResponseError::InvalidReplicaAssignment),
+                message,
+            );
+        }
+        Some(t.assignments.len() as u32)
+    };
+    let configs: Vec<(String, String)> = t
+        .configs
+        .iter()
+        .filter_map(|c| {
+            c.value
+                .as_ref()
+                .map(|v| (c.name.to_string(), v.to_string()))
+        })
+        .collect();
+    match ctx
+        .broker
+        .create_topic(&t.name.0, partitions, &configs, validate_only)
+    {
+        Ok(summary) => created(ctx, t, summary, version),
+        Err(e) => {
+            if !matches!(e, BrokerError::TopicExists { .. }) {
+                tracing::info!(topic = &*t.name.0, error = %e, "create topic refused");
+            }
+            let message = e.to_string();
+            failed(t, error_code::broker(&e), message)
+        }
+    }
+}
+
+fn created(
+    ctx: &Context,
+    t: CreatableTopic,
+    summary: TopicSummary,
+    version: i16,
+) -> CreatableTopicResult {
+    let result = CreatableTopicResult::default()
+        .with_name(t.name)
+        .with_topic_id(summary.id)
+        .with_num_partitions(summary.partitions as i32)
+        .with_replication_factor(1);
+    if version < 5 {
+        return result;
+    }
+    let configs = summary
+        .config
+        .describe(&ctx.broker.config().log_defaults)
+        .into_iter()
+        .map(|e| {
+            CreatableTopicConfigs::default()
+                .with_name(wire_str(e.name))
+                .with_value(e.value.map(wire_str))
+                .with_read_only(e.read_only)
+                .with_config_source(source_code(e.source))
+        })
+        .collect();
+    result.with_configs(Some(configs))
+}
+
+fn failed(t: CreatableTopic, code: i16, message: String) -> CreatableTopicResult {
+    CreatableTopicResult::default()
+        .with_name(t.name)
+        .with_error_code(code)
+        .with_error_message(Some(wire_str(message)))
+        .with_num_partitions(-1)
+        .with_replication_factor(-1)
+}

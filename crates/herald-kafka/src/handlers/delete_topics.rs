@@ -1,0 +1,42 @@
+//! DeleteTopics: by name (all versions) or by topic id (v6+).
+
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
+use kafka_protocol::ResponseError;
+
+use super::{wire_str, Context};
+use crate::error_code;
+
+/// Answers a DeleteTopics request.
+pub fn handle(ctx: &Context, request: DeleteTopicsRequest, version: i16) -> DeleteTopicsResponse {
+    let mut responses: Vec<DeletableTopicResult> = request
+        .topic_names
+        .into_iter()
+        .map(|name| delete_by_name(ctx, name))
+        .collect();
+    if version >= 6 {
+        for state in request.topics {
+            let result = match state.name {
+                Some(name) => delete_by_name(ctx, name),
+                None => match ctx.broker.topic_by_id(state.topic_id) {
+                    Some(topic) => delete_by_name(ctx, TopicName(wire_str(topic.name()))),
+                    None => DeletableTopicResult::default()
+                        .with_topic_id(state.topic_id)
+                        .with_error_code(error_code::code(ResponseError::UnknownTopicId)),
+                },
+            };
+            responses.push(result);
+        }
+    }
+    DeleteTopicsResponse::default().with_responses(responses)
+}
+
+fn delete_by_name(ctx: &Context, name: TopicName) -> DeletableTopicResult {
+    let result = DeletableTopicResult::default().with_name(Some(name.clone()));
+    match ctx.broker.delete_topic(&name.0) {
+        Ok(id) => result.with_topic_id(id),
+        Err(e) => result
+            .with_error_code(error_code::broker(&e))
+            .with_error_message(Some(wire_str(e.to_string()))),
+    }
+}

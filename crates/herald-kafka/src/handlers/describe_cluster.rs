@@ -1,0 +1,33 @@
+//! DescribeCluster: this node as the only broker and the controller.
+
+use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
+use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
+use kafka_protocol::ResponseError;
+
+use super::{wire_str, Context};
+use crate::error_code;
+
+/// `endpoint_type` for brokers (the only kind herald has).
+const ENDPOINT_BROKERS: i8 = 1;
+
+/// Answers a DescribeCluster request.
+pub fn handle(
+    ctx: &Context,
+    request: DescribeClusterRequest,
+    version: i16,
+) -> DescribeClusterResponse {
+    let node = BrokerId(ctx.broker.node_id());
+    let response = DescribeClusterResponse::default()
+        .with_cluster_id(wire_str(ctx.broker.cluster_id()))
+        .with_controller_id(node);
+    if version >= 1 && request.endpoint_type != ENDPOINT_BROKERS {
+        return response
+            .with_error_code(error_code::code(ResponseError::UnsupportedEndpointType))
+            .with_error_message(Some(wire_str("only broker endpoints exist")))
+            .with_endpoint_type(request.endpoint_type);
+    }
+    response.with_brokers(vec![DescribeClusterBroker::default()
+        .with_broker_id(node)
+        .with_host(wire_str(ctx.config.advertised_host.clone()))
+        .with_port(i32::from(ctx.config.advertised_port))])
+}

@@ -1,0 +1,226 @@
+//! Fetch: whole batches from each requested partition, sent as the log's
+//! own bytes (spliced into the response, never re-encoded). When less than
+//! `min_bytes` is available the request parks on the partitions' data
+//! notifications until enough arrives, `max_wait_ms` passes, or the server
+//! shuts down; there is no polling loop. Fetch sessions are declined
+//! (session id 0), so every requested partition is always answered.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use herald_broker::Partition;
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::{FetchRequest, FetchResponse};
+use kafka_protocol::ResponseError;
+use tokio::time::Instant;
+
+use super::Context;
+use crate::error_code;
+
+/// One requested partition, resolved.
+struct Wanted {
+    topic_slot: usize,
+    index: i32,
+    partition: Result<Arc<Partition>, i16>,
+    fetch_offset: i64,
+    max_bytes: usize,
+}
+
+/// Answers a Fetch request; also returns the record buffers to splice.
+pub async fn handle(
+    ctx: &Context,
+    request: FetchRequest,
+    version: i16,
+) -> (FetchResponse, Vec<Bytes>) {
+    let (topics, wanted) = resolve(ctx, &request, version);
+    let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0);
+    let max_bytes = usize::try_from(request.max_bytes).unwrap_or(0);
+    let wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0))
+        .min(ctx.config.fetch_wait_max);
+    let deadline = Instant::now() + wait;
+    loop {
+        let read = read_all(&wanted, max_bytes);
+        let done = read.bytes >= min_bytes.max(1) || read.any_error || Instant::now() >= deadline;
+        if done || !wait_for_any(ctx, &wanted, &read.high_watermarks, deadline).await {
+            return (assemble(topics, read.partitions), read.splice);
+        }
+    }
+}
+
+fn resolve(
+    ctx: &Context,
+    request: &FetchRequest,
+    version: i16,
+) -> (Vec<FetchableTopicResponse>, Vec<Wanted>) {
+    let mut topics = Vec::with_capacity(request.topics.len());
+    let mut wanted = Vec::new();
+    for (slot, t) in request.topics.iter().enumerate() {
+        let topic = if version >= 13 {
+            ctx.broker.topic_by_id(t.topic_id)
+        } else {
+            ctx.broker.topic(&t.topic.0)
+        };
+        let unknown = if version >= 13 {
+            ResponseError::UnknownTopicId
+        } else {
+            ResponseError::UnknownTopicOrPartition
+        };
+        topics.push(
+            FetchableTopicResponse::default()
+                .with_topic(t.topic.clone())
+                .with_topic_id(t.topic_id),
+        );
+        for p in &t.partitions {
+            let partition = match &topic {
+                None => Err(error_code::code(unknown)),
+                Some(topic) => topic
+                    .partition(p.partition)
+                    .ok_or(error_code::code(ResponseError::UnknownTopicOrPartition)),
+            };
+            wanted.push(Wanted {
+                topic_slot: slot,
+                index: p.partition,
+                partition,
+                fetch_offset: p.fetch_offset,
+                max_bytes: usize::try_from(p.partition_max_bytes).unwrap_or(0),
+            });
+        }
+    }
+    (topics, wanted)
+}
+
+struct ReadResult {
+    partitions: Vec<(usize, PartitionData)>,
+    splice: Vec<Bytes>,
+    high_watermarks: Vec<u64>,
+    bytes: usize,
+    any_error: bool,
+}
+
+/// Reads every partition once, within the per-partition and total limits.
+/// The first non-empty partition always gets at least one whole batch (so
+/// a batch larger than the limits still makes progress); later partitions
+/// only get what fits in the rest of the total.
+fn read_all(wanted: &[Wanted], max_bytes_total: usize) -> ReadResult {
+    let mut result = ReadResult {
+        partitions: Vec::with_capacity(wanted.len()),
+        splice: Vec::new(),
+        high_watermarks: Vec::with_capacity(wanted.len()),
+        bytes: 0,
+        any_error: false,
+    };
+    for w in wanted {
+        let base = PartitionData::default()
+            .with_partition_index(w.index)
+            .with_records(Some(Bytes::new()));
+        let partition = match &w.partition {
+            Ok(p) => p,
+            Err(code) => {
+                result.any_error = true;
+                result.high_watermarks.push(0);
+                result.partitions.push((
+                    w.topic_slot,
+                    base.with_error_code(*code).with_high_watermark(-1),
+                ));
+                continue;
+            }
+        };
+        let log = partition.log();
+        let (high_watermark, log_start) = (log.high_watermark(), log.log_start_offset());
+        result.high_watermarks.push(high_watermark);
+        let base = base
+            .with_high_watermark(high_watermark as i64)
+            .with_last_stable_offset(high_watermark as i64)
+            .with_log_start_offset(log_start as i64);
+        let budget = max_bytes_total.saturating_sub(result.bytes);
+        let Ok(offset) = u64::try_from(w.fetch_offset) else {
+            result.any_error = true;
+            result.partitions.push((
+                w.topic_slot,
+                base.with_error_code(error_code::code(ResponseError::OffsetOutOfRange)),
+            ));
+            continue;
+        };
+        if result.bytes > 0 && budget == 0 {
+            result.partitions.push((w.topic_slot, base));
+            continue;
+        }
+        match partition.read(offset, w.max_bytes.min(budget).max(1)) {
+            Ok(slice) if result.bytes > 0 && slice.bytes.len() > budget => {
+                // Would overrun the total: leave it for the next fetch.
+                result.partitions.push((w.topic_slot, base));
+            }
+            Ok(slice) => {
+                result.bytes += slice.bytes.len();
+                if !slice.bytes.is_empty() {
+                    result.splice.push(slice.bytes.clone());
+                }
+                result
+                    .partitions
+                    .push((w.topic_slot, base.with_records(Some(slice.bytes))));
+            }
+            Err(e) => {
+                result.any_error = true;
+                result
+                    .partitions
+                    .push((w.topic_slot, base.with_error_code(error_code::fetch(&e))));
+            }
+        }
+    }
+    result
+}
+
+/// Waits until any partition's high watermark passes what was seen, the
+/// deadline, or shutdown. Returns false if waiting should stop.
+async fn wait_for_any(ctx: &Context, wanted: &[Wanted], seen: &[u64], deadline: Instant) -> bool {
+    let waits: Vec<Pin<Box<dyn Future<Output = ()> + Send + '_>>> = wanted
+        .iter()
+        .zip(seen)
+        .filter_map(|(w, &hw)| {
+            w.partition
+                .as_ref()
+                .ok()
+                .map(|p| Box::pin(p.log().wait_for_data(hw)) as _)
+        })
+        .collect();
+    if waits.is_empty() {
+        tokio::select! {
+            _ = tokio::time::sleep_until(deadline) => {}
+            _ = ctx.shutdown.cancelled() => {}
+        }
+        return false;
+    }
+    let woken = tokio::select! {
+        _ = futures_util::future::select_all(waits) => true,
+        _ = tokio::time::sleep_until(deadline) => false,
+        _ = ctx.shutdown.cancelled() => false,
+    };
+    // A wait also ends when a log is closed (its topic deleted, or the
+    // broker stopping) without new data; waiting again would spin, so the
+    // fetch is answered now unless some partition really grew.
+    woken && advanced(wanted, seen)
+}
+
+fn advanced(wanted: &[Wanted], seen: &[u64]) -> bool {
+    wanted.iter().zip(seen).any(|(w, &hw)| {
+        w.partition
+            .as_ref()
+            .is_ok_and(|p| p.log().high_watermark() > hw)
+    })
+}
+
+fn assemble(
+    mut topics: Vec<FetchableTopicResponse>,
+    partitions: Vec<(usize, PartitionData)>,
+) -> FetchResponse {
+    for (slot, data) in partitions {
+        topics[slot].partitions.push(data);
+    }
+    // Session id 0: sessions are declined, every fetch is a full fetch.
+    FetchResponse::default()
+        .with_session_id(0)
+        .with_responses(topics)
+}

@@ -1,0 +1,86 @@
+//! IncrementalAlterConfigs: SET and DELETE of individual topic configs.
+//! APPEND and SUBTRACT apply to list configs only, and the one list config
+//! herald has (cleanup.policy) accepts a single value, so they are refused.
+
+use herald_broker::ConfigChange;
+use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
+use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse};
+use kafka_protocol::ResponseError;
+
+use super::alter_configs::static_broker_message;
+use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
+use super::{wire_str, Context};
+use crate::error_code;
+
+const OP_SET: i8 = 0;
+const OP_DELETE: i8 = 1;
+
+/// Answers an IncrementalAlterConfigs request.
+pub fn handle(
+    ctx: &Context,
+    request: IncrementalAlterConfigsRequest,
+    _version: i16,
+) -> IncrementalAlterConfigsResponse {
+    let responses = request
+        .resources
+        .into_iter()
+        .map(|r| {
+            let response = AlterConfigsResourceResponse::default()
+                .with_resource_type(r.resource_type)
+                .with_resource_name(r.resource_name.clone());
+            let (code, message) = match r.resource_type {
+                RESOURCE_TOPIC => match changes(&r.configs) {
+                    Ok(changes) => {
+                        match ctx.broker.alter_topic_config(
+                            &r.resource_name,
+                            &changes,
+                            false,
+                            request.validate_only,
+                        ) {
+                            Ok(()) => (error_code::NONE, None),
+                            Err(e) => (error_code::broker(&e), Some(e.to_string())),
+                        }
+                    }
+                    Err(message) => (
+                        error_code::code(ResponseError::InvalidConfig),
+                        Some(message),
+                    ),
+                },
+                RESOURCE_BROKER => (
+                    error_code::code(ResponseError::InvalidRequest),
+                    Some(static_broker_message()),
+                ),
+                other => (
+                    error_code::code(ResponseError::InvalidRequest),
+                    Some(format!("resource type {other} is not supported")),
+                ),
+            };
+            response
+                .with_error_code(code)
+                .with_error_message(message.map(wire_str))
+        })
+        .collect();
+    IncrementalAlterConfigsResponse::default().with_responses(responses)
+}
+
+fn changes(
+    configs: &[kafka_protocol::messages::incremental_alter_configs_request::AlterableConfig],
+) -> Result<Vec<ConfigChange>, String> {
+    configs
+        .iter()
+        .map(|c| {
+            let key = c.name.to_string();
+            match (c.config_operation, &c.value) {
+                (OP_SET, Some(value)) => Ok(ConfigChange::Set {
+                    key,
+                    value: value.to_string(),
+                }),
+                (OP_SET, None) => Err(format!("SET of {key} needs a value")),
+                (OP_DELETE, _) => Ok(ConfigChange::Delete { key }),
+                (op, _) => Err(format!(
+                    "operation {op} on {key} is not supported (only SET and DELETE)"
+                )),
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,43 @@
+//! InitProducerId: ids for idempotent producers, and epoch bumps (KIP-360).
+//! Transactional ids are refused until the transaction APIs exist.
+
+use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
+use kafka_protocol::ResponseError;
+
+use super::Context;
+use crate::error_code;
+
+/// Answers an InitProducerId request.
+pub fn handle(
+    ctx: &Context,
+    request: InitProducerIdRequest,
+    _version: i16,
+) -> InitProducerIdResponse {
+    let failed = |code: i16| {
+        InitProducerIdResponse::default()
+            .with_error_code(code)
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1)
+    };
+    if request
+        .transactional_id
+        .as_ref()
+        .is_some_and(|id| !id.0.is_empty())
+    {
+        tracing::info!(
+            "InitProducerId with a transactional id refused: transactions are not supported"
+        );
+        return failed(error_code::code(ResponseError::InvalidRequest));
+    }
+    let current =
+        (request.producer_id.0 >= 0).then_some((request.producer_id.0, request.producer_epoch));
+    match ctx.broker.init_producer_id(current) {
+        Ok((id, epoch)) => InitProducerIdResponse::default()
+            .with_producer_id(ProducerId(id))
+            .with_producer_epoch(epoch),
+        Err(e) => {
+            tracing::warn!(error = %e, "InitProducerId failed");
+            failed(error_code::broker(&e))
+        }
+    }
+}

@@ -1,0 +1,72 @@
+//! ListOffsets: earliest (-2), latest (-1), max timestamp (-3), earliest
+//! local (-4, the same as earliest on one tier), and by timestamp.
+
+use herald_broker::{OffsetSpec, Topic};
+use kafka_protocol::messages::list_offsets_request::ListOffsetsPartition;
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+use kafka_protocol::ResponseError;
+
+use super::Context;
+use crate::error_code;
+
+const LATEST: i64 = -1;
+const EARLIEST: i64 = -2;
+const MAX_TIMESTAMP: i64 = -3;
+const EARLIEST_LOCAL: i64 = -4;
+
+/// Answers a ListOffsets request.
+pub fn handle(ctx: &Context, request: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
+    let topics = request
+        .topics
+        .into_iter()
+        .map(|t| {
+            let topic = ctx.broker.topic(&t.name.0);
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| lookup(topic.as_deref(), p, version))
+                .collect();
+            ListOffsetsTopicResponse::default()
+                .with_name(t.name)
+                .with_partitions(partitions)
+        })
+        .collect();
+    ListOffsetsResponse::default().with_topics(topics)
+}
+
+fn lookup(
+    topic: Option<&Topic>,
+    request: &ListOffsetsPartition,
+    version: i16,
+) -> ListOffsetsPartitionResponse {
+    let response = ListOffsetsPartitionResponse::default()
+        .with_partition_index(request.partition_index)
+        .with_timestamp(-1)
+        .with_offset(-1);
+    let Some(partition) = topic.and_then(|t| t.partition(request.partition_index)) else {
+        return response.with_error_code(error_code::code(ResponseError::UnknownTopicOrPartition));
+    };
+    let spec = match request.timestamp {
+        LATEST => OffsetSpec::Latest,
+        EARLIEST | EARLIEST_LOCAL => OffsetSpec::Earliest,
+        MAX_TIMESTAMP => OffsetSpec::MaxTimestamp,
+        ts if ts >= 0 => OffsetSpec::Timestamp(ts),
+        _ => return response.with_error_code(error_code::code(ResponseError::InvalidRequest)),
+    };
+    let response = if version >= 4 {
+        response.with_leader_epoch(0)
+    } else {
+        response
+    };
+    match partition.list_offset(spec) {
+        Some(found) => response
+            .with_offset(found.offset as i64)
+            .with_timestamp(found.timestamp),
+        // No record at or after the timestamp (or an empty partition for
+        // max timestamp): Kafka answers offset and timestamp -1.
+        None => response,
+    }
+}

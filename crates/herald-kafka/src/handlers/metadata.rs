@@ -1,0 +1,96 @@
+//! Metadata: brokers (this node), cluster id, and topics with their ids and
+//! partitions; creates requested topics when auto creation is on.
+
+use herald_broker::{BrokerError, Topic};
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
+use kafka_protocol::ResponseError;
+use uuid::Uuid;
+
+use super::{wire_str, Context};
+use crate::error_code;
+
+/// Answers a Metadata request.
+pub fn handle(ctx: &Context, request: MetadataRequest, version: i16) -> MetadataResponse {
+    let node = BrokerId(ctx.broker.node_id());
+    // Before v4 there is no flag and clients rely on the broker's setting.
+    let allow_create = version < 4 || request.allow_auto_topic_creation;
+    let topics = match request.topics {
+        // v0 spells "all topics" as an empty list, later versions as null.
+        Some(list) if !(version == 0 && list.is_empty()) => list
+            .into_iter()
+            .map(|t| match t.name {
+                Some(name) => by_name(ctx, &name.0, allow_create),
+                None => by_id(ctx, t.topic_id),
+            })
+            .collect(),
+        _ => ctx
+            .broker
+            .topics()
+            .iter()
+            .map(|t| describe(t, node))
+            .collect(),
+    };
+    MetadataResponse::default()
+        .with_brokers(vec![MetadataResponseBroker::default()
+            .with_node_id(node)
+            .with_host(wire_str(ctx.config.advertised_host.clone()))
+            .with_port(i32::from(ctx.config.advertised_port))])
+        .with_cluster_id(Some(wire_str(ctx.broker.cluster_id())))
+        .with_controller_id(node)
+        .with_topics(topics)
+}
+
+fn by_name(ctx: &Context, name: &str, allow_create: bool) -> MetadataResponseTopic {
+    let node = BrokerId(ctx.broker.node_id());
+    let found = if allow_create {
+        ctx.broker.topic_or_auto_create(name)
+    } else {
+        ctx.broker
+            .topic(name)
+            .ok_or_else(|| BrokerError::UnknownTopic {
+                name: name.to_owned(),
+            })
+    };
+    match found {
+        Ok(topic) => describe(&topic, node),
+        Err(e) => {
+            if !matches!(e, BrokerError::UnknownTopic { .. }) {
+                tracing::warn!(topic = name, error = %e, "auto topic creation failed");
+            }
+            MetadataResponseTopic::default()
+                .with_error_code(error_code::broker(&e))
+                .with_name(Some(TopicName(wire_str(name))))
+        }
+    }
+}
+
+fn by_id(ctx: &Context, id: Uuid) -> MetadataResponseTopic {
+    match ctx.broker.topic_by_id(id) {
+        Some(topic) => describe(&topic, BrokerId(ctx.broker.node_id())),
+        None => MetadataResponseTopic::default()
+            .with_error_code(error_code::code(ResponseError::UnknownTopicId))
+            .with_topic_id(id),
+    }
+}
+
+fn describe(topic: &Topic, node: BrokerId) -> MetadataResponseTopic {
+    let partitions = topic
+        .partitions()
+        .iter()
+        .map(|p| {
+            MetadataResponsePartition::default()
+                .with_partition_index(p.index() as i32)
+                .with_leader_id(node)
+                .with_leader_epoch(0)
+                .with_replica_nodes(vec![node])
+                .with_isr_nodes(vec![node])
+        })
+        .collect();
+    MetadataResponseTopic::default()
+        .with_name(Some(TopicName(wire_str(topic.name()))))
+        .with_topic_id(topic.id())
+        .with_partitions(partitions)
+}

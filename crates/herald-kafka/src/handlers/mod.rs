@@ -1,0 +1,216 @@
+//! One handler per Kafka API (file named after it), and the dispatch from a
+//! decoded request to its handler. Handlers turn wire messages into broker
+//! calls and broker results into wire messages; error codes come from
+//! [`crate::error_code`].
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use herald_broker::Broker;
+use kafka_protocol::messages::ApiKey;
+use kafka_protocol::protocol::{Encodable, StrBytes};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use crate::codec::{decode_request, encode_response, DecodeError, RequestBody, ResponseFrame};
+use crate::config::KafkaConfig;
+
+pub mod alter_configs;
+pub mod api_versions;
+pub mod create_partitions;
+pub mod create_topics;
+pub mod delete_topics;
+pub mod describe_cluster;
+pub mod describe_configs;
+pub mod fetch;
+pub mod incremental_alter_configs;
+pub mod init_producer_id;
+pub mod list_offsets;
+pub mod metadata;
+pub mod produce;
+#[cfg(test)]
+mod tests;
+
+/// What handlers share: the broker core, the listener's settings, and the
+/// shutdown signal (which cuts fetch long-polls short).
+#[derive(Debug)]
+pub struct Context {
+    /// The broker core.
+    pub broker: Arc<Broker>,
+    /// Listener settings.
+    pub config: KafkaConfig,
+    /// Cancelled when the server shuts down.
+    pub shutdown: CancellationToken,
+    /// Server-wide budget of request bytes read and not yet answered.
+    pub request_memory: Arc<Semaphore>,
+}
+
+impl Context {
+    /// A context for `broker` and `config`.
+    pub fn new(broker: Arc<Broker>, config: KafkaConfig) -> Self {
+        // At least one frame of the largest size must fit, or such a
+        // request would wait forever.
+        let budget = config
+            .max_request_bytes_in_flight
+            .max(config.max_frame_bytes)
+            .min(Semaphore::MAX_PERMITS);
+        Self {
+            broker,
+            config,
+            shutdown: CancellationToken::new(),
+            request_memory: Arc::new(Semaphore::new(budget)),
+        }
+    }
+
+    /// The same context bound to another shutdown signal.
+    pub fn with_shutdown(mut self, shutdown: CancellationToken) -> Self {
+        self.shutdown = shutdown;
+        self
+    }
+}
+
+/// What the connection does after a request.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Send this response.
+    Respond(ResponseFrame),
+    /// Send nothing (produce with acks=0).
+    NoResponse,
+    /// Close the connection (undecodable request, as Kafka does).
+    Close(String),
+}
+
+/// Decodes one frame and answers it.
+pub async fn handle_frame(ctx: &Context, frame: Bytes) -> Outcome {
+    let request = match decode_request(frame) {
+        Ok(request) => request,
+        Err(DecodeError::UnsupportedVersion {
+            api_key: ApiKey::ApiVersions,
+            correlation_id,
+            version,
+        }) => {
+            tracing::debug!(version, "ApiVersions above our maximum; answering with v0");
+            return respond(
+                ApiKey::ApiVersions,
+                0,
+                correlation_id,
+                &api_versions::unsupported_version(),
+                &[],
+            );
+        }
+        Err(e) => return Outcome::Close(e.to_string()),
+    };
+    let (key, version, correlation_id) =
+        (request.api_key, request.version(), request.correlation_id());
+    tracing::trace!(?key, version, correlation_id, client_id = ?request.header.client_id, "request");
+    match request.body {
+        RequestBody::ApiVersions(r) => respond(
+            key,
+            version,
+            correlation_id,
+            &api_versions::handle(&r, version),
+            &[],
+        ),
+        RequestBody::Metadata(r) => respond(
+            key,
+            version,
+            correlation_id,
+            &metadata::handle(ctx, r, version),
+            &[],
+        ),
+        RequestBody::Produce(r) => match produce::handle(ctx, r, version).await {
+            Some(response) => respond(key, version, correlation_id, &response, &[]),
+            None => Outcome::NoResponse,
+        },
+        RequestBody::Fetch(r) => {
+            let (response, records) = fetch::handle(ctx, r, version).await;
+            respond(key, version, correlation_id, &response, &records)
+        }
+        RequestBody::ListOffsets(r) => respond(
+            key,
+            version,
+            correlation_id,
+            &list_offsets::handle(ctx, r, version),
+            &[],
+        ),
+        RequestBody::InitProducerId(r) => respond(
+            key,
+            version,
+            correlation_id,
+            &init_producer_id::handle(ctx, r, version),
+            &[],
+        ),
+        RequestBody::CreateTopics(r) => respond(
+            key,
+            version,
+            correlation_id,
+            &create_topics::handle(ctx, r, version),
+            &[],
+        ),
+        RequestBody::DeleteTopics(r) => respond(
+            key,
+            version,
+            correlation_id,
+            &delete_topics::handle(ctx, r, version),
+            &[],
+        ),
+        RequestBody::CreatePartitions(r) => respond(
+            key,
+            version,
+            correlation_id,
+            &create_partitions::handle(ctx, r, version),
+            &[],
+        ),
+        RequestBody::DescribeConfigs(r) => respond(
+            key,
+            version,
+            correlation_id,
+            &describe_configs::handle(ctx, r, version),
+            &[],
+        ),
+        RequestBody::AlterConfigs(r) => respond(
+            key,
+            version,
+            correlation_id,
+            &alter_configs::handle(ctx, r, version),
+            &[],
+        ),
+        RequestBody::IncrementalAlterConfigs(r) => respond(
+            key,
+            version,
+            correlation_id,
+            &incremental_alter_configs::handle(ctx, r, version),
+            &[],
+        ),
+        RequestBody::DescribeCluster(r) => respond(
+            key,
+            version,
+            correlation_id,
+            &describe_cluster::handle(ctx, r, version),
+            &[],
+        ),
+    }
+}
+
+fn respond<R: Encodable>(
+    key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    body: &R,
+    splice: &[Bytes],
+) -> Outcome {
+    match encode_response(key, version, correlation_id, body, splice) {
+        Ok(frame) => Outcome::Respond(frame),
+        Err(e) => {
+            // A handler bug: the client would wait forever for an answer, so
+            // the connection is closed instead.
+            tracing::error!(error = %e, "response encoding failed");
+            Outcome::Close(e.to_string())
+        }
+    }
+}
+
+/// A wire string from a Rust string.
+pub(crate) fn wire_str(s: impl Into<String>) -> StrBytes {
+    StrBytes::from_string(s.into())
+}

@@ -1,0 +1,132 @@
+//! Produce: each partition's record batch goes to `Partition::append` as the
+//! byte slice it arrived in (never decoded); acks=0 gets no response.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use herald_broker::{Partition, ProduceError, ProduceOutcome, Topic};
+use kafka_protocol::messages::produce_request::TopicProduceData;
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::ResponseError;
+
+use super::{wire_str, Context};
+use crate::error_code;
+
+/// Answers a Produce request; `None` for acks=0.
+pub async fn handle(
+    ctx: &Context,
+    request: ProduceRequest,
+    version: i16,
+) -> Option<ProduceResponse> {
+    let acks = request.acks;
+    let mut responses = Vec::with_capacity(request.topic_data.len());
+    for data in request.topic_data {
+        responses.push(produce_topic(ctx, data, acks, version).await);
+    }
+    (acks != 0).then(|| ProduceResponse::default().with_responses(responses))
+}
+
+async fn produce_topic(
+    ctx: &Context,
+    data: TopicProduceData,
+    acks: i16,
+    version: i16,
+) -> TopicProduceResponse {
+    let topic = if version >= 13 {
+        ctx.broker.topic_by_id(data.topic_id)
+    } else {
+        ctx.broker.topic(&data.name.0)
+    };
+    let response = TopicProduceResponse::default()
+        .with_name(data.name.clone())
+        .with_topic_id(data.topic_id);
+    let unknown = if version >= 13 {
+        ResponseError::UnknownTopicId
+    } else {
+        ResponseError::UnknownTopicOrPartition
+    };
+    let Some(topic) = topic else {
+        let partitions = data
+            .partition_data
+            .iter()
+            .map(|p| failed(p.index, error_code::code(unknown), None))
+            .collect();
+        return response.with_partition_responses(partitions);
+    };
+    let mut partitions = Vec::with_capacity(data.partition_data.len());
+    for p in data.partition_data {
+        partitions.push(produce_partition(&topic, p.index, p.records, acks).await);
+    }
+    response.with_partition_responses(partitions)
+}
+
+async fn produce_partition(
+    topic: &Topic,
+    index: i32,
+    records: Option<Bytes>,
+    acks: i16,
+) -> PartitionProduceResponse {
+    if !matches!(acks, -1..=1) {
+        return failed(
+            index,
+            error_code::code(ResponseError::InvalidRequiredAcks),
+            None,
+        );
+    }
+    let Some(partition) = topic.partition(index) else {
+        return failed(
+            index,
+            error_code::code(ResponseError::UnknownTopicOrPartition),
+            None,
+        );
+    };
+    let Some(records) = records else {
+        return failed(
+            index,
+            error_code::code(ResponseError::InvalidRecord),
+            Some("records are null"),
+        );
+    };
+    match append(partition, records).await {
+        Ok(outcome) => PartitionProduceResponse::default()
+            .with_index(index)
+            .with_base_offset(outcome.base_offset as i64)
+            .with_log_append_time_ms(-1)
+            .with_log_start_offset(outcome.log_start_offset as i64),
+        Err(e) => {
+            match &e {
+                ProduceError::Storage(_) => {
+                    tracing::error!(topic = topic.name(), partition = index, error = %e, "append failed")
+                }
+                _ => {
+                    tracing::debug!(topic = topic.name(), partition = index, error = %e, "batch refused")
+                }
+            }
+            failed(index, error_code::produce(&e), Some(&e.to_string()))
+        }
+    }
+}
+
+/// Appends, on a blocking thread when the append waits for an fsync.
+async fn append(partition: Arc<Partition>, records: Bytes) -> Result<ProduceOutcome, ProduceError> {
+    if !partition.append_blocks() {
+        return partition.append(&records);
+    }
+    match tokio::task::spawn_blocking(move || partition.append(&records)).await {
+        Ok(result) => result,
+        Err(join) => Err(ProduceError::Storage(herald_log::AppendError::Poisoned(
+            format!("append task failed: {join}").into(),
+        ))),
+    }
+}
+
+fn failed(index: i32, error_code: i16, message: Option<&str>) -> PartitionProduceResponse {
+    PartitionProduceResponse::default()
+        .with_index(index)
+        .with_error_code(error_code)
+        .with_base_offset(-1)
+        .with_log_append_time_ms(-1)
+        .with_log_start_offset(-1)
+        .with_error_message(message.map(wire_str))
+}

@@ -1,0 +1,25 @@
+//! The Kafka wire-protocol front end of herald. It owns the TCP listener
+//! (accept loop with a connection cap, one task per connection), framing
+//! (size checked before any allocation), request decoding (with a guard
+//! that makes `kafka-protocol` safe against hostile counts), one handler per
+//! API under [`handlers`], and the mapping of broker errors to Kafka error
+//! codes ([`error_code`]). It turns requests into `herald-broker` calls and
+//! nothing more: no storage or coordination logic lives here.
+//!
+//! A request's path: [`server`] accepts → `connection` reads a frame
+//! (bounded in-flight, pipelined) → [`codec::decode_request`] → the API's
+//! handler → [`codec::encode_response`] (record bytes spliced, not copied)
+//! → the connection writes responses in request order.
+
+pub mod codec;
+pub mod config;
+mod connection;
+pub mod error_code;
+pub mod handlers;
+pub mod server;
+#[cfg(test)]
+mod test_support;
+pub mod versions;
+
+pub use config::KafkaConfig;
+pub use server::KafkaServer;

@@ -1,0 +1,101 @@
+//! Command-line interface. Every `serve` flag can also come from the
+//! environment (`HERALD_<FLAG>`) or the TOML file given with `--config`;
+//! clap already ranks flags above the environment, and `settings` puts the
+//! file below both.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use serde::Deserialize;
+
+/// herald: a publish/subscribe broker that speaks the Kafka protocol.
+#[derive(Debug, Parser)]
+#[command(name = "herald", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the broker.
+    Serve(ServeArgs),
+}
+
+/// When appended data is forced to disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FlushMode {
+    /// Leave write-back to the operating system.
+    Never,
+    /// fsync before acknowledging each append.
+    EveryAppend,
+    /// fsync every `flush-interval-ms`.
+    Interval,
+}
+
+/// Flags of `herald serve`; `None` means "not given here".
+#[derive(Debug, Default, clap::Args)]
+pub struct ServeArgs {
+    /// TOML file with settings (keys in snake_case, e.g. `data_dir`).
+    #[arg(long, env = "HERALD_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Data directory [default: ./herald-data].
+    #[arg(long, env = "HERALD_DATA_DIR", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Address of the Kafka listener [default: 127.0.0.1:9092].
+    #[arg(long, env = "HERALD_KAFKA_LISTEN", value_name = "ADDR")]
+    pub kafka_listen: Option<String>,
+    /// HOST:PORT clients are told to connect to [default: the listen address].
+    #[arg(long, env = "HERALD_ADVERTISED_LISTENER", value_name = "HOST:PORT")]
+    pub advertised_listener: Option<String>,
+    /// Create topics on first metadata request [default: true].
+    #[arg(long, env = "HERALD_AUTO_CREATE_TOPICS", value_name = "BOOL", value_parser = clap::value_parser!(bool))]
+    pub auto_create_topics: Option<bool>,
+    /// Partitions of topics created without a count [default: 1].
+    #[arg(long, env = "HERALD_DEFAULT_PARTITIONS", value_name = "N")]
+    pub default_partitions: Option<u32>,
+    /// fsync policy [default: never].
+    #[arg(long, env = "HERALD_FLUSH", value_enum)]
+    pub flush: Option<FlushMode>,
+    /// Interval for `--flush interval` [default: 1000].
+    #[arg(long, env = "HERALD_FLUSH_INTERVAL_MS", value_name = "N")]
+    pub flush_interval_ms: Option<u64>,
+    /// Largest request frame in bytes [default: 104857600].
+    #[arg(long, env = "HERALD_MAX_FRAME_BYTES", value_name = "N")]
+    pub max_frame_bytes: Option<u64>,
+    /// Most client connections at once [default: 10000].
+    #[arg(long, env = "HERALD_MAX_CONNECTIONS", value_name = "N")]
+    pub max_connections: Option<u64>,
+    /// Log filter: a level (info, debug, ...) or tracing directives [default: info].
+    #[arg(long, env = "HERALD_LOG_LEVEL", value_name = "LEVEL")]
+    pub log_level: Option<String>,
+}
+
+/// The same settings as read from the TOML file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileSettings {
+    /// See [`ServeArgs::data_dir`].
+    pub data_dir: Option<PathBuf>,
+    /// See [`ServeArgs::kafka_listen`].
+    pub kafka_listen: Option<String>,
+    /// See [`ServeArgs::advertised_listener`].
+    pub advertised_listener: Option<String>,
+    /// See [`ServeArgs::auto_create_topics`].
+    pub auto_create_topics: Option<bool>,
+    /// See [`ServeArgs::default_partitions`].
+    pub default_partitions: Option<u32>,
+    /// See [`ServeArgs::flush`].
+    pub flush: Option<FlushMode>,
+    /// See [`ServeArgs::flush_interval_ms`].
+    pub flush_interval_ms: Option<u64>,
+    /// See [`ServeArgs::max_frame_bytes`].
+    pub max_frame_bytes: Option<u64>,
+    /// See [`ServeArgs::max_connections`].
+    pub max_connections: Option<u64>,
+    /// See [`ServeArgs::log_level`].
+    pub log_level: Option<String>,
+}

@@ -1,0 +1,246 @@
+//! Resolves the effective settings (flags and environment over the file,
+//! file over defaults) and checks every value, naming the key, the value
+//! and the reason when one is refused.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context as _};
+use herald_broker::config::PARTITIONS_MAX;
+use herald_broker::BrokerConfig;
+use herald_kafka::config::MAX_FRAME_BYTES_DEFAULT;
+use herald_kafka::KafkaConfig;
+use herald_log::FlushPolicy;
+
+use crate::cli::{FileSettings, FlushMode, ServeArgs};
+
+/// Smallest frame limit accepted: below this, ordinary metadata requests
+/// would be refused.
+const MAX_FRAME_BYTES_MIN: u64 = 64 * 1024;
+
+/// Everything `serve` needs.
+#[derive(Debug)]
+pub struct Settings {
+    /// Broker core settings.
+    pub broker: BrokerConfig,
+    /// Kafka listener settings.
+    pub kafka: KafkaConfig,
+    /// Log filter directives.
+    pub log_level: String,
+}
+
+fn invalid(
+    key: &str,
+    value: impl std::fmt::Display,
+    reason: impl std::fmt::Display,
+) -> anyhow::Error {
+    anyhow!(
+        "invalid {key} = {value}: {reason} (set by --{}, HERALD_{} or `{key}` in the config file)",
+        key.replace('_', "-"),
+        key.to_uppercase()
+    )
+}
+
+/// Merges flags/env with the file and checks the result.
+pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
+    let file = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading config file {}", path.display()))?;
+            toml::from_str::<FileSettings>(&text)
+                .with_context(|| format!("invalid config file {}", path.display()))?
+        }
+        None => FileSettings::default(),
+    };
+    let data_dir = args
+        .data_dir
+        .or(file.data_dir)
+        .unwrap_or_else(|| PathBuf::from("./herald-data"));
+    let listen_text = args
+        .kafka_listen
+        .or(file.kafka_listen)
+        .unwrap_or_else(|| "127.0.0.1:9092".to_owned());
+    let listen = parse_listen(&listen_text)?;
+    let (advertised_host, advertised_port) =
+        match args.advertised_listener.or(file.advertised_listener) {
+            Some(text) => parse_host_port(&text)?,
+            None => (listen.ip().to_string(), listen.port()),
+        };
+    let auto_create_topics = args
+        .auto_create_topics
+        .or(file.auto_create_topics)
+        .unwrap_or(true);
+    let default_partitions = args
+        .default_partitions
+        .or(file.default_partitions)
+        .unwrap_or(1);
+    if !(1..=PARTITIONS_MAX).contains(&default_partitions) {
+        return Err(invalid(
+            "default_partitions",
+            default_partitions,
+            format!("must be between 1 and {PARTITIONS_MAX}"),
+        ));
+    }
+    let flush_mode = args.flush.or(file.flush).unwrap_or(FlushMode::Never);
+    let flush_interval_ms = args
+        .flush_interval_ms
+        .or(file.flush_interval_ms)
+        .unwrap_or(1000);
+    if flush_interval_ms == 0 {
+        return Err(invalid("flush_interval_ms", 0, "must be at least 1"));
+    }
+    let flush = match flush_mode {
+        FlushMode::Never => FlushPolicy::Never,
+        FlushMode::EveryAppend => FlushPolicy::EveryAppend,
+        FlushMode::Interval => FlushPolicy::Interval(Duration::from_millis(flush_interval_ms)),
+    };
+    let max_frame_bytes = args
+        .max_frame_bytes
+        .or(file.max_frame_bytes)
+        .unwrap_or(MAX_FRAME_BYTES_DEFAULT as u64);
+    if !(MAX_FRAME_BYTES_MIN..=i32::MAX as u64).contains(&max_frame_bytes) {
+        return Err(invalid(
+            "max_frame_bytes",
+            max_frame_bytes,
+            format!("must be between {MAX_FRAME_BYTES_MIN} and {}", i32::MAX),
+        ));
+    }
+    let max_connections = args
+        .max_connections
+        .or(file.max_connections)
+        .unwrap_or(10_000);
+    if !(1..=1_000_000).contains(&max_connections) {
+        return Err(invalid(
+            "max_connections",
+            max_connections,
+            "must be between 1 and 1000000",
+        ));
+    }
+    let log_level = args
+        .log_level
+        .or(file.log_level)
+        .unwrap_or_else(|| "info".to_owned());
+    if let Err(e) = tracing_subscriber::EnvFilter::try_new(&log_level) {
+        return Err(invalid("log_level", &log_level, e));
+    }
+
+    let mut broker = BrokerConfig::new(data_dir);
+    broker.auto_create_topics = auto_create_topics;
+    broker.default_partitions = default_partitions;
+    broker.log_defaults.flush = flush;
+    let mut kafka = KafkaConfig::new(listen);
+    kafka.advertised_host = advertised_host;
+    kafka.advertised_port = advertised_port;
+    kafka.max_frame_bytes = max_frame_bytes as usize;
+    kafka.max_connections = max_connections as usize;
+    Ok(Settings {
+        broker,
+        kafka,
+        log_level,
+    })
+}
+
+fn parse_listen(text: &str) -> anyhow::Result<SocketAddr> {
+    let mut addrs = text
+        .to_socket_addrs()
+        .map_err(|e| invalid("kafka_listen", text, e))?;
+    addrs
+        .next()
+        .ok_or_else(|| invalid("kafka_listen", text, "resolves to no address"))
+}
+
+fn parse_host_port(text: &str) -> anyhow::Result<(String, u16)> {
+    let Some((host, port)) = text.rsplit_once(':') else {
+        bail!(invalid("advertised_listener", text, "expected HOST:PORT"));
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.is_empty() {
+        bail!(invalid("advertised_listener", text, "the host is empty"));
+    }
+    let port: u16 = port
+        .parse()
+        .map_err(|e| invalid("advertised_listener", text, format!("bad port: {e}")))?;
+    Ok((host.to_owned(), port))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_file(toml_text: &str, args: ServeArgs) -> anyhow::Result<Settings> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("herald.toml");
+        std::fs::write(&path, toml_text).expect("write");
+        resolve(ServeArgs {
+            config: Some(path),
+            ..args
+        })
+    }
+
+    #[test]
+    fn defaults_apply_without_flags_or_file() {
+        let s = resolve(ServeArgs::default()).expect("defaults");
+        assert_eq!(s.kafka.listen.to_string(), "127.0.0.1:9092");
+        assert_eq!(s.kafka.advertised_port, 9092);
+        assert!(s.broker.auto_create_topics);
+        assert_eq!(s.broker.default_partitions, 1);
+        assert_eq!(s.broker.log_defaults.flush, FlushPolicy::Never);
+    }
+
+    #[test]
+    fn flags_win_over_file_and_file_over_defaults() {
+        let args = ServeArgs {
+            default_partitions: Some(3),
+            ..ServeArgs::default()
+        };
+        let s = with_file(
+            "default_partitions = 7\nauto_create_topics = false\nflush = \"every-append\"\n",
+            args,
+        )
+        .expect("valid");
+        assert_eq!(s.broker.default_partitions, 3);
+        assert!(!s.broker.auto_create_topics);
+        assert_eq!(s.broker.log_defaults.flush, FlushPolicy::EveryAppend);
+    }
+
+    #[test]
+    fn invalid_values_name_key_value_and_reason() {
+        let err = resolve(ServeArgs {
+            default_partitions: Some(0),
+            ..ServeArgs::default()
+        })
+        .expect_err("refused");
+        let text = err.to_string();
+        assert!(
+            text.contains("default_partitions") && text.contains("= 0") && text.contains("between"),
+            "{text}"
+        );
+        let err = resolve(ServeArgs {
+            advertised_listener: Some("nohost".into()),
+            ..ServeArgs::default()
+        })
+        .expect_err("refused");
+        assert!(err.to_string().contains("advertised_listener"), "{err}");
+    }
+
+    #[test]
+    fn unknown_file_key_is_refused() {
+        let err = with_file("no_such_key = 1\n", ServeArgs::default()).expect_err("refused");
+        assert!(format!("{err:#}").contains("no_such_key"), "{err:#}");
+    }
+
+    #[test]
+    fn interval_flush_uses_the_interval() {
+        let args = ServeArgs {
+            flush: Some(FlushMode::Interval),
+            flush_interval_ms: Some(250),
+            ..ServeArgs::default()
+        };
+        let s = resolve(args).expect("valid");
+        assert_eq!(
+            s.broker.log_defaults.flush,
+            FlushPolicy::Interval(Duration::from_millis(250))
+        );
+    }
+}
