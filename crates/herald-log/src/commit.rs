@@ -10,7 +10,7 @@
 //! writer waits for another; a slow writer only holds back the tail.
 
 use crate::extent::Extent;
-use crate::sync::{zeroed_atomics, AtomicU64, Ordering};
+use crate::sync::{dekker_point, zeroed_atomics, AtomicU64, Ordering};
 
 /// Where the tracker learns the size of a completed batch.
 pub(crate) trait BatchSizes {
@@ -75,10 +75,45 @@ impl CommitTracker {
         }
     }
 
+    /// Publishes the completely written batch at `start` (occupying
+    /// `bytes` and `records`) and moves the tail as far as it can go.
+    /// Returns true if this call moved the tail.
+    pub(crate) fn publish(
+        &self,
+        start: Extent,
+        bytes: u32,
+        records: u32,
+        sizes: &impl BatchSizes,
+    ) -> bool {
+        let tail = self.committed.load(Ordering::SeqCst);
+        if tail == start.pack() {
+            // The batch sits at the tail, so no other thread can move the tail
+            // past it (that needs its completion bit): move it directly and
+            // skip the bit. Any later batch whose writer found this one
+            // incomplete set its own bit before loading the tail, which was
+            // before this CAS; `advance` below then sees that bit.
+            let end = Extent::new(start.records + records, start.bytes + bytes).pack();
+            let moved =
+                self.committed
+                    .compare_exchange(tail, end, Ordering::SeqCst, Ordering::SeqCst);
+            debug_assert!(
+                moved.is_ok(),
+                "only the owner of the batch at the tail moves it"
+            );
+            self.advance(sizes);
+            return true;
+        }
+        self.complete(start.bytes);
+        self.advance(sizes)
+    }
+
     /// Moves the committed tail past every contiguous completed batch.
     /// Returns true if this call moved it.
     pub(crate) fn advance(&self, sizes: &impl BatchSizes) -> bool {
         let mut moved = false;
+        // Every caller arrives here right after a SeqCst read-modify-write
+        // (its completion bit, or its own move of the tail).
+        dekker_point();
         let mut current = self.committed.load(Ordering::SeqCst);
         loop {
             let tail = Extent::unpack(current);
@@ -95,6 +130,7 @@ impl CommitTracker {
                 Ok(_) => {
                     moved = true;
                     current = next;
+                    dekker_point();
                 }
                 Err(actual) => current = actual,
             }

@@ -43,8 +43,7 @@ impl ModelSegment {
         });
         self.index
             .record(start.bytes, bytes, start.records, i64::from(start.records));
-        self.commit.complete(start.bytes);
-        self.commit.advance(self);
+        self.commit.publish(start, bytes, records, self);
     }
 
     fn is_complete(&self) -> bool {
@@ -141,6 +140,44 @@ fn loom_three_writers_never_lose_a_completed_batch() {
         }
         assert_eq!(segment.commit.committed(), Extent::new(3, 192));
         assert_eq!(walk_committed(&segment), Extent::new(3, 192));
+    });
+}
+
+#[test]
+fn loom_batches_whose_completion_bits_live_in_different_words_are_not_left_behind() {
+    bounded(3).check(|| {
+        // A first batch of 4096 bytes puts the second batch's completion bit
+        // in the next word of the bitmap, so the two writers share no
+        // read-modify-write location and only the protocol orders them.
+        let segment = Arc::new(ModelSegment::new(8192));
+        let writers: Vec<_> = [4096u32, 64]
+            .into_iter()
+            .map(|bytes| {
+                let segment = Arc::clone(&segment);
+                thread::spawn(move || loop {
+                    // Reserve in the given order: retry until it is our turn.
+                    let (reserved, _) = segment.reserve.load();
+                    let mine = if bytes == 4096 {
+                        reserved.bytes == 0
+                    } else {
+                        reserved.bytes == 4096
+                    };
+                    if mine {
+                        let Reservation::Reserved { start } = segment.reserve.reserve(bytes, 1)
+                        else {
+                            panic!("fits");
+                        };
+                        segment.write(start, bytes, 1);
+                        return;
+                    }
+                    thread::yield_now();
+                })
+            })
+            .collect();
+        for writer in writers {
+            writer.join().unwrap();
+        }
+        assert_eq!(segment.commit.committed(), Extent::new(2, 4160));
     });
 }
 

@@ -272,8 +272,9 @@ impl Segment {
             max_timestamp,
         );
         self.note_timestamp(max_timestamp);
-        self.commit.complete(start.bytes);
-        self.commit.advance(self)
+        let records = BatchHeader::parse(batch).map_or(1, |h| h.offset_count());
+        self.commit
+            .publish(start, batch.len() as u32, records, self)
     }
 
     /// Background work for this segment: allocate ahead of its writers, and

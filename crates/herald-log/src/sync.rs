@@ -12,6 +12,19 @@ pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 #[cfg(not(herald_loom))]
 pub(crate) use std::sync::Arc;
 
+/// The store-buffering (Dekker) point of the commit protocol: a SeqCst
+/// read-modify-write by this thread (setting a completion bit, or moving the
+/// tail) followed by a SeqCst load of the other side. Under the C++/Rust
+/// model, SeqCst accesses alone forbid both threads missing each other's
+/// write. loom models SeqCst accesses only as AcqRel (a documented
+/// limitation) but models `fence(SeqCst)` exactly, so under loom the point
+/// gets an explicit fence and the model checks the same guarantee.
+#[inline(always)]
+pub(crate) fn dekker_point() {
+    #[cfg(herald_loom)]
+    loom::sync::atomic::fence(Ordering::SeqCst);
+}
+
 /// `n` atomics initialised to zero.
 ///
 /// Outside loom the memory comes from the zeroing allocator, so a large index
