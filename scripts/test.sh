@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Runs every test of herald, installing what the tests need first:
+#   1. scripts/install-test-deps.sh (Python venv, kcat, Java client, cargo-fuzz)
+#   2. cargo build --release -p herald   (the binary the compatibility suite starts)
+#   3. cargo test --workspace            (unit, property and integration tests)
+#   4. loom models of herald-log         (when the crate has loom-gated code)
+#   5. scripts/fuzz.sh 60                (a bounded fuzz run, when the script exists)
+#   6. pytest tests/compat               (real Kafka clients against the real binary)
+# Stops at the first failure with a non-zero exit code.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# The compatibility suite must test this checkout's binary, not a broker
+# named in the environment.
+unset HERALD_COMPAT_BOOTSTRAP HERALD_BIN
+
+START_S=$SECONDS
+step() {
+  printf '\n==> [%4ds] %s\n' "$((SECONDS - START_S))" "$*"
+}
+
+step "install test dependencies"
+./scripts/install-test-deps.sh
+
+step "cargo build --release -p herald"
+cargo build --release -p herald
+
+step "cargo test --workspace"
+cargo test --workspace
+
+# herald-log gates its loom models behind its own cfg name (`herald_loom`, so
+# that dependencies with a `cfg(loom)` of their own, like event-listener, are
+# not switched too); a plain `cfg(loom)` is accepted as well.
+LOOM_CFG=""
+if grep -rqs 'cfg(herald_loom)' crates/herald-log/Cargo.toml crates/herald-log/src; then
+  LOOM_CFG=herald_loom
+elif grep -rqs 'cfg(loom)' crates/herald-log/src; then
+  LOOM_CFG=loom
+fi
+if [ -n "$LOOM_CFG" ]; then
+  step "loom models of herald-log (--cfg $LOOM_CFG)"
+  RUSTFLAGS="--cfg $LOOM_CFG" CARGO_TARGET_DIR=target/loom \
+    cargo test -p herald-log --release --lib loom
+else
+  step "loom models of herald-log: none (no loom cfg in crates/herald-log)"
+fi
+
+if [ -x scripts/fuzz.sh ]; then
+  step "scripts/fuzz.sh 60"
+  ./scripts/fuzz.sh 60
+else
+  step "fuzzing: skipped (no scripts/fuzz.sh)"
+fi
+
+step "pytest tests/compat"
+set +e
+.venv/bin/python -m pytest tests/compat
+status=$?
+set -e
+if [ "$status" = 5 ]; then
+  echo "pytest collected no tests in tests/compat: that is a failure" >&2
+fi
+# On success pytest's summary stays the last line of the output.
+exit "$status"

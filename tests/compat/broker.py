@@ -1,0 +1,249 @@
+"""Start, stop and restart the real `herald` binary for one test scenario.
+
+`HeraldBroker` runs `target/release/herald serve` on a free 127.0.0.1 port with
+a data directory of its own, and can restart it on the same directory after a
+clean stop (SIGTERM) or a crash (SIGKILL). Two reference modes check the tests
+themselves against Apache Kafka:
+- `KafkaBroker` does the same as `HeraldBroker` with a private single-node
+  KRaft Kafka built from a folder of Kafka jars, translating herald's flags
+  into Kafka settings, so that even the restart tests run against Kafka;
+- `ExternalBroker` stands for a broker someone else runs (for example Kafka on
+  127.0.0.1:19092); it cannot be restarted, so tests that need that are skipped.
+"""
+
+import base64
+import os
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+READY_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 20.0
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def port_accepts(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+class HeraldBroker:
+    """One `herald serve` process; restartable on the same data dir and port."""
+
+    external = False
+
+    def __init__(self, binary: Path, data_dir: Path, log_path: Path, extra_args=()):
+        self.binary = binary
+        self.data_dir = data_dir
+        self.log_path = log_path
+        self.extra_args = list(extra_args)
+        self.port = free_port()
+        self.bootstrap = f"127.0.0.1:{self.port}"
+        self.proc = None
+        self.starts = 0
+
+    def command(self):
+        return [
+            str(self.binary),
+            "serve",
+            "--data-dir",
+            str(self.data_dir),
+            "--kafka-listen",
+            self.bootstrap,
+            *self.extra_args,
+        ]
+
+    def start(self):
+        assert self.proc is None, "broker already running"
+        self.starts += 1
+        log = open(self.log_path, "ab")
+        log.write(f"\n=== start #{self.starts}: {' '.join(self.command())}\n".encode())
+        log.flush()
+        self.proc = subprocess.Popen(
+            self.command(),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "RUST_BACKTRACE": "1"},
+        )
+        log.close()
+        self._wait_ready()
+
+    def _wait_ready(self):
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while time.monotonic() < deadline:
+            code = self.proc.poll()
+            if code is not None:
+                self.proc = None
+                raise RuntimeError(
+                    f"herald exited with {code} before listening:\n{self.log_tail()}"
+                )
+            if port_accepts("127.0.0.1", self.port):
+                return
+            time.sleep(0.05)
+        raise RuntimeError(
+            f"herald did not accept connections on {self.bootstrap} within "
+            f"{READY_TIMEOUT_S:.0f}s:\n{self.log_tail()}"
+        )
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, sig=signal.SIGTERM) -> int:
+        """Send `sig`, wait (bounded), SIGKILL if still alive; returns the exit code."""
+        if self.proc is None:
+            return 0
+        proc, self.proc = self.proc, None
+        if proc.poll() is None:
+            proc.send_signal(sig)
+            try:
+                proc.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=STOP_TIMEOUT_S)
+                raise RuntimeError(
+                    f"herald ignored {signal.Signals(sig).name} for {STOP_TIMEOUT_S:.0f}s; "
+                    f"killed it:\n{self.log_tail()}"
+                )
+        return proc.returncode
+
+    def kill(self) -> int:
+        return self.stop(signal.SIGKILL)
+
+    def restart(self, sig=signal.SIGTERM) -> int:
+        code = self.stop(sig)
+        self.start()
+        return code
+
+    def log_tail(self, lines=60) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+
+class KafkaBroker(HeraldBroker):
+    """A private Apache Kafka (single KRaft node) run like HeraldBroker, for
+    checking the suite against the reference implementation."""
+
+    # herald flag -> Kafka server property (value passed through unless mapped)
+    FLAGS = {
+        "--auto-create-topics": ("auto.create.topics.enable", None),
+        "--max-frame-bytes": ("socket.request.max.bytes", None),
+        "--default-partitions": ("num.partitions", None),
+        "--flush": ("log.flush.interval.messages", {"every-append": "1"}),
+    }
+
+    def __init__(self, lib_dir: Path, data_dir: Path, log_path: Path, extra_args=()):
+        super().__init__(Path("java"), data_dir, log_path, ())
+        self.lib_dir = lib_dir
+        self.controller_port = free_port()
+        self.props_path = data_dir.parent / "kafka-server.properties"
+        self.log4j_path = data_dir.parent / "kafka-log4j2.properties"
+        self._write_config(list(extra_args))
+
+    def _write_config(self, args):
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            "listeners": f"PLAINTEXT://{self.bootstrap},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{self.bootstrap}",
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(self.data_dir),
+            "num.partitions": "1",
+            "offsets.topic.replication.factor": "1",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+        }
+        while args:
+            flag, value = args.pop(0), args.pop(0)
+            if flag in self.FLAGS:
+                name, mapping = self.FLAGS[flag]
+                props[name] = (mapping or {}).get(value, value)
+        self.props_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        self.log4j_path.write_text(
+            "rootLogger.level = WARN\n"
+            "rootLogger.appenderRef.out.ref = OUT\n"
+            "appender.out.type = Console\n"
+            "appender.out.name = OUT\n"
+            "appender.out.layout.type = PatternLayout\n"
+            "appender.out.layout.pattern = [%d] %p %m (%c)%n\n"
+        )
+
+    def _java(self, *args):
+        return [
+            "java", "-Xms256m", "-Xmx1g", f"-Dlog4j2.configurationFile={self.log4j_path}",
+            "-cp", f"{self.lib_dir}/*", *args,
+        ]
+
+    def command(self):
+        return self._java("kafka.Kafka", str(self.props_path))
+
+    def stop(self, sig=signal.SIGTERM) -> int:
+        code = super().stop(sig)
+        # A JVM that ran its shutdown hooks after SIGTERM exits with 128 + 15.
+        return 0 if sig == signal.SIGTERM and code == 143 else code
+
+    def start(self):
+        if not (self.data_dir / "meta.properties").exists():
+            cluster_id = "-"
+            while cluster_id.startswith("-"):  # StorageTool would read it as an option
+                cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            subprocess.run(
+                self._java("kafka.tools.StorageTool", "format", "-t", cluster_id,
+                           "-c", str(self.props_path)),
+                check=True, stdin=subprocess.DEVNULL, capture_output=True, timeout=120,
+            )
+        super().start()
+
+
+class ExternalBroker:
+    """A broker started outside the suite, e.g. Apache Kafka, for reference runs."""
+
+    external = True
+
+    def __init__(self, bootstrap: str):
+        self.bootstrap = bootstrap
+        self.proc = None
+
+    def alive(self) -> bool:
+        host, port = self.bootstrap.rsplit(":", 1)
+        return port_accepts(host, int(port))
+
+    def _cannot(self, what):
+        pytest.skip(f"cannot {what} an external broker ({self.bootstrap})")
+
+    def start(self):
+        pass
+
+    def stop(self, sig=signal.SIGTERM):
+        self._cannot("stop")
+
+    def kill(self):
+        self._cannot("kill")
+
+    def restart(self, sig=signal.SIGTERM):
+        self._cannot("restart")
+
+    def log_tail(self, lines=60) -> str:
+        return "(external broker: no log)"
