@@ -64,6 +64,10 @@ class HeraldBroker:
             str(self.data_dir),
             "--kafka-listen",
             self.bootstrap,
+            # Any free port: the default admin port may be taken, and the
+            # suite never needs it here.
+            "--admin-listen",
+            "127.0.0.1:0",
             *self.extra_args,
         ]
 

@@ -5,9 +5,12 @@
 //! appended in the order it sent them.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
 
 use bytes::{Buf, Bytes, BytesMut};
+use herald_metrics::KafkaMetrics;
+use kafka_protocol::messages::ApiKey;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
@@ -37,7 +40,10 @@ pub(crate) async fn serve(
     peer: SocketAddr,
     ctx: Arc<Context>,
     shutdown: CancellationToken,
+    metrics: Option<Arc<KafkaMetrics>>,
 ) {
+    let _counted = metrics.as_ref().map(|m| m.connection_opened());
+    let metrics = metrics.as_deref();
     if let Err(e) = stream.set_nodelay(true) {
         tracing::debug!(%peer, error = %e, "TCP_NODELAY failed");
     }
@@ -49,8 +55,8 @@ pub(crate) async fn serve(
     let (responses, response_rx) = mpsc::channel::<(ResponseFrame, Permit)>(limit);
     tokio::join!(
         read_requests(read_half, &ctx, in_flight, requests, &shutdown, peer),
-        process_requests(&ctx, request_rx, responses, peer),
-        write_responses(write_half, response_rx, peer),
+        process_requests(&ctx, request_rx, responses, peer, metrics),
+        write_responses(write_half, response_rx, peer, metrics),
     );
     tracing::debug!(%peer, "connection closed");
 }
@@ -167,9 +173,16 @@ async fn process_requests(
     mut requests: mpsc::Receiver<(Bytes, Permit)>,
     responses: mpsc::Sender<(ResponseFrame, Permit)>,
     peer: SocketAddr,
+    metrics: Option<&KafkaMetrics>,
 ) {
     while let Some((frame, permit)) = requests.recv().await {
-        match handlers::handle_frame(ctx, frame).await {
+        let started = Instant::now();
+        let (api, frame_bytes) = (api_name(&frame), LENGTH_PREFIX_BYTES + frame.len());
+        let outcome = handlers::handle_frame(ctx, frame).await;
+        if let Some(metrics) = metrics {
+            metrics.record_request(api, frame_bytes, started.elapsed());
+        }
+        match outcome {
             Outcome::Respond(response) => {
                 if responses.send((response, permit)).await.is_err() {
                     return;
@@ -188,6 +201,7 @@ async fn write_responses(
     socket: OwnedWriteHalf,
     mut responses: mpsc::Receiver<(ResponseFrame, Permit)>,
     peer: SocketAddr,
+    metrics: Option<&KafkaMetrics>,
 ) {
     let mut writer = BufWriter::with_capacity(WRITE_BUFFER_BYTES, socket);
     while let Some((response, permit)) = responses.recv().await {
@@ -196,6 +210,9 @@ async fn write_responses(
             return;
         }
         drop(permit);
+        if let Some(metrics) = metrics {
+            metrics.record_sent(response.len());
+        }
         // Flush once no further response is ready, so pipelined responses
         // share a system call.
         if responses.is_empty() {
@@ -216,4 +233,28 @@ async fn write_frame(
         writer.write_all(chunk).await?;
     }
     Ok(())
+}
+
+/// Kafka's name of the API a request frame is for (its first two bytes),
+/// for metric labels; `"unknown"` for a key Kafka does not define.
+fn api_name(frame: &[u8]) -> &'static str {
+    static NAMES: OnceLock<Vec<Option<&'static str>>> = OnceLock::new();
+    let names = NAMES.get_or_init(|| {
+        // Built once from kafka-protocol's list; a few dozen short names.
+        (0..=i16::from(u8::MAX))
+            .map(|key| {
+                ApiKey::try_from(key)
+                    .ok()
+                    .map(|api| &*Box::leak(format!("{api:?}").into_boxed_str()))
+            })
+            .collect()
+    });
+    let Some(key) = frame.get(..2) else {
+        return "unknown";
+    };
+    let key = i16::from_be_bytes([key[0], key[1]]);
+    usize::try_from(key)
+        .ok()
+        .and_then(|index| names.get(index).copied().flatten())
+        .unwrap_or("unknown")
 }

@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use herald_broker::Broker;
+use herald_metrics::KafkaMetrics;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
@@ -20,6 +21,7 @@ pub struct KafkaServer {
     listener: TcpListener,
     broker: Arc<Broker>,
     config: KafkaConfig,
+    metrics: Option<Arc<KafkaMetrics>>,
 }
 
 impl KafkaServer {
@@ -35,7 +37,14 @@ impl KafkaServer {
             listener,
             broker,
             config,
+            metrics: None,
         })
+    }
+
+    /// Records request, byte and connection metrics into `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<KafkaMetrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// The address actually bound.
@@ -51,6 +60,7 @@ impl KafkaServer {
             listener,
             broker,
             config,
+            metrics,
         } = self;
         let context = Arc::new(Context::new(broker, config).with_shutdown(shutdown.clone()));
         let connections = Arc::new(Semaphore::new(context.config.max_connections));
@@ -67,8 +77,9 @@ impl KafkaServer {
                         };
                         let context = Arc::clone(&context);
                         let token = shutdown.clone();
+                        let metrics = metrics.clone();
                         tasks.spawn(async move {
-                            connection::serve(stream, peer, context, token).await;
+                            connection::serve(stream, peer, context, token, metrics).await;
                             drop(permit);
                         });
                     }

@@ -6,7 +6,11 @@
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
+
+pub use crate::cli_client::{
+    BenchArgs, ConsumeArgs, OutputFormat, ProduceArgs, StartFrom, TopicCommand,
+};
 
 /// herald: a publish/subscribe broker that speaks the Kafka protocol.
 #[derive(Debug, Parser)]
@@ -21,11 +25,30 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the broker.
+    #[command(
+        after_help = "Example:\n  herald serve --data-dir ./herald-data --kafka-listen 127.0.0.1:9092\n  herald serve --print-config"
+    )]
     Serve(ServeArgs),
+    /// Create, list, describe, alter and delete topics.
+    #[command(subcommand)]
+    Topic(TopicCommand),
+    /// Send lines from stdin or a file as records.
+    #[command(
+        after_help = "Example:\n  printf 'hello\\nworld\\n' | herald produce greetings --key user-1 --header source=cli"
+    )]
+    Produce(ProduceArgs),
+    /// Print records of a topic.
+    #[command(
+        after_help = "Example:\n  herald consume greetings --from beginning --format json --max-messages 10"
+    )]
+    Consume(ConsumeArgs),
+    /// A quick local produce-then-consume run with a summary table.
+    #[command(after_help = "Example:\n  herald bench --records 100000 --record-bytes 100")]
+    Bench(BenchArgs),
 }
 
 /// When appended data is forced to disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum FlushMode {
     /// Leave write-back to the operating system.
@@ -72,10 +95,17 @@ pub struct ServeArgs {
     /// Log filter: a level (info, debug, ...) or tracing directives [default: info].
     #[arg(long, env = "HERALD_LOG_LEVEL", value_name = "LEVEL")]
     pub log_level: Option<String>,
+    /// Address of the admin HTTP listener (/metrics, /health, /ready) [default: 127.0.0.1:9644].
+    #[arg(long, env = "HERALD_ADMIN_LISTEN", value_name = "ADDR")]
+    pub admin_listen: Option<String>,
+    /// Print the effective configuration as TOML and exit.
+    #[arg(long)]
+    pub print_config: bool,
 }
 
-/// The same settings as read from the TOML file.
-#[derive(Debug, Default, Deserialize)]
+/// The same settings as read from the TOML file (and as `--print-config`
+/// writes them).
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileSettings {
     /// See [`ServeArgs::data_dir`].
@@ -98,4 +128,6 @@ pub struct FileSettings {
     pub max_connections: Option<u64>,
     /// See [`ServeArgs::log_level`].
     pub log_level: Option<String>,
+    /// See [`ServeArgs::admin_listen`].
+    pub admin_listen: Option<String>,
 }

@@ -1,28 +1,100 @@
-//! The herald server binary: `herald serve` runs the broker with the Kafka
-//! listener. Configuration comes from flags, `HERALD_*` environment
-//! variables and a TOML file (in that order of precedence); logs go to
-//! stderr through `tracing`.
+//! The herald binary: `herald serve` runs the broker (Kafka listener and
+//! admin HTTP listener); `topic`, `produce`, `consume` and `bench` are
+//! Kafka clients of a running broker. Server configuration comes from
+//! flags, `HERALD_*` environment variables and a TOML file (in that order
+//! of precedence); server logs go to stderr through `tracing`. Every
+//! failure ends with a one-line reason on stderr and a non-zero exit.
 
 mod cli;
+mod cli_client;
+mod client;
+mod commands;
+mod scrape;
 mod serve;
 mod settings;
 
 use std::io::IsTerminal;
+use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::cli::{Cli, Command};
+use crate::cli::{Cli, Command, ServeArgs};
 
-fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
-    let Command::Serve(args) = cli.command;
+/// Exit code of a bad argument or configuration value.
+const EXIT_USAGE: u8 = 2;
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_failure(&e),
+    };
+    match cli.command {
+        Command::Serve(args) => serve_main(args),
+        Command::Topic(command) => run_client(commands::topic::run(command)),
+        Command::Produce(args) => run_client(commands::produce::run(args)),
+        Command::Consume(args) => run_client(commands::consume::run(args)),
+        Command::Bench(args) => run_client(commands::bench::run(args)),
+    }
+}
+
+/// Help and version go to stdout as clap formats them; an argument error
+/// is reduced to its one-line reason.
+fn usage_failure(error: &clap::Error) -> ExitCode {
+    if !error.use_stderr() {
+        let _ = error.print();
+        return ExitCode::SUCCESS;
+    }
+    let rendered = error.to_string();
+    let reason = rendered
+        .lines()
+        .next()
+        .unwrap_or("bad arguments")
+        .trim_start_matches("error: ");
+    eprintln!("herald: {reason} (see --help)");
+    ExitCode::from(EXIT_USAGE)
+}
+
+fn run_client(command: impl std::future::Future<Output = anyhow::Result<()>>) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("herald: starting the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("herald: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn serve_main(args: ServeArgs) -> ExitCode {
+    let print_config = args.print_config;
     let settings = match settings::resolve(args) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("herald: {e:#}");
-            return std::process::ExitCode::from(2);
+            return ExitCode::from(EXIT_USAGE);
         }
     };
+    if print_config {
+        return match settings::to_toml(&settings.effective) {
+            Ok(text) => {
+                print!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("herald: {e:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(&settings.log_level))
         .with_writer(std::io::stderr)
@@ -36,15 +108,15 @@ fn main() -> std::process::ExitCode {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("herald: starting the async runtime: {e}");
-            return std::process::ExitCode::FAILURE;
+            return ExitCode::FAILURE;
         }
     };
     match runtime.block_on(serve::run(settings)) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
+        Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e:#}");
             eprintln!("herald: {e:#}");
-            std::process::ExitCode::FAILURE
+            ExitCode::FAILURE
         }
     }
 }

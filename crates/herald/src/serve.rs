@@ -1,18 +1,46 @@
-//! `herald serve`: open the broker, start maintenance, serve Kafka clients
-//! until SIGTERM or SIGINT, then shut down cleanly (answer what was read,
-//! close every log).
+//! `herald serve`: start the admin listener (not ready yet), open the
+//! broker, start maintenance, serve Kafka clients (ready) until SIGTERM or
+//! SIGINT, then shut down cleanly (not ready; answer what was read, close
+//! every log).
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use anyhow::Context as _;
+use herald_admin::{AdminServer, Readiness};
 use herald_broker::{Broker, Maintenance};
 use herald_kafka::KafkaServer;
+use herald_metrics::Metrics;
 use tokio_util::sync::CancellationToken;
 
+use crate::scrape::partition_samples;
 use crate::settings::Settings;
 
 /// Runs the broker until a termination signal.
 pub async fn run(settings: Settings) -> anyhow::Result<()> {
+    let metrics = Arc::new(Metrics::new());
+    let readiness = Readiness::new();
+    let opened: Arc<OnceLock<Arc<Broker>>> = Arc::new(OnceLock::new());
+    let admin = {
+        let opened = Arc::clone(&opened);
+        let refresh = Box::new(move |gauges: &herald_metrics::PartitionMetrics| {
+            if let Some(broker) = opened.get() {
+                gauges.replace(partition_samples(broker));
+            }
+        });
+        AdminServer::bind(
+            settings.admin_listen,
+            Arc::clone(&metrics),
+            refresh,
+            readiness.clone(),
+        )
+        .await
+        .with_context(|| format!("binding the admin listener on {}", settings.admin_listen))?
+    };
+    let admin_addr = admin.local_addr().context("reading the admin address")?;
+    tracing::info!(%admin_addr, "admin listener ready on {admin_addr}");
+    let admin_shutdown = CancellationToken::new();
+    let admin_task = tokio::spawn(admin.run(admin_shutdown.clone()));
+
     let broker_config = settings.broker;
     let data_dir = broker_config.data_dir.clone();
     let broker = tokio::task::spawn_blocking(move || Broker::open(broker_config))
@@ -24,17 +52,26 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     let listen = settings.kafka.listen;
     let server = KafkaServer::bind(settings.kafka, Arc::clone(&broker))
         .await
-        .with_context(|| format!("binding the Kafka listener on {listen}"))?;
+        .with_context(|| format!("binding the Kafka listener on {listen}"))?
+        .with_metrics(Arc::clone(&metrics.kafka));
+    let _ = opened.set(Arc::clone(&broker));
     let addr = server.local_addr().context("reading the bound address")?;
     tracing::info!(%addr, "kafka listener ready on {addr}");
 
     let shutdown = CancellationToken::new();
     let serving = tokio::spawn(server.run(shutdown.clone()));
+    // The listener is bound (connections queue) and every log is open.
+    readiness.set_ready();
     let signal = wait_for_signal().await?;
     tracing::info!(signal, "shutting down");
+    readiness.set_not_ready();
     shutdown.cancel();
     if let Err(e) = serving.await {
         tracing::error!(error = %e, "listener task failed");
+    }
+    admin_shutdown.cancel();
+    if let Err(e) = admin_task.await {
+        tracing::error!(error = %e, "admin listener task failed");
     }
     maintenance.stop();
     tokio::task::spawn_blocking(move || broker.close())

@@ -28,7 +28,14 @@ pub struct Settings {
     pub kafka: KafkaConfig,
     /// Log filter directives.
     pub log_level: String,
+    /// Address of the admin HTTP listener.
+    pub admin_listen: SocketAddr,
+    /// Every key with its effective value, as `--print-config` shows it.
+    pub effective: FileSettings,
 }
+
+/// Default address of the admin HTTP listener.
+pub const ADMIN_LISTEN_DEFAULT: &str = "127.0.0.1:9644";
 
 fn invalid(
     key: &str,
@@ -61,12 +68,17 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
         .kafka_listen
         .or(file.kafka_listen)
         .unwrap_or_else(|| "127.0.0.1:9092".to_owned());
-    let listen = parse_listen(&listen_text)?;
-    let (advertised_host, advertised_port) =
-        match args.advertised_listener.or(file.advertised_listener) {
-            Some(text) => parse_host_port(&text)?,
-            None => (listen.ip().to_string(), listen.port()),
-        };
+    let listen = parse_listen("kafka_listen", &listen_text)?;
+    let advertised_text = args.advertised_listener.or(file.advertised_listener);
+    let (advertised_host, advertised_port) = match &advertised_text {
+        Some(text) => parse_host_port(text)?,
+        None => (listen.ip().to_string(), listen.port()),
+    };
+    let admin_text = args
+        .admin_listen
+        .or(file.admin_listen)
+        .unwrap_or_else(|| ADMIN_LISTEN_DEFAULT.to_owned());
+    let admin_listen = parse_listen("admin_listen", &admin_text)?;
     let auto_create_topics = args
         .auto_create_topics
         .or(file.auto_create_topics)
@@ -125,6 +137,19 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
         return Err(invalid("log_level", &log_level, e));
     }
 
+    let effective = FileSettings {
+        data_dir: Some(data_dir.clone()),
+        kafka_listen: Some(listen_text),
+        advertised_listener: advertised_text,
+        auto_create_topics: Some(auto_create_topics),
+        default_partitions: Some(default_partitions),
+        flush: Some(flush_mode),
+        flush_interval_ms: Some(flush_interval_ms),
+        max_frame_bytes: Some(max_frame_bytes),
+        max_connections: Some(max_connections),
+        log_level: Some(log_level.clone()),
+        admin_listen: Some(admin_text),
+    };
     let mut broker = BrokerConfig::new(data_dir);
     broker.auto_create_topics = auto_create_topics;
     broker.default_partitions = default_partitions;
@@ -138,16 +163,21 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
         broker,
         kafka,
         log_level,
+        admin_listen,
+        effective,
     })
 }
 
-fn parse_listen(text: &str) -> anyhow::Result<SocketAddr> {
-    let mut addrs = text
-        .to_socket_addrs()
-        .map_err(|e| invalid("kafka_listen", text, e))?;
+/// The effective configuration as TOML (keys as in the config file).
+pub fn to_toml(effective: &FileSettings) -> anyhow::Result<String> {
+    toml::to_string(effective).context("writing the configuration as TOML")
+}
+
+fn parse_listen(key: &str, text: &str) -> anyhow::Result<SocketAddr> {
+    let mut addrs = text.to_socket_addrs().map_err(|e| invalid(key, text, e))?;
     addrs
         .next()
-        .ok_or_else(|| invalid("kafka_listen", text, "resolves to no address"))
+        .ok_or_else(|| invalid(key, text, "resolves to no address"))
 }
 
 fn parse_host_port(text: &str) -> anyhow::Result<(String, u16)> {
@@ -242,5 +272,33 @@ mod tests {
             s.broker.log_defaults.flush,
             FlushPolicy::Interval(Duration::from_millis(250))
         );
+    }
+
+    #[test]
+    fn admin_listen_defaults_and_is_checked() {
+        let s = resolve(ServeArgs::default()).expect("defaults");
+        assert_eq!(s.admin_listen.to_string(), ADMIN_LISTEN_DEFAULT);
+        let e = resolve(ServeArgs {
+            admin_listen: Some("nowhere".into()),
+            ..ServeArgs::default()
+        })
+        .expect_err("bad address");
+        assert!(
+            e.to_string().contains("invalid admin_listen = nowhere"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn printed_config_reads_back_as_the_same_settings() {
+        let s = with_file(
+            "default_partitions = 3\nflush = \"interval\"\n",
+            ServeArgs::default(),
+        )
+        .expect("file");
+        let text = to_toml(&s.effective).expect("toml");
+        let again = with_file(&text, ServeArgs::default()).expect("printed config is valid");
+        assert_eq!(again.broker.default_partitions, 3);
+        assert_eq!(to_toml(&again.effective).expect("toml"), text);
     }
 }

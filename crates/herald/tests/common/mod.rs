@@ -22,13 +22,22 @@ pub struct Server {
     child: Child,
     /// The bound Kafka address.
     pub addr: SocketAddr,
+    /// The bound admin HTTP address.
+    pub admin_addr: SocketAddr,
 }
 
 impl Server {
     /// Starts herald on `data_dir` with extra flags, on a free port.
     pub fn start(data_dir: &Path, extra: &[&str]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_herald"))
-            .args(["serve", "--kafka-listen", "127.0.0.1:0", "--data-dir"])
+            .args([
+                "serve",
+                "--kafka-listen",
+                "127.0.0.1:0",
+                "--admin-listen",
+                "127.0.0.1:0",
+                "--data-dir",
+            ])
             .arg(data_dir)
             .args(extra)
             .stdin(Stdio::null())
@@ -42,6 +51,10 @@ impl Server {
         std::thread::spawn(move || {
             let mut sent = false;
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(rest) = line.split("admin listener ready on ").nth(1) {
+                    let addr = rest.split_whitespace().next().unwrap_or_default();
+                    let _ = tx.send(addr.to_owned());
+                }
                 if !sent {
                     if let Some(rest) = line.split("kafka listener ready on ").nth(1) {
                         let addr = rest
@@ -58,12 +71,19 @@ impl Server {
                 }
             }
         });
-        let addr = rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("herald did not report its listener");
+        // The admin listener is reported first, then the Kafka listener.
+        let next_addr = |what: &str| -> SocketAddr {
+            rx.recv_timeout(Duration::from_secs(30))
+                .unwrap_or_else(|_| panic!("herald did not report its {what} listener"))
+                .parse()
+                .expect("listener address")
+        };
+        let admin_addr = next_addr("admin");
+        let addr = next_addr("kafka");
         Server {
             child,
-            addr: addr.parse().expect("listener address"),
+            addr,
+            admin_addr,
         }
     }
 

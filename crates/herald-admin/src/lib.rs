@@ -1,0 +1,15 @@
+//! The admin HTTP listener of herald: `GET /metrics` (Prometheus text
+//! format), `GET /health` (200 while the process runs) and `GET /ready`
+//! (200 once the broker serves, 503 before that and while shutting down).
+//! It reads state only: it never changes the broker.
+//!
+//! A request's path: [`AdminServer::run`] accepts (at most
+//! [`CONNECTIONS_MAX`] at once) → hyper parses one HTTP/1.1 request at a
+//! time (headers within [`HEADER_READ_TIMEOUT`]) → [`routes::respond`].
+
+mod readiness;
+pub mod routes;
+mod server;
+
+pub use readiness::Readiness;
+pub use server::{AdminServer, ScrapeRefresh, CONNECTIONS_MAX, HEADER_READ_TIMEOUT};

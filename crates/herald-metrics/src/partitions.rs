@@ -1,0 +1,100 @@
+//! Per-partition log gauges (high watermark, log start offset, size on
+//! disk, segment count), sampled from the broker at scrape time: the set of
+//! partitions changes with topic creation and deletion, so every scrape
+//! replaces the whole set.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+/// Label set of a partition.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct PartitionLabels {
+    /// Topic name.
+    pub topic: String,
+    /// Partition index.
+    pub partition: u32,
+}
+
+/// One partition's state at scrape time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionSample {
+    /// Topic name.
+    pub topic: String,
+    /// Partition index.
+    pub partition: u32,
+    /// Offset of the next record to be made visible.
+    pub high_watermark: u64,
+    /// First offset still stored.
+    pub log_start_offset: u64,
+    /// Bytes of the partition's segment files.
+    pub size_bytes: u64,
+    /// Number of segments.
+    pub segment_count: u64,
+}
+
+/// The per-partition gauge families.
+#[derive(Debug, Default)]
+pub struct PartitionMetrics {
+    high_watermark: Family<PartitionLabels, Gauge>,
+    log_start_offset: Family<PartitionLabels, Gauge>,
+    size_bytes: Family<PartitionLabels, Gauge>,
+    segments: Family<PartitionLabels, Gauge>,
+}
+
+impl PartitionMetrics {
+    /// Unregistered, empty families.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub(crate) fn register(&self, registry: &mut Registry) {
+        let partition = registry.sub_registry_with_prefix("partition");
+        partition.register(
+            "high_watermark",
+            "Offset of the next record to be made visible, per partition",
+            self.high_watermark.clone(),
+        );
+        partition.register(
+            "log_start_offset",
+            "First offset still stored, per partition",
+            self.log_start_offset.clone(),
+        );
+        partition.register(
+            "log_size_bytes",
+            "Bytes of the partition's segment files",
+            self.size_bytes.clone(),
+        );
+        partition.register(
+            "log_segments",
+            "Number of segments of the partition's log",
+            self.segments.clone(),
+        );
+    }
+
+    /// Replaces every partition's gauges with `samples` (partitions not in
+    /// `samples` disappear).
+    pub fn replace(&self, samples: impl IntoIterator<Item = PartitionSample>) {
+        self.high_watermark.clear();
+        self.log_start_offset.clear();
+        self.size_bytes.clear();
+        self.segments.clear();
+        for sample in samples {
+            let labels = PartitionLabels {
+                topic: sample.topic,
+                partition: sample.partition,
+            };
+            set(&self.high_watermark, &labels, sample.high_watermark);
+            set(&self.log_start_offset, &labels, sample.log_start_offset);
+            set(&self.size_bytes, &labels, sample.size_bytes);
+            set(&self.segments, &labels, sample.segment_count);
+        }
+    }
+}
+
+fn set(family: &Family<PartitionLabels, Gauge>, labels: &PartitionLabels, value: u64) {
+    family
+        .get_or_create(labels)
+        .set(i64::try_from(value).unwrap_or(i64::MAX));
+}

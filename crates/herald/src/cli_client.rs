@@ -1,0 +1,220 @@
+//! Flags of the client subcommands (`topic`, `produce`, `consume`,
+//! `bench`). Every one talks to `--bootstrap` (default 127.0.0.1:9092,
+//! env `HERALD_BOOTSTRAP`).
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand, ValueEnum};
+
+/// Default broker address of the client subcommands.
+pub const BOOTSTRAP_DEFAULT: &str = "127.0.0.1:9092";
+
+/// The broker to talk to.
+#[derive(Debug, Clone, Args)]
+pub struct BrokerArgs {
+    /// Broker address, HOST:PORT.
+    #[arg(long, env = "HERALD_BOOTSTRAP", default_value = BOOTSTRAP_DEFAULT, value_name = "HOST:PORT")]
+    pub bootstrap: String,
+}
+
+/// `herald topic ...`.
+#[derive(Debug, Subcommand)]
+pub enum TopicCommand {
+    /// Create a topic.
+    #[command(
+        after_help = "Example:\n  herald topic create orders --partitions 3 --config retention.ms=86400000"
+    )]
+    Create {
+        /// Topic name.
+        name: String,
+        /// Partition count [default: the broker's default_partitions].
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(i32).range(1..))]
+        partitions: Option<i32>,
+        /// A topic config, KEY=VALUE (repeatable).
+        #[arg(long = "config", value_name = "KEY=VALUE", value_parser = parse_key_value)]
+        configs: Vec<(String, String)>,
+        #[command(flatten)]
+        broker: BrokerArgs,
+    },
+    /// List topics with their partition counts.
+    #[command(after_help = "Example:\n  herald topic list --bootstrap 127.0.0.1:9092")]
+    List {
+        #[command(flatten)]
+        broker: BrokerArgs,
+    },
+    /// Show a topic's partitions (offsets) and configs.
+    #[command(after_help = "Example:\n  herald topic describe orders")]
+    Describe {
+        /// Topic name.
+        name: String,
+        #[command(flatten)]
+        broker: BrokerArgs,
+    },
+    /// Add partitions or change configs.
+    #[command(
+        after_help = "Example:\n  herald topic alter orders --partitions 6 --set retention.ms=3600000 --delete-config segment.bytes"
+    )]
+    Alter {
+        /// Topic name.
+        name: String,
+        /// New (larger) partition count.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(i32).range(1..))]
+        partitions: Option<i32>,
+        /// Set a config, KEY=VALUE (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_key_value)]
+        set: Vec<(String, String)>,
+        /// Remove a config override (repeatable).
+        #[arg(long = "delete-config", value_name = "KEY")]
+        delete: Vec<String>,
+        #[command(flatten)]
+        broker: BrokerArgs,
+    },
+    /// Delete a topic and its data.
+    #[command(after_help = "Example:\n  herald topic delete orders")]
+    Delete {
+        /// Topic name.
+        name: String,
+        #[command(flatten)]
+        broker: BrokerArgs,
+    },
+}
+
+/// `herald produce`.
+#[derive(Debug, Args)]
+pub struct ProduceArgs {
+    /// Topic to write to (created if the broker auto-creates topics).
+    pub topic: String,
+    /// Read lines from this file instead of stdin.
+    #[arg(long, value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    /// Key of every record (records with one key share a partition).
+    #[arg(long, value_name = "KEY")]
+    pub key: Option<String>,
+    /// A header of every record, KEY=VALUE (repeatable).
+    #[arg(long = "header", value_name = "KEY=VALUE", value_parser = parse_key_value)]
+    pub headers: Vec<(String, String)>,
+    /// Send to this partition instead of choosing by key.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(i32).range(0..))]
+    pub partition: Option<i32>,
+    /// Send at most this many records per second.
+    #[arg(long, value_name = "MSGS_PER_SEC", value_parser = clap::value_parser!(u32).range(1..))]
+    pub rate: Option<u32>,
+    #[command(flatten)]
+    pub broker: BrokerArgs,
+}
+
+/// Where `consume` starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartFrom {
+    /// The first stored record.
+    Beginning,
+    /// After the last record (only new records).
+    End,
+    /// This offset in every partition.
+    Offset(i64),
+    /// The first record at or after this time (ms since the epoch).
+    Timestamp(i64),
+}
+
+/// Parses `beginning`, `end`, `offset:N` or `timestamp:MS`.
+pub fn parse_start(text: &str) -> Result<StartFrom, String> {
+    let number = |value: &str, what: &str| -> Result<i64, String> {
+        value
+            .parse::<i64>()
+            .ok()
+            .filter(|v| *v >= 0)
+            .ok_or_else(|| format!("{what} must be a non-negative integer, got '{value}'"))
+    };
+    match text.split_once(':') {
+        None if text == "beginning" => Ok(StartFrom::Beginning),
+        None if text == "end" => Ok(StartFrom::End),
+        Some(("offset", n)) => number(n, "offset").map(StartFrom::Offset),
+        Some(("timestamp", ms)) => number(ms, "timestamp").map(StartFrom::Timestamp),
+        _ => Err("expected beginning, end, offset:N or timestamp:MS".to_owned()),
+    }
+}
+
+/// How `consume` prints records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// The value alone, one per line.
+    Plain,
+    /// One JSON object per line: partition, offset, timestamp, key, headers, value.
+    Json,
+}
+
+/// `herald consume`.
+#[derive(Debug, Args)]
+pub struct ConsumeArgs {
+    /// Topic to read.
+    pub topic: String,
+    /// Where to start: beginning, end, offset:N or timestamp:MS.
+    #[arg(long, default_value = "beginning", value_parser = parse_start, value_name = "POSITION")]
+    pub from: StartFrom,
+    /// Keep waiting for new records instead of stopping at the end.
+    #[arg(long)]
+    pub follow: bool,
+    /// Stop after this many records.
+    #[arg(long, value_name = "N")]
+    pub max_messages: Option<u64>,
+    /// Read only this partition.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(i32).range(0..))]
+    pub partition: Option<i32>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "plain")]
+    pub format: OutputFormat,
+    #[command(flatten)]
+    pub broker: BrokerArgs,
+}
+
+/// `herald bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Records to produce and then consume.
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub records: u64,
+    /// Value size of each record in bytes.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(0..=1_048_576))]
+    pub record_bytes: u32,
+    /// Records per produce batch.
+    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub batch_records: u32,
+    /// Topic to use [default: herald-bench-<pid>, deleted afterwards].
+    #[arg(long, value_name = "NAME")]
+    pub topic: Option<String>,
+    #[command(flatten)]
+    pub broker: BrokerArgs,
+}
+
+/// Parses `KEY=VALUE` (the key not empty).
+pub fn parse_key_value(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.is_empty() => Ok((key.to_owned(), value.to_owned())),
+        _ => Err(format!("expected KEY=VALUE, got '{text}'")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_positions_parse_every_documented_form() {
+        assert_eq!(parse_start("beginning"), Ok(StartFrom::Beginning));
+        assert_eq!(parse_start("end"), Ok(StartFrom::End));
+        assert_eq!(parse_start("offset:42"), Ok(StartFrom::Offset(42)));
+        assert_eq!(
+            parse_start("timestamp:1700000000000"),
+            Ok(StartFrom::Timestamp(1_700_000_000_000))
+        );
+        assert!(parse_start("offset:-1").is_err());
+        assert!(parse_start("middle").is_err());
+    }
+
+    #[test]
+    fn key_value_needs_an_equals_sign_and_a_key() {
+        assert_eq!(parse_key_value("a=b=c"), Ok(("a".into(), "b=c".into())));
+        assert!(parse_key_value("novalue").is_err());
+        assert!(parse_key_value("=x").is_err());
+    }
+}

@@ -1,0 +1,176 @@
+//! One connection to a broker: connect, check with ApiVersions that the
+//! broker serves every request version this client sends, then request and
+//! response, one at a time, each under a timeout.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context as _};
+use bytes::{Buf, BytesMut};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// How long connecting, and any one request without a long-poll, may take.
+pub const IO_TIMEOUT: Duration = Duration::from_secs(15);
+/// Largest response frame accepted (a fetch is asked for far less).
+const RESPONSE_BYTES_MAX: usize = 256 * 1024 * 1024;
+/// Client id sent in every request header.
+const CLIENT_ID: &str = "herald-cli";
+
+/// The request versions this client sends.
+pub mod versions {
+    /// ApiVersions.
+    pub const API_VERSIONS: i16 = 3;
+    /// Metadata (topic names, not ids).
+    pub const METADATA: i16 = 12;
+    /// CreateTopics.
+    pub const CREATE_TOPICS: i16 = 7;
+    /// DeleteTopics.
+    pub const DELETE_TOPICS: i16 = 6;
+    /// DescribeConfigs.
+    pub const DESCRIBE_CONFIGS: i16 = 4;
+    /// IncrementalAlterConfigs.
+    pub const INCREMENTAL_ALTER_CONFIGS: i16 = 1;
+    /// CreatePartitions.
+    pub const CREATE_PARTITIONS: i16 = 3;
+    /// Produce.
+    pub const PRODUCE: i16 = 9;
+    /// Fetch (topic names, not ids).
+    pub const FETCH: i16 = 12;
+    /// ListOffsets.
+    pub const LIST_OFFSETS: i16 = 7;
+}
+
+/// A connection to one broker.
+#[derive(Debug)]
+pub struct Connection {
+    stream: TcpStream,
+    address: String,
+    correlation_id: i32,
+    /// Broker's advertised range per API key.
+    ranges: HashMap<i16, (i16, i16)>,
+}
+
+impl Connection {
+    /// Connects to `address` (HOST:PORT) and reads the broker's API versions.
+    pub async fn connect(address: &str) -> anyhow::Result<Self> {
+        let stream = tokio::time::timeout(IO_TIMEOUT, TcpStream::connect(address))
+            .await
+            .map_err(|_| anyhow!("cannot reach broker {address}: timed out connecting"))?
+            .with_context(|| format!("cannot reach broker {address}"))?;
+        // Request/response: latency matters more than packet count.
+        let _ = stream.set_nodelay(true);
+        let mut connection = Self {
+            stream,
+            address: address.to_owned(),
+            correlation_id: 0,
+            ranges: HashMap::new(),
+        };
+        let request = ApiVersionsRequest::default()
+            .with_client_software_name(StrBytes::from_static_str("herald-cli"))
+            .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
+        let response: ApiVersionsResponse = connection
+            .call(request, versions::API_VERSIONS, IO_TIMEOUT)
+            .await?;
+        if response.error_code != 0 {
+            bail!(
+                "broker {address} refused ApiVersions: {}",
+                crate::client::errors::describe(response.error_code)
+            );
+        }
+        connection.ranges = response
+            .api_keys
+            .iter()
+            .map(|k| (k.api_key, (k.min_version, k.max_version)))
+            .collect();
+        Ok(connection)
+    }
+
+    /// Fails unless the broker serves `api` at `version`.
+    fn check_served(&self, api: i16, version: i16) -> anyhow::Result<()> {
+        if api == ApiKey::ApiVersions as i16 {
+            return Ok(());
+        }
+        match self.ranges.get(&api) {
+            Some((min, max)) if (*min..=*max).contains(&version) => Ok(()),
+            _ => bail!(
+                "broker {} does not serve {} v{version}",
+                self.address,
+                api_name(api)
+            ),
+        }
+    }
+
+    /// Sends `request` at `version` and reads its response within `timeout`.
+    pub async fn call<R: Request>(
+        &mut self,
+        request: R,
+        version: i16,
+        timeout: Duration,
+    ) -> anyhow::Result<R::Response> {
+        self.check_served(R::KEY, version)?;
+        let what = api_name(R::KEY);
+        let address = self.address.clone();
+        tokio::time::timeout(timeout, self.round_trip(request, version))
+            .await
+            .map_err(|_| anyhow!("broker {address} did not answer {what} within {timeout:?}"))?
+            .with_context(|| format!("{what} request to {address}"))
+    }
+
+    async fn round_trip<R: Request>(
+        &mut self,
+        request: R,
+        version: i16,
+    ) -> anyhow::Result<R::Response> {
+        self.correlation_id = self.correlation_id.wrapping_add(1);
+        let mut buf = BytesMut::with_capacity(256);
+        buf.extend_from_slice(&[0; 4]);
+        RequestHeader::default()
+            .with_request_api_key(R::KEY)
+            .with_request_api_version(version)
+            .with_correlation_id(self.correlation_id)
+            .with_client_id(Some(StrBytes::from_static_str(CLIENT_ID)))
+            .encode(&mut buf, R::header_version(version))
+            .context("encoding the request header")?;
+        request
+            .encode(&mut buf, version)
+            .context("encoding the request")?;
+        let size = i32::try_from(buf.len() - 4).context("request too large")?;
+        buf[..4].copy_from_slice(&size.to_be_bytes());
+        self.stream.write_all(&buf).await?;
+
+        let size = self.stream.read_i32().await?;
+        let size = usize::try_from(size)
+            .ok()
+            .filter(|s| *s <= RESPONSE_BYTES_MAX)
+            .ok_or_else(|| anyhow!("response size {size} out of range"))?;
+        let mut body = BytesMut::zeroed(size);
+        self.stream.read_exact(&mut body).await?;
+        let mut body = body.freeze();
+        let header = ResponseHeader::decode(&mut body, R::Response::header_version(version))
+            .context("decoding the response header")?;
+        if header.correlation_id != self.correlation_id {
+            bail!(
+                "response correlation id {} does not match request {}",
+                header.correlation_id,
+                self.correlation_id
+            );
+        }
+        let response = R::Response::decode(&mut body, version).context("decoding the response")?;
+        if body.has_remaining() {
+            tracing::debug!(left = body.remaining(), "response has trailing bytes");
+        }
+        Ok(response)
+    }
+}
+
+/// Kafka's name of an API key.
+fn api_name(api: i16) -> String {
+    ApiKey::try_from(api)
+        .map(|k| format!("{k:?}"))
+        .unwrap_or_else(|_| format!("API {api}"))
+}

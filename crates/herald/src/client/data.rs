@@ -1,0 +1,186 @@
+//! Records in and out: Produce (one batch to one partition), Fetch (from
+//! several partitions at once, decoded), ListOffsets (earliest, latest, by
+//! timestamp).
+
+use std::time::Duration;
+
+use anyhow::{bail, Context as _};
+use bytes::Bytes;
+use kafka_protocol::messages::{
+    fetch_request, list_offsets_request, produce_request, FetchRequest, ListOffsetsRequest,
+    ProduceRequest, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use crate::client::connection::{versions, IO_TIMEOUT};
+use crate::client::errors::{check, UNKNOWN_TOPIC_OR_PARTITION};
+use crate::client::records::{decode_batch, FetchedRecord};
+use crate::client::Connection;
+
+/// ListOffsets timestamp asking for the latest offset (the high watermark).
+pub const LATEST: i64 = -1;
+/// ListOffsets timestamp asking for the earliest offset.
+pub const EARLIEST: i64 = -2;
+/// Bytes asked per partition in a fetch.
+const PARTITION_FETCH_BYTES: i32 = 1024 * 1024;
+/// Bytes asked per fetch in total.
+const FETCH_BYTES: i32 = 8 * 1024 * 1024;
+
+fn name(text: &str) -> TopicName {
+    TopicName(StrBytes::from_string(text.to_owned()))
+}
+
+/// Sends one batch to `topic`/`partition` with acks=1; returns its base offset.
+pub async fn produce(
+    connection: &mut Connection,
+    topic: &str,
+    partition: i32,
+    batch: Bytes,
+) -> anyhow::Result<i64> {
+    let request = ProduceRequest::default()
+        .with_acks(1)
+        .with_timeout_ms(10_000)
+        .with_topic_data(vec![produce_request::TopicProduceData::default()
+            .with_name(name(topic))
+            .with_partition_data(vec![
+                produce_request::PartitionProduceData::default()
+                    .with_index(partition)
+                    .with_records(Some(batch)),
+            ])]);
+    let response = connection
+        .call(request, versions::PRODUCE, IO_TIMEOUT)
+        .await?;
+    let answer = response
+        .responses
+        .into_iter()
+        .flat_map(|t| t.partition_responses)
+        .next()
+        .context("Produce answered no partition")?;
+    if answer.error_code == UNKNOWN_TOPIC_OR_PARTITION {
+        bail!("unknown topic '{topic}' or partition {partition}");
+    }
+    check(
+        answer.error_code,
+        answer.error_message.as_ref(),
+        &format!("producing to {topic}/{partition}"),
+    )?;
+    Ok(answer.base_offset)
+}
+
+/// The offset of each of `partitions` of `topic` for a ListOffsets
+/// `timestamp` ([`EARLIEST`], [`LATEST`] or milliseconds): for a timestamp,
+/// the first offset whose record is at or after it, or `None` if none is.
+pub async fn list_offsets(
+    connection: &mut Connection,
+    topic: &str,
+    partitions: &[i32],
+    timestamp: i64,
+) -> anyhow::Result<Vec<(i32, Option<i64>)>> {
+    let request = ListOffsetsRequest::default()
+        .with_replica_id((-1).into())
+        .with_topics(vec![list_offsets_request::ListOffsetsTopic::default()
+            .with_name(name(topic))
+            .with_partitions(
+                partitions
+                    .iter()
+                    .map(|p| {
+                        list_offsets_request::ListOffsetsPartition::default()
+                            .with_partition_index(*p)
+                            .with_current_leader_epoch(-1)
+                            .with_timestamp(timestamp)
+                    })
+                    .collect(),
+            )]);
+    let response = connection
+        .call(request, versions::LIST_OFFSETS, IO_TIMEOUT)
+        .await?;
+    let mut out = Vec::with_capacity(partitions.len());
+    for answer in response.topics.into_iter().flat_map(|t| t.partitions) {
+        if answer.error_code == UNKNOWN_TOPIC_OR_PARTITION {
+            bail!("unknown topic '{topic}'");
+        }
+        check(
+            answer.error_code,
+            None,
+            &format!("listing offsets of {topic}/{}", answer.partition_index),
+        )?;
+        let offset = (answer.offset >= 0).then_some(answer.offset);
+        out.push((answer.partition_index, offset));
+    }
+    out.sort_unstable();
+    Ok(out)
+}
+
+/// What a fetch returned for one partition.
+#[derive(Debug, Default)]
+pub struct PartitionRecords {
+    /// Partition index.
+    pub partition: i32,
+    /// Records at or after the requested offset, in order.
+    pub records: Vec<FetchedRecord>,
+}
+
+/// Fetches from `topic` at each `(partition, offset)`, waiting up to
+/// `max_wait` for data.
+pub async fn fetch(
+    connection: &mut Connection,
+    topic: &str,
+    positions: &[(i32, i64)],
+    max_wait: Duration,
+) -> anyhow::Result<Vec<PartitionRecords>> {
+    let max_wait_ms = i32::try_from(max_wait.as_millis()).unwrap_or(i32::MAX);
+    let request = FetchRequest::default()
+        .with_replica_id((-1).into())
+        .with_max_wait_ms(max_wait_ms)
+        .with_min_bytes(1)
+        .with_max_bytes(FETCH_BYTES)
+        .with_session_epoch(-1)
+        .with_topics(vec![fetch_request::FetchTopic::default()
+            .with_topic(name(topic))
+            .with_partitions(
+                positions
+                    .iter()
+                    .map(|(partition, offset)| {
+                        fetch_request::FetchPartition::default()
+                            .with_partition(*partition)
+                            .with_current_leader_epoch(-1)
+                            .with_fetch_offset(*offset)
+                            .with_partition_max_bytes(PARTITION_FETCH_BYTES)
+                    })
+                    .collect(),
+            )]);
+    let response = connection
+        .call(request, versions::FETCH, IO_TIMEOUT + max_wait)
+        .await?;
+    check(response.error_code, None, "fetch")?;
+    let mut out = Vec::new();
+    for answer in response.responses.into_iter().flat_map(|t| t.partitions) {
+        if answer.error_code == UNKNOWN_TOPIC_OR_PARTITION {
+            bail!("unknown topic '{topic}'");
+        }
+        check(
+            answer.error_code,
+            None,
+            &format!("fetching {topic}/{}", answer.partition_index),
+        )?;
+        let from = positions
+            .iter()
+            .find(|(p, _)| *p == answer.partition_index)
+            .map_or(0, |(_, offset)| *offset);
+        let bytes = answer.records.unwrap_or_default();
+        let mut records = Vec::new();
+        // A partial batch at the end is normal (cut by max bytes): stop there.
+        for batch in herald_log::batch::batches(&bytes).map_while(Result::ok) {
+            records.extend(
+                decode_batch(batch)?
+                    .into_iter()
+                    .filter(|r| r.offset >= from),
+            );
+        }
+        out.push(PartitionRecords {
+            partition: answer.partition_index,
+            records,
+        });
+    }
+    Ok(out)
+}

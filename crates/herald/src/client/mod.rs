@@ -1,0 +1,17 @@
+//! A small Kafka client, written on the wire protocol with `kafka-protocol`
+//! and tokio, for the CLI's subcommands. It talks to one broker (herald is
+//! a single node): [`connection`] frames requests and checks the broker
+//! serves the versions used, [`records`] encodes and decodes record batches
+//! v2, [`admin`] wraps the topic APIs, [`data`] produce, fetch and list
+//! offsets, [`errors`] turns Kafka error codes into one-line reasons.
+
+pub mod admin;
+pub mod connection;
+pub mod data;
+pub mod errors;
+pub mod partitioner;
+pub mod records;
+mod varint;
+
+pub use connection::Connection;
+pub use records::{Header, Record};

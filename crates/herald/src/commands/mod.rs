@@ -1,0 +1,16 @@
+//! The client subcommands, one file each. Each returns `Ok` on success and
+//! an error whose one-line chain `main` prints on failure.
+
+pub mod bench;
+pub mod consume;
+pub mod produce;
+pub mod topic;
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
