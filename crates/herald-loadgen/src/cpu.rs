@@ -1,0 +1,65 @@
+//! Broker CPU accounting from `/proc/PID/stat`: user + system time, so that
+//! brokers compare by their own cost per message whatever the client does.
+
+use std::time::Instant;
+
+/// A reading of a process's CPU time.
+#[derive(Debug, Clone, Copy)]
+pub struct CpuSample {
+    /// User + system time, in clock ticks.
+    ticks: u64,
+    at: Instant,
+}
+
+/// Reads the CPU time of `pid`; `None` if the process is gone or unreadable.
+pub fn sample(pid: u32) -> Option<CpuSample> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces: fields are counted after
+    // its closing parenthesis, where field 3 (state) is the first.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: u64 = fields.get(11)?.parse().ok()?; // field 14
+    let stime: u64 = fields.get(12)?.parse().ok()?; // field 15
+    Some(CpuSample {
+        ticks: utime + stime,
+        at: Instant::now(),
+    })
+}
+
+/// CPU used between two samples: (CPU nanoseconds, cores busy on average).
+pub fn between(before: CpuSample, after: CpuSample) -> (f64, f64) {
+    let ticks_per_s = clock_ticks_per_s();
+    let cpu_ns = after.ticks.saturating_sub(before.ticks) as f64 * 1e9 / ticks_per_s;
+    let wall_ns = after.at.duration_since(before.at).as_nanos() as f64;
+    let cores = if wall_ns > 0.0 { cpu_ns / wall_ns } else { 0.0 };
+    (cpu_ns, cores)
+}
+
+/// The unit of `/proc/PID/stat` times: `sysconf(_SC_CLK_TCK)`.
+fn clock_ticks_per_s() -> f64 {
+    // SAFETY: sysconf reads a constant of the C library; no memory is passed.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if ticks > 0 {
+        ticks as f64
+    } else {
+        100.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_own_cpu_time() {
+        let first = sample(std::process::id()).expect("own stat");
+        let mut x = 0u64;
+        for i in 0..20_000_000u64 {
+            x = x.wrapping_add(i * i);
+        }
+        std::hint::black_box(x);
+        let second = sample(std::process::id()).expect("own stat");
+        let (cpu_ns, _) = between(first, second);
+        assert!(cpu_ns >= 0.0);
+    }
+}

@@ -1,0 +1,84 @@
+//! The load generator's one error type: what went wrong talking to a broker
+//! or reading a result file, with the facts needed to act on it.
+
+use std::io;
+
+/// Every failure of a run.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// A socket or file operation failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+    /// A request could not be encoded (a bug in the generator).
+    #[error("encoding {api} failed: {detail}")]
+    Encode {
+        /// The API being encoded.
+        api: &'static str,
+        /// What the codec said.
+        detail: String,
+    },
+    /// A response could not be decoded.
+    #[error("decoding the {api} response failed: {detail}")]
+    Decode {
+        /// The API whose response was bad.
+        api: &'static str,
+        /// What the codec said.
+        detail: String,
+    },
+    /// A response frame was larger than allowed or empty.
+    #[error("response frame of {size} bytes (allowed 4..={max})")]
+    FrameSize {
+        /// The size the peer announced.
+        size: i64,
+        /// The largest frame accepted.
+        max: usize,
+    },
+    /// A response answered another request than the one expected.
+    #[error("response correlation id {found}, expected {expected}")]
+    Correlation {
+        /// The id expected next.
+        expected: i32,
+        /// The id received.
+        found: i32,
+    },
+    /// The broker answered with a Kafka error code.
+    #[error("{api} failed with Kafka error code {code}")]
+    Broker {
+        /// The API that failed.
+        api: &'static str,
+        /// The Kafka error code.
+        code: i16,
+    },
+    /// The broker did not answer in time.
+    #[error("no answer to {what} within {timeout_ms} ms")]
+    Timeout {
+        /// What was awaited.
+        what: &'static str,
+        /// The bound that passed.
+        timeout_ms: u64,
+    },
+    /// A result file line is not a result row.
+    #[error("result line {line}: {detail}")]
+    Results {
+        /// The 1-based line number.
+        line: usize,
+        /// What was wrong.
+        detail: String,
+    },
+    /// The chart could not be drawn.
+    #[error("chart: {0}")]
+    Chart(String),
+}
+
+impl LoadError {
+    /// An I/O error with what was being done.
+    pub fn io(what: &'static str, source: io::Error) -> Self {
+        Self::Io { what, source }
+    }
+}

@@ -1,0 +1,154 @@
+//! `herald-loadgen`: the wire benchmark's load generator and report writer.
+//!
+//! - `suite`: every produce, consume and latency point against one broker,
+//!   rows appended to a JSON-lines file;
+//! - `loopback`: the TCP bound, one row;
+//! - `report`: rows of both brokers to `wire.md`, `wire.csv`, `wire.png`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use herald_loadgen::loopback;
+use herald_loadgen::plan::Plan;
+use herald_loadgen::report::{chart, csv, markdown, read_rows};
+use herald_loadgen::row::{Kind, Row};
+use herald_loadgen::suite::Suite;
+
+#[derive(Parser)]
+#[command(about = "Kafka-protocol load generator: herald against Apache Kafka")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Runs the whole plan against one broker.
+    Suite {
+        /// The broker's Kafka listener.
+        #[arg(long)]
+        bootstrap: SocketAddr,
+        /// Its name in the rows: herald or kafka.
+        #[arg(long)]
+        broker: String,
+        /// Its PID, for CPU accounting.
+        #[arg(long)]
+        broker_pid: Option<u32>,
+        /// The smoke-test plan.
+        #[arg(long)]
+        quick: bool,
+        /// Rows of the reference broker: latency runs offer its load.
+        #[arg(long)]
+        reference: Option<PathBuf>,
+        /// Runtime worker threads; 1 keeps the client on one core.
+        #[arg(long, default_value_t = 1)]
+        threads: usize,
+        /// JSON-lines file the rows are appended to.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Measures one loopback TCP stream and appends its row.
+    Loopback {
+        /// How long to measure, in seconds.
+        #[arg(long, default_value_t = 2.0)]
+        secs: f64,
+        /// JSON-lines file the row is appended to.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Writes wire.md, wire.csv and wire.png from result files.
+    Report {
+        /// JSON-lines result files.
+        #[arg(long, required = true, num_args = 1..)]
+        results: Vec<PathBuf>,
+        /// Where the report goes.
+        #[arg(long)]
+        out_dir: PathBuf,
+        /// The command that reproduces the report, quoted in it.
+        #[arg(long, default_value = "scripts/bench-wire.sh")]
+        command: String,
+        /// TrueType font for the chart.
+        #[arg(long, default_value = chart::FONT_PATH)]
+        font: PathBuf,
+    },
+}
+
+fn main() -> anyhow::Result<()> {
+    match Cli::parse().command {
+        Command::Suite {
+            bootstrap,
+            broker,
+            broker_pid,
+            quick,
+            reference,
+            threads,
+            out,
+        } => {
+            let reference = match reference {
+                Some(path) => {
+                    read_rows(&path).with_context(|| format!("reading {}", path.display()))?
+                }
+                None => Vec::new(),
+            };
+            let suite = Suite {
+                addr: bootstrap,
+                broker,
+                broker_pid,
+                plan: if quick { Plan::quick() } else { Plan::full() },
+                reference,
+                out,
+            };
+            let runtime = if threads <= 1 {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()?
+            } else {
+                tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(threads)
+                    .enable_all()
+                    .build()?
+            };
+            let rows = runtime.block_on(suite.run())?;
+            eprintln!("{} rows written to {}", rows.len(), suite.out.display());
+        }
+        Command::Loopback { secs, out } => {
+            let bytes_per_s = loopback::measure(Duration::from_secs_f64(secs))?;
+            let mut row = Row::new(Kind::Loopback, "loopback", 0, 1);
+            row.secs = secs;
+            row.mb_per_s = bytes_per_s / 1e6;
+            eprintln!("loopback TCP: {:.0} MB/s", row.mb_per_s);
+            let mut file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&out)?;
+            use std::io::Write;
+            writeln!(file, "{}", serde_json::to_string(&row)?)?;
+        }
+        Command::Report {
+            results,
+            out_dir,
+            command,
+            font,
+        } => {
+            let mut rows = Vec::new();
+            for path in &results {
+                rows.extend(
+                    read_rows(path).with_context(|| format!("reading {}", path.display()))?,
+                );
+            }
+            std::fs::create_dir_all(&out_dir)?;
+            let machine = herald_bench::machine::Machine::detect().to_string();
+            std::fs::write(
+                out_dir.join("wire.md"),
+                markdown::render(&rows, &machine, &command),
+            )?;
+            std::fs::write(out_dir.join("wire.csv"), csv::render(&rows))?;
+            chart::draw(&rows, &out_dir.join("wire.png"), &font)?;
+            eprintln!("report written to {}", out_dir.display());
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,46 @@
+//! The report: rows of both brokers in, `wire.md`, `wire.csv` and
+//! `wire.png` out.
+
+pub mod chart;
+pub mod csv;
+pub mod markdown;
+pub mod targets;
+
+use std::path::Path;
+
+use crate::row::Row;
+use crate::LoadError;
+
+/// Reads a JSON-lines results file.
+pub fn read_rows(path: &Path) -> Result<Vec<Row>, LoadError> {
+    let text = std::fs::read_to_string(path).map_err(|e| LoadError::io("read results", e))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str(l).map_err(|e| LoadError::Results {
+                line: i + 1,
+                detail: e.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// The row of `broker` that matches `like` in kind, batch, clients and acks.
+pub fn find<'a>(rows: &'a [Row], broker: &str, like: &Row) -> Option<&'a Row> {
+    rows.iter().find(|r| {
+        r.broker == broker
+            && r.kind == like.kind
+            && r.batch == like.batch
+            && r.clients == like.clients
+            && r.acks == like.acks
+    })
+}
+
+/// `a / b`, if both are measured.
+pub fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 && a > 0.0 => Some(a / b),
+        _ => None,
+    }
+}

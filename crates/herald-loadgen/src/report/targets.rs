@@ -1,0 +1,109 @@
+//! The targets, checked against the rows: reported, never asserted.
+
+use crate::report::{find, ratio};
+use crate::row::{Kind, Row};
+
+/// One target's verdict.
+#[derive(Debug, Clone)]
+pub struct Verdict {
+    /// What the target asks.
+    pub target: String,
+    /// What was measured.
+    pub measured: String,
+    /// Met, missed, or `None` when a figure is missing.
+    pub met: Option<bool>,
+}
+
+/// Every verdict for herald against kafka.
+pub fn verdicts(rows: &[Row]) -> Vec<Verdict> {
+    let mut out = Vec::new();
+    cpu(rows, &mut out);
+    throughput(rows, &mut out);
+    bandwidth(rows, &mut out);
+    latency(rows, &mut out);
+    out
+}
+
+fn herald_rows(rows: &[Row], kind: Kind) -> impl Iterator<Item = &Row> {
+    rows.iter()
+        .filter(move |r| r.broker == "herald" && r.kind == kind)
+}
+
+fn cpu(rows: &[Row], out: &mut Vec<Verdict>) {
+    for kind in [Kind::Produce, Kind::Consume] {
+        for h in
+            herald_rows(rows, kind).filter(|r| r.clients == 1 && r.acks.as_deref() != Some("all"))
+        {
+            let k = find(rows, "kafka", h);
+            let r = ratio(
+                h.broker_cpu_ns_per_msg,
+                k.and_then(|k| k.broker_cpu_ns_per_msg),
+            );
+            out.push(Verdict {
+                target: format!(
+                    "{kind:?} batch {}: broker CPU/msg <= 1/3 of Kafka's",
+                    h.batch
+                ),
+                measured: r.map_or("n/a".to_owned(), |r| format!("{r:.2}x of Kafka's")),
+                met: r.map(|r| r <= 1.0 / 3.0),
+            });
+        }
+    }
+}
+
+fn throughput(rows: &[Row], out: &mut Vec<Verdict>) {
+    for h in herald_rows(rows, Kind::Produce) {
+        let need = if h.batch <= 64 { 3.0 } else { 1.5 };
+        let r = ratio(
+            Some(h.msgs_per_s),
+            find(rows, "kafka", h).map(|k| k.msgs_per_s),
+        );
+        out.push(Verdict {
+            target: format!(
+                "produce batch {} x{} acks={}: >= {need}x Kafka",
+                h.batch,
+                h.clients,
+                h.acks.as_deref().unwrap_or("?")
+            ),
+            measured: r.map_or("n/a".to_owned(), |r| format!("{r:.2}x")),
+            met: r.map(|r| r >= need),
+        });
+    }
+}
+
+fn bandwidth(rows: &[Row], out: &mut Vec<Verdict>) {
+    let loopback = rows
+        .iter()
+        .find(|r| r.kind == Kind::Loopback)
+        .map(|r| r.mb_per_s);
+    for (kind, need) in [(Kind::Produce, 0.5), (Kind::Consume, 0.7)] {
+        let best = herald_rows(rows, kind)
+            .filter(|r| r.batch == 16384)
+            .map(|r| r.mb_per_s)
+            .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
+        let r = ratio(best, loopback);
+        out.push(Verdict {
+            target: format!(
+                "{kind:?} batch 16384: >= {:.0}% of loopback TCP",
+                need * 100.0
+            ),
+            measured: r.map_or("n/a".to_owned(), |r| format!("{:.0}%", r * 100.0)),
+            met: r.map(|r| r >= need),
+        });
+    }
+}
+
+fn latency(rows: &[Row], out: &mut Vec<Verdict>) {
+    for h in herald_rows(rows, Kind::Latency) {
+        let r = ratio(h.p99_us, find(rows, "kafka", h).and_then(|k| k.p99_us));
+        out.push(Verdict {
+            target: format!(
+                "p99 produce latency, batch {} at {:.0} msgs/s: <= 1/5 of Kafka's",
+                h.batch,
+                h.offered_msgs_per_s.unwrap_or(0.0)
+            ),
+            measured: r.map_or("n/a".to_owned(), |r| format!("{r:.2}x of Kafka's")),
+            met: r.map(|r| r <= 0.2),
+        });
+    }
+}

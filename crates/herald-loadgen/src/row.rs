@@ -1,0 +1,131 @@
+//! One result row: what every run reports, written as one JSON line so a
+//! script can append rows from several brokers and a report can read them.
+
+use serde::{Deserialize, Serialize};
+
+/// What was measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// P publishers at full speed.
+    Produce,
+    /// C subscribers each reading the whole topic.
+    Consume,
+    /// One rate-limited publisher and one subscriber in the same process.
+    Latency,
+    /// A plain TCP copy over loopback: the network bound.
+    Loopback,
+    /// Kafka's own perf tools, run by the script.
+    Crosscheck,
+}
+
+/// One measurement. Fields that do not apply to a kind stay `None`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    /// What was measured.
+    pub kind: Kind,
+    /// "herald" or "kafka".
+    pub broker: String,
+    /// Records per batch.
+    pub batch: u32,
+    /// Publishers or subscribers.
+    pub clients: u32,
+    /// "1" or "all" for produce and latency runs.
+    pub acks: Option<String>,
+    /// Records acknowledged or read.
+    pub records: u64,
+    /// Batch bytes acknowledged or read.
+    pub bytes: u64,
+    /// Measured wall time in seconds.
+    pub secs: f64,
+    /// Records per second.
+    pub msgs_per_s: f64,
+    /// Batch bytes per second, in MB (10^6 bytes).
+    pub mb_per_s: f64,
+    /// Produce request latency percentiles, in microseconds.
+    pub p50_us: Option<f64>,
+    /// 99th percentile of produce request latency, in microseconds.
+    pub p99_us: Option<f64>,
+    /// 99.9th percentile of produce request latency, in microseconds.
+    pub p999_us: Option<f64>,
+    /// End-to-end (send to fetch) latency percentiles, in microseconds.
+    pub e2e_p50_us: Option<f64>,
+    /// 99th percentile of end-to-end latency, in microseconds.
+    pub e2e_p99_us: Option<f64>,
+    /// 99.9th percentile of end-to-end latency, in microseconds.
+    pub e2e_p999_us: Option<f64>,
+    /// Records per second offered by a rate-limited run.
+    pub offered_msgs_per_s: Option<f64>,
+    /// Broker CPU (user + system) per record, in nanoseconds.
+    pub broker_cpu_ns_per_msg: Option<f64>,
+    /// Broker CPU used, in cores (CPU seconds per wall second).
+    pub broker_cores: Option<f64>,
+    /// Free text: a tool's own figures or why a run failed.
+    pub note: Option<String>,
+}
+
+impl Row {
+    /// An empty row of `kind` for `broker`.
+    pub fn new(kind: Kind, broker: &str, batch: u32, clients: u32) -> Self {
+        Self {
+            kind,
+            broker: broker.to_owned(),
+            batch,
+            clients,
+            acks: None,
+            records: 0,
+            bytes: 0,
+            secs: 0.0,
+            msgs_per_s: 0.0,
+            mb_per_s: 0.0,
+            p50_us: None,
+            p99_us: None,
+            p999_us: None,
+            e2e_p50_us: None,
+            e2e_p99_us: None,
+            e2e_p999_us: None,
+            offered_msgs_per_s: None,
+            broker_cpu_ns_per_msg: None,
+            broker_cores: None,
+            note: None,
+        }
+    }
+
+    /// Sets the counts and the rates derived from them.
+    pub fn with_totals(mut self, records: u64, bytes: u64, secs: f64) -> Self {
+        self.records = records;
+        self.bytes = bytes;
+        self.secs = secs;
+        if secs > 0.0 {
+            self.msgs_per_s = records as f64 / secs;
+            self.mb_per_s = bytes as f64 / secs / 1e6;
+        }
+        self
+    }
+
+    /// A one-line summary for the progress output.
+    pub fn summary(&self) -> String {
+        let mut line = format!(
+            "{} {:?} batch {} clients {}{}: {:.0} msgs/s, {:.1} MB/s",
+            self.broker,
+            self.kind,
+            self.batch,
+            self.clients,
+            self.acks
+                .as_ref()
+                .map_or(String::new(), |a| format!(" acks={a}")),
+            self.msgs_per_s,
+            self.mb_per_s
+        );
+        if let (Some(p50), Some(p99)) = (self.p50_us, self.p99_us) {
+            line += &format!(", produce p50 {p50:.0} us p99 {p99:.0} us");
+        }
+        if let (Some(p50), Some(p99)) = (self.e2e_p50_us, self.e2e_p99_us) {
+            line += &format!(", e2e p50 {p50:.0} us p99 {p99:.0} us");
+        }
+        if let Some(cpu) = self.broker_cpu_ns_per_msg {
+            line += &format!(", broker {cpu:.0} ns/msg");
+        }
+        line
+    }
+}
