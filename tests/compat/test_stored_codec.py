@@ -54,14 +54,7 @@ def stored_codecs(bootstrap: str, topic: str) -> list:
         "none",
         "gzip",
         "snappy",
-        pytest.param(
-            "lz4",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="librdkafka compresses with lz4 only if the broker advertises FindCoordinator, "
-                "which herald does with consumer groups (issue 4); until then it sends lz4 batches uncompressed",
-            ),
-        ),
+        "lz4",
         "zstd",
     ],
 )
@@ -77,8 +70,8 @@ def test_confluent_kafka_batches_are_stored_with_their_codec(broker, unique, cod
     assert set(codecs) == {CODEC_IDS[codec]}, f"stored codecs {set(codecs)}"
 
 
-# confluent-kafka covers snappy and zstd; kafka-python is the client that
-# exercises lz4 here (librdkafka does not, see above).
+# A second client's view of the same rule (confluent-kafka covers snappy and
+# zstd above; kafka-python needs extra packages for those).
 @pytest.mark.parametrize("codec", ["gzip", "lz4"])
 def test_kafka_python_batches_are_stored_with_their_codec(broker, unique, codec):
     topic = unique(f"codec-kp-{codec}")

@@ -11,6 +11,7 @@ use uuid::Uuid;
 use crate::config::{BrokerConfig, PARTITIONS_MAX};
 use crate::dir_lock::DirLock;
 use crate::error::BrokerError;
+use crate::groups::GroupService;
 use crate::metadata_store::{Metadata, MetadataStore, TopicRecord};
 use crate::partition_dirs::{discard_partitions, open_new_partitions, open_topic, sweep_deleted};
 use crate::producer_ids::ProducerIdAllocator;
@@ -70,6 +71,7 @@ pub struct Broker {
     admin: Mutex<AdminState>,
     registry: RwLock<Registry>,
     producer_epochs: Mutex<HashMap<i64, i16>>,
+    groups: GroupService,
     _lock: DirLock,
 }
 
@@ -106,6 +108,9 @@ impl Broker {
         }
         let live: Vec<Uuid> = registry.by_id.keys().copied().collect();
         producer_snapshot::sweep(&config.data_dir, &live);
+        let mut group_config = config.groups.clone();
+        group_config.member_id_seed = Uuid::new_v4().as_u64_pair().0;
+        let groups = GroupService::open(&config.data_dir, group_config)?;
         tracing::info!(
             data_dir = %config.data_dir.display(),
             topics = registry.by_name.len(),
@@ -121,6 +126,7 @@ impl Broker {
             }),
             registry: RwLock::new(registry),
             producer_epochs: Mutex::new(HashMap::new()),
+            groups,
             config,
             _lock: lock,
         }))
@@ -414,9 +420,19 @@ impl Broker {
         }
     }
 
-    /// Flushes and closes every partition log. Appends fail afterwards.
+    /// The consumer-group coordinator.
+    pub fn groups(&self) -> &GroupService {
+        &self.groups
+    }
+
+    /// Stops the group coordinator, then flushes and closes every partition
+    /// log. Appends fail afterwards.
     pub fn close(&self) -> Result<(), BrokerError> {
         let mut first_error = None;
+        if let Err(e) = self.groups.close() {
+            tracing::error!(error = %e, "closing the group coordinator failed");
+            first_error = Some(e);
+        }
         for topic in self.topics() {
             for partition in topic.partitions().iter() {
                 if let Err(e) = partition.save_producer_snapshot() {

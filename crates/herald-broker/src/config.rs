@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use herald_group::GroupConfig;
 use herald_log::LogConfig;
 
 /// Largest partition count accepted for one topic; bounds the files and
@@ -26,6 +27,9 @@ pub struct BrokerConfig {
     pub log_defaults: LogConfig,
     /// How often the maintenance task rolls, retains and flushes logs.
     pub maintenance_interval: Duration,
+    /// Settings of the consumer-group coordinator. The member-id seed is
+    /// replaced by a random value at every open.
+    pub groups: GroupConfig,
 }
 
 impl BrokerConfig {
@@ -38,6 +42,7 @@ impl BrokerConfig {
             default_partitions: 1,
             log_defaults: LogConfig::default(),
             maintenance_interval: Duration::from_secs(1),
+            groups: GroupConfig::default(),
         }
     }
 }

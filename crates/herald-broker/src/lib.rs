@@ -2,7 +2,9 @@
 //! (name, id, partition count, config overrides), partitions each backed by a
 //! [`herald_log::Log`] under `<data-dir>/<topic>-<partition>/`, the
 //! idempotent-producer state that guards appends, producer-id allocation, and
-//! periodic log maintenance.
+//! periodic log maintenance, and the consumer-group coordinator
+//! ([`GroupService`]) with its committed offsets in the internal partition
+//! `<data-dir>/__consumer_offsets-0/`.
 //!
 //! It is transport-agnostic: front ends (the Kafka wire protocol in
 //! `herald-kafka`, later others) turn requests into plain calls here and map
@@ -17,6 +19,7 @@ pub mod broker;
 pub mod config;
 mod dir_lock;
 pub mod error;
+pub mod groups;
 pub mod maintenance;
 pub mod metadata_store;
 pub mod partition;
@@ -31,6 +34,7 @@ pub mod topic_config;
 pub use broker::{Broker, ConfigChange, TopicSummary};
 pub use config::BrokerConfig;
 pub use error::{BrokerError, FetchError, ProduceError};
+pub use groups::{GroupCall, GroupReply, GroupService, OFFSETS_TOPIC};
 pub use maintenance::Maintenance;
 pub use partition::{OffsetAndTimestamp, OffsetSpec, Partition, ProduceOutcome};
 pub use topic::Topic;

@@ -84,7 +84,8 @@ impl Topic {
 }
 
 /// Checks a topic name against Kafka's rules: 1 to 249 characters from
-/// `[a-zA-Z0-9._-]`, and not `.` or `..`.
+/// `[a-zA-Z0-9._-]`, and not `.` or `..`; `__consumer_offsets` is reserved
+/// for the internal partition of committed offsets.
 pub fn validate_topic_name(name: &str) -> Result<(), BrokerError> {
     let invalid = |reason| {
         Err(BrokerError::InvalidTopicName {
@@ -100,6 +101,9 @@ pub fn validate_topic_name(name: &str) -> Result<(), BrokerError> {
     }
     if name == "." || name == ".." {
         return invalid("'.' and '..' are not allowed");
+    }
+    if name == crate::groups::OFFSETS_TOPIC {
+        return invalid("the name is reserved for committed offsets");
     }
     if !name
         .bytes()
@@ -122,7 +126,16 @@ mod tests {
     #[test]
     fn legal_names_pass_and_others_are_refused() {
         assert!(validate_topic_name("orders.v2_eu-1").is_ok());
-        for bad in ["", ".", "..", "a/b", "naïve", "sp ace", &"x".repeat(250)] {
+        for bad in [
+            "",
+            ".",
+            "..",
+            "__consumer_offsets",
+            "a/b",
+            "naïve",
+            "sp ace",
+            &"x".repeat(250),
+        ] {
             assert!(validate_topic_name(bad).is_err(), "{bad:?}");
         }
     }

@@ -30,6 +30,10 @@ pub fn produce(e: &ProduceError) -> i16 {
         // Closed: the topic is being deleted or the broker is stopping; the
         // client refreshes metadata and retries, as after a leader change.
         ProduceError::Storage(AppendError::Closed) => ResponseError::NotLeaderOrFollower,
+        // Storage could not be prepared (a full disk): nothing was written
+        // and the log stays usable, so the client may retry, as Kafka's own
+        // clients do on a storage error.
+        ProduceError::Storage(AppendError::Storage(_)) => ResponseError::KafkaStorageError,
         ProduceError::Storage(_) => ResponseError::UnknownServerError,
     }
     .code()
@@ -61,6 +65,19 @@ pub fn fetch(e: &FetchError) -> i16 {
     }
 }
 
+/// Code for an answer of the group coordinator: it already speaks in Kafka
+/// error codes, which are written unchanged.
+pub fn group(e: herald_group::ErrorCode) -> i16 {
+    e.code()
+}
+
+/// Code for a group request the coordinator could not answer (it is
+/// stopping): COORDINATOR_NOT_AVAILABLE, on which clients look the
+/// coordinator up again and retry.
+pub fn group_unavailable() -> i16 {
+    herald_group::ErrorCode::CoordinatorNotAvailable.code()
+}
+
 /// Shorthand for codes without a domain error behind them.
 pub fn code(e: ResponseError) -> i16 {
     e.code()
@@ -79,5 +96,14 @@ mod tests {
         assert_eq!(produce(&crc), 2);
         assert_eq!(produce(&ProduceError::TooLarge { size: 10, max: 5 }), 10);
         assert_eq!(broker(&BrokerError::UnknownTopic { name: "t".into() }), 3);
+    }
+
+    #[test]
+    fn group_codes_are_kafka_codes_and_a_stopped_coordinator_is_retriable() {
+        assert_eq!(group(herald_group::ErrorCode::IllegalGeneration), 22);
+        assert_eq!(
+            group_unavailable(),
+            ResponseError::CoordinatorNotAvailable.code()
+        );
     }
 }

@@ -13,6 +13,10 @@ pub(crate) fn topic() -> TopicName {
     TopicName(s("orders"))
 }
 
+pub(crate) fn group() -> GroupId {
+    GroupId(s("billing"))
+}
+
 /// A request of `key` at `version` with every array non-empty, so nested
 /// layouts are exercised.
 pub(crate) fn populated(key: ApiKey, version: i16) -> (Vec<u8>, bool) {
@@ -145,6 +149,157 @@ pub(crate) fn populated(key: ApiKey, version: i16) -> (Vec<u8>, bool) {
                     ])
             ])),
         ApiKey::DescribeCluster => enc!(DescribeClusterRequest::default()),
+        ApiKey::FindCoordinator => {
+            let r = FindCoordinatorRequest::default();
+            if version >= 4 {
+                enc!(r.with_coordinator_keys(vec![s("billing"), s("audit")]))
+            } else {
+                enc!(r.with_key(s("billing")))
+            }
+        }
+        ApiKey::JoinGroup => {
+            let r = JoinGroupRequest::default()
+                .with_group_id(group())
+                .with_session_timeout_ms(10_000)
+                .with_rebalance_timeout_ms(10_000)
+                .with_member_id(s("member-1"))
+                .with_protocol_type(s("consumer"))
+                .with_protocols(vec![join_group_request::JoinGroupRequestProtocol::default(
+                )
+                .with_name(s("range"))
+                .with_metadata(Bytes::from_static(b"subscription"))])
+                .with_reason(Some(s("test")));
+            if version >= 5 {
+                enc!(r.with_group_instance_id(Some(s("instance-1"))))
+            } else {
+                enc!(r)
+            }
+        }
+        ApiKey::SyncGroup => {
+            let r = SyncGroupRequest::default()
+                .with_group_id(group())
+                .with_generation_id(1)
+                .with_member_id(s("member-1"))
+                .with_protocol_type(Some(s("consumer")))
+                .with_protocol_name(Some(s("range")))
+                .with_assignments(vec![
+                    sync_group_request::SyncGroupRequestAssignment::default()
+                        .with_member_id(s("member-1"))
+                        .with_assignment(Bytes::from_static(b"assignment")),
+                ]);
+            if version >= 3 {
+                enc!(r.with_group_instance_id(Some(s("instance-1"))))
+            } else {
+                enc!(r)
+            }
+        }
+        ApiKey::Heartbeat => {
+            let r = HeartbeatRequest::default()
+                .with_group_id(group())
+                .with_generation_id(1)
+                .with_member_id(s("member-1"));
+            if version >= 3 {
+                enc!(r.with_group_instance_id(Some(s("instance-1"))))
+            } else {
+                enc!(r)
+            }
+        }
+        ApiKey::LeaveGroup => {
+            let r = LeaveGroupRequest::default().with_group_id(group());
+            if version >= 3 {
+                enc!(
+                    r.with_members(vec![leave_group_request::MemberIdentity::default()
+                        .with_member_id(s("member-1"))
+                        .with_group_instance_id(Some(s("instance-1")))
+                        .with_reason(Some(s("closing")))])
+                )
+            } else {
+                enc!(r.with_member_id(s("member-1")))
+            }
+        }
+        ApiKey::OffsetCommit => {
+            let r = OffsetCommitRequest::default()
+                .with_group_id(group())
+                .with_generation_id_or_member_epoch(-1)
+                .with_retention_time_ms(-1)
+                .with_topics(vec![
+                    offset_commit_request::OffsetCommitRequestTopic::default()
+                        .with_name(topic())
+                        .with_partitions(vec![
+                            offset_commit_request::OffsetCommitRequestPartition::default()
+                                .with_partition_index(1)
+                                .with_committed_offset(2)
+                                .with_committed_leader_epoch(0)
+                                .with_committed_metadata(Some(s("meta"))),
+                        ]),
+                ]);
+            if version >= 7 {
+                enc!(r.with_group_instance_id(Some(s("instance-1"))))
+            } else {
+                enc!(r)
+            }
+        }
+        ApiKey::OffsetFetch => {
+            if version >= 8 {
+                enc!(OffsetFetchRequest::default()
+                    .with_require_stable(true)
+                    .with_groups(vec![
+                        offset_fetch_request::OffsetFetchRequestGroup::default()
+                            .with_group_id(group())
+                            .with_member_id(Some(s("member-1")))
+                            .with_member_epoch(-1)
+                            .with_topics(Some(vec![
+                                offset_fetch_request::OffsetFetchRequestTopics::default()
+                                    .with_name(topic())
+                                    .with_partition_indexes(vec![0, 1]),
+                            ]))
+                    ]))
+            } else {
+                let r = OffsetFetchRequest::default()
+                    .with_group_id(group())
+                    .with_topics(Some(vec![
+                        offset_fetch_request::OffsetFetchRequestTopic::default()
+                            .with_name(topic())
+                            .with_partition_indexes(vec![0, 1]),
+                    ]));
+                if version >= 7 {
+                    enc!(r.with_require_stable(true))
+                } else {
+                    enc!(r)
+                }
+            }
+        }
+        ApiKey::ListGroups => {
+            let mut r = ListGroupsRequest::default();
+            if version >= 4 {
+                r = r.with_states_filter(vec![s("Stable"), s("Empty")]);
+            }
+            if version >= 5 {
+                r = r.with_types_filter(vec![s("classic")]);
+            }
+            enc!(r)
+        }
+        ApiKey::DescribeGroups => {
+            let r = DescribeGroupsRequest::default().with_groups(vec![group(), GroupId(s("b"))]);
+            if version >= 3 {
+                enc!(r.with_include_authorized_operations(true))
+            } else {
+                enc!(r)
+            }
+        }
+        ApiKey::DeleteGroups => {
+            enc!(DeleteGroupsRequest::default().with_groups_names(vec![group(), GroupId(s("b"))]))
+        }
+        ApiKey::OffsetDelete => enc!(OffsetDeleteRequest::default()
+            .with_group_id(group())
+            .with_topics(vec![
+                offset_delete_request::OffsetDeleteRequestTopic::default()
+                    .with_name(topic())
+                    .with_partitions(vec![
+                        offset_delete_request::OffsetDeleteRequestPartition::default()
+                            .with_partition_index(1)
+                    ])
+            ])),
         other => panic!("no builder for {other:?}"),
     }
     (buf.to_vec(), true)

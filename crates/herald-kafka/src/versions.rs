@@ -1,6 +1,6 @@
 //! The APIs and version ranges herald advertises in ApiVersions, and which
 //! of those versions it can decode. Only implemented APIs are listed; the
-//! consumer-group, transaction and security APIs come with later issues.
+//! transaction and security APIs come with later issues.
 
 use kafka_protocol::messages::ApiKey;
 
@@ -21,7 +21,8 @@ const fn api(key: ApiKey, min: i16, max: i16) -> ApiRange {
 
 /// Every API herald answers, with the versions it advertises. Minimums follow
 /// Apache Kafka 4.3.1, whose ranges these match or stay inside, except where
-/// `kafka-protocol` stops earlier (ListOffsets 10 instead of 11).
+/// `kafka-protocol` stops earlier (ListOffsets 10 instead of 11,
+/// OffsetCommit and OffsetFetch 9 instead of 10).
 pub const SUPPORTED: &[ApiRange] = &[
     // Produce v0-v2 (message formats 0 and 1) are advertised but refused, as
     // Kafka 4 does (KIP-896): librdkafka up to 2.11 only keeps gzip, snappy
@@ -39,6 +40,19 @@ pub const SUPPORTED: &[ApiRange] = &[
     api(ApiKey::CreatePartitions, 0, 3),
     api(ApiKey::IncrementalAlterConfigs, 0, 1),
     api(ApiKey::DescribeCluster, 0, 2),
+    // The classic consumer-group protocol. kafka-protocol stops at
+    // OffsetCommit 9 and OffsetFetch 9 (Kafka 4.3 has 10, with topic ids).
+    api(ApiKey::FindCoordinator, 0, 6),
+    api(ApiKey::JoinGroup, 0, 9),
+    api(ApiKey::SyncGroup, 0, 5),
+    api(ApiKey::Heartbeat, 0, 4),
+    api(ApiKey::LeaveGroup, 0, 5),
+    api(ApiKey::OffsetCommit, 2, 9),
+    api(ApiKey::OffsetFetch, 1, 9),
+    api(ApiKey::ListGroups, 0, 5),
+    api(ApiKey::DescribeGroups, 0, 6),
+    api(ApiKey::DeleteGroups, 0, 2),
+    api(ApiKey::OffsetDelete, 0, 0),
 ];
 
 /// Lowest Produce version whose requests are served (record batch v2).
@@ -80,6 +94,17 @@ mod tests {
             ApiKey::CreatePartitions => CreatePartitionsRequest::VERSIONS,
             ApiKey::IncrementalAlterConfigs => IncrementalAlterConfigsRequest::VERSIONS,
             ApiKey::DescribeCluster => DescribeClusterRequest::VERSIONS,
+            ApiKey::FindCoordinator => FindCoordinatorRequest::VERSIONS,
+            ApiKey::JoinGroup => JoinGroupRequest::VERSIONS,
+            ApiKey::SyncGroup => SyncGroupRequest::VERSIONS,
+            ApiKey::Heartbeat => HeartbeatRequest::VERSIONS,
+            ApiKey::LeaveGroup => LeaveGroupRequest::VERSIONS,
+            ApiKey::OffsetCommit => OffsetCommitRequest::VERSIONS,
+            ApiKey::OffsetFetch => OffsetFetchRequest::VERSIONS,
+            ApiKey::ListGroups => ListGroupsRequest::VERSIONS,
+            ApiKey::DescribeGroups => DescribeGroupsRequest::VERSIONS,
+            ApiKey::DeleteGroups => DeleteGroupsRequest::VERSIONS,
+            ApiKey::OffsetDelete => OffsetDeleteRequest::VERSIONS,
             other => panic!("{other:?} is not supported"),
         };
         (r.min, r.max)
@@ -101,14 +126,34 @@ mod tests {
     }
 
     #[test]
-    fn group_and_transaction_apis_are_not_advertised() {
+    fn transaction_apis_are_not_advertised() {
         for key in [
-            ApiKey::FindCoordinator,
-            ApiKey::JoinGroup,
-            ApiKey::OffsetCommit,
             ApiKey::EndTxn,
+            ApiKey::AddPartitionsToTxn,
+            ApiKey::TxnOffsetCommit,
+            ApiKey::ConsumerGroupHeartbeat,
         ] {
             assert!(advertised(key as i16).is_none());
+        }
+    }
+
+    #[test]
+    fn every_classic_group_api_is_advertised_with_kafka_minimums() {
+        for (key, min) in [
+            (ApiKey::FindCoordinator, 0),
+            (ApiKey::JoinGroup, 0),
+            (ApiKey::SyncGroup, 0),
+            (ApiKey::Heartbeat, 0),
+            (ApiKey::LeaveGroup, 0),
+            (ApiKey::OffsetCommit, 2),
+            (ApiKey::OffsetFetch, 1),
+            (ApiKey::ListGroups, 0),
+            (ApiKey::DescribeGroups, 0),
+            (ApiKey::DeleteGroups, 0),
+            (ApiKey::OffsetDelete, 0),
+        ] {
+            let range = advertised(key as i16).expect("advertised");
+            assert_eq!(range.min, min, "{key:?}");
         }
     }
 }

@@ -56,12 +56,13 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         .with_metrics(Arc::clone(&metrics.kafka));
     let _ = opened.set(Arc::clone(&broker));
     let addr = server.local_addr().context("reading the bound address")?;
-    tracing::info!(%addr, "kafka listener ready on {addr}");
 
     let shutdown = CancellationToken::new();
     let serving = tokio::spawn(server.run(shutdown.clone()));
-    // The listener is bound (connections queue) and every log is open.
+    // The listener is bound (connections queue) and every log is open. Ready
+    // before the log line, which scripts and tests wait for.
     readiness.set_ready();
+    tracing::info!(%addr, "kafka listener ready on {addr}");
     let signal = wait_for_signal().await?;
     tracing::info!(signal, "shutting down");
     readiness.set_not_ready();

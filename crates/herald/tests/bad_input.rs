@@ -132,13 +132,13 @@ fn unknown_api_key_closes_only_its_connection() {
     frame.extend(body);
     bad.send_raw(&frame);
     assert!(bad.is_closed());
-    // FindCoordinator is a real Kafka API that herald does not serve yet.
+    // EndTxn is a real Kafka API that herald does not serve yet.
     let mut unserved = Client::connect(scene.server.addr);
     unserved.send_raw(&request_frame(
-        ApiKey::FindCoordinator,
+        ApiKey::EndTxn,
         1,
         3,
-        &FindCoordinatorRequest::default(),
+        &EndTxnRequest::default(),
     ));
     assert!(unserved.is_closed());
     scene.assert_unaffected();

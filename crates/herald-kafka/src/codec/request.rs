@@ -42,6 +42,28 @@ pub enum RequestBody {
     IncrementalAlterConfigs(IncrementalAlterConfigsRequest),
     /// DescribeCluster.
     DescribeCluster(DescribeClusterRequest),
+    /// FindCoordinator.
+    FindCoordinator(FindCoordinatorRequest),
+    /// JoinGroup.
+    JoinGroup(JoinGroupRequest),
+    /// SyncGroup.
+    SyncGroup(SyncGroupRequest),
+    /// Heartbeat.
+    Heartbeat(HeartbeatRequest),
+    /// LeaveGroup.
+    LeaveGroup(LeaveGroupRequest),
+    /// OffsetCommit.
+    OffsetCommit(OffsetCommitRequest),
+    /// OffsetFetch.
+    OffsetFetch(OffsetFetchRequest),
+    /// ListGroups.
+    ListGroups(ListGroupsRequest),
+    /// DescribeGroups.
+    DescribeGroups(DescribeGroupsRequest),
+    /// DeleteGroups.
+    DeleteGroups(DeleteGroupsRequest),
+    /// OffsetDelete.
+    OffsetDelete(OffsetDeleteRequest),
 }
 
 /// A request with its header.
@@ -191,6 +213,17 @@ fn decode_body(key: ApiKey, version: i16, buf: &mut Bytes) -> Result<RequestBody
             RequestBody::IncrementalAlterConfigs(typed(buf, version)?)
         }
         ApiKey::DescribeCluster => RequestBody::DescribeCluster(typed(buf, version)?),
+        ApiKey::FindCoordinator => RequestBody::FindCoordinator(typed(buf, version)?),
+        ApiKey::JoinGroup => RequestBody::JoinGroup(typed(buf, version)?),
+        ApiKey::SyncGroup => RequestBody::SyncGroup(typed(buf, version)?),
+        ApiKey::Heartbeat => RequestBody::Heartbeat(typed(buf, version)?),
+        ApiKey::LeaveGroup => RequestBody::LeaveGroup(typed(buf, version)?),
+        ApiKey::OffsetCommit => RequestBody::OffsetCommit(typed(buf, version)?),
+        ApiKey::OffsetFetch => RequestBody::OffsetFetch(typed(buf, version)?),
+        ApiKey::ListGroups => RequestBody::ListGroups(typed(buf, version)?),
+        ApiKey::DescribeGroups => RequestBody::DescribeGroups(typed(buf, version)?),
+        ApiKey::DeleteGroups => RequestBody::DeleteGroups(typed(buf, version)?),
+        ApiKey::OffsetDelete => RequestBody::OffsetDelete(typed(buf, version)?),
         other => return Err(format!("{other:?} has no decoder")),
     })
 }

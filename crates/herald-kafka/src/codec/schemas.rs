@@ -148,6 +148,110 @@ const DESCRIBE_CLUSTER: Schema = Schema {
     fields: &[all(Bool), since(1, I8), since(2, Bool)],
 };
 
+const FIND_COORDINATOR: Schema = Schema {
+    flexible_from: 3,
+    fields: &[between(0, 3, Str), since(1, I8), since(4, StrArray)],
+};
+
+const JOIN_GROUP_PROTOCOL: &[Field] = &[all(Str), all(Bytes)];
+const JOIN_GROUP: Schema = Schema {
+    flexible_from: 6,
+    fields: &[
+        all(Str),
+        all(I32),
+        since(1, I32),
+        all(Str),
+        since(5, Str),
+        all(Str),
+        all(Array(JOIN_GROUP_PROTOCOL)),
+        since(8, Str),
+    ],
+};
+
+const SYNC_GROUP_ASSIGNMENT: &[Field] = &[all(Str), all(Bytes)];
+const SYNC_GROUP: Schema = Schema {
+    flexible_from: 4,
+    fields: &[
+        all(Str),
+        all(I32),
+        all(Str),
+        since(3, Str),
+        since(5, Str),
+        since(5, Str),
+        all(Array(SYNC_GROUP_ASSIGNMENT)),
+    ],
+};
+
+const HEARTBEAT: Schema = Schema {
+    flexible_from: 4,
+    fields: &[all(Str), all(I32), all(Str), since(3, Str)],
+};
+
+// Present from v3, the version that introduced the member list.
+const LEAVE_GROUP_MEMBER: &[Field] = &[all(Str), all(Str), since(5, Str)];
+const LEAVE_GROUP: Schema = Schema {
+    flexible_from: 4,
+    fields: &[
+        all(Str),
+        between(0, 2, Str),
+        since(3, Array(LEAVE_GROUP_MEMBER)),
+    ],
+};
+
+const OFFSET_COMMIT_PARTITION: &[Field] = &[all(I32), all(I64), since(6, I32), all(Str)];
+const OFFSET_COMMIT_TOPIC: &[Field] = &[all(Str), all(Array(OFFSET_COMMIT_PARTITION))];
+const OFFSET_COMMIT: Schema = Schema {
+    flexible_from: 8,
+    fields: &[
+        all(Str),
+        all(I32),
+        all(Str),
+        since(7, Str),
+        between(2, 4, I64),
+        all(Array(OFFSET_COMMIT_TOPIC)),
+    ],
+};
+
+const OFFSET_FETCH_TOPIC: &[Field] = &[all(Str), all(I32Array)];
+const OFFSET_FETCH_GROUP: &[Field] = &[
+    all(Str),
+    since(9, Str),
+    since(9, I32),
+    all(Array(OFFSET_FETCH_TOPIC)),
+];
+const OFFSET_FETCH: Schema = Schema {
+    flexible_from: 6,
+    fields: &[
+        between(0, 7, Str),
+        between(0, 7, Array(OFFSET_FETCH_TOPIC)),
+        since(8, Array(OFFSET_FETCH_GROUP)),
+        since(7, Bool),
+    ],
+};
+
+const LIST_GROUPS: Schema = Schema {
+    flexible_from: 3,
+    fields: &[since(4, StrArray), since(5, StrArray)],
+};
+
+const DESCRIBE_GROUPS: Schema = Schema {
+    flexible_from: 5,
+    fields: &[all(StrArray), since(3, Bool)],
+};
+
+const DELETE_GROUPS: Schema = Schema {
+    flexible_from: 2,
+    fields: &[all(StrArray)],
+};
+
+const OFFSET_DELETE_PARTITION: &[Field] = &[all(I32)];
+const OFFSET_DELETE_TOPIC: &[Field] = &[all(Str), all(Array(OFFSET_DELETE_PARTITION))];
+const OFFSET_DELETE: Schema = Schema {
+    // OffsetDelete has no flexible version.
+    flexible_from: i16::MAX,
+    fields: &[all(Str), all(Array(OFFSET_DELETE_TOPIC))],
+};
+
 /// The body layout of a supported request type.
 pub(crate) fn schema(key: ApiKey) -> Option<&'static Schema> {
     Some(match key {
@@ -164,6 +268,17 @@ pub(crate) fn schema(key: ApiKey) -> Option<&'static Schema> {
         ApiKey::AlterConfigs => &ALTER_CONFIGS,
         ApiKey::IncrementalAlterConfigs => &INCREMENTAL_ALTER_CONFIGS,
         ApiKey::DescribeCluster => &DESCRIBE_CLUSTER,
+        ApiKey::FindCoordinator => &FIND_COORDINATOR,
+        ApiKey::JoinGroup => &JOIN_GROUP,
+        ApiKey::SyncGroup => &SYNC_GROUP,
+        ApiKey::Heartbeat => &HEARTBEAT,
+        ApiKey::LeaveGroup => &LEAVE_GROUP,
+        ApiKey::OffsetCommit => &OFFSET_COMMIT,
+        ApiKey::OffsetFetch => &OFFSET_FETCH,
+        ApiKey::ListGroups => &LIST_GROUPS,
+        ApiKey::DescribeGroups => &DESCRIBE_GROUPS,
+        ApiKey::DeleteGroups => &DELETE_GROUPS,
+        ApiKey::OffsetDelete => &OFFSET_DELETE,
         _ => return None,
     })
 }

@@ -40,7 +40,7 @@ mod tests {
     use kafka_protocol::messages::ApiKey;
 
     #[test]
-    fn lists_produce_from_v0_and_fetch_from_v4() {
+    fn lists_produce_from_v0_fetch_from_v4_and_find_coordinator_from_v0() {
         let r = handle(&ApiVersionsRequest::default(), 3);
         let find = |k: ApiKey| r.api_keys.iter().find(|a| a.api_key == k as i16).cloned();
         assert_eq!(
@@ -48,7 +48,12 @@ mod tests {
             Some((0, 13))
         );
         assert_eq!(find(ApiKey::Fetch).map(|a| a.min_version), Some(4));
-        assert!(find(ApiKey::FindCoordinator).is_none());
+        // librdkafka derives its LZ4 feature from FindCoordinator v0.
+        assert_eq!(
+            find(ApiKey::FindCoordinator).map(|a| a.min_version),
+            Some(0)
+        );
+        assert!(find(ApiKey::EndTxn).is_none());
     }
 
     #[test]

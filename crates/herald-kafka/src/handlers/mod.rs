@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use herald_broker::Broker;
+use herald_broker::{Broker, GroupCall, GroupReply};
 use kafka_protocol::messages::ApiKey;
 use kafka_protocol::protocol::{Encodable, StrBytes};
 use tokio::sync::Semaphore;
@@ -19,15 +19,26 @@ pub mod alter_configs;
 pub mod api_versions;
 pub mod create_partitions;
 pub mod create_topics;
+pub mod delete_groups;
 pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
+pub mod describe_groups;
 pub mod fetch;
+pub mod find_coordinator;
+pub mod heartbeat;
 pub mod incremental_alter_configs;
 pub mod init_producer_id;
+pub mod join_group;
+pub mod leave_group;
+pub mod list_groups;
 pub mod list_offsets;
 pub mod metadata;
+pub mod offset_commit;
+pub mod offset_delete;
+pub mod offset_fetch;
 pub mod produce;
+pub mod sync_group;
 #[cfg(test)]
 mod tests;
 
@@ -102,6 +113,12 @@ pub async fn handle_frame(ctx: &Context, frame: Bytes) -> Outcome {
     };
     let (key, version, correlation_id) =
         (request.api_key, request.version(), request.correlation_id());
+    let client_id = request
+        .header
+        .client_id
+        .as_ref()
+        .map(|c| c.to_string())
+        .unwrap_or_default();
     tracing::trace!(?key, version, correlation_id, client_id = ?request.header.client_id, "request");
     match request.body {
         RequestBody::ApiVersions(r) => respond(
@@ -189,6 +206,127 @@ pub async fn handle_frame(ctx: &Context, frame: Bytes) -> Outcome {
             &describe_cluster::handle(ctx, r, version),
             &[],
         ),
+        RequestBody::FindCoordinator(r) => respond(
+            key,
+            version,
+            correlation_id,
+            &find_coordinator::handle(ctx, r, version),
+            &[],
+        ),
+        RequestBody::JoinGroup(r) => respond(
+            key,
+            version,
+            correlation_id,
+            &join_group::handle(ctx, r, version, client_id).await,
+            &[],
+        ),
+        RequestBody::SyncGroup(r) => respond(
+            key,
+            version,
+            correlation_id,
+            &sync_group::handle(ctx, r, version).await,
+            &[],
+        ),
+        RequestBody::Heartbeat(r) => respond(
+            key,
+            version,
+            correlation_id,
+            &heartbeat::handle(ctx, r, version).await,
+            &[],
+        ),
+        RequestBody::LeaveGroup(r) => respond(
+            key,
+            version,
+            correlation_id,
+            &leave_group::handle(ctx, r, version).await,
+            &[],
+        ),
+        RequestBody::OffsetCommit(r) => respond(
+            key,
+            version,
+            correlation_id,
+            &offset_commit::handle(ctx, r, version).await,
+            &[],
+        ),
+        RequestBody::OffsetFetch(r) => respond(
+            key,
+            version,
+            correlation_id,
+            &offset_fetch::handle(ctx, r, version).await,
+            &[],
+        ),
+        RequestBody::ListGroups(r) => respond(
+            key,
+            version,
+            correlation_id,
+            &list_groups::handle(ctx, r, version).await,
+            &[],
+        ),
+        RequestBody::DescribeGroups(r) => respond(
+            key,
+            version,
+            correlation_id,
+            &describe_groups::handle(ctx, r, version).await,
+            &[],
+        ),
+        RequestBody::DeleteGroups(r) => respond(
+            key,
+            version,
+            correlation_id,
+            &delete_groups::handle(ctx, r, version).await,
+            &[],
+        ),
+        RequestBody::OffsetDelete(r) => respond(
+            key,
+            version,
+            correlation_id,
+            &offset_delete::handle(ctx, r, version).await,
+            &[],
+        ),
+    }
+}
+
+/// Whether a group call may be held by the coordinator until a rebalance
+/// ends (JoinGroup, SyncGroup), and so must give way to shutdown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wait {
+    /// Answered as soon as the coordinator (and, for commits, the fsync)
+    /// has done its work.
+    Short,
+    /// May be held; answered COORDINATOR_NOT_AVAILABLE at shutdown.
+    UntilRebalance,
+}
+
+/// Submits `call` to the group coordinator and waits for its answer.
+/// [`GroupReply::Unavailable`] when the coordinator is stopped, or, for a
+/// held call, when the server shuts down.
+pub(crate) async fn group_call(ctx: &Context, call: GroupCall, wait: Wait) -> GroupReply {
+    let (sender, receiver) = tokio::sync::oneshot::channel();
+    ctx.broker.groups().call(
+        call,
+        Box::new(move |reply| {
+            // The connection may be gone; its answer is then dropped.
+            let _ = sender.send(reply);
+        }),
+    );
+    match wait {
+        Wait::Short => receiver.await.unwrap_or(GroupReply::Unavailable),
+        Wait::UntilRebalance => tokio::select! {
+            reply = receiver => reply.unwrap_or(GroupReply::Unavailable),
+            _ = ctx.shutdown.cancelled() => GroupReply::Unavailable,
+        },
+    }
+}
+
+/// A reply of the wrong kind (a bug) or [`GroupReply::Unavailable`]: logged
+/// when it is a bug; the caller answers COORDINATOR_NOT_AVAILABLE.
+pub(crate) fn unexpected_reply(api: ApiKey, reply: &GroupReply) {
+    if !matches!(reply, GroupReply::Unavailable) {
+        tracing::error!(
+            ?api,
+            ?reply,
+            "group coordinator answered with the wrong kind of reply"
+        );
     }
 }
 

@@ -88,3 +88,254 @@ async fn fetch_at_every_version_carries_the_stored_batch() {
         );
     }
 }
+
+/// A context whose groups start their first rebalance at once.
+fn group_context(dir: &std::path::Path) -> Context {
+    let mut config = BrokerConfig::new(dir);
+    config.groups.initial_rebalance_delay_ms = 0;
+    let broker = Broker::open(config).expect("broker");
+    broker
+        .create_topic("orders", Some(2), &[], false)
+        .expect("topic");
+    let listen: SocketAddr = "127.0.0.1:9092".parse().expect("addr");
+    Context::new(broker, KafkaConfig::new(listen))
+}
+
+/// Sends `request` through the dispatcher and decodes the answer.
+async fn exchange<Req, Resp>(
+    ctx: &Context,
+    key: kafka_protocol::messages::ApiKey,
+    version: i16,
+    request: Req,
+) -> Resp
+where
+    Req: kafka_protocol::protocol::Encodable,
+    Resp: kafka_protocol::protocol::Decodable,
+{
+    use kafka_protocol::messages::ResponseHeader;
+    use kafka_protocol::protocol::Decodable;
+    let mut body = bytes::BytesMut::new();
+    request.encode(&mut body, version).expect("encode");
+    let Outcome::Respond(response) = handle_frame(ctx, frame(key, version, &body)).await else {
+        panic!("{key:?} v{version} not answered");
+    };
+    let mut bytes = bytes::Bytes::from(response.to_vec()).slice(4..);
+    ResponseHeader::decode(&mut bytes, key.response_header_version(version)).expect("header");
+    let decoded = Resp::decode(&mut bytes, version).expect("decode");
+    assert!(bytes.is_empty(), "{key:?} v{version}: trailing bytes");
+    decoded
+}
+
+/// Versions used together by one client generation: (JoinGroup, SyncGroup,
+/// OffsetCommit, OffsetFetch, Heartbeat, LeaveGroup).
+const GROUP_CLIENT_VERSIONS: &[(i16, i16, i16, i16, i16, i16)] = &[
+    (0, 0, 2, 1, 0, 0),
+    (3, 2, 5, 4, 2, 2),
+    (5, 3, 7, 6, 3, 3),
+    (7, 4, 8, 7, 4, 4),
+    (9, 5, 9, 8, 4, 5),
+];
+
+#[tokio::test]
+async fn a_lone_member_joins_syncs_commits_and_reads_its_offset_at_every_client_generation() {
+    use crate::test_support::{group, s, topic};
+    use kafka_protocol::messages::*;
+    for &(join_v, sync_v, commit_v, fetch_v, heartbeat_v, leave_v) in GROUP_CLIENT_VERSIONS {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ctx = group_context(dir.path());
+        let join = JoinGroupRequest::default()
+            .with_group_id(group())
+            .with_session_timeout_ms(10_000)
+            .with_rebalance_timeout_ms(10_000)
+            .with_protocol_type(s("consumer"))
+            .with_protocols(vec![join_group_request::JoinGroupRequestProtocol::default(
+            )
+            .with_name(s("range"))
+            .with_metadata(bytes::Bytes::from_static(b"sub"))]);
+        let mut joined: JoinGroupResponse =
+            exchange(&ctx, ApiKey::JoinGroup, join_v, join.clone()).await;
+        if join_v >= 4 {
+            assert_eq!(joined.error_code, 79, "v{join_v}: MEMBER_ID_REQUIRED first");
+            let again = join.with_member_id(joined.member_id.clone());
+            joined = exchange(&ctx, ApiKey::JoinGroup, join_v, again).await;
+        }
+        assert_eq!(joined.error_code, 0, "join v{join_v}");
+        assert_eq!(joined.leader, joined.member_id, "the only member leads");
+        assert_eq!(joined.members.len(), 1);
+        let sync = SyncGroupRequest::default()
+            .with_group_id(group())
+            .with_generation_id(joined.generation_id)
+            .with_member_id(joined.member_id.clone())
+            .with_assignments(vec![
+                sync_group_request::SyncGroupRequestAssignment::default()
+                    .with_member_id(joined.member_id.clone())
+                    .with_assignment(bytes::Bytes::from_static(b"assigned")),
+            ]);
+        let synced: SyncGroupResponse = exchange(&ctx, ApiKey::SyncGroup, sync_v, sync).await;
+        assert_eq!(synced.error_code, 0, "sync v{sync_v}");
+        assert_eq!(&synced.assignment[..], b"assigned");
+        let heartbeat = HeartbeatRequest::default()
+            .with_group_id(group())
+            .with_generation_id(joined.generation_id)
+            .with_member_id(joined.member_id.clone());
+        let beat: HeartbeatResponse =
+            exchange(&ctx, ApiKey::Heartbeat, heartbeat_v, heartbeat).await;
+        assert_eq!(beat.error_code, 0, "heartbeat v{heartbeat_v}");
+        let commit = OffsetCommitRequest::default()
+            .with_group_id(group())
+            .with_generation_id_or_member_epoch(joined.generation_id)
+            .with_member_id(joined.member_id.clone())
+            .with_retention_time_ms(-1)
+            .with_topics(vec![
+                offset_commit_request::OffsetCommitRequestTopic::default()
+                    .with_name(topic())
+                    .with_partitions(vec![
+                        offset_commit_request::OffsetCommitRequestPartition::default()
+                            .with_partition_index(1)
+                            .with_committed_offset(42)
+                            .with_committed_leader_epoch(-1)
+                            .with_committed_metadata(Some(s("m"))),
+                        offset_commit_request::OffsetCommitRequestPartition::default()
+                            .with_partition_index(7)
+                            .with_committed_offset(1),
+                    ]),
+            ]);
+        let committed: OffsetCommitResponse =
+            exchange(&ctx, ApiKey::OffsetCommit, commit_v, commit).await;
+        let codes: Vec<i16> = committed.topics[0]
+            .partitions
+            .iter()
+            .map(|p| p.error_code)
+            .collect();
+        assert_eq!(
+            codes,
+            vec![0, 3],
+            "commit v{commit_v}: partition 7 does not exist"
+        );
+        let fetched: OffsetFetchResponse = if fetch_v >= 8 {
+            let request = OffsetFetchRequest::default().with_groups(vec![
+                offset_fetch_request::OffsetFetchRequestGroup::default()
+                    .with_group_id(group())
+                    .with_topics(None),
+            ]);
+            exchange(&ctx, ApiKey::OffsetFetch, fetch_v, request).await
+        } else {
+            let request = OffsetFetchRequest::default()
+                .with_group_id(group())
+                .with_topics(Some(vec![
+                    offset_fetch_request::OffsetFetchRequestTopic::default()
+                        .with_name(topic())
+                        .with_partition_indexes(vec![1]),
+                ]));
+            exchange(&ctx, ApiKey::OffsetFetch, fetch_v, request).await
+        };
+        let offset = if fetch_v >= 8 {
+            fetched.groups[0].topics[0].partitions[0].committed_offset
+        } else {
+            fetched.topics[0].partitions[0].committed_offset
+        };
+        assert_eq!(offset, 42, "fetch v{fetch_v}");
+        let leave = if leave_v >= 3 {
+            LeaveGroupRequest::default()
+                .with_group_id(group())
+                .with_members(vec![leave_group_request::MemberIdentity::default()
+                    .with_member_id(joined.member_id.clone())])
+        } else {
+            LeaveGroupRequest::default()
+                .with_group_id(group())
+                .with_member_id(joined.member_id.clone())
+        };
+        let left: LeaveGroupResponse = exchange(&ctx, ApiKey::LeaveGroup, leave_v, leave).await;
+        assert_eq!(left.error_code, 0, "leave v{leave_v}");
+        Arc::clone(&ctx.broker).close().expect("close");
+    }
+}
+
+#[tokio::test]
+async fn find_coordinator_names_this_broker_for_one_key_and_for_a_batch() {
+    use crate::test_support::s;
+    use kafka_protocol::messages::*;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ctx = group_context(dir.path());
+    for version in 0..=3 {
+        let found: FindCoordinatorResponse = exchange(
+            &ctx,
+            ApiKey::FindCoordinator,
+            version,
+            FindCoordinatorRequest::default().with_key(s("g")),
+        )
+        .await;
+        assert_eq!(found.error_code, 0);
+        assert_eq!((found.node_id.0, found.port), (1, 9092), "v{version}");
+        assert_eq!(found.host.as_str(), "127.0.0.1");
+    }
+    for version in 4..=6 {
+        let found: FindCoordinatorResponse = exchange(
+            &ctx,
+            ApiKey::FindCoordinator,
+            version,
+            FindCoordinatorRequest::default().with_coordinator_keys(vec![s("a"), s("b")]),
+        )
+        .await;
+        let keys: Vec<(&str, i32)> = found
+            .coordinators
+            .iter()
+            .map(|c| (c.key.as_str(), c.node_id.0))
+            .collect();
+        assert_eq!(keys, vec![("a", 1), ("b", 1)], "v{version}");
+    }
+    let transactional: FindCoordinatorResponse = exchange(
+        &ctx,
+        ApiKey::FindCoordinator,
+        3,
+        FindCoordinatorRequest::default()
+            .with_key(s("tx"))
+            .with_key_type(1),
+    )
+    .await;
+    assert_eq!(transactional.error_code, 15, "no transaction coordinator");
+    Arc::clone(&ctx.broker).close().expect("close");
+}
+
+#[tokio::test]
+async fn committed_offsets_survive_a_broker_restart() {
+    use crate::test_support::{group, s, topic};
+    use kafka_protocol::messages::*;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ctx = group_context(dir.path());
+    let commit = OffsetCommitRequest::default()
+        .with_group_id(group())
+        .with_generation_id_or_member_epoch(-1)
+        .with_topics(vec![
+            offset_commit_request::OffsetCommitRequestTopic::default()
+                .with_name(topic())
+                .with_partitions(vec![
+                    offset_commit_request::OffsetCommitRequestPartition::default()
+                        .with_partition_index(0)
+                        .with_committed_offset(9)
+                        .with_committed_metadata(Some(s("kept"))),
+                ]),
+        ]);
+    let committed: OffsetCommitResponse = exchange(&ctx, ApiKey::OffsetCommit, 9, commit).await;
+    assert_eq!(committed.topics[0].partitions[0].error_code, 0);
+    Arc::clone(&ctx.broker).close().expect("close");
+    drop(ctx);
+    let broker = Broker::open(BrokerConfig::new(dir.path())).expect("reopen");
+    let listen: SocketAddr = "127.0.0.1:9092".parse().expect("addr");
+    let ctx = Context::new(broker, KafkaConfig::new(listen));
+    let fetched: OffsetFetchResponse = exchange(
+        &ctx,
+        ApiKey::OffsetFetch,
+        7,
+        OffsetFetchRequest::default()
+            .with_group_id(group())
+            .with_topics(None),
+    )
+    .await;
+    let p = &fetched.topics[0].partitions[0];
+    assert_eq!(
+        (p.committed_offset, p.metadata.as_deref()),
+        (9, Some("kept"))
+    );
+    Arc::clone(&ctx.broker).close().expect("close");
+}

@@ -1,0 +1,415 @@
+//! The group service: the sans-I/O [`GroupCoordinator`] of `herald-group`
+//! run by one worker thread, with its records made durable in the internal
+//! offsets partition (see [`offsets_log`]).
+//!
+//! Front ends submit a [`GroupCall`] with a completion callback; the worker
+//! feeds it to the coordinator and calls the callback when the coordinator's
+//! answer comes out, which for JoinGroup and SyncGroup may be many calls
+//! later (when the rebalance completes). The worker also fires the
+//! coordinator's deadlines (session and rebalance timeouts) by waiting for
+//! the next call no longer than [`GroupCoordinator::next_deadline_ms`], and
+//! it appends every [`Output::Persist`] batch (fsynced) before reporting it
+//! with [`GroupCoordinator::append_completed`], so a commit is acknowledged
+//! only once it is on stable storage. Because one thread does all of this in
+//! order, batches are appended and reported in the order of their ids, as
+//! the coordinator requires.
+//!
+//! At open the offsets partition is replayed into the coordinator before
+//! the service accepts its first call.
+
+pub mod offsets_log;
+
+use std::collections::{HashMap, VecDeque};
+use std::path::Path;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use herald_group::{
+    AppendResult, DeleteGroupsResponse, ErrorCode, GroupConfig, GroupCoordinator, GroupDescription,
+    GroupEvent, GroupState, HeartbeatRequest, JoinGroupRequest, JoinGroupResponse,
+    LeaveGroupRequest, LeaveGroupResponse, ListedGroup, OffsetCommitRequest, OffsetCommitResponse,
+    OffsetDeleteRequest, OffsetDeleteResponse, OffsetFetchRequest, OffsetFetchResponse, Output,
+    RequestId, SyncGroupRequest, SyncGroupResponse,
+};
+use herald_log::Log;
+use parking_lot::Mutex;
+use std::sync::Arc;
+
+use crate::error::BrokerError;
+
+pub use offsets_log::OFFSETS_TOPIC;
+
+/// A request to the group coordinator.
+#[derive(Debug, Clone)]
+pub enum GroupCall {
+    /// JoinGroup; answered when the join phase of the rebalance ends.
+    JoinGroup(JoinGroupRequest),
+    /// SyncGroup; answered when the leader's assignment arrives.
+    SyncGroup(SyncGroupRequest),
+    /// Heartbeat.
+    Heartbeat(HeartbeatRequest),
+    /// LeaveGroup.
+    LeaveGroup(LeaveGroupRequest),
+    /// OffsetCommit; answered once the commit is durable.
+    OffsetCommit(OffsetCommitRequest),
+    /// OffsetFetch of one group.
+    OffsetFetch(OffsetFetchRequest),
+    /// OffsetDelete.
+    OffsetDelete(OffsetDeleteRequest),
+    /// DeleteGroups.
+    DeleteGroups(Vec<String>),
+    /// ListGroups, filtered by state (every group when empty).
+    ListGroups(Vec<GroupState>),
+    /// DescribeGroups of one group.
+    DescribeGroup(String),
+}
+
+/// The coordinator's answer to a [`GroupCall`] (the variant matches the
+/// call's), or [`GroupReply::Unavailable`].
+#[derive(Debug, Clone)]
+pub enum GroupReply {
+    /// Answer to JoinGroup.
+    JoinGroup(JoinGroupResponse),
+    /// Answer to SyncGroup.
+    SyncGroup(SyncGroupResponse),
+    /// Answer to Heartbeat.
+    Heartbeat(ErrorCode),
+    /// Answer to LeaveGroup.
+    LeaveGroup(LeaveGroupResponse),
+    /// Answer to OffsetCommit.
+    OffsetCommit(OffsetCommitResponse),
+    /// Answer to OffsetFetch.
+    OffsetFetch(OffsetFetchResponse),
+    /// Answer to OffsetDelete.
+    OffsetDelete(OffsetDeleteResponse),
+    /// Answer to DeleteGroups.
+    DeleteGroups(DeleteGroupsResponse),
+    /// Answer to ListGroups.
+    ListGroups(Vec<ListedGroup>),
+    /// Answer to DescribeGroup.
+    DescribeGroup(GroupDescription),
+    /// The service is stopped (or stopped before answering); clients see
+    /// COORDINATOR_NOT_AVAILABLE and retry.
+    Unavailable,
+}
+
+/// Called once with the answer to a call, from the service's thread.
+pub type ReplyFn = Box<dyn FnOnce(GroupReply) + Send>;
+
+enum Command {
+    Call(GroupCall, ReplyFn),
+    Stop,
+}
+
+/// The running coordinator; see the module documentation.
+pub struct GroupService {
+    sender: Mutex<Option<mpsc::Sender<Command>>>,
+    worker: Mutex<Option<JoinHandle<()>>>,
+    log: Arc<Log>,
+}
+
+impl std::fmt::Debug for GroupService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GroupService")
+            .field("log", &self.log.dir())
+            .finish_non_exhaustive()
+    }
+}
+
+impl GroupService {
+    /// Opens `<data_dir>/__consumer_offsets-0`, replays it into a new
+    /// coordinator with `config`, and starts the worker thread.
+    pub fn open(data_dir: &Path, config: GroupConfig) -> Result<Self, BrokerError> {
+        let log = Arc::new(offsets_log::open(data_dir)?);
+        let mut coordinator = GroupCoordinator::new(config);
+        let replayed = offsets_log::replay(&log, |record| coordinator.replay(record))?;
+        tracing::info!(records = replayed, "group coordinator state replayed");
+        let (sender, receiver) = mpsc::channel();
+        let worker = Worker {
+            coordinator,
+            log: Arc::clone(&log),
+            pending: HashMap::new(),
+            next_request: 0,
+        };
+        let handle = std::thread::Builder::new()
+            .name("herald-groups".into())
+            .spawn(move || worker.run(receiver))
+            .map_err(|e| BrokerError::io("spawn group coordinator thread", data_dir, e))?;
+        Ok(Self {
+            sender: Mutex::new(Some(sender)),
+            worker: Mutex::new(Some(handle)),
+            log,
+        })
+    }
+
+    /// Submits a call; `reply` is called exactly once with its answer
+    /// ([`GroupReply::Unavailable`] if the service is stopped).
+    pub fn call(&self, call: GroupCall, reply: ReplyFn) {
+        let refused = {
+            let sender = self.sender.lock();
+            match sender.as_ref() {
+                Some(sender) => sender.send(Command::Call(call, reply)).err().map(|e| e.0),
+                None => Some(Command::Call(call, reply)),
+            }
+        };
+        if let Some(Command::Call(_, reply)) = refused {
+            reply(GroupReply::Unavailable);
+        }
+    }
+
+    /// Stops the worker (calls still held are answered
+    /// [`GroupReply::Unavailable`]) and closes the offsets partition.
+    pub fn close(&self) -> Result<(), BrokerError> {
+        if let Some(sender) = self.sender.lock().take() {
+            let _ = sender.send(Command::Stop);
+        }
+        if let Some(handle) = self.worker.lock().take() {
+            if handle.join().is_err() {
+                tracing::error!("group coordinator thread panicked");
+            }
+        }
+        self.log.close().map_err(|source| BrokerError::Log {
+            topic: OFFSETS_TOPIC.to_owned(),
+            partition: 0,
+            source,
+        })
+    }
+}
+
+struct Worker {
+    coordinator: GroupCoordinator,
+    log: Arc<Log>,
+    pending: HashMap<RequestId, ReplyFn>,
+    next_request: u64,
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+impl Worker {
+    fn run(mut self, receiver: mpsc::Receiver<Command>) {
+        loop {
+            let command = match self.coordinator.next_deadline_ms() {
+                None => receiver.recv().map_err(|_| RecvTimeoutError::Disconnected),
+                Some(deadline) => {
+                    let wait = u64::try_from(deadline.saturating_sub(now_ms())).unwrap_or(0);
+                    receiver.recv_timeout(Duration::from_millis(wait))
+                }
+            };
+            match command {
+                Ok(Command::Call(call, reply)) => self.call(call, reply),
+                Err(RecvTimeoutError::Timeout) => {
+                    let outputs = self.coordinator.tick(now_ms());
+                    self.act(outputs);
+                }
+                Ok(Command::Stop) | Err(RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        for (_, reply) in self.pending.drain() {
+            reply(GroupReply::Unavailable);
+        }
+    }
+
+    fn call(&mut self, call: GroupCall, reply: ReplyFn) {
+        let now = now_ms();
+        let id = RequestId(self.next_request);
+        let c = &mut self.coordinator;
+        let outputs = match call {
+            GroupCall::OffsetFetch(req) => {
+                // Due deadlines first, so an expired group is not described.
+                let outputs = c.tick(now);
+                reply(GroupReply::OffsetFetch(c.offset_fetch(&req)));
+                outputs
+            }
+            GroupCall::ListGroups(states) => {
+                let outputs = c.tick(now);
+                reply(GroupReply::ListGroups(c.list_groups(&states)));
+                outputs
+            }
+            GroupCall::DescribeGroup(group_id) => {
+                let outputs = c.tick(now);
+                reply(GroupReply::DescribeGroup(c.describe_group(&group_id)));
+                outputs
+            }
+            held => {
+                self.next_request += 1;
+                self.pending.insert(id, reply);
+                match held {
+                    GroupCall::JoinGroup(req) => c.join_group(now, id, req),
+                    GroupCall::SyncGroup(req) => c.sync_group(now, id, req),
+                    GroupCall::Heartbeat(req) => c.heartbeat(now, id, req),
+                    GroupCall::LeaveGroup(req) => c.leave_group(now, id, req),
+                    GroupCall::OffsetCommit(req) => c.offset_commit(now, id, req),
+                    GroupCall::OffsetDelete(req) => c.offset_delete(now, id, req),
+                    GroupCall::DeleteGroups(ids) => c.delete_groups(now, id, ids),
+                    GroupCall::OffsetFetch(_)
+                    | GroupCall::ListGroups(_)
+                    | GroupCall::DescribeGroup(_) => Vec::new(),
+                }
+            }
+        };
+        self.act(outputs);
+    }
+
+    /// Acts on outputs in order; a persisted batch's completion may produce
+    /// more, which are acted on after the ones already queued.
+    fn act(&mut self, outputs: Vec<Output>) {
+        let mut queue: VecDeque<Output> = outputs.into();
+        while let Some(output) = queue.pop_front() {
+            let (request, reply) = match output {
+                Output::Persist { append, records } => {
+                    let now = now_ms();
+                    let result = match offsets_log::append(&self.log, &records, now) {
+                        Ok(()) => AppendResult::Durable,
+                        Err(e) => {
+                            tracing::error!(error = %e, "persisting group records failed");
+                            AppendResult::Failed
+                        }
+                    };
+                    queue.extend(self.coordinator.append_completed(now, append, result));
+                    continue;
+                }
+                Output::Event(event) => {
+                    log_event(&event);
+                    continue;
+                }
+                Output::JoinGroup { request, response } => {
+                    (request, GroupReply::JoinGroup(response))
+                }
+                Output::SyncGroup { request, response } => {
+                    (request, GroupReply::SyncGroup(response))
+                }
+                Output::Heartbeat { request, error } => (request, GroupReply::Heartbeat(error)),
+                Output::LeaveGroup { request, response } => {
+                    (request, GroupReply::LeaveGroup(response))
+                }
+                Output::OffsetCommit { request, response } => {
+                    (request, GroupReply::OffsetCommit(response))
+                }
+                Output::OffsetDelete { request, response } => {
+                    (request, GroupReply::OffsetDelete(response))
+                }
+                Output::DeleteGroups { request, response } => {
+                    (request, GroupReply::DeleteGroups(response))
+                }
+            };
+            match self.pending.remove(&request) {
+                Some(send) => send(reply),
+                None => tracing::warn!(?request, "coordinator answered an unknown request"),
+            }
+        }
+    }
+}
+
+fn log_event(event: &GroupEvent) {
+    match event {
+        GroupEvent::RebalanceStarted {
+            group_id,
+            generation_id,
+            reason,
+        } => tracing::info!(group = %group_id, generation_id, ?reason, "rebalance started"),
+        GroupEvent::MemberRemoved {
+            group_id,
+            member_id,
+            reason,
+        } => tracing::info!(group = %group_id, member = %member_id, ?reason, "member removed"),
+        GroupEvent::GenerationStarted {
+            group_id,
+            generation_id,
+            protocol_name,
+            member_count,
+        } => {
+            tracing::info!(group = %group_id, generation_id, ?protocol_name, member_count, "generation started")
+        }
+        GroupEvent::Stable {
+            group_id,
+            generation_id,
+        } => tracing::debug!(group = %group_id, generation_id, "group stable"),
+        GroupEvent::GroupRemoved { group_id } => {
+            tracing::info!(group = %group_id, "group removed")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc::channel;
+
+    use herald_group::{OffsetCommitPartition, TopicPartition};
+
+    use super::*;
+
+    fn call(service: &GroupService, call: GroupCall) -> GroupReply {
+        let (tx, rx) = channel();
+        service.call(
+            call,
+            Box::new(move |reply| {
+                let _ = tx.send(reply);
+            }),
+        );
+        rx.recv_timeout(Duration::from_secs(10)).expect("answered")
+    }
+
+    fn simple_commit(offset: i64) -> GroupCall {
+        GroupCall::OffsetCommit(OffsetCommitRequest {
+            group_id: "g".into(),
+            generation_id: -1,
+            member_id: String::new(),
+            group_instance_id: None,
+            partitions: vec![OffsetCommitPartition {
+                topic: "orders".into(),
+                partition: 2,
+                offset,
+                leader_epoch: None,
+                metadata: Some("m".into()),
+            }],
+        })
+    }
+
+    fn fetched(service: &GroupService) -> i64 {
+        let reply = call(
+            service,
+            GroupCall::OffsetFetch(OffsetFetchRequest {
+                group_id: "g".into(),
+                partitions: Some(vec![TopicPartition::new("orders", 2)]),
+                require_stable: false,
+            }),
+        );
+        let GroupReply::OffsetFetch(response) = reply else {
+            panic!("unexpected {reply:?}")
+        };
+        response.partitions[0].offset
+    }
+
+    #[test]
+    fn acknowledged_commit_survives_reopening_the_service() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let service = GroupService::open(dir.path(), GroupConfig::default()).expect("open");
+        for offset in [5, 17] {
+            let GroupReply::OffsetCommit(response) = call(&service, simple_commit(offset)) else {
+                panic!("not a commit answer")
+            };
+            assert_eq!(response.partitions[0].error, ErrorCode::None);
+        }
+        assert_eq!(fetched(&service), 17);
+        service.close().expect("close");
+        let reopened = GroupService::open(dir.path(), GroupConfig::default()).expect("reopen");
+        assert_eq!(fetched(&reopened), 17);
+        reopened.close().expect("close");
+    }
+
+    #[test]
+    fn calls_after_close_are_answered_unavailable() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let service = GroupService::open(dir.path(), GroupConfig::default()).expect("open");
+        service.close().expect("close");
+        assert!(matches!(
+            call(&service, simple_commit(1)),
+            GroupReply::Unavailable
+        ));
+    }
+}

@@ -1,0 +1,256 @@
+//! The internal partition that makes the coordinator durable:
+//! `<data-dir>/__consumer_offsets-0/`, a [`herald_log::Log`] flushed on every
+//! append. Each [`Output::Persist`](herald_group::Output::Persist) becomes one
+//! uncompressed RecordBatch v2 whose record values are the encoded
+//! [`Record`]s; at start-up every record is read back, in order, for
+//! [`GroupCoordinator::replay`](herald_group::GroupCoordinator::replay).
+
+use std::path::{Path, PathBuf};
+
+use herald_group::Record;
+use herald_log::batch::{batches, BatchHeader, HEADER_BYTES, LOG_OVERHEAD};
+use herald_log::{AppendError, FlushPolicy, Log, LogConfig};
+
+use crate::error::BrokerError;
+
+/// Name of the internal topic holding committed offsets (Kafka's name).
+pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+
+/// Segment size of the offsets partition: records are small and the whole
+/// partition is replayed at start-up.
+const SEGMENT_BYTES: u32 = 16 * 1024 * 1024;
+
+/// Bytes read from the log per step of the replay.
+const REPLAY_READ_BYTES: usize = 1024 * 1024;
+
+// Field positions of the RecordBatch v2 header (KIP-98).
+const BATCH_LENGTH: usize = 8;
+const MAGIC: usize = 16;
+const CRC: usize = 17;
+const ATTRIBUTES: usize = 21;
+const LAST_OFFSET_DELTA: usize = 23;
+const BASE_TIMESTAMP: usize = 27;
+const MAX_TIMESTAMP: usize = 35;
+const PRODUCER_ID: usize = 43;
+const PRODUCER_EPOCH: usize = 51;
+const BASE_SEQUENCE: usize = 53;
+const RECORDS_COUNT: usize = 57;
+
+/// Directory of the offsets partition.
+pub(crate) fn dir(data_dir: &Path) -> PathBuf {
+    crate::topic::partition_dir(data_dir, OFFSETS_TOPIC, 0)
+}
+
+fn log_error(source: herald_log::LogError) -> BrokerError {
+    BrokerError::Log {
+        topic: OFFSETS_TOPIC.to_owned(),
+        partition: 0,
+        source,
+    }
+}
+
+/// Opens (recovering) the offsets partition: fsync on every append, and no
+/// retention, since there is no compaction yet and every record may still
+/// matter.
+pub(crate) fn open(data_dir: &Path) -> Result<Log, BrokerError> {
+    let config = LogConfig {
+        segment_bytes: SEGMENT_BYTES,
+        segment_age: None,
+        flush: FlushPolicy::EveryAppend,
+        retention_age: None,
+        retention_bytes: None,
+        ..LogConfig::default()
+    };
+    Log::open(dir(data_dir), config).map_err(log_error)
+}
+
+/// Reads every record of the partition, in offset order, and hands each to
+/// `apply`. A batch or record that cannot be decoded stops the start: a
+/// coordinator that silently lost commits would be worse than one that does
+/// not start.
+pub(crate) fn replay(log: &Log, mut apply: impl FnMut(Record)) -> Result<u64, BrokerError> {
+    let corrupt = |offset: u64, reason: String| BrokerError::CorruptMetadata {
+        path: log.dir().to_path_buf(),
+        reason: format!("offsets partition at offset {offset}: {reason}"),
+    };
+    let mut offset = log.log_start_offset();
+    let mut count = 0u64;
+    while offset < log.high_watermark() {
+        let slice = log
+            .read(offset, REPLAY_READ_BYTES)
+            .map_err(|e| corrupt(offset, e.to_string()))?;
+        if slice.next_offset <= offset {
+            break;
+        }
+        for batch in batches(&slice.bytes) {
+            let batch = batch.map_err(|e| corrupt(offset, e.to_string()))?;
+            for value in record_values(batch).map_err(|reason| corrupt(offset, reason))? {
+                let record =
+                    Record::decode(value).map_err(|e| corrupt(offset, format!("record: {e}")))?;
+                apply(record);
+                count += 1;
+            }
+        }
+        offset = slice.next_offset;
+    }
+    Ok(count)
+}
+
+/// Appends `records` as one batch; returns once it is on stable storage.
+pub(crate) fn append(log: &Log, records: &[Record], now_ms: i64) -> Result<(), AppendError> {
+    let values: Vec<Vec<u8>> = records.iter().map(Record::encode).collect();
+    log.append(&encode_batch(&values, now_ms)).map(|_| ())
+}
+
+/// Encodes an uncompressed RecordBatch v2 holding one record per value (no
+/// key, no headers), every record stamped `timestamp`. The log assigns the
+/// base offset when appending.
+pub(crate) fn encode_batch(values: &[Vec<u8>], timestamp: i64) -> Vec<u8> {
+    let mut out = vec![0u8; HEADER_BYTES];
+    let mut body = Vec::new();
+    for (delta, value) in values.iter().enumerate() {
+        body.clear();
+        body.push(0); // record attributes
+        put_varint(&mut body, 0); // timestamp delta
+        put_varint(&mut body, delta as i64); // offset delta
+        put_varint(&mut body, -1); // null key
+        put_varint(&mut body, value.len() as i64);
+        body.extend_from_slice(value);
+        put_varint(&mut body, 0); // no headers
+        put_varint(&mut out, body.len() as i64);
+        out.extend_from_slice(&body);
+    }
+    let count = values.len() as i32;
+    let batch_length = (out.len() - LOG_OVERHEAD) as i32;
+    out[BATCH_LENGTH..BATCH_LENGTH + 4].copy_from_slice(&batch_length.to_be_bytes());
+    out[MAGIC] = 2;
+    out[ATTRIBUTES..ATTRIBUTES + 2].copy_from_slice(&0i16.to_be_bytes());
+    out[LAST_OFFSET_DELTA..LAST_OFFSET_DELTA + 4]
+        .copy_from_slice(&(count.max(1) - 1).to_be_bytes());
+    out[BASE_TIMESTAMP..BASE_TIMESTAMP + 8].copy_from_slice(&timestamp.to_be_bytes());
+    out[MAX_TIMESTAMP..MAX_TIMESTAMP + 8].copy_from_slice(&timestamp.to_be_bytes());
+    out[PRODUCER_ID..PRODUCER_ID + 8].copy_from_slice(&(-1i64).to_be_bytes());
+    out[PRODUCER_EPOCH..PRODUCER_EPOCH + 2].copy_from_slice(&(-1i16).to_be_bytes());
+    out[BASE_SEQUENCE..BASE_SEQUENCE + 4].copy_from_slice(&(-1i32).to_be_bytes());
+    out[RECORDS_COUNT..RECORDS_COUNT + 4].copy_from_slice(&count.to_be_bytes());
+    // CRC-32C over everything from the attributes to the end.
+    let crc = crc32c::crc32c(&out[ATTRIBUTES..]);
+    out[CRC..CRC + 4].copy_from_slice(&crc.to_be_bytes());
+    out
+}
+
+/// The record values of one uncompressed batch, in order.
+fn record_values(batch: &[u8]) -> Result<Vec<&[u8]>, String> {
+    let header = BatchHeader::parse(batch).ok_or("short batch header")?;
+    if header.compression() != 0 {
+        return Err(format!("compressed batch (codec {})", header.compression()));
+    }
+    let mut reader = Reader {
+        rest: batch.get(HEADER_BYTES..).ok_or("short batch")?,
+    };
+    let count = usize::try_from(header.records_count()).map_err(|_| "negative record count")?;
+    let mut values = Vec::with_capacity(count.min(reader.rest.len()));
+    for _ in 0..count {
+        let length = reader.length()?.ok_or("null record")?;
+        let mut record = Reader {
+            rest: reader.take(length)?,
+        };
+        record.take(1)?; // attributes
+        record.varint()?; // timestamp delta
+        record.varint()?; // offset delta
+        if let Some(key) = record.length()? {
+            record.take(key)?;
+        }
+        let value = record.length()?.ok_or("null record value")?;
+        values.push(record.take(value)?);
+    }
+    Ok(values)
+}
+
+struct Reader<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        if n > self.rest.len() {
+            return Err(format!("{n} bytes needed, {} left", self.rest.len()));
+        }
+        let (head, rest) = self.rest.split_at(n);
+        self.rest = rest;
+        Ok(head)
+    }
+
+    fn varint(&mut self) -> Result<i64, String> {
+        let mut raw = 0u64;
+        for shift in (0..64).step_by(7) {
+            let byte = *self.take(1)?.first().ok_or("varint")?;
+            raw |= u64::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                return Ok(((raw >> 1) as i64) ^ -((raw & 1) as i64));
+            }
+        }
+        Err("varint longer than 10 bytes".into())
+    }
+
+    /// A varint length; -1 means null.
+    fn length(&mut self) -> Result<Option<usize>, String> {
+        match self.varint()? {
+            -1 => Ok(None),
+            n => usize::try_from(n)
+                .map(Some)
+                .map_err(|_| format!("negative length {n}")),
+        }
+    }
+}
+
+fn put_varint(out: &mut Vec<u8>, value: i64) {
+    let mut raw = ((value << 1) ^ (value >> 63)) as u64;
+    while raw >= 0x80 {
+        out.push((raw as u8) | 0x80);
+        raw >>= 7;
+    }
+    out.push(raw as u8);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn committed(offset: i64) -> Record {
+        Record::OffsetCommitted {
+            group_id: "g".into(),
+            topic: "orders".into(),
+            partition: 3,
+            offset,
+            leader_epoch: Some(0),
+            metadata: "meta".into(),
+            commit_timestamp_ms: 1_000,
+        }
+    }
+
+    #[test]
+    fn encoded_batch_passes_the_log_validation_and_carries_each_value() {
+        let values = vec![b"one".to_vec(), Vec::new(), vec![7u8; 300]];
+        let batch = encode_batch(&values, 42);
+        let header = herald_log::batch::validate(&batch).expect("valid batch");
+        assert_eq!(header.records_count(), 3);
+        assert_eq!(header.max_timestamp(), 42);
+        let decoded = record_values(&batch).expect("values");
+        assert_eq!(decoded, vec![&b"one"[..], &[][..], &[7u8; 300][..]]);
+    }
+
+    #[test]
+    fn appended_records_are_replayed_in_order_after_reopening() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = open(dir.path()).expect("open");
+        append(&log, &[committed(1), committed(2)], 5).expect("append");
+        append(&log, &[committed(3)], 6).expect("append");
+        log.close().expect("close");
+        let log = open(dir.path()).expect("reopen");
+        let mut seen = Vec::new();
+        let count = replay(&log, |r| seen.push(r)).expect("replay");
+        assert_eq!(count, 3);
+        assert_eq!(seen, vec![committed(1), committed(2), committed(3)]);
+    }
+}

@@ -1,0 +1,45 @@
+//! DeleteGroups: removes empty groups with their committed offsets.
+
+use herald_broker::{GroupCall, GroupReply};
+use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
+use kafka_protocol::messages::{ApiKey, DeleteGroupsRequest, DeleteGroupsResponse, GroupId};
+
+use super::{group_call, unexpected_reply, wire_str, Context, Wait};
+use crate::error_code;
+
+/// Answers a DeleteGroups request.
+pub async fn handle(
+    ctx: &Context,
+    request: DeleteGroupsRequest,
+    _version: i16,
+) -> DeleteGroupsResponse {
+    let names: Vec<String> = request
+        .groups_names
+        .iter()
+        .map(|g| g.0.to_string())
+        .collect();
+    let results = match group_call(ctx, GroupCall::DeleteGroups(names), Wait::Short).await {
+        GroupReply::DeleteGroups(r) => r
+            .results
+            .into_iter()
+            .map(|g| {
+                DeletableGroupResult::default()
+                    .with_group_id(GroupId(wire_str(g.group_id)))
+                    .with_error_code(error_code::group(g.error))
+            })
+            .collect(),
+        other => {
+            unexpected_reply(ApiKey::DeleteGroups, &other);
+            request
+                .groups_names
+                .into_iter()
+                .map(|g| {
+                    DeletableGroupResult::default()
+                        .with_group_id(g)
+                        .with_error_code(error_code::group_unavailable())
+                })
+                .collect()
+        }
+    };
+    DeleteGroupsResponse::default().with_results(results)
+}

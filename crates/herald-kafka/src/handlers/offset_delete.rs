@@ -1,0 +1,58 @@
+//! OffsetDelete: removes a group's committed offsets of topics no member is
+//! subscribed to.
+
+use herald_broker::{GroupCall, GroupReply};
+use herald_group::TopicPartition;
+use kafka_protocol::messages::offset_delete_response::{
+    OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
+};
+use kafka_protocol::messages::{ApiKey, OffsetDeleteRequest, OffsetDeleteResponse, TopicName};
+
+use super::{group_call, unexpected_reply, wire_str, Context, Wait};
+use crate::error_code;
+
+/// Answers an OffsetDelete request.
+pub async fn handle(
+    ctx: &Context,
+    request: OffsetDeleteRequest,
+    _version: i16,
+) -> OffsetDeleteResponse {
+    let partitions = request
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(|p| TopicPartition::new(t.name.0.to_string(), p.partition_index))
+        })
+        .collect();
+    let call = GroupCall::OffsetDelete(herald_group::OffsetDeleteRequest {
+        group_id: request.group_id.0.to_string(),
+        partitions,
+    });
+    let r = match group_call(ctx, call, Wait::Short).await {
+        GroupReply::OffsetDelete(r) => r,
+        other => {
+            unexpected_reply(ApiKey::OffsetDelete, &other);
+            return OffsetDeleteResponse::default()
+                .with_error_code(error_code::group_unavailable());
+        }
+    };
+    let mut topics: Vec<OffsetDeleteResponseTopic> = Vec::new();
+    for p in r.partitions {
+        let partition = OffsetDeleteResponsePartition::default()
+            .with_partition_index(p.topic_partition.partition)
+            .with_error_code(error_code::group(p.error));
+        match topics.last_mut() {
+            Some(t) if *t.name.0 == *p.topic_partition.topic => t.partitions.push(partition),
+            _ => topics.push(
+                OffsetDeleteResponseTopic::default()
+                    .with_name(TopicName(wire_str(p.topic_partition.topic)))
+                    .with_partitions(vec![partition]),
+            ),
+        }
+    }
+    OffsetDeleteResponse::default()
+        .with_error_code(error_code::group(r.error))
+        .with_topics(topics)
+}

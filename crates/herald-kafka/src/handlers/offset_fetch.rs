@@ -1,0 +1,144 @@
+//! OffsetFetch: committed offsets of one group (v1-7) or of several groups
+//! in one request (v8+). A partition without a commit answers offset -1.
+
+use herald_broker::{GroupCall, GroupReply};
+use herald_group::{OffsetFetchPartition, TopicPartition};
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+};
+use kafka_protocol::messages::{
+    ApiKey, GroupId, OffsetFetchRequest, OffsetFetchResponse, TopicName,
+};
+
+use super::{group_call, unexpected_reply, wire_str, Context, Wait};
+use crate::error_code;
+
+/// Answers an OffsetFetch request.
+pub async fn handle(
+    ctx: &Context,
+    request: OffsetFetchRequest,
+    version: i16,
+) -> OffsetFetchResponse {
+    let require_stable = version >= 7 && request.require_stable;
+    if version >= 8 {
+        let mut groups = Vec::with_capacity(request.groups.len());
+        for group in request.groups {
+            let partitions = group.topics.map(|topics| {
+                topics
+                    .into_iter()
+                    .flat_map(|t| {
+                        let name = t.name.0.to_string();
+                        t.partition_indexes
+                            .into_iter()
+                            .map(move |p| TopicPartition::new(name.clone(), p))
+                    })
+                    .collect()
+            });
+            let (error, found) = fetch(ctx, &group.group_id, partitions, require_stable).await;
+            let topics = by_topic(found)
+                .into_iter()
+                .map(|(name, partitions)| {
+                    OffsetFetchResponseTopics::default()
+                        .with_name(TopicName(wire_str(name)))
+                        .with_partitions(
+                            partitions
+                                .into_iter()
+                                .map(|p| {
+                                    OffsetFetchResponsePartitions::default()
+                                        .with_partition_index(p.topic_partition.partition)
+                                        .with_committed_offset(p.offset)
+                                        .with_committed_leader_epoch(p.leader_epoch.unwrap_or(-1))
+                                        .with_metadata(Some(wire_str(p.metadata)))
+                                        .with_error_code(error_code::group(p.error))
+                                })
+                                .collect(),
+                        )
+                })
+                .collect();
+            groups.push(
+                OffsetFetchResponseGroup::default()
+                    .with_group_id(group.group_id)
+                    .with_error_code(error)
+                    .with_topics(topics),
+            );
+        }
+        return OffsetFetchResponse::default().with_groups(groups);
+    }
+    let partitions = request.topics.map(|topics| {
+        topics
+            .into_iter()
+            .flat_map(|t| {
+                let name = t.name.0.to_string();
+                t.partition_indexes
+                    .into_iter()
+                    .map(move |p| TopicPartition::new(name.clone(), p))
+            })
+            .collect()
+    });
+    let (error, found) = fetch(ctx, &request.group_id, partitions, require_stable).await;
+    // v1 has no group-level error: it is reported on every partition.
+    let (group_error, partition_error) = if version < 2 && error != 0 {
+        (0, Some(error))
+    } else {
+        (error, None)
+    };
+    let topics = by_topic(found)
+        .into_iter()
+        .map(|(name, partitions)| {
+            OffsetFetchResponseTopic::default()
+                .with_name(TopicName(wire_str(name)))
+                .with_partitions(
+                    partitions
+                        .into_iter()
+                        .map(|p| {
+                            OffsetFetchResponsePartition::default()
+                                .with_partition_index(p.topic_partition.partition)
+                                .with_committed_offset(p.offset)
+                                .with_committed_leader_epoch(p.leader_epoch.unwrap_or(-1))
+                                .with_metadata(Some(wire_str(p.metadata)))
+                                .with_error_code(
+                                    partition_error.unwrap_or(error_code::group(p.error)),
+                                )
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    OffsetFetchResponse::default()
+        .with_error_code(group_error)
+        .with_topics(topics)
+}
+
+/// One group's offsets: (group error code, partitions).
+async fn fetch(
+    ctx: &Context,
+    group_id: &GroupId,
+    partitions: Option<Vec<TopicPartition>>,
+    require_stable: bool,
+) -> (i16, Vec<OffsetFetchPartition>) {
+    let call = GroupCall::OffsetFetch(herald_group::OffsetFetchRequest {
+        group_id: group_id.0.to_string(),
+        partitions,
+        require_stable,
+    });
+    match group_call(ctx, call, Wait::Short).await {
+        GroupReply::OffsetFetch(r) => (error_code::group(r.error), r.partitions),
+        other => {
+            unexpected_reply(ApiKey::OffsetFetch, &other);
+            (error_code::group_unavailable(), Vec::new())
+        }
+    }
+}
+
+/// Consecutive partitions of the same topic, grouped, order kept.
+fn by_topic(partitions: Vec<OffsetFetchPartition>) -> Vec<(String, Vec<OffsetFetchPartition>)> {
+    let mut topics: Vec<(String, Vec<OffsetFetchPartition>)> = Vec::new();
+    for p in partitions {
+        match topics.last_mut() {
+            Some((name, list)) if *name == p.topic_partition.topic => list.push(p),
+            _ => topics.push((p.topic_partition.topic.clone(), vec![p])),
+        }
+    }
+    topics
+}
