@@ -7,7 +7,7 @@
 use std::borrow::Cow;
 use std::io::Read;
 
-use herald_log::batch::{BatchHeader, HEADER_BYTES};
+use herald_log::batch::{self, BatchHeader, HEADER_BYTES};
 
 /// Largest decompressed record data looked at; a batch that inflates beyond
 /// this (a compression bomb, or a huge batch) keeps the batch-level answer.
@@ -18,16 +18,8 @@ const DECOMPRESSED_BYTES_MAX: u64 = 256 * 1024 * 1024;
 pub(crate) fn first_at_or_after(batch: &[u8], target: i64) -> Option<(u64, i64)> {
     let header = BatchHeader::parse(batch)?;
     let data = records_data(header.compression(), batch.get(HEADER_BYTES..)?)?;
-    let mut walker = Walker { rest: &data };
-    for _ in 0..header.records_count() {
-        let (timestamp_delta, offset_delta) = walker.next_record()?;
-        let timestamp = header.base_timestamp().checked_add(timestamp_delta)?;
-        if timestamp >= target {
-            let offset = header.base_offset().checked_add(offset_delta)?;
-            return Some((u64::try_from(offset).ok()?, timestamp));
-        }
-    }
-    None
+    let (offset, timestamp) = batch::first_record_in_records(&header, &data, target)?;
+    Some((u64::try_from(offset).ok()?, timestamp))
 }
 
 /// The records section, decompressed (codec ids as in the batch attributes).
@@ -84,37 +76,6 @@ fn decompress_block(decoder: &mut snap::raw::Decoder, block: &[u8]) -> Option<Ve
         return None;
     }
     decoder.decompress_vec(block).ok()
-}
-
-/// Walks records, yielding (timestampDelta, offsetDelta) of each.
-struct Walker<'a> {
-    rest: &'a [u8],
-}
-
-impl Walker<'_> {
-    fn next_record(&mut self) -> Option<(i64, i64)> {
-        let length = usize::try_from(self.varint()?).ok()?;
-        let record = self.rest.get(..length)?;
-        let after = &self.rest[length..];
-        self.rest = record.get(1..)?; // attributes (int8)
-        let timestamp_delta = self.varint()?;
-        let offset_delta = self.varint()?;
-        self.rest = after;
-        Some((timestamp_delta, offset_delta))
-    }
-
-    /// Zig-zag varint, as records encode their fields.
-    fn varint(&mut self) -> Option<i64> {
-        let mut raw: u64 = 0;
-        for (i, byte) in self.rest.iter().enumerate().take(10) {
-            raw |= u64::from(byte & 0x7f) << (7 * i);
-            if byte & 0x80 == 0 {
-                self.rest = &self.rest[i + 1..];
-                return Some((raw >> 1) as i64 ^ -((raw & 1) as i64));
-            }
-        }
-        None
-    }
 }
 
 #[cfg(test)]

@@ -341,14 +341,25 @@ pub fn first_record_at_or_after(batch: &[u8], target: i64) -> Option<(i64, i64)>
     if header.compression() != 0 {
         return None;
     }
-    let mut records = RecordWalker {
-        rest: batch.get(HEADER_BYTES..)?,
-    };
+    first_record_in_records(&header, batch.get(HEADER_BYTES..)?, target)
+}
+
+/// The offset and timestamp of the first record at or after `target` in
+/// `records`, the batch's records section as plain bytes (as stored for an
+/// uncompressed batch, or decompressed by the caller), with offsets and
+/// timestamps taken relative to `header`. `None` if no record qualifies or the
+/// records are malformed.
+pub fn first_record_in_records(
+    header: &BatchHeader<'_>,
+    records: &[u8],
+    target: i64,
+) -> Option<(i64, i64)> {
+    let mut walker = RecordWalker { rest: records };
     for _ in 0..header.records_count() {
-        let (timestamp_delta, offset_delta) = records.next_record()?;
+        let (timestamp_delta, offset_delta) = walker.next_record()?;
         let timestamp = header.base_timestamp().checked_add(timestamp_delta)?;
         if timestamp >= target {
-            return Some((header.base_offset() + offset_delta, timestamp));
+            return Some((header.base_offset().checked_add(offset_delta)?, timestamp));
         }
     }
     None
