@@ -172,18 +172,18 @@ impl Partition {
         }
         // Validate before the sequence check, so a damaged retry is refused
         // rather than answered as a duplicate.
-        let header = batch::validate(batch)?;
-        if header.is_transactional() {
+        let valid = batch::ValidBatch::new(batch)?;
+        if valid.header().is_transactional() {
             return Err(ProduceError::Transactional);
         }
-        self.append_idempotent(batch, header)
+        self.append_idempotent(valid)
     }
 
     fn append_idempotent(
         &self,
-        batch: &[u8],
-        header: BatchHeader<'_>,
+        valid: batch::ValidBatch<'_>,
     ) -> Result<ProduceOutcome, ProduceError> {
+        let header = valid.header();
         let producer_id = header.producer_id();
         let entry = Arc::clone(self.producers.lock().entry(producer_id).or_default());
         // Held across the append so that this producer's batches are checked
@@ -199,7 +199,7 @@ impl Partition {
                 Ok(self.outcome(meta.base_offset, meta.last_offset, true))
             }
             SequenceCheck::Append => {
-                let appended = self.log.append(batch)?;
+                let appended = self.log.append_valid(valid)?;
                 entry.record(
                     epoch,
                     BatchMetadata {

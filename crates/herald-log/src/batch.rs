@@ -200,6 +200,35 @@ pub fn validate(batch: &[u8]) -> Result<BatchHeader<'_>, BatchError> {
     Ok(header)
 }
 
+/// A batch that passed [`validate`]: the only way to hand a batch to
+/// [`crate::Log::append_valid`], so a caller that had to validate anyway
+/// (to inspect the header first) does not pay for the CRC twice.
+#[derive(Debug, Clone, Copy)]
+pub struct ValidBatch<'a> {
+    bytes: &'a [u8],
+    header: BatchHeader<'a>,
+}
+
+impl<'a> ValidBatch<'a> {
+    /// Validates `batch` as [`validate`] does.
+    pub fn new(batch: &'a [u8]) -> Result<Self, BatchError> {
+        Ok(Self {
+            bytes: batch,
+            header: validate(batch)?,
+        })
+    }
+
+    /// The batch's header.
+    pub fn header(&self) -> BatchHeader<'a> {
+        self.header
+    }
+
+    /// The whole batch.
+    pub fn bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+}
+
 /// Checks the framing of a stored or received batch (header present, magic,
 /// declared length equal to the slice) without the CRC.
 fn check_frame(batch: &[u8]) -> Result<BatchHeader<'_>, BatchError> {

@@ -157,15 +157,25 @@ impl Log {
     /// written, or with [`FlushPolicy::EveryAppend`] once it and everything
     /// before it is on stable storage.
     pub fn append(&self, batch: &[u8]) -> Result<Appended, AppendError> {
-        self.check_open()?;
+        // The size limit first, so an oversized batch costs no CRC.
+        self.check_size(batch.len())?;
+        self.append_valid(batch::ValidBatch::new(batch)?)
+    }
+
+    fn check_size(&self, size: usize) -> Result<(), AppendError> {
         let max = self.max_batch_bytes.load(Ordering::Relaxed) as usize;
-        if batch.len() > max {
-            return Err(AppendError::TooLarge {
-                size: batch.len(),
-                max,
-            });
+        if size > max {
+            return Err(AppendError::TooLarge { size, max });
         }
-        let header = batch::validate(batch)?;
+        Ok(())
+    }
+
+    /// Appends a batch the caller has already validated; otherwise the same
+    /// as [`Log::append`].
+    pub fn append_valid(&self, valid: batch::ValidBatch<'_>) -> Result<Appended, AppendError> {
+        self.check_open()?;
+        let (batch, header) = (valid.bytes(), valid.header());
+        self.check_size(batch.len())?;
         let (len, records, max_timestamp) = (
             batch.len() as u32,
             header.offset_count(),
