@@ -27,7 +27,7 @@ mod partition_dirs;
 pub mod producer_ids;
 mod producer_snapshot;
 pub mod producer_state;
-mod records;
+pub mod records;
 pub mod topic;
 pub mod topic_config;
 

@@ -1,8 +1,10 @@
-//! Walking the records inside one stored batch, decompressing it first if
-//! needed. Only offset lookups by timestamp use this (ListOffsets, not the
-//! produce or fetch path): the log answers those exactly for uncompressed
-//! batches, but can only point at the containing batch of a compressed one,
-//! while Kafka clients expect the exact record.
+//! Decompressing the records section of a stored batch, for the broker's
+//! offset lookups by timestamp and for clients that print records (the CLI).
+//! Neither the produce nor the fetch path uses this: batches are stored and
+//! served as produced. ListOffsets needs it because the log answers a
+//! timestamp exactly for uncompressed batches but can only point at the
+//! containing batch of a compressed one, while Kafka clients expect the
+//! exact record.
 
 use std::borrow::Cow;
 use std::io::Read;
@@ -17,13 +19,16 @@ const DECOMPRESSED_BYTES_MAX: u64 = 256 * 1024 * 1024;
 /// at least `target`, or `None` if none is, or the records cannot be read.
 pub(crate) fn first_at_or_after(batch: &[u8], target: i64) -> Option<(u64, i64)> {
     let header = BatchHeader::parse(batch)?;
-    let data = records_data(header.compression(), batch.get(HEADER_BYTES..)?)?;
+    let data = decompress(header.compression(), batch.get(HEADER_BYTES..)?)?;
     let (offset, timestamp) = batch::first_record_in_records(&header, &data, target)?;
     Some((u64::try_from(offset).ok()?, timestamp))
 }
 
-/// The records section, decompressed (codec ids as in the batch attributes).
-fn records_data(codec: u8, compressed: &[u8]) -> Option<Cow<'_, [u8]>> {
+/// The records section of a batch (the bytes after its header), decompressed
+/// with `codec` (the id in the batch attributes: 0 none, 1 gzip, 2 snappy,
+/// 3 lz4, 4 zstd). `None` if the codec is unknown, the data is corrupt, or it
+/// inflates beyond 256 MiB (a compression bomb).
+pub fn decompress(codec: u8, compressed: &[u8]) -> Option<Cow<'_, [u8]>> {
     let reader: Box<dyn Read + '_> = match codec {
         0 => return Some(Cow::Borrowed(compressed)),
         1 => Box::new(flate2::read::MultiGzDecoder::new(compressed)),

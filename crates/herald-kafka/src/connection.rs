@@ -178,7 +178,7 @@ async fn process_requests(
     while let Some((frame, permit)) = requests.recv().await {
         let started = Instant::now();
         let (api, frame_bytes) = (api_name(&frame), LENGTH_PREFIX_BYTES + frame.len());
-        let outcome = handlers::handle_frame(ctx, frame).await;
+        let outcome = handlers::handle_frame(ctx, frame, Some(peer)).await;
         if let Some(metrics) = metrics {
             metrics.record_request(api, frame_bytes, started.elapsed());
         }

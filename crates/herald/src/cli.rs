@@ -9,7 +9,8 @@ use clap::{Parser, Subcommand, ValueEnum};
 use serde::{Deserialize, Serialize};
 
 pub use crate::cli_client::{
-    BenchArgs, ConsumeArgs, OutputFormat, ProduceArgs, StartFrom, TopicCommand,
+    BenchArgs, ConsumeArgs, GroupCommand, OutputFormat, ProduceArgs, ResetTo, StartFrom,
+    TopicCommand,
 };
 
 /// herald: a publish/subscribe broker that speaks the Kafka protocol.
@@ -32,6 +33,9 @@ pub enum Command {
     /// Create, list, describe, alter and delete topics.
     #[command(subcommand)]
     Topic(TopicCommand),
+    /// List, describe, reset the offsets of, and delete consumer groups.
+    #[command(subcommand)]
+    Group(GroupCommand),
     /// Send lines from stdin or a file as records.
     #[command(
         after_help = "Example:\n  printf 'hello\\nworld\\n' | herald produce greetings --key user-1 --header source=cli"
@@ -98,6 +102,22 @@ pub struct ServeArgs {
     /// Address of the admin HTTP listener (/metrics, /health, /ready) [default: 127.0.0.1:9644].
     #[arg(long, env = "HERALD_ADMIN_LISTEN", value_name = "ADDR")]
     pub admin_listen: Option<String>,
+    /// How long the first rebalance of an empty group waits for more members [default: 3000].
+    #[arg(
+        long,
+        env = "HERALD_GROUP_INITIAL_REBALANCE_DELAY_MS",
+        value_name = "N"
+    )]
+    pub group_initial_rebalance_delay_ms: Option<u32>,
+    /// Smallest session timeout a group member may ask for [default: 6000].
+    #[arg(long, env = "HERALD_GROUP_MIN_SESSION_TIMEOUT_MS", value_name = "N")]
+    pub group_min_session_timeout_ms: Option<u32>,
+    /// Largest session timeout a group member may ask for [default: 1800000].
+    #[arg(long, env = "HERALD_GROUP_MAX_SESSION_TIMEOUT_MS", value_name = "N")]
+    pub group_max_session_timeout_ms: Option<u32>,
+    /// How long a group's committed offsets outlive its last member [default: 10080].
+    #[arg(long, env = "HERALD_OFFSETS_RETENTION_MINUTES", value_name = "N")]
+    pub offsets_retention_minutes: Option<u32>,
     /// Print the effective configuration as TOML and exit.
     #[arg(long)]
     pub print_config: bool,
@@ -130,4 +150,12 @@ pub struct FileSettings {
     pub log_level: Option<String>,
     /// See [`ServeArgs::admin_listen`].
     pub admin_listen: Option<String>,
+    /// See [`ServeArgs::group_initial_rebalance_delay_ms`].
+    pub group_initial_rebalance_delay_ms: Option<u32>,
+    /// See [`ServeArgs::group_min_session_timeout_ms`].
+    pub group_min_session_timeout_ms: Option<u32>,
+    /// See [`ServeArgs::group_max_session_timeout_ms`].
+    pub group_max_session_timeout_ms: Option<u32>,
+    /// See [`ServeArgs::offsets_retention_minutes`].
+    pub offsets_retention_minutes: Option<u32>,
 }

@@ -1,5 +1,5 @@
-//! Flags of the client subcommands (`topic`, `produce`, `consume`,
-//! `bench`). Every one talks to `--bootstrap` (default 127.0.0.1:9092,
+//! Flags of the client subcommands (`topic`, `group`, `produce`,
+//! `consume`, `bench`). Every one talks to `--bootstrap` (default 127.0.0.1:9092,
 //! env `HERALD_BOOTSTRAP`).
 
 use std::path::PathBuf;
@@ -74,6 +74,90 @@ pub enum TopicCommand {
     Delete {
         /// Topic name.
         name: String,
+        #[command(flatten)]
+        broker: BrokerArgs,
+    },
+}
+
+/// Where `group reset-offsets` moves a group's committed offsets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResetTo {
+    /// The first stored record of each partition.
+    Earliest,
+    /// The end of each partition (skip everything stored).
+    Latest,
+    /// This offset in every partition (clamped to what is stored).
+    Offset(i64),
+    /// The first record at or after this time (ms since the epoch); the end
+    /// where there is none.
+    Timestamp(i64),
+}
+
+/// Parses `earliest`, `latest`, `offset:N` or `timestamp:MS`.
+pub fn parse_reset_to(text: &str) -> Result<ResetTo, String> {
+    match text {
+        "earliest" => Ok(ResetTo::Earliest),
+        "latest" => Ok(ResetTo::Latest),
+        _ => match parse_start(text) {
+            Ok(StartFrom::Offset(offset)) => Ok(ResetTo::Offset(offset)),
+            Ok(StartFrom::Timestamp(ms)) => Ok(ResetTo::Timestamp(ms)),
+            _ => Err("expected earliest, latest, offset:N or timestamp:MS".to_owned()),
+        },
+    }
+}
+
+/// `herald group ...`.
+#[derive(Debug, Subcommand)]
+pub enum GroupCommand {
+    /// List consumer groups with their state.
+    #[command(after_help = "Example:\n  herald group list")]
+    List {
+        #[command(flatten)]
+        broker: BrokerArgs,
+    },
+    /// Show a group's members and assignments, and each partition's
+    /// committed offset, end offset and lag.
+    #[command(
+        after_help = "Example:\n  herald group describe billing\n  herald group describe billing --json"
+    )]
+    Describe {
+        /// Group id.
+        group: String,
+        /// Print one JSON object instead of tables.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        broker: BrokerArgs,
+    },
+    /// Move a group's committed offsets for a topic (refused while the group
+    /// has members: stop its consumers first).
+    #[command(
+        after_help = "Example:\n  herald group reset-offsets billing --topic orders --to earliest\n  herald group reset-offsets billing --topic orders --partition 2 --to offset:1500\n  herald group reset-offsets billing --topic orders --to timestamp:1700000000000 --dry-run"
+    )]
+    ResetOffsets {
+        /// Group id.
+        group: String,
+        /// Topic whose offsets move.
+        #[arg(long, value_name = "TOPIC")]
+        topic: String,
+        /// Only this partition (repeatable) [default: every partition].
+        #[arg(long = "partition", value_name = "N", value_parser = clap::value_parser!(i32).range(0..))]
+        partitions: Vec<i32>,
+        /// Target: earliest, latest, offset:N or timestamp:MS.
+        #[arg(long, value_parser = parse_reset_to, value_name = "POSITION")]
+        to: ResetTo,
+        /// Show the new offsets without committing them.
+        #[arg(long)]
+        dry_run: bool,
+        #[command(flatten)]
+        broker: BrokerArgs,
+    },
+    /// Delete a group and its committed offsets (refused while it has
+    /// members).
+    #[command(after_help = "Example:\n  herald group delete billing")]
+    Delete {
+        /// Group id.
+        group: String,
         #[command(flatten)]
         broker: BrokerArgs,
     },
@@ -163,6 +247,12 @@ pub struct ConsumeArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "plain")]
     pub format: OutputFormat,
+    /// Consume as a member of this consumer group: share the topic's
+    /// partitions with the group's other members, resume from the group's
+    /// committed offsets (`--from` applies where there are none), and commit
+    /// what was printed.
+    #[arg(long, value_name = "GROUP", conflicts_with = "partition")]
+    pub group: Option<String>,
     #[command(flatten)]
     pub broker: BrokerArgs,
 }
@@ -209,6 +299,16 @@ mod tests {
         );
         assert!(parse_start("offset:-1").is_err());
         assert!(parse_start("middle").is_err());
+    }
+
+    #[test]
+    fn reset_targets_parse_every_documented_form() {
+        assert_eq!(parse_reset_to("earliest"), Ok(ResetTo::Earliest));
+        assert_eq!(parse_reset_to("latest"), Ok(ResetTo::Latest));
+        assert_eq!(parse_reset_to("offset:7"), Ok(ResetTo::Offset(7)));
+        assert_eq!(parse_reset_to("timestamp:5"), Ok(ResetTo::Timestamp(5)));
+        assert!(parse_reset_to("beginning").is_err());
+        assert!(parse_reset_to("offset:x").is_err());
     }
 
     #[test]

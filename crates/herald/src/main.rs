@@ -1,5 +1,5 @@
 //! The herald binary: `herald serve` runs the broker (Kafka listener and
-//! admin HTTP listener); `topic`, `produce`, `consume` and `bench` are
+//! admin HTTP listener); `topic`, `group`, `produce`, `consume` and `bench` are
 //! Kafka clients of a running broker. Server configuration comes from
 //! flags, `HERALD_*` environment variables and a TOML file (in that order
 //! of precedence); server logs go to stderr through `tracing`. Every
@@ -31,6 +31,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Serve(args) => serve_main(args),
         Command::Topic(command) => run_client(commands::topic::run(command)),
+        Command::Group(command) => run_client(commands::group::run(command)),
         Command::Produce(args) => run_client(commands::produce::run(args)),
         Command::Consume(args) => run_client(commands::consume::run(args)),
         Command::Bench(args) => run_client(commands::bench::run(args)),

@@ -19,6 +19,10 @@ use crate::cli::{FileSettings, FlushMode, ServeArgs};
 /// would be refused.
 const MAX_FRAME_BYTES_MIN: u64 = 64 * 1024;
 
+/// Longest initial rebalance delay accepted (Kafka's rebalance timeouts are
+/// of the same order): longer would only stall new groups.
+const REBALANCE_DELAY_MS_MAX: u32 = 300_000;
+
 /// Everything `serve` needs.
 #[derive(Debug)]
 pub struct Settings {
@@ -136,6 +140,50 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
     if let Err(e) = tracing_subscriber::EnvFilter::try_new(&log_level) {
         return Err(invalid("log_level", &log_level, e));
     }
+    let initial_delay_ms = args
+        .group_initial_rebalance_delay_ms
+        .or(file.group_initial_rebalance_delay_ms)
+        .unwrap_or(3_000);
+    if initial_delay_ms > REBALANCE_DELAY_MS_MAX {
+        return Err(invalid(
+            "group_initial_rebalance_delay_ms",
+            initial_delay_ms,
+            format!("must be at most {REBALANCE_DELAY_MS_MAX}"),
+        ));
+    }
+    let session_min_ms = args
+        .group_min_session_timeout_ms
+        .or(file.group_min_session_timeout_ms)
+        .unwrap_or(6_000);
+    let session_max_ms = args
+        .group_max_session_timeout_ms
+        .or(file.group_max_session_timeout_ms)
+        .unwrap_or(1_800_000);
+    if !(1..=i32::MAX as u32).contains(&session_min_ms) {
+        return Err(invalid(
+            "group_min_session_timeout_ms",
+            session_min_ms,
+            "must be at least 1",
+        ));
+    }
+    if !(session_min_ms..=i32::MAX as u32).contains(&session_max_ms) {
+        return Err(invalid(
+            "group_max_session_timeout_ms",
+            session_max_ms,
+            format!("must be at least group_min_session_timeout_ms ({session_min_ms})"),
+        ));
+    }
+    let retention_minutes = args
+        .offsets_retention_minutes
+        .or(file.offsets_retention_minutes)
+        .unwrap_or(7 * 24 * 60);
+    if retention_minutes == 0 {
+        return Err(invalid(
+            "offsets_retention_minutes",
+            0,
+            "must be at least 1",
+        ));
+    }
 
     let effective = FileSettings {
         data_dir: Some(data_dir.clone()),
@@ -149,11 +197,20 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
         max_connections: Some(max_connections),
         log_level: Some(log_level.clone()),
         admin_listen: Some(admin_text),
+        group_initial_rebalance_delay_ms: Some(initial_delay_ms),
+        group_min_session_timeout_ms: Some(session_min_ms),
+        group_max_session_timeout_ms: Some(session_max_ms),
+        offsets_retention_minutes: Some(retention_minutes),
     };
     let mut broker = BrokerConfig::new(data_dir);
     broker.auto_create_topics = auto_create_topics;
     broker.default_partitions = default_partitions;
     broker.log_defaults.flush = flush;
+    // The bounds checked above keep every value within i32.
+    broker.groups.initial_rebalance_delay_ms = initial_delay_ms as i32;
+    broker.groups.session_timeout_ms_min = session_min_ms as i32;
+    broker.groups.session_timeout_ms_max = session_max_ms as i32;
+    broker.groups.offsets_retention_ms = i64::from(retention_minutes) * 60_000;
     let mut kafka = KafkaConfig::new(listen);
     kafka.advertised_host = advertised_host;
     kafka.advertised_port = advertised_port;
@@ -232,6 +289,32 @@ mod tests {
         assert_eq!(s.broker.default_partitions, 3);
         assert!(!s.broker.auto_create_topics);
         assert_eq!(s.broker.log_defaults.flush, FlushPolicy::EveryAppend);
+    }
+
+    #[test]
+    fn group_settings_reach_the_coordinator_and_are_checked() {
+        let s = with_file(
+            "group_initial_rebalance_delay_ms = 0\noffsets_retention_minutes = 60\n",
+            ServeArgs {
+                group_min_session_timeout_ms: Some(1_000),
+                ..ServeArgs::default()
+            },
+        )
+        .expect("valid");
+        assert_eq!(s.broker.groups.initial_rebalance_delay_ms, 0);
+        assert_eq!(s.broker.groups.session_timeout_ms_min, 1_000);
+        assert_eq!(s.broker.groups.offsets_retention_ms, 3_600_000);
+        let err = resolve(ServeArgs {
+            group_min_session_timeout_ms: Some(10_000),
+            group_max_session_timeout_ms: Some(5_000),
+            ..ServeArgs::default()
+        })
+        .expect_err("max below min refused");
+        assert!(
+            err.to_string()
+                .contains("group_max_session_timeout_ms = 5000"),
+            "{err}"
+        );
     }
 
     #[test]

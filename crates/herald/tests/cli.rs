@@ -290,6 +290,10 @@ fn every_subcommand_help_shows_an_example() {
         &["produce", "--help"][..],
         &["consume", "--help"][..],
         &["bench", "--help"][..],
+        &["group", "list", "--help"][..],
+        &["group", "describe", "--help"][..],
+        &["group", "reset-offsets", "--help"][..],
+        &["group", "delete", "--help"][..],
     ] {
         let output = Command::new(env!("CARGO_BIN_EXE_herald"))
             .args(args)

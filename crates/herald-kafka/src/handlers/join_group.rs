@@ -3,6 +3,8 @@
 //! which is what classic-protocol clients expect (they send nothing else to
 //! the coordinator meanwhile).
 
+use std::net::SocketAddr;
+
 use herald_broker::{GroupCall, GroupReply};
 use herald_group::Protocol;
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
@@ -11,19 +13,22 @@ use kafka_protocol::messages::{ApiKey, JoinGroupRequest, JoinGroupResponse};
 use super::{group_call, unexpected_reply, wire_str, Context, Wait};
 use crate::error_code;
 
-/// Answers a JoinGroup request from the client named `client_id`.
+/// Answers a JoinGroup request from the client named `client_id`,
+/// connected from `peer`.
 pub async fn handle(
     ctx: &Context,
     request: JoinGroupRequest,
     version: i16,
     client_id: String,
+    peer: Option<SocketAddr>,
 ) -> JoinGroupResponse {
     let call = GroupCall::JoinGroup(herald_group::JoinGroupRequest {
         group_id: request.group_id.0.to_string(),
         member_id: request.member_id.to_string(),
         group_instance_id: request.group_instance_id.map(|s| s.to_string()),
         client_id,
-        client_host: String::new(),
+        // Kafka's form: the address as Java's InetAddress prints it.
+        client_host: peer.map(|p| format!("/{}", p.ip())).unwrap_or_default(),
         session_timeout_ms: request.session_timeout_ms,
         // v0 has no rebalance timeout: Kafka uses the session timeout.
         rebalance_timeout_ms: if version == 0 {

@@ -3,6 +3,7 @@
 //! calls and broker results into wire messages; error codes come from
 //! [`crate::error_code`].
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -91,8 +92,8 @@ pub enum Outcome {
     Close(String),
 }
 
-/// Decodes one frame and answers it.
-pub async fn handle_frame(ctx: &Context, frame: Bytes) -> Outcome {
+/// Decodes one frame from the client at `peer` (when known) and answers it.
+pub async fn handle_frame(ctx: &Context, frame: Bytes, peer: Option<SocketAddr>) -> Outcome {
     let request = match decode_request(frame) {
         Ok(request) => request,
         Err(DecodeError::UnsupportedVersion {
@@ -217,7 +218,7 @@ pub async fn handle_frame(ctx: &Context, frame: Bytes) -> Outcome {
             key,
             version,
             correlation_id,
-            &join_group::handle(ctx, r, version, client_id).await,
+            &join_group::handle(ctx, r, version, client_id, peer).await,
             &[],
         ),
         RequestBody::SyncGroup(r) => respond(

@@ -36,7 +36,7 @@ async fn every_handler_answers_every_served_version() {
             let dir = tempfile::tempdir().expect("tempdir");
             let ctx = context(dir.path());
             let (body, _) = populated(range.key, version);
-            match handle_frame(&ctx, frame(range.key, version, &body)).await {
+            match handle_frame(&ctx, frame(range.key, version, &body), None).await {
                 Outcome::Respond(response) => {
                     assert!(response.len() > 8, "{:?} v{version}", range.key)
                 }
@@ -69,7 +69,7 @@ async fn fetch_at_every_version_carries_the_stored_batch() {
         let mut body = bytes::BytesMut::new();
         request.encode(&mut body, version).expect("encode");
         let Outcome::Respond(response) =
-            handle_frame(&ctx, frame(ApiKey::Fetch, version, &body)).await
+            handle_frame(&ctx, frame(ApiKey::Fetch, version, &body), None).await
         else {
             panic!("fetch v{version} not answered");
         };
@@ -116,7 +116,8 @@ where
     use kafka_protocol::protocol::Decodable;
     let mut body = bytes::BytesMut::new();
     request.encode(&mut body, version).expect("encode");
-    let Outcome::Respond(response) = handle_frame(ctx, frame(key, version, &body)).await else {
+    let Outcome::Respond(response) = handle_frame(ctx, frame(key, version, &body), None).await
+    else {
         panic!("{key:?} v{version} not answered");
     };
     let mut bytes = bytes::Bytes::from(response.to_vec()).slice(4..);

@@ -1,6 +1,7 @@
 //! One connection to a broker: connect, check with ApiVersions that the
 //! broker serves every request version this client sends, then request and
-//! response, one at a time, each under a timeout.
+//! response, one at a time, each under a timeout. A call that is cancelled
+//! or fails midway leaves the stream out of step; the next call reconnects.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -43,6 +44,24 @@ pub mod versions {
     pub const FETCH: i16 = 12;
     /// ListOffsets.
     pub const LIST_OFFSETS: i16 = 7;
+    /// JoinGroup (member id required on the first join).
+    pub const JOIN_GROUP: i16 = 9;
+    /// SyncGroup (with protocol type and name).
+    pub const SYNC_GROUP: i16 = 5;
+    /// Heartbeat.
+    pub const HEARTBEAT: i16 = 4;
+    /// LeaveGroup (a list of members).
+    pub const LEAVE_GROUP: i16 = 5;
+    /// OffsetCommit.
+    pub const OFFSET_COMMIT: i16 = 8;
+    /// OffsetFetch (a list of groups).
+    pub const OFFSET_FETCH: i16 = 8;
+    /// ListGroups (with a state filter).
+    pub const LIST_GROUPS: i16 = 4;
+    /// DescribeGroups.
+    pub const DESCRIBE_GROUPS: i16 = 5;
+    /// DeleteGroups.
+    pub const DELETE_GROUPS: i16 = 2;
 }
 
 /// A connection to one broker.
@@ -53,6 +72,9 @@ pub struct Connection {
     correlation_id: i32,
     /// Broker's advertised range per API key.
     ranges: HashMap<i16, (i16, i16)>,
+    /// A request was sent whose response was not read (its call was
+    /// cancelled or failed): the stream is out of step and must be replaced.
+    out_of_step: bool,
 }
 
 impl Connection {
@@ -69,6 +91,7 @@ impl Connection {
             address: address.to_owned(),
             correlation_id: 0,
             ranges: HashMap::new(),
+            out_of_step: false,
         };
         let request = ApiVersionsRequest::default()
             .with_client_software_name(StrBytes::from_static_str("herald-cli"))
@@ -115,6 +138,11 @@ impl Connection {
         self.check_served(R::KEY, version)?;
         let what = api_name(R::KEY);
         let address = self.address.clone();
+        if self.out_of_step {
+            // A late response of the abandoned request would be read as this
+            // one's: start over on a new connection.
+            *self = Box::pin(Self::connect(&address)).await?;
+        }
         tokio::time::timeout(timeout, self.round_trip(request, version))
             .await
             .map_err(|_| anyhow!("broker {address} did not answer {what} within {timeout:?}"))?
@@ -127,6 +155,7 @@ impl Connection {
         version: i16,
     ) -> anyhow::Result<R::Response> {
         self.correlation_id = self.correlation_id.wrapping_add(1);
+        self.out_of_step = true;
         let mut buf = BytesMut::with_capacity(256);
         buf.extend_from_slice(&[0; 4]);
         RequestHeader::default()
@@ -164,6 +193,7 @@ impl Connection {
         if body.has_remaining() {
             tracing::debug!(left = body.remaining(), "response has trailing bytes");
         }
+        self.out_of_step = false;
         Ok(response)
     }
 }

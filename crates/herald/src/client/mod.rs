@@ -3,12 +3,16 @@
 //! a single node): [`connection`] frames requests and checks the broker
 //! serves the versions used, [`records`] encodes and decodes record batches
 //! v2, [`admin`] wraps the topic APIs, [`data`] produce, fetch and list
-//! offsets, [`errors`] turns Kafka error codes into one-line reasons.
+//! offsets, [`groups`] consumer groups (admin and member side), [`member`]
+//! a consumer group member for `consume --group`, [`errors`]
+//! turns Kafka error codes into one-line reasons.
 
 pub mod admin;
 pub mod connection;
 pub mod data;
 pub mod errors;
+pub mod groups;
+pub mod member;
 pub mod partitioner;
 pub mod records;
 mod varint;

@@ -2,7 +2,7 @@
 //! CRC-32C over everything after the CRC field) and decoding the records of
 //! a fetched batch. The header layout is `herald_log::batch`'s.
 
-use anyhow::{bail, ensure, Context as _};
+use anyhow::{ensure, Context as _};
 use herald_log::batch::{BatchHeader, HEADER_BYTES, LOG_OVERHEAD};
 
 use crate::client::varint::{get_varint, put_varint};
@@ -120,15 +120,16 @@ pub fn decode_batch(batch: &[u8]) -> anyhow::Result<Vec<FetchedRecord>> {
     if header.is_control() {
         return Ok(Vec::new());
     }
-    if header.compression() != 0 {
-        bail!(
-            "batch at offset {} is compressed (codec {}); the CLI reads uncompressed batches only",
-            header.base_offset(),
-            header.compression()
-        );
-    }
+    let codec = header.compression();
+    let data = herald_broker::records::decompress(codec, &batch[HEADER_BYTES..total])
+        .with_context(|| {
+            format!(
+                "cannot decompress the batch at offset {} (codec {codec})",
+                header.base_offset()
+            )
+        })?;
     let count = usize::try_from(header.records_count()).context("negative record count")?;
-    let mut input = &batch[HEADER_BYTES..total];
+    let mut input: &[u8] = &data;
     // Each record takes at least 7 bytes: bound the allocation by the input.
     let mut records = Vec::with_capacity(count.min(input.len() / 7));
     for _ in 0..count {

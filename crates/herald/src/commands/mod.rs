@@ -3,6 +3,7 @@
 
 pub mod bench;
 pub mod consume;
+pub mod group;
 pub mod produce;
 pub mod topic;
 
