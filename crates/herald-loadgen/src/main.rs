@@ -49,6 +49,24 @@ enum Command {
         /// JSON-lines file the rows are appended to.
         #[arg(long)]
         out: PathBuf,
+        /// Only these batch sizes (comma-separated), to study a few points.
+        #[arg(long, value_delimiter = ',')]
+        batches: Option<Vec<u32>>,
+        /// Only these publisher counts.
+        #[arg(long, value_delimiter = ',')]
+        publishers: Option<Vec<u32>>,
+        /// Only these subscriber counts (an empty value: no consume points).
+        #[arg(long, value_delimiter = ',', num_args = 0..)]
+        subscribers: Option<Vec<u32>>,
+        /// Only these acks (1 or -1).
+        #[arg(long, value_delimiter = ',', allow_negative_numbers = true)]
+        acks: Option<Vec<i16>>,
+        /// Latency batch sizes (an empty value: no latency points).
+        #[arg(long, value_delimiter = ',', num_args = 0..)]
+        latency_batches: Option<Vec<u32>>,
+        /// Seconds of each produce run.
+        #[arg(long)]
+        produce_secs: Option<f64>,
     },
     /// Measures one loopback TCP stream and appends its row.
     Loopback {
@@ -86,7 +104,22 @@ fn main() -> anyhow::Result<()> {
             reference,
             threads,
             out,
+            batches,
+            publishers,
+            subscribers,
+            acks,
+            latency_batches,
+            produce_secs,
         } => {
+            let mut plan = if quick { Plan::quick() } else { Plan::full() };
+            plan.batches = batches.unwrap_or(plan.batches);
+            plan.publishers = publishers.unwrap_or(plan.publishers);
+            plan.subscribers = subscribers.unwrap_or(plan.subscribers);
+            plan.acks = acks.unwrap_or(plan.acks);
+            plan.latency_batches = latency_batches.unwrap_or(plan.latency_batches);
+            if let Some(secs) = produce_secs {
+                plan.produce_duration = Duration::from_secs_f64(secs);
+            }
             let reference = match reference {
                 Some(path) => {
                     read_rows(&path).with_context(|| format!("reading {}", path.display()))?
@@ -97,7 +130,7 @@ fn main() -> anyhow::Result<()> {
                 addr: bootstrap,
                 broker,
                 broker_pid,
-                plan: if quick { Plan::quick() } else { Plan::full() },
+                plan,
                 reference,
                 out,
             };
