@@ -5,7 +5,10 @@
 //!
 //! A request's path: [`AdminServer::run`] accepts (at most
 //! [`CONNECTIONS_MAX`] at once) → hyper parses one HTTP/1.1 request at a
-//! time (headers within [`HEADER_READ_TIMEOUT`]) → [`routes::respond`].
+//! time (headers within [`HEADER_READ_TIMEOUT`]) → [`routes::respond`];
+//! a `/metrics` scrape, which samples the broker, then runs on tokio's
+//! blocking pool ([`routes::scrape`]) so a slow sample never stalls the
+//! runtime.
 
 mod readiness;
 pub mod routes;

@@ -1,4 +1,6 @@
-//! Maps one HTTP request to its response. Pure: no I/O.
+//! Maps one HTTP request to its response. Pure: no I/O. A scrape, which
+//! samples the broker and may wait, is left to the caller
+//! ([`Answer::Scrape`]), which runs it off the async runtime.
 
 use bytes::Bytes;
 use http_body_util::Full;
@@ -9,23 +11,23 @@ use crate::server::AdminState;
 /// Content type of the Prometheus text exposition format.
 pub const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// The response to `request`.
-pub fn respond<B>(state: &AdminState, request: &Request<B>) -> Response<Full<Bytes>> {
+/// What to answer a request with.
+#[derive(Debug)]
+pub enum Answer {
+    /// This response, ready now.
+    Now(Response<Full<Bytes>>),
+    /// A scrape: run [`scrape`] (it may block) and answer with
+    /// [`metrics_response`].
+    Scrape,
+}
+
+/// The answer to `request`.
+pub fn respond<B>(state: &AdminState, request: &Request<B>) -> Answer {
     if request.method() != Method::GET && request.method() != Method::HEAD {
-        return text(StatusCode::METHOD_NOT_ALLOWED, "only GET is served\n");
+        return Answer::Now(text(StatusCode::METHOD_NOT_ALLOWED, "only GET is served\n"));
     }
-    match request.uri().path() {
-        "/metrics" => {
-            let body = state
-                .metrics
-                .scrape(|partitions| (state.refresh)(partitions));
-            let mut response = Response::new(Full::new(Bytes::from(body)));
-            response.headers_mut().insert(
-                hyper::header::CONTENT_TYPE,
-                hyper::header::HeaderValue::from_static(METRICS_CONTENT_TYPE),
-            );
-            response
-        }
+    Answer::Now(match request.uri().path() {
+        "/metrics" => return Answer::Scrape,
         "/health" => text(StatusCode::OK, "ok\n"),
         "/ready" if state.readiness.is_ready() => text(StatusCode::OK, "ready\n"),
         "/ready" => text(StatusCode::SERVICE_UNAVAILABLE, "not ready\n"),
@@ -33,7 +35,28 @@ pub fn respond<B>(state: &AdminState, request: &Request<B>) -> Response<Full<Byt
             StatusCode::NOT_FOUND,
             "not found: try /metrics, /health or /ready\n",
         ),
-    }
+    })
+}
+
+/// Refreshes the sampled metrics and renders every metric. Blocking: the
+/// refresh reads the broker and waits (bounded) for the group coordinator.
+pub fn scrape(state: &AdminState) -> String {
+    state.metrics.scrape(|metrics| (state.refresh)(metrics))
+}
+
+/// The `/metrics` response carrying `body`.
+pub fn metrics_response(body: String) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static(METRICS_CONTENT_TYPE),
+    );
+    response
+}
+
+/// The answer when a scrape could not run (its blocking task failed).
+pub fn scrape_failed() -> Response<Full<Bytes>> {
+    text(StatusCode::INTERNAL_SERVER_ERROR, "scrape failed\n")
 }
 
 fn text(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {

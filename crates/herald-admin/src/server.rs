@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use herald_metrics::{Metrics, PartitionMetrics};
+use herald_metrics::Metrics;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -23,14 +23,16 @@ pub const CONNECTIONS_MAX: usize = 64;
 /// How long a client may take to send a request's headers.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Updates gauges sampled at scrape time (the per-partition gauges).
-pub type ScrapeRefresh = Box<dyn Fn(&PartitionMetrics) + Send + Sync>;
+/// Updates the metrics sampled at scrape time (partition gauges, flush
+/// counters, group offsets). Runs on a blocking thread, not the async
+/// runtime, so it may block briefly; it should bound every wait.
+pub type ScrapeRefresh = Box<dyn Fn(&Metrics) + Send + Sync>;
 
 /// What request handling reads.
 pub struct AdminState {
     /// Every metric.
     pub metrics: Arc<Metrics>,
-    /// Called before each `/metrics` rendering.
+    /// Called before each `/metrics` rendering, on a blocking thread.
     pub refresh: ScrapeRefresh,
     /// Answer of `/ready`.
     pub readiness: Readiness,
@@ -109,8 +111,25 @@ impl AdminServer {
 
 async fn serve_connection(stream: tokio::net::TcpStream, peer: SocketAddr, state: Arc<AdminState>) {
     let service = service_fn(move |request| {
-        let response = routes::respond(&state, &request);
-        async move { Ok::<_, Infallible>(response) }
+        let answer = routes::respond(&state, &request);
+        let state = Arc::clone(&state);
+        async move {
+            let response = match answer {
+                routes::Answer::Now(response) => response,
+                // The refresh samples the broker and may wait for the group
+                // coordinator: keep it off the runtime's worker threads.
+                routes::Answer::Scrape => {
+                    match tokio::task::spawn_blocking(move || routes::scrape(&state)).await {
+                        Ok(body) => routes::metrics_response(body),
+                        Err(e) => {
+                            tracing::error!(error = %e, "scrape task failed");
+                            routes::scrape_failed()
+                        }
+                    }
+                }
+            };
+            Ok::<_, Infallible>(response)
+        }
     });
     let served = http1::Builder::new()
         .timer(TokioTimer::new())

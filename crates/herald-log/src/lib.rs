@@ -7,7 +7,8 @@
 //!
 //! What it owns: batch validation, offset assignment, the lock-free append
 //! protocol, segments and their indexes, durability (fsync policy, poisoning
-//! on I/O failure), crash recovery and retention.
+//! on I/O failure, flush counts and latencies in [`FlushStats`]), crash
+//! recovery and retention.
 //!
 //! What it must not do: know about sockets, Kafka requests, topics or an async
 //! runtime. The broker above it calls [`Log`] directly.
@@ -37,6 +38,7 @@ mod commit;
 mod config;
 mod error;
 mod extent;
+mod flush_stats;
 mod index;
 mod reserve;
 mod sync;
@@ -59,6 +61,9 @@ mod loom_tests;
 
 pub use config::{FlushPolicy, LogConfig, SEGMENT_BYTES_MAX, SEGMENT_BYTES_MIN};
 pub use error::{AppendError, BatchError, ConfigError, LogError, ReadError};
+pub use flush_stats::{
+    FlushStats, FlushStatsSnapshot, FLUSH_LATENCY_BOUNDS_NANOS, FLUSH_LATENCY_BUCKETS,
+};
 #[cfg(not(herald_loom))]
 pub use log::{Appended, Log, ReadSlice, TimestampOffset};
 #[cfg(not(herald_loom))]

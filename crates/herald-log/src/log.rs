@@ -14,6 +14,7 @@ use crate::batch;
 use crate::config::{FlushPolicy, LogConfig};
 use crate::error::{AppendError, ConfigError, LogError, ReadError};
 use crate::extent::Extent;
+use crate::flush_stats::{FlushStats, FlushStatsSnapshot};
 use crate::persist::{sync_dir, Checkpoint, IndexFile};
 use crate::recovery::{recover, RecoveryReport};
 use crate::reserve::Reservation;
@@ -84,6 +85,9 @@ pub struct Log {
     durable: AtomicU64,
     dir_dirty: AtomicBool,
     flush_lock: Mutex<Instant>,
+    /// Flush counts and latencies; boxed, so the flush path's writes stay
+    /// off the cache lines appenders read.
+    flush_stats: Box<FlushStats>,
     poison: OnceLock<Arc<str>>,
     poisoned: AtomicBool,
     closed: AtomicBool,
@@ -128,6 +132,7 @@ impl Log {
             durable: AtomicU64::new(0),
             dir_dirty: AtomicBool::new(true),
             flush_lock: Mutex::new(Instant::now()),
+            flush_stats: Box::new(FlushStats::new()),
             poison: OnceLock::new(),
             poisoned: AtomicBool::new(false),
             closed: AtomicBool::new(false),
@@ -507,6 +512,9 @@ impl Log {
         // Everyone who arrived while the previous fsync ran is covered by
         // this one: flush as far as is visible now, not just to `end`.
         let target = self.high_watermark().max(end);
+        // Timed here, under the flush lock: only flushes pay for the clock.
+        let started = Instant::now();
+        let mut synced = false;
         for segment in self.segments.load().iter() {
             let covers = segment.base_offset() <= target && segment.end_offset() >= from;
             if covers {
@@ -514,6 +522,7 @@ impl Log {
                     let reason = format!("fsync {}: {e}", segment.path().display());
                     return Err(LogError::Poisoned(self.poison(reason)));
                 }
+                synced = true;
             }
         }
         if self.dir_dirty.swap(false, Ordering::AcqRel) {
@@ -521,6 +530,12 @@ impl Log {
                 let reason = format!("fsync {}: {e}", self.dir.display());
                 return Err(LogError::Poisoned(self.poison(reason)));
             }
+            synced = true;
+        }
+        if synced {
+            let elapsed = started.elapsed();
+            self.flush_stats.record(elapsed);
+            FlushStats::global().record(elapsed);
         }
         self.durable.fetch_max(target, Ordering::AcqRel);
         *last_flush = Instant::now();
@@ -694,6 +709,17 @@ impl Log {
     /// Number of segments.
     pub fn segment_count(&self) -> usize {
         self.segments.load().len()
+    }
+
+    /// Counts and latencies of this log's flushes since it was opened: one
+    /// per flush that issued fsyncs (of the segment files it covered, and
+    /// of the directory after segments were created), whatever asked for
+    /// it ([`FlushPolicy::EveryAppend`], where concurrent appenders share
+    /// one flush, the interval of [`Log::maintain`], a sealed segment being
+    /// finalized, [`Log::flush`], opening and closing). Failed flushes,
+    /// which poison the log, are not counted.
+    pub fn flush_stats(&self) -> FlushStatsSnapshot {
+        self.flush_stats.snapshot()
     }
 
     /// Closes the log cleanly: no more appends, everything flushed, indexes

@@ -1,8 +1,50 @@
-//! Samples every partition's log for the per-partition gauges, at scrape
-//! time.
+//! Samples the broker for the metrics read at scrape time: every
+//! partition's log (gauges and flush counters), the flush latency of every
+//! log of the process, and the group coordinator's committed offsets (with
+//! their lag behind the high watermarks).
 
-use herald_broker::Broker;
-use herald_metrics::PartitionSample;
+use std::collections::HashMap;
+use std::time::Duration;
+
+use herald_broker::groups::CommittedOffsetEntry;
+use herald_broker::{Broker, OFFSETS_TOPIC};
+use herald_log::{FlushStats, FlushStatsSnapshot};
+use herald_metrics::{
+    GroupOffsetSample, HistogramSample, Metrics, PartitionFsyncSample, PartitionSample,
+};
+
+/// Longest a scrape waits for the group coordinator's committed offsets;
+/// past it the group gauges are left out of that scrape.
+pub const GROUP_SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Refreshes every sampled metric from `broker`. Blocks for at most
+/// [`GROUP_SNAPSHOT_TIMEOUT`] (plus the time to read the logs' counters).
+pub fn refresh(broker: &Broker, metrics: &Metrics) {
+    // Committed offsets first, high watermarks second: a high watermark
+    // only grows, so a commit at or below it when the snapshot was taken
+    // never shows a negative lag.
+    let committed = broker
+        .groups()
+        .committed_offsets_snapshot(GROUP_SNAPSHOT_TIMEOUT);
+    let partitions = partition_samples(broker);
+    match committed {
+        Some(committed) => metrics
+            .groups
+            .replace(group_offset_samples(committed, &partitions)),
+        None => {
+            tracing::warn!(
+                "group coordinator stopped or slower than {GROUP_SNAPSHOT_TIMEOUT:?} to list \
+                 committed offsets; group metrics left out of this scrape"
+            );
+            metrics.groups.clear();
+        }
+    }
+    metrics
+        .fsync
+        .set_latency(latency_sample(&FlushStats::global().snapshot()));
+    metrics.fsync.replace_partitions(fsync_samples(broker));
+    metrics.partitions.replace(partitions);
+}
 
 /// The current state of every partition of every topic.
 pub fn partition_samples(broker: &Broker) -> Vec<PartitionSample> {
@@ -21,4 +63,136 @@ pub fn partition_samples(broker: &Broker) -> Vec<PartitionSample> {
         }
     }
     samples
+}
+
+/// Flush counters of every partition log, the internal offsets partition
+/// included.
+fn fsync_samples(broker: &Broker) -> Vec<PartitionFsyncSample> {
+    let sample = |topic: &str, partition: u32, stats: FlushStatsSnapshot| PartitionFsyncSample {
+        topic: topic.to_owned(),
+        partition,
+        fsyncs: stats.count(),
+        seconds: stats.sum.as_secs_f64(),
+    };
+    let mut samples = Vec::new();
+    for topic in broker.topics() {
+        for partition in topic.partitions().iter() {
+            samples.push(sample(
+                topic.name(),
+                partition.index(),
+                partition.log().flush_stats(),
+            ));
+        }
+    }
+    samples.push(sample(
+        OFFSETS_TOPIC,
+        0,
+        broker.groups().offsets_log_flush_stats(),
+    ));
+    samples
+}
+
+/// The histogram of `stats`, in seconds.
+pub fn latency_sample(stats: &FlushStatsSnapshot) -> HistogramSample {
+    HistogramSample {
+        sum: stats.sum.as_secs_f64(),
+        buckets: stats
+            .bucket_counts()
+            // Nanoseconds / 1e9 rounds once, so bounds print as 1.31072,
+            // not 1.3107199999999999.
+            .map(|(bound, count)| {
+                let seconds = bound.map_or(f64::INFINITY, |b| b.as_nanos() as f64 / 1e9);
+                (seconds, count)
+            })
+            .collect(),
+    }
+}
+
+/// Each committed offset with its lag: the partition's high watermark
+/// minus the offset, when the partition exists and the offset is not
+/// negative (a group may commit -1 or an offset of a deleted topic).
+pub fn group_offset_samples(
+    committed: Vec<CommittedOffsetEntry>,
+    partitions: &[PartitionSample],
+) -> Vec<GroupOffsetSample> {
+    let high_watermarks: HashMap<(&str, u32), u64> = partitions
+        .iter()
+        .map(|p| ((p.topic.as_str(), p.partition), p.high_watermark))
+        .collect();
+    committed
+        .into_iter()
+        .map(|entry| {
+            let high_watermark = u32::try_from(entry.partition)
+                .ok()
+                .and_then(|index| high_watermarks.get(&(entry.topic.as_str(), index)));
+            let lag = match high_watermark {
+                Some(&hw) if entry.offset >= 0 => {
+                    Some(i64::try_from(hw).unwrap_or(i64::MAX) - entry.offset)
+                }
+                _ => None,
+            };
+            GroupOffsetSample {
+                group: entry.group_id,
+                topic: entry.topic,
+                partition: entry.partition,
+                committed_offset: entry.offset,
+                lag,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn partition(topic: &str, partition: u32, high_watermark: u64) -> PartitionSample {
+        PartitionSample {
+            topic: topic.into(),
+            partition,
+            high_watermark,
+            log_start_offset: 0,
+            size_bytes: 0,
+            segment_count: 1,
+        }
+    }
+
+    fn entry(topic: &str, partition: i32, offset: i64) -> CommittedOffsetEntry {
+        CommittedOffsetEntry {
+            group_id: "g".into(),
+            topic: topic.into(),
+            partition,
+            offset,
+        }
+    }
+
+    #[test]
+    fn lag_is_the_high_watermark_minus_the_commit_where_the_partition_exists() {
+        let partitions = [partition("t", 0, 50), partition("t", 1, 10)];
+        let samples = group_offset_samples(
+            vec![
+                entry("t", 0, 42),
+                entry("t", 1, 10),
+                entry("t", 2, 3),
+                entry("gone", 0, 7),
+                entry("t", 0, -1),
+                entry("t", -1, 5),
+            ],
+            &partitions,
+        );
+        let lags: Vec<_> = samples.iter().map(|s| s.lag).collect();
+        assert_eq!(lags, [Some(8), Some(0), None, None, None, None]);
+        assert_eq!(samples[0].committed_offset, 42);
+    }
+
+    #[test]
+    fn the_latency_histogram_ends_with_an_unbounded_bucket() {
+        let stats = FlushStats::new();
+        stats.record(Duration::from_millis(2));
+        let sample = latency_sample(&stats.snapshot());
+        assert_eq!(sample.buckets.len(), herald_log::FLUSH_LATENCY_BUCKETS);
+        assert_eq!(sample.buckets.last().map(|b| b.0), Some(f64::INFINITY));
+        assert_eq!(sample.buckets.iter().map(|b| b.1).sum::<u64>(), 1);
+        assert!((sample.sum - 0.002).abs() < 1e-9);
+    }
 }

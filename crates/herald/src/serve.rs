@@ -12,7 +12,7 @@ use herald_kafka::KafkaServer;
 use herald_metrics::Metrics;
 use tokio_util::sync::CancellationToken;
 
-use crate::scrape::partition_samples;
+use crate::scrape;
 use crate::settings::Settings;
 
 /// Runs the broker until a termination signal.
@@ -22,9 +22,11 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     let opened: Arc<OnceLock<Arc<Broker>>> = Arc::new(OnceLock::new());
     let admin = {
         let opened = Arc::clone(&opened);
-        let refresh = Box::new(move |gauges: &herald_metrics::PartitionMetrics| {
+        // Called on a blocking thread for each scrape (see herald-admin);
+        // its only wait, for the group coordinator, is bounded.
+        let refresh = Box::new(move |metrics: &Metrics| {
             if let Some(broker) = opened.get() {
-                gauges.replace(partition_samples(broker));
+                scrape::refresh(broker, metrics);
             }
         });
         AdminServer::bind(

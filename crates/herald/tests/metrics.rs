@@ -1,12 +1,16 @@
 //! The admin listener: /health, /ready and /metrics, whose counters move by
-//! exactly what a known workload did (parsed as Prometheus text).
+//! exactly what a known workload did (parsed as Prometheus text): requests,
+//! partition state, log flushes and consumer group lag.
 
 mod common;
 
 use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};
 
-use common::{batch, create_topic, fetch, produce, Client, Server, IO_TIMEOUT};
+use common::{batch, create_topic, fetch, produce, s, Client, Server, IO_TIMEOUT};
+use kafka_protocol::messages::{
+    offset_commit_request, ApiKey, GroupId, OffsetCommitRequest, OffsetCommitResponse, TopicName,
+};
 use prometheus_parse::{Sample, Scrape, Value};
 
 /// GETs `path`; returns (status, body).
@@ -50,6 +54,56 @@ fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
             Value::Histogram(buckets) => buckets.last().map_or(0.0, |b| b.count),
             Value::Summary(_) => f64::NAN,
         })
+}
+
+/// The value of `name` with every label of `labels`, `None` if absent.
+fn find(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    samples
+        .iter()
+        .any(|s| s.metric == name && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
+        .then(|| value(samples, name, labels))
+}
+
+/// The cumulative bucket counts of the unlabelled histogram `name`.
+fn histogram_buckets(samples: &[Sample], name: &str) -> Vec<(f64, f64)> {
+    samples
+        .iter()
+        .find_map(|s| match &s.value {
+            Value::Histogram(buckets) if s.metric == name => Some(
+                buckets
+                    .iter()
+                    .map(|b| (b.less_than, b.count))
+                    .collect::<Vec<_>>(),
+            ),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("histogram {name} missing"))
+}
+
+/// Commits `offsets` (partition, offset) of `topic` for `group` as a
+/// simple (generation -1) commit; every partition must be accepted.
+fn commit(client: &mut Client, group: &str, topic: &str, offsets: &[(i32, i64)]) {
+    let request = OffsetCommitRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_generation_id_or_member_epoch(-1)
+        .with_topics(vec![
+            offset_commit_request::OffsetCommitRequestTopic::default()
+                .with_name(TopicName(s(topic)))
+                .with_partitions(
+                    offsets
+                        .iter()
+                        .map(|&(partition, offset)| {
+                            offset_commit_request::OffsetCommitRequestPartition::default()
+                                .with_partition_index(partition)
+                                .with_committed_offset(offset)
+                        })
+                        .collect(),
+                ),
+        ]);
+    let response: OffsetCommitResponse = client.call(ApiKey::OffsetCommit, 8, &request);
+    for partition in &response.topics[0].partitions {
+        assert_eq!(partition.error_code, 0, "commit of {partition:?}");
+    }
 }
 
 #[test]
@@ -117,5 +171,114 @@ fn metrics_count_requests_bytes_and_partition_state_of_a_workload() {
     assert!(
         value(&after, "herald_partition_log_size_bytes", &partition)
             >= batch_bytes * batches as f64
+    );
+}
+
+#[test]
+fn every_append_fsyncs_are_timed_and_counted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(dir.path(), &["--flush", "every-append"]);
+    let mut client = Client::connect(server.addr);
+    assert_eq!(create_topic(&mut client, "durable", 1, &[]), 0);
+    let before = scrape(server.admin_addr);
+
+    let appends = 5;
+    for _ in 0..appends {
+        let (error, _) = produce(&mut client, "durable", 0, batch(3, &[1u8; 64]));
+        assert_eq!(error, 0);
+    }
+    let after = scrape(server.admin_addr);
+    let delta = |name: &str, labels: &[(&str, &str)]| {
+        value(&after, name, labels) - value(&before, name, labels)
+    };
+
+    // Each acknowledged append is covered by an fsync; concurrent ones may
+    // share one (group commit), so at least one and at most one per append.
+    let histogram = "herald_log_fsync_duration_seconds";
+    let fsyncs = delta(&format!("{histogram}_count"), &[]);
+    assert!(
+        (1.0..=f64::from(appends)).contains(&fsyncs),
+        "{fsyncs} fsyncs for {appends} appends"
+    );
+    assert!(delta(&format!("{histogram}_sum"), &[]) > 0.0);
+    let buckets = histogram_buckets(&after, histogram);
+    assert!(
+        buckets
+            .windows(2)
+            .all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1),
+        "buckets are cumulative: {buckets:?}"
+    );
+    assert_eq!(buckets.last().map(|b| b.0), Some(f64::INFINITY));
+    assert_eq!(
+        buckets.last().map(|b| b.1),
+        Some(value(&after, &format!("{histogram}_count"), &[])),
+        "the +Inf bucket holds every fsync"
+    );
+
+    let partition = [("topic", "durable"), ("partition", "0")];
+    let partition_fsyncs = delta("herald_partition_log_fsyncs_total", &partition);
+    assert!(
+        (1.0..=fsyncs).contains(&partition_fsyncs),
+        "{partition_fsyncs} fsyncs of the partition, {fsyncs} in all"
+    );
+    assert!(delta("herald_partition_log_fsync_seconds_total", &partition) > 0.0);
+}
+
+#[test]
+fn group_lag_is_the_high_watermark_minus_the_committed_offset() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(dir.path(), &[]);
+    let mut client = Client::connect(server.addr);
+    assert_eq!(create_topic(&mut client, "consumed", 2, &[]), 0);
+    for _ in 0..3 {
+        assert_eq!(produce(&mut client, "consumed", 0, batch(10, b"v")).0, 0);
+    }
+    assert_eq!(produce(&mut client, "consumed", 1, batch(4, b"v")).0, 0);
+    let offsets_log = [("topic", "__consumer_offsets"), ("partition", "0")];
+    let before = scrape(server.admin_addr);
+    assert_eq!(find(&before, "herald_group_lag", &[]), None, "no group yet");
+
+    let committed = [(0, 12), (1, 4)];
+    commit(&mut client, "lagging", "consumed", &committed);
+    let after = scrape(server.admin_addr);
+
+    for (partition, offset) in committed {
+        let index = partition.to_string();
+        let labels = [
+            ("group", "lagging"),
+            ("topic", "consumed"),
+            ("partition", index.as_str()),
+        ];
+        let high_watermark = value(
+            &after,
+            "herald_partition_high_watermark",
+            &[("topic", "consumed"), ("partition", index.as_str())],
+        );
+        assert_eq!(
+            find(&after, "herald_group_committed_offset", &labels),
+            Some(offset as f64)
+        );
+        assert_eq!(
+            find(&after, "herald_group_lag", &labels),
+            Some(high_watermark - offset as f64),
+            "lag of partition {partition}"
+        );
+    }
+    assert_eq!(
+        find(
+            &after,
+            "herald_group_lag",
+            &[("group", "lagging"), ("partition", "0")]
+        ),
+        Some(18.0)
+    );
+    // The commit was made durable by an fsync of the offsets partition.
+    let offsets_fsyncs = value(&after, "herald_partition_log_fsyncs_total", &offsets_log)
+        - value(&before, "herald_partition_log_fsyncs_total", &offsets_log);
+    assert!(offsets_fsyncs >= 1.0, "{offsets_fsyncs} offsets fsyncs");
+    assert!(
+        value(&after, "herald_log_fsync_duration_seconds_count", &[])
+            - value(&before, "herald_log_fsync_duration_seconds_count", &[])
+            >= offsets_fsyncs
     );
 }

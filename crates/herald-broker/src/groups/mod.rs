@@ -16,6 +16,9 @@
 //!
 //! At open the offsets partition is replayed into the coordinator before
 //! the service accepts its first call.
+//!
+//! For metrics, [`GroupService::committed_offsets_snapshot`] asks the worker
+//! for every committed offset, waiting a bounded time for the answer.
 
 pub mod offsets_log;
 
@@ -32,7 +35,7 @@ use herald_group::{
     OffsetDeleteRequest, OffsetDeleteResponse, OffsetFetchRequest, OffsetFetchResponse, Output,
     RequestId, SyncGroupRequest, SyncGroupResponse,
 };
-use herald_log::Log;
+use herald_log::{FlushStatsSnapshot, Log};
 use parking_lot::Mutex;
 use std::sync::Arc;
 
@@ -97,8 +100,23 @@ pub enum GroupReply {
 /// Called once with the answer to a call, from the service's thread.
 pub type ReplyFn = Box<dyn FnOnce(GroupReply) + Send>;
 
+/// One committed offset, as listed by
+/// [`GroupService::committed_offsets_snapshot`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommittedOffsetEntry {
+    /// The group.
+    pub group_id: String,
+    /// The topic.
+    pub topic: String,
+    /// The partition index.
+    pub partition: i32,
+    /// The committed offset (the next record the group will read).
+    pub offset: i64,
+}
+
 enum Command {
     Call(GroupCall, ReplyFn),
+    Snapshot(mpsc::Sender<Vec<CommittedOffsetEntry>>),
     Stop,
 }
 
@@ -158,6 +176,28 @@ impl GroupService {
         }
     }
 
+    /// Every committed offset of every live group, as the worker sees it
+    /// between two calls; `None` if the service is stopped or the worker
+    /// does not answer within `timeout` (it may be busy with an fsync of
+    /// the offsets partition). Never blocks longer than `timeout`.
+    pub fn committed_offsets_snapshot(
+        &self,
+        timeout: Duration,
+    ) -> Option<Vec<CommittedOffsetEntry>> {
+        let (reply, answer) = mpsc::channel();
+        {
+            let sender = self.sender.lock();
+            sender.as_ref()?.send(Command::Snapshot(reply)).ok()?;
+        }
+        answer.recv_timeout(timeout).ok()
+    }
+
+    /// Flush counts and latencies of the offsets partition (fsynced on
+    /// every append).
+    pub fn offsets_log_flush_stats(&self) -> FlushStatsSnapshot {
+        self.log.flush_stats()
+    }
+
     /// Stops the worker (calls still held are answered
     /// [`GroupReply::Unavailable`]) and closes the offsets partition.
     pub fn close(&self) -> Result<(), BrokerError> {
@@ -202,6 +242,7 @@ impl Worker {
             };
             match command {
                 Ok(Command::Call(call, reply)) => self.call(call, reply),
+                Ok(Command::Snapshot(reply)) => self.snapshot(&reply),
                 Err(RecvTimeoutError::Timeout) => {
                     let outputs = self.coordinator.tick(now_ms());
                     self.act(outputs);
@@ -252,6 +293,35 @@ impl Worker {
                 }
             }
         };
+        self.act(outputs);
+    }
+
+    /// Answers a snapshot of the committed offsets (after firing due
+    /// deadlines, so expired offsets are not listed). A requester that gave
+    /// up waiting is not an error.
+    fn snapshot(&mut self, reply: &mpsc::Sender<Vec<CommittedOffsetEntry>>) {
+        let c = &mut self.coordinator;
+        let outputs = c.tick(now_ms());
+        let mut entries = Vec::new();
+        for listed in c.list_groups(&[]) {
+            if listed.state == GroupState::Dead {
+                continue;
+            }
+            let Some(committed) = c.committed_offsets(&listed.group_id) else {
+                continue;
+            };
+            entries.extend(
+                committed
+                    .iter()
+                    .map(|(partition, committed)| CommittedOffsetEntry {
+                        group_id: listed.group_id.clone(),
+                        topic: partition.topic.clone(),
+                        partition: partition.partition,
+                        offset: committed.offset,
+                    }),
+            );
+        }
+        let _ = reply.send(entries);
         self.act(outputs);
     }
 
@@ -400,6 +470,36 @@ mod tests {
         let reopened = GroupService::open(dir.path(), GroupConfig::default()).expect("reopen");
         assert_eq!(fetched(&reopened), 17);
         reopened.close().expect("close");
+    }
+
+    #[test]
+    fn the_snapshot_lists_every_commit_and_is_none_once_stopped() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let service = GroupService::open(dir.path(), GroupConfig::default()).expect("open");
+        let wait = Duration::from_secs(10);
+        assert_eq!(service.committed_offsets_snapshot(wait), Some(Vec::new()));
+        let flushes = service.offsets_log_flush_stats().count();
+        assert!(matches!(
+            call(&service, simple_commit(42)),
+            GroupReply::OffsetCommit(_)
+        ));
+        assert!(service.offsets_log_flush_stats().count() > flushes);
+        assert_eq!(
+            service.committed_offsets_snapshot(wait),
+            Some(vec![CommittedOffsetEntry {
+                group_id: "g".into(),
+                topic: "orders".into(),
+                partition: 2,
+                offset: 42,
+            }])
+        );
+        service.close().expect("close");
+        let started = std::time::Instant::now();
+        assert_eq!(service.committed_offsets_snapshot(wait), None);
+        assert!(
+            started.elapsed() < wait,
+            "a stopped service answers at once"
+        );
     }
 
     #[test]
