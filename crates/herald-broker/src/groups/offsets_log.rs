@@ -4,6 +4,16 @@
 //! uncompressed RecordBatch v2 whose record values are the encoded
 //! [`Record`]s; at start-up every record is read back, in order, for
 //! [`GroupCoordinator::replay`](herald_group::GroupCoordinator::replay).
+//!
+//! Every commit adds a record, so the partition grows without bound while
+//! what a restart needs is only the last offset of each partition of each
+//! group. [`compact`] rewrites it: the coordinator's current state
+//! ([`GroupCoordinator::snapshot_records`](herald_group::GroupCoordinator::snapshot_records))
+//! is written to `__consumer_offsets-0.compacting/` and fsynced, then the two
+//! directories are exchanged in one atomic `renameat2(RENAME_EXCHANGE)` and
+//! the old one is removed. A crash at any point leaves a complete partition
+//! under the real name; whatever is left under `.compacting` (an unfinished
+//! rewrite, or the old partition after the exchange) is removed at open.
 
 use std::path::{Path, PathBuf};
 
@@ -41,6 +51,16 @@ pub(crate) fn dir(data_dir: &Path) -> PathBuf {
     crate::topic::partition_dir(data_dir, OFFSETS_TOPIC, 0)
 }
 
+/// Directory a compaction writes to before the exchange.
+fn compacting_dir(data_dir: &Path) -> PathBuf {
+    let mut name = dir(data_dir).into_os_string();
+    name.push(".compacting");
+    PathBuf::from(name)
+}
+
+/// Records per batch when rewriting the partition.
+const COMPACT_BATCH_RECORDS: usize = 1024;
+
 fn log_error(source: herald_log::LogError) -> BrokerError {
     BrokerError::Log {
         topic: OFFSETS_TOPIC.to_owned(),
@@ -53,15 +73,102 @@ fn log_error(source: herald_log::LogError) -> BrokerError {
 /// retention, since there is no compaction yet and every record may still
 /// matter.
 pub(crate) fn open(data_dir: &Path) -> Result<Log, BrokerError> {
-    let config = LogConfig {
+    remove_dir_if_present(&compacting_dir(data_dir))?;
+    Log::open(dir(data_dir), log_config()).map_err(log_error)
+}
+
+fn log_config() -> LogConfig {
+    LogConfig {
         segment_bytes: SEGMENT_BYTES,
         segment_age: None,
         flush: FlushPolicy::EveryAppend,
         retention_age: None,
         retention_bytes: None,
         ..LogConfig::default()
+    }
+}
+
+fn remove_dir_if_present(path: &Path) -> Result<(), BrokerError> {
+    match std::fs::remove_dir_all(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(BrokerError::io("remove", path, e)),
+    }
+}
+
+/// Rewrites the partition as `records` (the coordinator's whole state) and
+/// returns the log to use from now on, with `current` closed. An error
+/// while writing the rewrite leaves `current` open and in use (and removes
+/// the partial rewrite); once `current` is closed, whichever partition is
+/// under the real name is complete and is reopened.
+pub(crate) fn compact(
+    data_dir: &Path,
+    current: &Log,
+    records: &[Record],
+    now_ms: i64,
+) -> Result<Log, BrokerError> {
+    let target = compacting_dir(data_dir);
+    remove_dir_if_present(&target)?;
+    let rewritten = (|| {
+        let log = Log::open(&target, log_config()).map_err(log_error)?;
+        for chunk in records.chunks(COMPACT_BATCH_RECORDS) {
+            append(&log, chunk, now_ms).map_err(|e| {
+                BrokerError::io(
+                    "rewrite offsets partition",
+                    &target,
+                    std::io::Error::other(e),
+                )
+            })?;
+        }
+        log.close().map_err(log_error)
+    })();
+    if let Err(e) = rewritten {
+        let _ = std::fs::remove_dir_all(&target);
+        return Err(e);
+    }
+    // From here the old partition must not change: its last appends are in
+    // `records` already (the caller's coordinator applied them).
+    current.close().map_err(log_error)?;
+    let live = dir(data_dir);
+    if let Err(e) =
+        exchange(&target, &live).and_then(|()| crate::metadata_store::sync_dir(data_dir))
+    {
+        // Whichever partition is live is complete: carry on with it.
+        tracing::error!(error = %e, "swapping in the compacted offsets partition failed");
+    }
+    if let Err(e) = std::fs::remove_dir_all(&target) {
+        // Removed at the next open.
+        tracing::warn!(dir = %target.display(), error = %e, "removing the old offsets partition failed");
+    }
+    Log::open(&live, log_config()).map_err(log_error)
+}
+
+/// Swaps two directories atomically.
+fn exchange(a: &Path, b: &Path) -> Result<(), BrokerError> {
+    use std::os::unix::ffi::OsStrExt;
+    let c_path = |p: &Path| {
+        std::ffi::CString::new(p.as_os_str().as_bytes())
+            .map_err(|e| BrokerError::io("exchange", p, std::io::Error::other(e)))
     };
-    Log::open(dir(data_dir), config).map_err(log_error)
+    let (ca, cb) = (c_path(a)?, c_path(b)?);
+    // SAFETY: both are valid NUL-terminated paths; renameat2 only reads them.
+    let rc = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            ca.as_ptr(),
+            libc::AT_FDCWD,
+            cb.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        )
+    };
+    if rc != 0 {
+        return Err(BrokerError::io(
+            "exchange",
+            b,
+            std::io::Error::last_os_error(),
+        ));
+    }
+    Ok(())
 }
 
 /// Reads every record of the partition, in offset order, and hands each to

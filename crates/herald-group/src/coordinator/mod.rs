@@ -15,6 +15,7 @@ mod offset_commit;
 mod offset_delete;
 mod offset_fetch;
 mod persistence;
+mod snapshot;
 mod sync;
 
 use std::collections::BTreeMap;
