@@ -227,7 +227,7 @@ impl GroupService {
     /// every append).
     pub fn offsets_log_flush_stats(&self) -> FlushStatsSnapshot {
         let partition = self.partition.lock();
-        let mut stats = partition.earlier_flushes.clone();
+        let mut stats = partition.earlier_flushes;
         stats.merge(&partition.log.flush_stats());
         stats
     }
@@ -651,7 +651,10 @@ mod tests {
         let expected = fetched_all(&service);
         assert_eq!(expected.len(), 4);
         assert_eq!(expected[3].1, 2_999);
-        assert!(largest < 2 * COMPACT_AT + 4096, "never grew past the bound: {largest}");
+        assert!(
+            largest < 2 * COMPACT_AT + 4096,
+            "never grew past the bound: {largest}"
+        );
         assert!(service.offsets_log_size_bytes() < COMPACT_AT);
         assert!(
             service.offsets_log_flush_stats().count() >= 3_000,
@@ -684,7 +687,10 @@ mod tests {
         )
         .expect("write");
         let reopened = GroupService::open(dir.path(), GroupConfig::default()).expect("reopen");
-        assert_eq!(fetched_all(&reopened), vec![(0, 42, "commit 42".to_owned())]);
+        assert_eq!(
+            fetched_all(&reopened),
+            vec![(0, 42, "commit 42".to_owned())]
+        );
         assert!(!std::path::Path::new(&leftover).exists());
         reopened.close().expect("close");
     }
