@@ -5,25 +5,31 @@
 //! appended in the order it sent them.
 
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use bytes::{Buf, Bytes, BytesMut};
 use herald_metrics::KafkaMetrics;
+use herald_log::FileRegion;
 use kafka_protocol::messages::ApiKey;
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter, Interest};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-use crate::codec::{check_frame_length, FrameError, ResponseFrame, LENGTH_PREFIX_BYTES};
+use crate::codec::{check_frame_length, Chunk, FrameError, ResponseFrame, LENGTH_PREFIX_BYTES};
 use crate::handlers::{self, Context, Outcome};
 
 /// Bytes asked of the socket per read while a frame is incomplete.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 /// Writer buffer; response chunks at least this large bypass it.
 const WRITE_BUFFER_BYTES: usize = 64 * 1024;
+/// Record chunks at least this large go out with `sendfile(2)` from their
+/// segment file; smaller ones are copied into the write buffer, where one
+/// system call carries several of them.
+const SENDFILE_BYTES_MIN: usize = 16 * 1024;
 
 /// What a request holds from the moment its size is known until its
 /// response is written: a slot of the connection's in-flight limit and its
@@ -204,8 +210,9 @@ async fn write_responses(
     metrics: Option<&KafkaMetrics>,
 ) {
     let mut writer = BufWriter::with_capacity(WRITE_BUFFER_BYTES, socket);
+    let mut sendfile = true;
     while let Some((response, permit)) = responses.recv().await {
-        if let Err(e) = write_frame(&mut writer, &response).await {
+        if let Err(e) = write_frame(&mut writer, &response, &mut sendfile).await {
             tracing::debug!(%peer, error = %e, "write failed");
             return;
         }
@@ -225,14 +232,68 @@ async fn write_responses(
     let _ = writer.shutdown().await;
 }
 
+/// Writes one response. Large record chunks are sent from their segment
+/// file; if the kernel refuses `sendfile` for this file system, `sendfile`
+/// turns false and the connection copies from then on.
 async fn write_frame(
     writer: &mut BufWriter<OwnedWriteHalf>,
     response: &ResponseFrame,
+    sendfile: &mut bool,
 ) -> std::io::Result<()> {
     for chunk in response.chunks() {
-        writer.write_all(chunk).await?;
+        match chunk {
+            Chunk::File(bytes, region) if *sendfile && bytes.len() >= SENDFILE_BYTES_MIN => {
+                // What is buffered goes first, to keep the response in order.
+                writer.flush().await?;
+                if !send_file(writer.get_ref().as_ref(), region).await? {
+                    *sendfile = false;
+                    writer.write_all(bytes).await?;
+                }
+            }
+            other => writer.write_all(other.bytes()).await?,
+        }
     }
     Ok(())
+}
+
+/// Sends `region` with `sendfile(2)`, waiting for the socket to be writable
+/// as needed. Returns false, having sent nothing, when the file cannot be
+/// sent that way.
+async fn send_file(stream: &TcpStream, region: &FileRegion) -> std::io::Result<bool> {
+    let start = libc::off_t::try_from(region.offset())
+        .map_err(|_| std::io::Error::other("segment offset out of range"))?;
+    let end = start + region.len() as libc::off_t;
+    let mut offset = start;
+    let (socket_fd, file_fd) = (stream.as_raw_fd(), region.fd().as_raw_fd());
+    while offset < end {
+        stream.writable().await?;
+        let sent = stream.try_io(Interest::WRITABLE, || {
+            // SAFETY: both descriptors are open (the stream and the region
+            // are borrowed), and `offset` is a valid place for the kernel to
+            // store the new position.
+            let n = unsafe {
+                libc::sendfile(socket_fd, file_fd, &mut offset, (end - offset) as usize)
+            };
+            if n < 0 {
+                Err(std::io::Error::last_os_error())
+            } else {
+                Ok(n)
+            }
+        });
+        match sent {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e)
+                if offset == start
+                    && matches!(e.raw_os_error(), Some(libc::EINVAL | libc::ENOSYS)) =>
+            {
+                return Ok(false)
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
 }
 
 /// Kafka's name of the API a request frame is for (its first two bytes),

@@ -44,6 +44,8 @@ mod reserve;
 mod sync;
 
 #[cfg(not(herald_loom))]
+mod file_region;
+#[cfg(not(herald_loom))]
 mod log;
 #[cfg(not(herald_loom))]
 mod mapped_file;
@@ -64,6 +66,8 @@ pub use error::{AppendError, BatchError, ConfigError, LogError, ReadError};
 pub use flush_stats::{
     FlushStats, FlushStatsSnapshot, FLUSH_LATENCY_BOUNDS_NANOS, FLUSH_LATENCY_BUCKETS,
 };
+#[cfg(not(herald_loom))]
+pub use file_region::FileRegion;
 #[cfg(not(herald_loom))]
 pub use log::{Appended, Log, ReadSlice, TimestampOffset};
 #[cfg(not(herald_loom))]

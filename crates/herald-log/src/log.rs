@@ -11,6 +11,7 @@ use bytes::Bytes;
 use event_listener::{Event, Listener};
 
 use crate::batch;
+use crate::file_region::FileRegion;
 use crate::config::{FlushPolicy, LogConfig};
 use crate::error::{AppendError, ConfigError, LogError, ReadError};
 use crate::extent::Extent;
@@ -37,6 +38,9 @@ pub struct ReadSlice {
     /// Whole batches, as stored; empty when nothing is available. Shares the
     /// segment's memory, which stays valid while this handle lives.
     pub bytes: Bytes,
+    /// Where `bytes` lie in their segment file (`None` when empty), for
+    /// sending them with `sendfile(2)`.
+    pub region: Option<FileRegion>,
     /// Offset following the last batch returned.
     pub next_offset: u64,
     /// The high watermark when the read was made.
@@ -333,6 +337,7 @@ impl Log {
         let log_start_offset = list.first().map_or(0, |s| s.base_offset());
         let empty = |next_offset| ReadSlice {
             bytes: Bytes::new(),
+            region: None,
             next_offset,
             high_watermark,
             log_start_offset,
@@ -362,6 +367,7 @@ impl Log {
         };
         Ok(ReadSlice {
             bytes: segment.bytes(start, end),
+            region: Some(segment.region(start, end)),
             next_offset,
             high_watermark,
             log_start_offset,

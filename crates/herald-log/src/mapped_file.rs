@@ -208,6 +208,11 @@ impl MappedFile {
         unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(position as usize), len) }
     }
 
+    /// The open file.
+    pub(crate) fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        std::os::fd::AsFd::as_fd(&self.file)
+    }
+
     /// Allocation step in bytes.
     pub(crate) fn allocate_step(&self) -> u32 {
         self.allocate_step as u32

@@ -400,6 +400,16 @@ impl Segment {
         }
     }
 
+    /// The segment file.
+    pub(crate) fn file_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.file.fd()
+    }
+
+    /// The file range of committed bytes `start..end`, for `sendfile`.
+    pub(crate) fn region(self: &Arc<Self>, start: u32, end: u32) -> crate::FileRegion {
+        crate::FileRegion::new(Arc::clone(self), u64::from(start), (end - start) as usize)
+    }
+
     /// A zero-copy view of committed bytes that keeps the segment alive.
     pub(crate) fn bytes(self: &Arc<Self>, start: u32, end: u32) -> Bytes {
         if start == end {

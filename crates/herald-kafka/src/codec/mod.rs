@@ -11,7 +11,7 @@ pub(crate) mod schemas;
 pub use frame::{check_frame_length, FrameError, LENGTH_PREFIX_BYTES};
 pub use guard::GuardError;
 pub use request::{decode_request, DecodeError, Request, RequestBody};
-pub use response::{encode_response, ResponseFrame};
+pub use response::{encode_response, Chunk, ResponseFrame, Spliced};
 
 #[cfg(test)]
 mod tests;

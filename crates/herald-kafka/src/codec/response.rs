@@ -2,12 +2,16 @@
 //! log (`ReadSlice.bytes`) are not copied into the encoded message: when the
 //! encoder writes a slice that is one of the registered record buffers, the
 //! buffer itself (a reference-counted view of the segment) becomes a chunk
-//! of the response, and the socket writer sends it as is.
+//! of the response, and the socket writer sends it as is: with
+//! `sendfile(2)` from the segment file when the read says where its bytes
+//! lie ([`Spliced::region`]), so the kernel moves them without a copy
+//! through user memory.
 
 use std::ops::Range;
 
 use bytes::buf::UninitSlice;
 use bytes::{BufMut, Bytes, BytesMut};
+use herald_log::FileRegion;
 use kafka_protocol::messages::{ApiKey, ResponseHeader};
 use kafka_protocol::protocol::buf::ByteBufMut;
 use kafka_protocol::protocol::Encodable;
@@ -18,16 +22,44 @@ use super::frame::LENGTH_PREFIX_BYTES;
 /// more than the copy.
 const SPLICE_BYTES_MIN: usize = 4096;
 
+/// A record buffer the encoder sends without copying, and where its bytes
+/// lie in a segment file if they can be sent from there.
+#[derive(Debug, Clone)]
+pub struct Spliced {
+    /// The bytes, as read from the log.
+    pub bytes: Bytes,
+    /// Their place in the segment file.
+    pub region: Option<FileRegion>,
+}
+
+/// One piece of an encoded response.
+#[derive(Debug, Clone)]
+pub enum Chunk {
+    /// Bytes in memory.
+    Memory(Bytes),
+    /// Record bytes that can also be sent from their segment file.
+    File(Bytes, FileRegion),
+}
+
+impl Chunk {
+    /// The bytes of the chunk (in memory for both kinds).
+    pub fn bytes(&self) -> &Bytes {
+        match self {
+            Chunk::Memory(bytes) | Chunk::File(bytes, _) => bytes,
+        }
+    }
+}
+
 /// An encoded response, size prefix included, as chunks to write in order.
 #[derive(Debug, Clone, Default)]
 pub struct ResponseFrame {
-    chunks: Vec<Bytes>,
+    chunks: Vec<Chunk>,
     len: usize,
 }
 
 impl ResponseFrame {
     /// The chunks, in order.
-    pub fn chunks(&self) -> &[Bytes] {
+    pub fn chunks(&self) -> &[Chunk] {
         &self.chunks
     }
 
@@ -43,7 +75,10 @@ impl ResponseFrame {
 
     /// All bytes in one buffer (tests and small responses).
     pub fn to_vec(&self) -> Vec<u8> {
-        self.chunks.iter().flat_map(|c| c.iter().copied()).collect()
+        self.chunks
+            .iter()
+            .flat_map(|c| c.bytes().iter().copied())
+            .collect()
     }
 }
 
@@ -67,7 +102,7 @@ pub fn encode_response<R: Encodable>(
     version: i16,
     correlation_id: i32,
     body: &R,
-    splice: &[Bytes],
+    splice: &[Spliced],
 ) -> Result<ResponseFrame, EncodeError> {
     let error = |reason: String| EncodeError {
         api_key,
@@ -91,7 +126,7 @@ pub fn encode_response<R: Encodable>(
     let size =
         i32::try_from(body_len).map_err(|_| error(format!("{body_len} bytes is too large")))?;
     let mut chunks = Vec::with_capacity(buf.done.len() + 1);
-    chunks.push(Bytes::copy_from_slice(&size.to_be_bytes()));
+    chunks.push(Chunk::Memory(Bytes::copy_from_slice(&size.to_be_bytes())));
     chunks.extend(buf.done);
     Ok(ResponseFrame {
         chunks,
@@ -103,9 +138,9 @@ pub fn encode_response<R: Encodable>(
 /// record buffers, which become chunks of their own.
 struct ChunkBuf<'a> {
     current: BytesMut,
-    done: Vec<Bytes>,
+    done: Vec<Chunk>,
     done_len: usize,
-    splice: &'a [Bytes],
+    splice: &'a [Spliced],
 }
 
 impl ChunkBuf<'_> {
@@ -113,18 +148,24 @@ impl ChunkBuf<'_> {
         if !self.current.is_empty() {
             let chunk = self.current.split().freeze();
             self.done_len += chunk.len();
-            self.done.push(chunk);
+            self.done.push(Chunk::Memory(chunk));
         }
     }
 
-    fn spliced(&self, src: &[u8]) -> Option<Bytes> {
+    fn spliced(&self, src: &[u8]) -> Option<Chunk> {
         if src.len() < SPLICE_BYTES_MIN {
             return None;
         }
-        self.splice
+        let found = self
+            .splice
             .iter()
-            .find(|b| b.as_ptr() == src.as_ptr() && b.len() == src.len())
-            .cloned()
+            .find(|s| s.bytes.as_ptr() == src.as_ptr() && s.bytes.len() == src.len())?;
+        Some(match &found.region {
+            Some(region) if region.len() == found.bytes.len() => {
+                Chunk::File(found.bytes.clone(), region.clone())
+            }
+            _ => Chunk::Memory(found.bytes.clone()),
+        })
     }
 }
 
@@ -149,7 +190,7 @@ unsafe impl BufMut for ChunkBuf<'_> {
         match self.spliced(src) {
             Some(records) => {
                 self.seal();
-                self.done_len += records.len();
+                self.done_len += records.bytes().len();
                 self.done.push(records);
             }
             None => self.current.extend_from_slice(src),
@@ -196,13 +237,16 @@ mod tests {
     fn large_records_are_spliced_without_copy_and_decode_back() {
         let records = Bytes::from(vec![7u8; 10_000]);
         let body = fetch_with(records.clone());
-        let frame = encode_response(ApiKey::Fetch, 11, 42, &body, std::slice::from_ref(&records))
-            .expect("encode");
+        let spliced = Spliced {
+            bytes: records.clone(),
+            region: None,
+        };
+        let frame = encode_response(ApiKey::Fetch, 11, 42, &body, &[spliced]).expect("encode");
         assert!(
             frame
                 .chunks()
                 .iter()
-                .any(|c| c.as_ptr() == records.as_ptr()),
+                .any(|c| c.bytes().as_ptr() == records.as_ptr()),
             "records chunk is the original buffer"
         );
         let bytes = frame.to_vec();
@@ -227,7 +271,10 @@ mod tests {
             12,
             1,
             &fetch_with(records.clone()),
-            &[records],
+            &[Spliced {
+                bytes: records,
+                region: None,
+            }],
         )
         .expect("encode");
         assert_eq!(frame.chunks().len(), 2);

@@ -18,6 +18,7 @@ use kafka_protocol::ResponseError;
 use tokio::time::Instant;
 
 use super::Context;
+use crate::codec::Spliced;
 use crate::error_code;
 
 /// One requested partition, resolved.
@@ -34,7 +35,7 @@ pub async fn handle(
     ctx: &Context,
     request: FetchRequest,
     version: i16,
-) -> (FetchResponse, Vec<Bytes>) {
+) -> (FetchResponse, Vec<Spliced>) {
     let (topics, wanted) = resolve(ctx, &request, version);
     let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0);
     let max_bytes = usize::try_from(request.max_bytes).unwrap_or(0);
@@ -94,7 +95,7 @@ fn resolve(
 
 struct ReadResult {
     partitions: Vec<(usize, PartitionData)>,
-    splice: Vec<Bytes>,
+    splice: Vec<Spliced>,
     high_watermarks: Vec<u64>,
     bytes: usize,
     any_error: bool,
@@ -156,7 +157,10 @@ fn read_all(wanted: &[Wanted], max_bytes_total: usize) -> ReadResult {
             Ok(slice) => {
                 result.bytes += slice.bytes.len();
                 if !slice.bytes.is_empty() {
-                    result.splice.push(slice.bytes.clone());
+                    result.splice.push(Spliced {
+                        bytes: slice.bytes.clone(),
+                        region: slice.region,
+                    });
                 }
                 result
                     .partitions

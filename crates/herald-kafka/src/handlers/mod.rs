@@ -13,7 +13,9 @@ use kafka_protocol::protocol::{Encodable, StrBytes};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use crate::codec::{decode_request, encode_response, DecodeError, RequestBody, ResponseFrame};
+use crate::codec::{
+    decode_request, encode_response, DecodeError, RequestBody, ResponseFrame, Spliced,
+};
 use crate::config::KafkaConfig;
 
 pub mod alter_configs;
@@ -336,7 +338,7 @@ fn respond<R: Encodable>(
     version: i16,
     correlation_id: i32,
     body: &R,
-    splice: &[Bytes],
+    splice: &[Spliced],
 ) -> Outcome {
     match encode_response(key, version, correlation_id, body, splice) {
         Ok(frame) => Outcome::Respond(frame),
