@@ -20,6 +20,11 @@ use memmap2::{MmapOptions, MmapRaw};
 /// pages are simply faulted in by the writers.
 const MADV_POPULATE_WRITE: libc::c_int = 23;
 
+/// The page size `madvise` ranges are aligned to (the smallest Linux uses;
+/// aligning to it is also aligned for larger pages' callers here, since
+/// allocation steps are whole MiB).
+const PAGE_BYTES: u64 = 4096;
+
 /// A memory-mapped segment file.
 pub(crate) struct MappedFile {
     path: PathBuf,
@@ -142,7 +147,10 @@ impl MappedFile {
     /// Allocates `lookahead_steps` steps past `reserved_end` (background
     /// work), then accepts new provisioning requests.
     pub(crate) fn provision(&self, reserved_end: u64, lookahead_steps: u64) {
-        let target = reserved_end + self.allocate_step * lookahead_steps;
+        // Whole steps, so that allocations (and the page ranges populated
+        // after them) stay aligned.
+        let step = self.allocate_step.max(1);
+        let target = (reserved_end + step * lookahead_steps).div_ceil(step) * step;
         if let Err(e) = self.allocate_to(target) {
             // A writer reaching this range will allocate it itself and report
             // the error to its caller.
@@ -166,13 +174,24 @@ impl MappedFile {
         if rc != 0 {
             return Err(io::Error::from_raw_os_error(rc));
         }
+        // madvise wants a page-aligned start: begin at the page holding
+        // `have` (re-populating a present page is harmless).
+        let first_page = have / PAGE_BYTES * PAGE_BYTES;
         // SAFETY: the range lies inside our mapping (target <= map_len), and
         // populating only pre-faults pages, it changes no contents.
-        unsafe {
+        let rc = unsafe {
             libc::madvise(
-                self.map.as_mut_ptr().add(have as usize).cast(),
-                (target - have) as usize,
+                self.map.as_mut_ptr().add(first_page as usize).cast(),
+                (target - first_page) as usize,
                 MADV_POPULATE_WRITE,
+            )
+        };
+        if rc != 0 {
+            // Not fatal (writers fault the pages in themselves), only slower.
+            tracing::debug!(
+                path = %self.path.display(),
+                error = %io::Error::last_os_error(),
+                "pre-faulting segment pages failed"
             );
         }
         self.allocated.fetch_max(target, Ordering::AcqRel);
@@ -234,5 +253,25 @@ impl MappedFile {
         self.file.set_len(len)?;
         self.allocated.store(len, Ordering::Release);
         self.file.sync_all()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn background_provisioning_keeps_allocations_step_aligned() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let step = 1024 * 1024;
+        let file =
+            MappedFile::open_writable(&dir.path().join("s.log"), 64 * step, step).expect("open");
+        // A reserved end in the middle of a page, as appends leave it.
+        for reserved_end in [12_345u64, 3 * u64::from(step) + 77, 9 * u64::from(step) + 4_097] {
+            file.provision(reserved_end, 2);
+            let allocated = file.allocated.load(Ordering::Acquire);
+            assert_eq!(allocated % u64::from(step), 0, "after {reserved_end}");
+            assert!(allocated >= reserved_end + 2 * u64::from(step));
+        }
     }
 }
