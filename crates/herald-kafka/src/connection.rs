@@ -10,8 +10,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use bytes::{Buf, Bytes, BytesMut};
-use herald_metrics::KafkaMetrics;
 use herald_log::FileRegion;
+use herald_metrics::KafkaMetrics;
 use kafka_protocol::messages::ApiKey;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter, Interest};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -271,9 +271,8 @@ async fn send_file(stream: &TcpStream, region: &FileRegion) -> std::io::Result<b
             // SAFETY: both descriptors are open (the stream and the region
             // are borrowed), and `offset` is a valid place for the kernel to
             // store the new position.
-            let n = unsafe {
-                libc::sendfile(socket_fd, file_fd, &mut offset, (end - offset) as usize)
-            };
+            let n =
+                unsafe { libc::sendfile(socket_fd, file_fd, &mut offset, (end - offset) as usize) };
             if n < 0 {
                 Err(std::io::Error::last_os_error())
             } else {

@@ -63,11 +63,11 @@ mod loom_tests;
 
 pub use config::{FlushPolicy, LogConfig, SEGMENT_BYTES_MAX, SEGMENT_BYTES_MIN};
 pub use error::{AppendError, BatchError, ConfigError, LogError, ReadError};
+#[cfg(not(herald_loom))]
+pub use file_region::FileRegion;
 pub use flush_stats::{
     FlushStats, FlushStatsSnapshot, FLUSH_LATENCY_BOUNDS_NANOS, FLUSH_LATENCY_BUCKETS,
 };
-#[cfg(not(herald_loom))]
-pub use file_region::FileRegion;
 #[cfg(not(herald_loom))]
 pub use log::{Appended, Log, ReadSlice, TimestampOffset};
 #[cfg(not(herald_loom))]

@@ -11,10 +11,10 @@ use bytes::Bytes;
 use event_listener::{Event, Listener};
 
 use crate::batch;
-use crate::file_region::FileRegion;
 use crate::config::{FlushPolicy, LogConfig};
 use crate::error::{AppendError, ConfigError, LogError, ReadError};
 use crate::extent::Extent;
+use crate::file_region::FileRegion;
 use crate::flush_stats::{FlushStats, FlushStatsSnapshot};
 use crate::persist::{sync_dir, Checkpoint, IndexFile};
 use crate::recovery::{recover, RecoveryReport};

@@ -267,7 +267,11 @@ mod tests {
         let file =
             MappedFile::open_writable(&dir.path().join("s.log"), 64 * step, step).expect("open");
         // A reserved end in the middle of a page, as appends leave it.
-        for reserved_end in [12_345u64, 3 * u64::from(step) + 77, 9 * u64::from(step) + 4_097] {
+        for reserved_end in [
+            12_345u64,
+            3 * u64::from(step) + 77,
+            9 * u64::from(step) + 4_097,
+        ] {
             file.provision(reserved_end, 2);
             let allocated = file.allocated.load(Ordering::Acquire);
             assert_eq!(allocated % u64::from(step), 0, "after {reserved_end}");

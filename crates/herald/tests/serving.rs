@@ -248,7 +248,9 @@ fn large_fetches_return_exactly_the_stored_batches_across_many_requests() {
     assert_eq!(create_topic(&mut client, "big", 1, &[]), 0);
     let mut stored = Vec::new();
     for i in 0..96u32 {
-        let value: Vec<u8> = (0..24 * 1024).map(|j| (i as usize * 31 + j) as u8).collect();
+        let value: Vec<u8> = (0..24 * 1024)
+            .map(|j| (i as usize * 31 + j) as u8)
+            .collect();
         let batch = batch(1, &value);
         let (error, base) = produce(&mut client, "big", 0, batch.clone());
         assert_eq!((error, base), (0, i64::from(i)));
