@@ -67,6 +67,9 @@ enum Command {
         /// Seconds of each produce run.
         #[arg(long)]
         produce_secs: Option<f64>,
+        /// Runs of every produce and consume point (the median is kept).
+        #[arg(long)]
+        repeats: Option<u32>,
     },
     /// Measures one loopback TCP stream and appends its row.
     Loopback {
@@ -110,6 +113,7 @@ fn main() -> anyhow::Result<()> {
             acks,
             latency_batches,
             produce_secs,
+            repeats,
         } => {
             let mut plan = if quick { Plan::quick() } else { Plan::full() };
             plan.batches = batches.unwrap_or(plan.batches);
@@ -117,6 +121,7 @@ fn main() -> anyhow::Result<()> {
             plan.subscribers = subscribers.unwrap_or(plan.subscribers);
             plan.acks = acks.unwrap_or(plan.acks);
             plan.latency_batches = latency_batches.unwrap_or(plan.latency_batches);
+            plan.repeats = repeats.unwrap_or(plan.repeats);
             if let Some(secs) = produce_secs {
                 plan.produce_duration = Duration::from_secs_f64(secs);
             }

@@ -34,6 +34,8 @@ pub struct Plan {
     pub latency_duration: Duration,
     /// Unrecorded produce, then consume, before the first point.
     pub warm_up: Duration,
+    /// Runs of every produce and consume point; the row is the median run.
+    pub repeats: u32,
 }
 
 impl Plan {
@@ -54,6 +56,7 @@ impl Plan {
             latency_batches: vec![1, 64, 1024],
             latency_duration: Duration::from_secs(4),
             warm_up: Duration::from_secs(5),
+            repeats: 3,
         }
     }
 
@@ -71,6 +74,7 @@ impl Plan {
             latency_batches: vec![64],
             latency_duration: Duration::from_secs(2),
             warm_up: Duration::from_secs(2),
+            repeats: 1,
             ..Self::full()
         }
     }

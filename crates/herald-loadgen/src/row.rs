@@ -62,6 +62,10 @@ pub struct Row {
     pub broker_cores: Option<f64>,
     /// Free text: a tool's own figures or why a run failed.
     pub note: Option<String>,
+    /// Records per second of every run of this point, when the row is the
+    /// median of several (empty for a single run).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<f64>,
 }
 
 impl Row {
@@ -88,7 +92,22 @@ impl Row {
             broker_cpu_ns_per_msg: None,
             broker_cores: None,
             note: None,
+            runs: Vec::new(),
         }
+    }
+
+    /// The run with the median records per second of `rows` (the upper
+    /// median for an even count), carrying every run's rate in `runs`.
+    /// `None` for no rows.
+    pub fn median_of(mut rows: Vec<Row>) -> Option<Row> {
+        let rates: Vec<f64> = rows.iter().map(|r| r.msgs_per_s).collect();
+        rows.sort_by(|a, b| a.msgs_per_s.total_cmp(&b.msgs_per_s));
+        let middle = rows.len() / 2;
+        let mut median = rows.into_iter().nth(middle)?;
+        if rates.len() > 1 {
+            median.runs = rates;
+        }
+        Some(median)
     }
 
     /// Sets the counts and the rates derived from them.
@@ -126,6 +145,31 @@ impl Row {
         if let Some(cpu) = self.broker_cpu_ns_per_msg {
             line += &format!(", broker {cpu:.0} ns/msg");
         }
+        if !self.runs.is_empty() {
+            let runs: Vec<String> = self.runs.iter().map(|r| format!("{r:.0}")).collect();
+            line += &format!(" (median of {} runs: {})", runs.len(), runs.join(" / "));
+        }
         line
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(rate: f64) -> Row {
+        let mut row = Row::new(Kind::Produce, "herald", 64, 1);
+        row.msgs_per_s = rate;
+        row
+    }
+
+    #[test]
+    fn the_median_run_is_kept_with_every_rate() {
+        let median = Row::median_of(vec![at(30.0), at(10.0), at(20.0)]).expect("rows");
+        assert_eq!(median.msgs_per_s, 20.0);
+        assert_eq!(median.runs, vec![30.0, 10.0, 20.0]);
+        let single = Row::median_of(vec![at(5.0)]).expect("row");
+        assert!(single.runs.is_empty());
+        assert!(Row::median_of(Vec::new()).is_none());
     }
 }

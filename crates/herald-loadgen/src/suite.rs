@@ -51,8 +51,13 @@ impl Suite {
         for &batch in &self.plan.batches {
             for &acks in &self.plan.acks {
                 for &publishers in &self.plan.publishers {
-                    let row = self.produce_point(batch, publishers, acks).await;
-                    emit(&mut out, &mut rows, row)?;
+                    let mut runs = Vec::new();
+                    for _ in 0..self.plan.repeats.max(1) {
+                        runs.push(self.produce_point(batch, publishers, acks).await);
+                    }
+                    if let Some(row) = Row::median_of(runs) {
+                        emit(&mut out, &mut rows, row)?;
+                    }
                 }
             }
             for row in self.consume_points(batch).await {
@@ -168,7 +173,7 @@ impl Suite {
         .await;
         let mut rows = Vec::new();
         for &subscribers in &self.plan.subscribers {
-            let mut row = Row::new(Kind::Consume, &self.broker, batch, subscribers);
+            let row = Row::new(Kind::Consume, &self.broker, batch, subscribers);
             if let Err(e) = &filled {
                 rows.push(failed(row, e));
                 continue;
@@ -183,16 +188,25 @@ impl Suite {
                 records_max: u64::MAX,
             };
             let label = format!("{} consume b={batch} c={subscribers}", self.broker);
-            let result = self
-                .measured(&label, |p| async move { consume::run(&spec, p).await })
-                .await;
-            rows.push(match result {
-                Ok((outcome, cpu)) => {
-                    row = row.with_totals(outcome.records, outcome.bytes, outcome.secs);
-                    with_cpu(row, cpu)
-                }
-                Err(e) => failed(row, &e),
-            });
+            let mut runs = Vec::new();
+            for _ in 0..self.plan.repeats.max(1) {
+                let spec = spec.clone();
+                let result = self
+                    .measured(&label, |p| async move { consume::run(&spec, p).await })
+                    .await;
+                runs.push(match result {
+                    Ok((outcome, cpu)) => {
+                        let run =
+                            row.clone()
+                                .with_totals(outcome.records, outcome.bytes, outcome.secs);
+                        with_cpu(run, cpu)
+                    }
+                    Err(e) => failed(row.clone(), &e),
+                });
+            }
+            if let Some(median) = Row::median_of(runs) {
+                rows.push(median);
+            }
         }
         let _ = admin::delete_topic(self.addr, &topic).await;
         rows

@@ -6,7 +6,7 @@ use crate::row::Row;
 
 const HEADER: &str = "kind,broker,batch,clients,acks,records,bytes,secs,msgs_per_s,mb_per_s,\
 p50_us,p99_us,p999_us,e2e_p50_us,e2e_p99_us,e2e_p999_us,offered_msgs_per_s,\
-broker_cpu_ns_per_msg,broker_cores,note";
+broker_cpu_ns_per_msg,broker_cores,note,runs_msgs_per_s";
 
 /// The CSV text of `rows`.
 pub fn render(rows: &[Row]) -> String {
@@ -19,7 +19,7 @@ pub fn render(rows: &[Row]) -> String {
             .unwrap_or_default();
         let _ = writeln!(
             out,
-            "{kind},{},{},{},{},{},{},{:.3},{:.0},{:.2},{},{},{},{},{},{},{},{},{},{}",
+            "{kind},{},{},{},{},{},{},{:.3},{:.0},{:.2},{},{},{},{},{},{},{},{},{},{},{}",
             r.broker,
             r.batch,
             r.clients,
@@ -39,6 +39,11 @@ pub fn render(rows: &[Row]) -> String {
             opt(r.broker_cpu_ns_per_msg),
             r.broker_cores.map_or(String::new(), |c| format!("{c:.3}")),
             quoted(r.note.as_deref().unwrap_or("")),
+            r.runs
+                .iter()
+                .map(|v| format!("{v:.0}"))
+                .collect::<Vec<_>>()
+                .join(";"),
         );
     }
     out

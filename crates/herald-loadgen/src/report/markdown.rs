@@ -30,8 +30,16 @@ values, data on tmpfs, both brokers driven by the same load generator \
     let _ = writeln!(
         md,
         "- MB/s counts record-batch bytes (about 73 B per 64-byte record plus 61 B per batch), 10^6 bytes. \
-Broker CPU is the broker process's user + system time over the run (from /proc/PID/stat) divided by records.\n"
+Broker CPU is the broker process's user + system time over the run (from /proc/PID/stat) divided by records."
     );
+    let repeats = rows.iter().map(|r| r.runs.len()).max().unwrap_or(0);
+    if repeats > 1 {
+        let _ = writeln!(
+            md,
+            "- Each produce and consume point ran {repeats} times; its row is the run with the median throughput (every run's rate is in wire.csv, column runs_msgs_per_s)."
+        );
+    }
+    let _ = writeln!(md);
     md += &produce_tables(rows);
     md += &consume_table(rows);
     md += &latency_table(rows);
