@@ -15,7 +15,6 @@ to follow the group and to check, at the end:
 """
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -24,6 +23,9 @@ import time
 from pathlib import Path
 
 import pytest
+
+from clients import eventually
+from group_helpers import ContinuousProducer
 
 PARTITIONS = 6
 SESSION_TIMEOUT_MS = 6_000  # the smallest the coordinator accepts by default
@@ -153,60 +155,8 @@ class Member:
         self.stderr.close()
 
 
-class ContinuousProducer:
-    """Produces message i with value `i` at a bounded rate until stopped; keeps
-    every acknowledged (partition, offset) -> i."""
-
-    def __init__(self, bootstrap: str, topic: str):
-        from confluent_kafka import Producer
-
-        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
-                                  "message.timeout.ms": 120_000})
-        self.topic = topic
-        self.acked = {}
-        self.errors = []
-        self.sent = 0
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _report(self, err, msg):
-        if err is not None:
-            self.errors.append(str(err))
-        else:
-            self.acked[(msg.partition(), msg.offset())] = int(msg.value())
-
-    def _run(self):
-        start = time.monotonic()
-        while not self.stopping.is_set() and self.sent < PRODUCE_COUNT_MAX:
-            due = int((time.monotonic() - start) * PRODUCE_RATE_PER_S)
-            while self.sent < due:
-                try:
-                    self.producer.produce(self.topic, value=str(self.sent).encode(),
-                                          key=str(self.sent).encode(), on_delivery=self._report)
-                    self.sent += 1
-                except BufferError:
-                    break
-            self.producer.poll(0.01)
-
-    def stop(self):
-        self.stopping.set()
-        self.thread.join(timeout=STEP_TIMEOUT_S)
-        remaining = self.producer.flush(STEP_TIMEOUT_S * 2)
-        assert remaining == 0, f"{remaining} messages unacknowledged after flush"
-        assert not self.errors, f"delivery errors: {self.errors[:5]}"
-        assert len(self.acked) == self.sent, f"{len(self.acked)} acked of {self.sent}"
-
-
 def wait_until(check, what: str, timeout_s: float = STEP_TIMEOUT_S):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not true after {timeout_s:.0f}s (last: {result!r})")
-        time.sleep(0.2)
+    return eventually(check, what, timeout_s)
 
 
 def ownership(members):
@@ -315,7 +265,8 @@ def group_run(broker, unique, tmp_path):
             return m
 
         def produce(self):
-            self.producer = ContinuousProducer(broker.bootstrap, topic)
+            self.producer = ContinuousProducer(broker.bootstrap, topic, PRODUCE_RATE_PER_S,
+                                               PRODUCE_COUNT_MAX, STEP_TIMEOUT_S)
             return self.producer
 
     run = Run()

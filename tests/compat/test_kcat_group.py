@@ -32,14 +32,13 @@ import re
 import shutil
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 from confluent_kafka import (Consumer, ConsumerGroupState, ConsumerGroupTopicPartitions,
                              TopicPartition)
 
-from clients import admin_client, create_topic, producer, watermarks
+from clients import admin_client, create_topic, eventually, producer, watermarks
 
 PARTITIONS = 6
 BATCH = 2_000
@@ -121,14 +120,7 @@ class KcatMember:
 
 
 def wait_until(check, what: str, timeout_s: float = STEP_TIMEOUT_S):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not true after {timeout_s:.0f}s (last: {result!r})")
-        time.sleep(0.2)
+    return eventually(check, what, timeout_s)
 
 
 def produce_batch(bootstrap: str, topic: str, start: int, count: int) -> dict:

@@ -43,6 +43,13 @@ fn produce(addr: &str, topic: &str, partition: i32, lines: &[String]) {
     assert!(output.status.success(), "{}", stderr(&output));
 }
 
+/// `herald group reset-offsets GROUP --topic TOPIC ARGS...`.
+fn reset(addr: &str, group: &str, topic: &str, args: &[&str]) -> Output {
+    let mut all = vec!["group", "reset-offsets", group, "--topic", topic];
+    all.extend_from_slice(args);
+    herald(addr, &all)
+}
+
 fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
@@ -157,50 +164,24 @@ fn a_group_resumes_where_it_committed_and_offsets_can_be_reset() {
     assert!(table.contains("orders\t0\t6\t6\t0\t-"), "{table}");
 
     // Back to the beginning: the whole topic again.
-    let reset = assert_ok(&herald(
-        &addr,
-        &[
-            "group",
-            "reset-offsets",
-            "billing",
-            "--topic",
-            "orders",
-            "--to",
-            "earliest",
-        ],
-    ));
-    assert!(reset.contains("orders\t1\t4\t0"), "{reset}");
+    let plan = assert_ok(&reset(&addr, "billing", "orders", &["--to", "earliest"]));
+    assert!(plan.contains("orders\t1\t4\t0"), "{plan}");
     let again = herald(&addr, &["consume", "orders", "--group", "billing"]);
     let again: BTreeSet<String> = lines(&again).into_iter().collect();
     assert_eq!(again, everything);
 
     // One partition to an offset; a dry run changes nothing.
-    assert_ok(&herald(
+    assert_ok(&reset(
         &addr,
-        &[
-            "group",
-            "reset-offsets",
-            "billing",
-            "--topic",
-            "orders",
-            "--partition",
-            "1",
-            "--to",
-            "offset:2",
-        ],
+        "billing",
+        "orders",
+        &["--partition", "1", "--to", "offset:2"],
     ));
-    let dry = assert_ok(&herald(
+    let dry = assert_ok(&reset(
         &addr,
-        &[
-            "group",
-            "reset-offsets",
-            "billing",
-            "--topic",
-            "orders",
-            "--to",
-            "timestamp:0",
-            "--dry-run",
-        ],
+        "billing",
+        "orders",
+        &["--to", "timestamp:0", "--dry-run"],
     ));
     assert!(dry.contains("dry run: nothing committed"), "{dry}");
     let parts = partition_lines(&describe(&addr, "billing"));
@@ -209,18 +190,7 @@ fn a_group_resumes_where_it_committed_and_offsets_can_be_reset() {
     assert_eq!(lines(&rest), vec!["one-2".to_owned(), "one-3".to_owned()]);
 
     // Latest skips everything; then the group is deleted.
-    assert_ok(&herald(
-        &addr,
-        &[
-            "group",
-            "reset-offsets",
-            "billing",
-            "--topic",
-            "orders",
-            "--to",
-            "latest",
-        ],
-    ));
+    assert_ok(&reset(&addr, "billing", "orders", &["--to", "latest"]));
     let nothing = herald(&addr, &["consume", "orders", "--group", "billing"]);
     assert_eq!(stdout(&nothing), "");
     assert!(stdout(&herald(&addr, &["group", "delete", "billing"])).contains("deleted group"));
@@ -304,18 +274,7 @@ fn members_share_partitions_and_an_active_group_cannot_be_reset_or_deleted() {
     assigned.sort_unstable();
     assert_eq!(assigned, vec![0, 1, 2]);
 
-    let refused = herald(
-        &addr,
-        &[
-            "group",
-            "reset-offsets",
-            "live",
-            "--topic",
-            "events",
-            "--to",
-            "earliest",
-        ],
-    );
+    let refused = reset(&addr, "live", "events", &["--to", "earliest"]);
     assert_fails_with(
         &refused,
         "group 'live' is active (state Stable, 2 member(s))",
@@ -331,18 +290,7 @@ fn members_share_partitions_and_an_active_group_cannot_be_reset_or_deleted() {
         unsafe { libc::kill(member.0.id() as i32, libc::SIGINT) };
     }
     wait_for_state(&addr, "live", "Empty", 0);
-    assert_ok(&herald(
-        &addr,
-        &[
-            "group",
-            "reset-offsets",
-            "live",
-            "--topic",
-            "events",
-            "--to",
-            "earliest",
-        ],
-    ));
+    assert_ok(&reset(&addr, "live", "events", &["--to", "earliest"]));
 }
 
 #[test]
@@ -386,18 +334,7 @@ fn group_commands_fail_with_one_line() {
         "unknown group 'nobody'",
     );
     assert_fails_with(
-        &herald(
-            &addr,
-            &[
-                "group",
-                "reset-offsets",
-                "g",
-                "--topic",
-                "missing",
-                "--to",
-                "latest",
-            ],
-        ),
+        &reset(&addr, "g", "missing", &["--to", "latest"]),
         "unknown topic 'missing'",
     );
     assert_fails_with(
