@@ -68,8 +68,16 @@ fn segment_bases(dir: &Path) -> Result<Vec<u64>, LogError> {
         let name = name.to_string_lossy();
         if name.ends_with(".tmp") || name.ends_with(".next") {
             // An interrupted atomic write (the old file is still in place), or
-            // a prepared segment never used (it holds no data).
-            fs::remove_file(entry.path()).map_err(io_err("remove", &entry.path()))?;
+            // a prepared segment never used (it holds no data). In a process
+            // that dropped a log of this directory a moment ago, the
+            // provisioner may be removing that log's prepared segment at the
+            // same time: already gone is as good as removed.
+            match fs::remove_file(entry.path()) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(io_err("remove", &entry.path())(e));
+                }
+                _ => {}
+            }
         } else if let Some(stem) = name.strip_suffix(".log") {
             match stem.parse::<u64>() {
                 Ok(base) if stem.len() == 20 => bases.push(base),
