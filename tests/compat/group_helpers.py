@@ -55,3 +55,70 @@ class ContinuousProducer:
         assert remaining == 0, f"{remaining} messages unacknowledged after flush"
         assert not self.errors, f"delivery errors: {self.errors[:5]}"
         assert len(self.acked) == self.sent, f"{len(self.acked)} acked of {self.sent}"
+
+
+class MemberProcess:
+    """A group member running as its own process, writing JSON lines to `out`:
+    `{"t", "ev": "assign"|"revoke"|"lost"|"closed", "p": [...]}` for ownership
+    and `{"t", "msgs": [[partition, offset, index], ...]}` for records
+    processed. Subclasses start `self.proc` and set `self.name`."""
+
+    out = None
+    proc = None
+    name = ""
+    killed_at = None
+
+    def lines(self):
+        import json
+
+        if not self.out.exists():
+            return []
+        parsed = []
+        for line in self.out.read_text().splitlines():
+            try:
+                parsed.append(json.loads(line))
+            except json.JSONDecodeError:
+                break  # the torn last line of a killed member
+        return parsed
+
+    def owned(self) -> set:
+        """The partitions the member owns now, by its own log."""
+        owned = set()
+        for line in self.lines():
+            if line.get("ev") == "assign":
+                owned |= set(line["p"])
+            elif line.get("ev") in ("revoke", "lost"):
+                owned -= set(line["p"])
+            elif line.get("ev") == "closed":
+                owned = set()
+        return owned
+
+    def processed(self):
+        """(time, partition, offset, index) of every record processed."""
+        for line in self.lines():
+            for p, offset, index in line.get("msgs", []):
+                yield line["t"], p, offset, index
+
+    def kill(self, timeout_s: float):
+        """SIGKILL, like a crashed application."""
+        import signal
+
+        self.killed_at = time.time()
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=timeout_s)
+
+    def terminate(self, timeout_s: float):
+        """SIGTERM (the member leaves cleanly) and waits; a member that does
+        not exit in time is killed and the test fails."""
+        import signal
+        import subprocess
+
+        if self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=timeout_s)
+            raise AssertionError(f"{self.name} did not exit within {timeout_s}s")

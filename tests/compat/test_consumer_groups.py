@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from clients import eventually
-from group_helpers import ContinuousProducer
+from group_helpers import ContinuousProducer, MemberProcess
 
 PARTITIONS = 6
 SESSION_TIMEOUT_MS = 6_000  # the smallest the coordinator accepts by default
@@ -96,7 +96,7 @@ def member_main(settings: dict):
 # --- the test side ------------------------------------------------------------
 
 
-class Member:
+class Member(MemberProcess):
     """One member process and what its log says."""
 
     def __init__(self, name: str, bootstrap: str, topic: str, group: str, strategy: str,
@@ -113,45 +113,11 @@ class Member:
             cwd=Path(__file__).parent,
         )
 
-    def lines(self):
-        if not self.out.exists():
-            return []
-        parsed = []
-        for line in self.out.read_text().splitlines():
-            try:
-                parsed.append(json.loads(line))
-            except json.JSONDecodeError:
-                break  # the torn last line of a killed member
-        return parsed
-
-    def owned(self) -> set:
-        owned = set()
-        for line in self.lines():
-            if line.get("ev") == "assign":
-                owned |= set(line["p"])
-            elif line.get("ev") in ("revoke", "lost", "closed"):
-                owned = set() if line["ev"] == "closed" else owned - set(line["p"])
-        return owned
-
-    def processed(self):
-        for line in self.lines():
-            for p, offset, index in line.get("msgs", []):
-                yield line["t"], p, offset, index
-
     def kill(self):
-        self.killed_at = time.time()
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=MEMBER_EXIT_TIMEOUT_S)
+        super().kill(MEMBER_EXIT_TIMEOUT_S)
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=MEMBER_EXIT_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=MEMBER_EXIT_TIMEOUT_S)
-                raise AssertionError(f"{self.name} did not leave within {MEMBER_EXIT_TIMEOUT_S}s")
+        self.terminate(MEMBER_EXIT_TIMEOUT_S)
         self.stderr.close()
 
 

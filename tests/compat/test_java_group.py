@@ -33,7 +33,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from clients import create_topic, eventually, watermarks
-from group_helpers import ContinuousProducer
+from group_helpers import ContinuousProducer, MemberProcess
 
 PARTITIONS = 6
 SESSION_TIMEOUT_S = 6.0  # the members' session.timeout.ms
@@ -44,7 +44,7 @@ MEMBER_EXIT_TIMEOUT_S = 40.0
 MEMBER_CLASS = "HeraldGroupMember"
 
 
-class JavaMember:
+class JavaMember(MemberProcess):
     """One HeraldGroupMember JVM and what its log says."""
 
     def __init__(self, name: str, bootstrap: str, topic: str, group: str, java_deps: Path,
@@ -77,53 +77,16 @@ class JavaMember:
             stdin=subprocess.DEVNULL, stdout=self.stderr, stderr=subprocess.STDOUT,
         )
 
-    def lines(self):
-        if not self.out.exists():
-            return []
-        parsed = []
-        for line in self.out.read_text().splitlines():
-            try:
-                parsed.append(json.loads(line))
-            except json.JSONDecodeError:
-                break  # the torn last line of a killed member
-        return parsed
-
     def events(self, kind: str, since: float = 0.0, until: float = float("inf")):
         return [line for line in self.lines()
                 if line.get("ev") == kind and since <= line["t"] <= until]
 
-    def owned(self) -> set:
-        owned = set()
-        for line in self.lines():
-            if line.get("ev") == "assign":
-                owned |= set(line["p"])
-            elif line.get("ev") in ("revoke", "lost"):
-                owned -= set(line["p"])
-            elif line.get("ev") == "closed":
-                owned = set()
-        return owned
-
-    def processed(self):
-        """(time, partition, offset, index) of every record processed."""
-        for line in self.lines():
-            for p, offset, index in line.get("msgs", []):
-                yield line["t"], p, offset, index
-
     def kill(self):
-        self.killed_at = time.time()
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=MEMBER_EXIT_TIMEOUT_S)
+        super().kill(MEMBER_EXIT_TIMEOUT_S)
 
     def stop(self):
         """SIGTERM: the member closes its consumer (revoking and committing) and exits."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=MEMBER_EXIT_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=MEMBER_EXIT_TIMEOUT_S)
-                raise AssertionError(f"{self.name} did not exit within {MEMBER_EXIT_TIMEOUT_S}s")
+        self.terminate(MEMBER_EXIT_TIMEOUT_S)
         # 143: the JVM's exit status after SIGTERM once its shutdown hook has finished.
         assert self.proc.returncode in (0, 143, -signal.SIGTERM), (
             f"{self.name} exited with {self.proc.returncode}:\n{self.stderr_tail()}"

@@ -79,11 +79,12 @@ pub(crate) fn open_new_partitions(
     Ok(opened)
 }
 
-fn remove_if_present(dir: &Path) -> Result<(), BrokerError> {
+/// Removes `dir` and everything in it; a directory already gone is fine.
+pub(crate) fn remove_if_present(dir: &Path) -> Result<(), BrokerError> {
     match fs::remove_dir_all(dir) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(BrokerError::io("remove stale partition directory", dir, e)),
+        Err(e) => Err(BrokerError::io("remove stale directory", dir, e)),
     }
 }
 

@@ -173,7 +173,6 @@ impl GroupService {
         let (sender, receiver) = mpsc::channel();
         let worker = Worker {
             coordinator,
-            log: Arc::clone(&log),
             partition: Arc::clone(&partition),
             data_dir: data_dir.to_path_buf(),
             compact_min_bytes,
@@ -259,9 +258,8 @@ impl GroupService {
 
 struct Worker {
     coordinator: GroupCoordinator,
-    /// The partition appended to (the worker alone replaces it).
-    log: Arc<Log>,
-    /// The same, shared with the service for metrics and close.
+    /// The partition appended to, shared with the service for metrics and
+    /// close (the worker alone replaces it).
     partition: Arc<Mutex<OffsetsPartition>>,
     data_dir: std::path::PathBuf,
     compact_min_bytes: u64,
@@ -376,12 +374,18 @@ impl Worker {
         self.act(outputs);
     }
 
+    /// The offsets partition in use.
+    fn log(&self) -> Arc<Log> {
+        Arc::clone(&self.partition.lock().log)
+    }
+
     /// Rewrites the offsets partition as the coordinator's current state
     /// once it has grown enough. Runs between calls, when every persisted
     /// batch has been reported to the coordinator, so the snapshot holds
     /// everything the partition does.
     fn compact_if_due(&mut self) {
-        let size = self.log.size_bytes();
+        let current = self.log();
+        let size = current.size_bytes();
         if size
             < self
                 .compact_min_bytes
@@ -391,15 +395,14 @@ impl Worker {
         }
         let records = self.coordinator.snapshot_records();
         let started = std::time::Instant::now();
-        match offsets_log::compact(&self.data_dir, &self.log, &records, now_ms()) {
+        match offsets_log::compact(&self.data_dir, &current, &records, now_ms()) {
             Ok(log) => {
                 let log = Arc::new(log);
                 let mut partition = self.partition.lock();
-                let replaced = self.log.flush_stats();
+                let replaced = current.flush_stats();
                 partition.earlier_flushes.merge(&replaced);
                 partition.log = Arc::clone(&log);
                 self.compacted_bytes = log.size_bytes();
-                self.log = log;
                 tracing::info!(
                     before_bytes = size,
                     after_bytes = self.compacted_bytes,
@@ -424,7 +427,7 @@ impl Worker {
             let (request, reply) = match output {
                 Output::Persist { append, records } => {
                     let now = now_ms();
-                    let result = match offsets_log::append(&self.log, &records, now) {
+                    let result = match offsets_log::append(&self.log(), &records, now) {
                         Ok(()) => AppendResult::Durable,
                         Err(e) => {
                             tracing::error!(error = %e, "persisting group records failed");

@@ -70,10 +70,10 @@ fn log_error(source: herald_log::LogError) -> BrokerError {
 }
 
 /// Opens (recovering) the offsets partition: fsync on every append, and no
-/// retention, since there is no compaction yet and every record may still
-/// matter.
+/// retention (compaction, not age or size, decides which records go). A
+/// rewrite a crash interrupted is removed first.
 pub(crate) fn open(data_dir: &Path) -> Result<Log, BrokerError> {
-    remove_dir_if_present(&compacting_dir(data_dir))?;
+    crate::partition_dirs::remove_if_present(&compacting_dir(data_dir))?;
     Log::open(dir(data_dir), log_config()).map_err(log_error)
 }
 
@@ -85,14 +85,6 @@ fn log_config() -> LogConfig {
         retention_age: None,
         retention_bytes: None,
         ..LogConfig::default()
-    }
-}
-
-fn remove_dir_if_present(path: &Path) -> Result<(), BrokerError> {
-    match std::fs::remove_dir_all(path) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(BrokerError::io("remove", path, e)),
     }
 }
 
@@ -108,7 +100,7 @@ pub(crate) fn compact(
     now_ms: i64,
 ) -> Result<Log, BrokerError> {
     let target = compacting_dir(data_dir);
-    remove_dir_if_present(&target)?;
+    crate::partition_dirs::remove_if_present(&target)?;
     let rewritten = (|| {
         let log = Log::open(&target, log_config()).map_err(log_error)?;
         for chunk in records.chunks(COMPACT_BATCH_RECORDS) {

@@ -6,13 +6,12 @@ use kafka_protocol::messages::{
     create_partitions_request, create_topics_request, delete_topics_request,
     describe_configs_request, incremental_alter_configs_request, metadata_request,
     CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest,
-    IncrementalAlterConfigsRequest, MetadataRequest, TopicName,
+    IncrementalAlterConfigsRequest, MetadataRequest,
 };
-use kafka_protocol::protocol::StrBytes;
 
 use crate::client::connection::{versions, IO_TIMEOUT};
 use crate::client::errors::{check, UNKNOWN_TOPIC_OR_PARTITION};
-use crate::client::Connection;
+use crate::client::{topic_name, wire_str, Connection};
 
 /// Kafka's resource type for topics in config APIs.
 const RESOURCE_TOPIC: i8 = 2;
@@ -52,14 +51,6 @@ pub enum ConfigChange {
     Delete(String),
 }
 
-fn name(text: &str) -> TopicName {
-    TopicName(StrBytes::from_string(text.to_owned()))
-}
-
-fn text(value: &str) -> StrBytes {
-    StrBytes::from_string(value.to_owned())
-}
-
 /// Metadata of `topics` (all topics if `None`). With `auto_create`, the
 /// broker may create a missing topic (as producers ask); without it, a
 /// missing topic is an "unknown topic" error.
@@ -72,7 +63,9 @@ pub async fn metadata(
         .with_topics(topics.map(|names| {
             names
                 .iter()
-                .map(|n| metadata_request::MetadataRequestTopic::default().with_name(Some(name(n))))
+                .map(|n| {
+                    metadata_request::MetadataRequestTopic::default().with_name(Some(topic_name(n)))
+                })
                 .collect()
         }))
         .with_allow_auto_topic_creation(auto_create);
@@ -121,7 +114,7 @@ pub async fn create_topic(
     let request = CreateTopicsRequest::default()
         .with_timeout_ms(OPERATION_TIMEOUT_MS)
         .with_topics(vec![create_topics_request::CreatableTopic::default()
-            .with_name(name(topic))
+            .with_name(topic_name(topic))
             .with_num_partitions(partitions.unwrap_or(-1))
             .with_replication_factor(-1)
             .with_configs(
@@ -129,8 +122,8 @@ pub async fn create_topic(
                     .iter()
                     .map(|(k, v)| {
                         create_topics_request::CreatableTopicConfig::default()
-                            .with_name(text(k))
-                            .with_value(Some(text(v)))
+                            .with_name(wire_str(k))
+                            .with_value(Some(wire_str(v)))
                     })
                     .collect(),
             )]);
@@ -155,7 +148,7 @@ pub async fn delete_topic(connection: &mut Connection, topic: &str) -> anyhow::R
     let request = DeleteTopicsRequest::default()
         .with_timeout_ms(OPERATION_TIMEOUT_MS)
         .with_topics(vec![
-            delete_topics_request::DeleteTopicState::default().with_name(Some(name(topic)))
+            delete_topics_request::DeleteTopicState::default().with_name(Some(topic_name(topic)))
         ]);
     let response = connection
         .call(request, versions::DELETE_TOPICS, IO_TIMEOUT)
@@ -185,7 +178,7 @@ pub async fn create_partitions(
         .with_timeout_ms(OPERATION_TIMEOUT_MS)
         .with_topics(vec![
             create_partitions_request::CreatePartitionsTopic::default()
-                .with_name(name(topic))
+                .with_name(topic_name(topic))
                 .with_count(count),
         ]);
     let response = connection
@@ -214,7 +207,7 @@ pub async fn describe_configs(
     let request = DescribeConfigsRequest::default().with_resources(vec![
         describe_configs_request::DescribeConfigsResource::default()
             .with_resource_type(RESOURCE_TOPIC)
-            .with_resource_name(text(topic))
+            .with_resource_name(wire_str(topic))
             .with_configuration_keys(None),
     ]);
     let response = connection
@@ -264,11 +257,11 @@ pub async fn alter_configs(
             let config = incremental_alter_configs_request::AlterableConfig::default();
             match change {
                 ConfigChange::Set(key, value) => config
-                    .with_name(text(key))
+                    .with_name(wire_str(key))
                     .with_config_operation(OP_SET)
-                    .with_value(Some(text(value))),
+                    .with_value(Some(wire_str(value))),
                 ConfigChange::Delete(key) => config
-                    .with_name(text(key))
+                    .with_name(wire_str(key))
                     .with_config_operation(OP_DELETE)
                     .with_value(None),
             }
@@ -277,7 +270,7 @@ pub async fn alter_configs(
     let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
         incremental_alter_configs_request::AlterConfigsResource::default()
             .with_resource_type(RESOURCE_TOPIC)
-            .with_resource_name(text(topic))
+            .with_resource_name(wire_str(topic))
             .with_configs(configs),
     ]);
     let response = connection

@@ -8,14 +8,13 @@ use anyhow::{bail, Context as _};
 use bytes::Bytes;
 use kafka_protocol::messages::{
     fetch_request, list_offsets_request, produce_request, FetchRequest, ListOffsetsRequest,
-    ProduceRequest, TopicName,
+    ProduceRequest,
 };
-use kafka_protocol::protocol::StrBytes;
 
 use crate::client::connection::{versions, IO_TIMEOUT};
 use crate::client::errors::{check, UNKNOWN_TOPIC_OR_PARTITION};
 use crate::client::records::{decode_batch, FetchedRecord};
-use crate::client::Connection;
+use crate::client::{topic_name, Connection};
 
 /// ListOffsets timestamp asking for the latest offset (the high watermark).
 pub const LATEST: i64 = -1;
@@ -25,10 +24,6 @@ pub const EARLIEST: i64 = -2;
 const PARTITION_FETCH_BYTES: i32 = 1024 * 1024;
 /// Bytes asked per fetch in total.
 const FETCH_BYTES: i32 = 8 * 1024 * 1024;
-
-fn name(text: &str) -> TopicName {
-    TopicName(StrBytes::from_string(text.to_owned()))
-}
 
 /// Sends one batch to `topic`/`partition` with acks=1; returns its base offset.
 pub async fn produce(
@@ -41,7 +36,7 @@ pub async fn produce(
         .with_acks(1)
         .with_timeout_ms(10_000)
         .with_topic_data(vec![produce_request::TopicProduceData::default()
-            .with_name(name(topic))
+            .with_name(topic_name(topic))
             .with_partition_data(vec![
                 produce_request::PartitionProduceData::default()
                     .with_index(partition)
@@ -79,7 +74,7 @@ pub async fn list_offsets(
     let request = ListOffsetsRequest::default()
         .with_replica_id((-1).into())
         .with_topics(vec![list_offsets_request::ListOffsetsTopic::default()
-            .with_name(name(topic))
+            .with_name(topic_name(topic))
             .with_partitions(
                 partitions
                     .iter()
@@ -136,7 +131,7 @@ pub async fn fetch(
         .with_max_bytes(FETCH_BYTES)
         .with_session_epoch(-1)
         .with_topics(vec![fetch_request::FetchTopic::default()
-            .with_topic(name(topic))
+            .with_topic(topic_name(topic))
             .with_partitions(
                 positions
                     .iter()

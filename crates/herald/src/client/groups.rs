@@ -12,13 +12,13 @@ use kafka_protocol::messages::{
     offset_fetch_request, sync_group_request, ConsumerProtocolAssignment,
     ConsumerProtocolSubscription, DeleteGroupsRequest, DescribeGroupsRequest, GroupId,
     HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, OffsetCommitRequest,
-    OffsetFetchRequest, SyncGroupRequest, TopicName,
+    OffsetFetchRequest, SyncGroupRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
 use crate::client::connection::{versions, IO_TIMEOUT};
 use crate::client::errors::{check, describe};
-use crate::client::Connection;
+use crate::client::{topic_name, wire_str, Connection};
 
 /// Protocol type of consumer groups.
 pub const CONSUMER_PROTOCOL_TYPE: &str = "consumer";
@@ -46,15 +46,7 @@ pub mod codes {
 }
 
 fn group_id(text: &str) -> GroupId {
-    GroupId(StrBytes::from_string(text.to_owned()))
-}
-
-fn topic_name(text: &str) -> TopicName {
-    TopicName(StrBytes::from_string(text.to_owned()))
-}
-
-fn text(value: &str) -> StrBytes {
-    StrBytes::from_string(value.to_owned())
+    GroupId(wire_str(text))
 }
 
 /// A group as ListGroups shows it.
@@ -291,7 +283,7 @@ pub async fn commit_offsets(
     let request = OffsetCommitRequest::default()
         .with_group_id(group_id(group))
         .with_generation_id_or_member_epoch(committer.generation_id)
-        .with_member_id(text(committer.member_id))
+        .with_member_id(wire_str(committer.member_id))
         .with_retention_time_ms(-1)
         .with_topics(topics);
     let response = connection
@@ -369,14 +361,14 @@ pub async fn join_group(
         .with_group_id(group_id(join.group))
         .with_session_timeout_ms(millis(join.session_timeout))
         .with_rebalance_timeout_ms(millis(join.rebalance_timeout))
-        .with_member_id(text(join.member_id))
+        .with_member_id(wire_str(join.member_id))
         .with_protocol_type(StrBytes::from_static_str(CONSUMER_PROTOCOL_TYPE))
         .with_protocols(
             join.protocols
                 .iter()
                 .map(|(name, metadata)| {
                     join_group_request::JoinGroupRequestProtocol::default()
-                        .with_name(text(name))
+                        .with_name(wire_str(name))
                         .with_metadata(metadata.clone())
                 })
                 .collect(),
@@ -417,15 +409,15 @@ pub async fn sync_group(
     let request = SyncGroupRequest::default()
         .with_group_id(group_id(group))
         .with_generation_id(joined.generation_id)
-        .with_member_id(text(&joined.member_id))
+        .with_member_id(wire_str(&joined.member_id))
         .with_protocol_type(Some(StrBytes::from_static_str(CONSUMER_PROTOCOL_TYPE)))
-        .with_protocol_name(Some(text(&joined.protocol)))
+        .with_protocol_name(Some(wire_str(&joined.protocol)))
         .with_assignments(
             assignments
                 .into_iter()
                 .map(|(member, assignment)| {
                     sync_group_request::SyncGroupRequestAssignment::default()
-                        .with_member_id(text(&member))
+                        .with_member_id(wire_str(&member))
                         .with_assignment(assignment)
                 })
                 .collect(),
@@ -453,7 +445,7 @@ pub async fn heartbeat(
     let request = HeartbeatRequest::default()
         .with_group_id(group_id(group))
         .with_generation_id(generation_id)
-        .with_member_id(text(member_id));
+        .with_member_id(wire_str(member_id));
     let response = connection
         .call(request, versions::HEARTBEAT, IO_TIMEOUT)
         .await?;
@@ -470,7 +462,7 @@ pub async fn leave_group(
     let request = LeaveGroupRequest::default()
         .with_group_id(group_id(group))
         .with_members(vec![leave_group_request::MemberIdentity::default()
-            .with_member_id(text(member_id))
+            .with_member_id(wire_str(member_id))
             .with_reason(Some(StrBytes::from_static_str(
                 "herald consume stopped",
             )))]);
@@ -509,7 +501,7 @@ fn versioned(bytes: &Bytes) -> anyhow::Result<(Bytes, i16)> {
 pub fn encode_subscription(topics: &[String]) -> anyhow::Result<Bytes> {
     encode_versioned(
         &ConsumerProtocolSubscription::default()
-            .with_topics(topics.iter().map(|t| text(t)).collect()),
+            .with_topics(topics.iter().map(|t| wire_str(t)).collect()),
     )
 }
 

@@ -18,4 +18,17 @@ pub mod records;
 mod varint;
 
 pub use connection::Connection;
+
+use kafka_protocol::messages::TopicName;
+use kafka_protocol::protocol::StrBytes;
+
+/// A topic name as the protocol types carry it.
+pub(crate) fn topic_name(name: &str) -> TopicName {
+    TopicName(wire_str(name))
+}
+
+/// A string as the protocol types carry it.
+pub(crate) fn wire_str(value: &str) -> StrBytes {
+    StrBytes::from_string(value.to_owned())
+}
 pub use records::{Header, Record};
