@@ -6,10 +6,12 @@
 #   scripts/bench-wire.sh --quick   smoke run (about 3 minutes), writes to $OUT (default /tmp/herald-bench-wire)
 #
 # Steps: build herald and herald-loadgen in release mode; fetch Kafka 4.3.1
-# from Maven Central into bench/kafka/lib (gitignored); measure loopback TCP;
-# start Kafka (data in /dev/shm), run the load generator's suite and Kafka's
-# own perf tools against it, stop it; the same against herald; write the
-# report. Every broker started here is stopped here, by its PID.
+# from Maven Central into bench/kafka/lib (gitignored); measure loopback TCP
+# and the kernel floors (no broker: what any broker pays per message in the
+# kernel for produce and consume on tmpfs); start Kafka (data in /dev/shm),
+# run the load generator's suite and Kafka's own perf tools against it, stop
+# it; the same against herald; write the report. Every broker started here
+# is stopped here, by its PID.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
@@ -91,6 +93,9 @@ crosscheck() {  # broker bootstrap
 echo "== loopback TCP"
 "$LOADGEN" loopback --secs 2 --out "$OUT/loopback.jsonl"
 
+echo "== kernel floors"
+"$LOADGEN" floor --dir /dev/shm --secs 2 --out "$OUT/floor.jsonl"
+
 echo "== Apache Kafka"
 "$ROOT/bench/kafka/stop.sh" --wipe >/dev/null
 "$ROOT/bench/kafka/start.sh"
@@ -119,6 +124,6 @@ HERALD_PID=""
 rm -rf "$HERALD_DATA"
 
 echo "== report"
-"$LOADGEN" report --results "$OUT/loopback.jsonl" "$OUT/kafka.jsonl" "$OUT/herald.jsonl" \
-  "$OUT/crosscheck.jsonl" --out-dir "$REPORT_DIR" --command "scripts/bench-wire.sh $QUICK"
+"$LOADGEN" report --results "$OUT/loopback.jsonl" "$OUT/floor.jsonl" "$OUT/kafka.jsonl" \
+  "$OUT/herald.jsonl" "$OUT/crosscheck.jsonl" --out-dir "$REPORT_DIR" --command "scripts/bench-wire.sh $QUICK"
 echo "rows: $OUT/*.jsonl; report: $REPORT_DIR/wire.md"

@@ -9,7 +9,7 @@ use std::os::fd::AsRawFd;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use herald_log::FileRegion;
 use herald_metrics::KafkaMetrics;
 use kafka_protocol::messages::ApiKey;
@@ -20,6 +20,7 @@ use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::codec::{check_frame_length, Chunk, FrameError, ResponseFrame, LENGTH_PREFIX_BYTES};
+use crate::frame_buffers::FrameBuffers;
 use crate::handlers::{self, Context, Outcome};
 
 /// Bytes asked of the socket per read while a frame is incomplete.
@@ -92,7 +93,7 @@ async fn read_requests(
                     .acquire_many_owned(size as u32)
                     .await
                     .map_err(|_| ReadError::Closed)?;
-                let frame = read_body(&mut socket, &mut buf, size).await?;
+                let frame = read_body(&mut socket, &mut buf, size, &ctx.frame_buffers).await?;
                 Ok(Some((
                     frame,
                     Permit {
@@ -157,13 +158,17 @@ async fn read_prefix(
 }
 
 /// Reads the body of a frame of `size` bytes whose prefix is in `buf`.
-/// Room grows only as bytes actually arrive, never by the declared size.
 async fn read_body(
     socket: &mut OwnedReadHalf,
     buf: &mut BytesMut,
     size: usize,
+    pool: &Arc<FrameBuffers>,
 ) -> Result<Bytes, ReadError> {
     let whole = LENGTH_PREFIX_BYTES + size;
+    if buf.len() < whole && size > READ_CHUNK_BYTES && pool.serves(size) {
+        return read_large_body(socket, buf, size, pool).await;
+    }
+    // Room grows only as bytes actually arrive, never by the declared size.
     while buf.len() < whole {
         buf.reserve((whole - buf.len()).min(READ_CHUNK_BYTES * 16));
         if socket.read_buf(buf).await? == 0 {
@@ -172,6 +177,30 @@ async fn read_body(
     }
     buf.advance(LENGTH_PREFIX_BYTES);
     Ok(buf.split_to(size).freeze())
+}
+
+/// Reads a large frame's body straight into a recycled buffer of its size:
+/// no copy as the connection buffer would grow, and no fresh pages to fault
+/// in. The frame's bytes are already admitted by the request-memory budget.
+async fn read_large_body(
+    socket: &mut OwnedReadHalf,
+    buf: &mut BytesMut,
+    size: usize,
+    pool: &Arc<FrameBuffers>,
+) -> Result<Bytes, ReadError> {
+    buf.advance(LENGTH_PREFIX_BYTES);
+    let mut body = pool.take(size);
+    let buffered = buf.len().min(size);
+    body.extend_from_slice(&buf[..buffered]);
+    buf.advance(buffered);
+    while body.len() < size {
+        // Never past the frame: what follows belongs to the next one.
+        let room = size - body.len();
+        if socket.read_buf(&mut (&mut body).limit(room)).await? == 0 {
+            return Err(ReadError::Truncated);
+        }
+    }
+    Ok(pool.frame(body))
 }
 
 async fn process_requests(

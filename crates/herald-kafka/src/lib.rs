@@ -15,6 +15,7 @@ pub mod codec;
 pub mod config;
 mod connection;
 pub mod error_code;
+mod frame_buffers;
 pub mod handlers;
 pub mod server;
 #[cfg(test)]

@@ -5,8 +5,9 @@
 //! What it owns: Kafka framing over TCP with the `kafka-protocol` crate's
 //! message types ([`wire`], [`conn`], [`fetch`]), the produce, consume and
 //! end-to-end latency loads ([`produce`], [`consume`], [`latency`]), broker
-//! CPU accounting ([`cpu`]), the loopback bound ([`loopback`]), the suite
-//! that walks the plan ([`suite`], [`plan`]) and the report ([`report`]).
+//! CPU accounting ([`cpu`]), the loopback bound ([`loopback`]), the kernel
+//! floors any broker pays per message ([`floor`]), the suite that walks the
+//! plan ([`suite`], [`plan`]) and the report ([`report`]).
 //!
 //! What it must not do: allocate per message (batches are encoded once per
 //! batch size and request frames once per publisher, with only the
@@ -24,6 +25,7 @@ pub mod consume;
 pub mod cpu;
 pub mod error;
 pub mod fetch;
+pub mod floor;
 pub mod histogram;
 pub mod latency;
 pub mod loopback;

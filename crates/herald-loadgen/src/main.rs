@@ -3,14 +3,16 @@
 //! - `suite`: every produce, consume and latency point against one broker,
 //!   rows appended to a JSON-lines file;
 //! - `loopback`: the TCP bound, one row;
+//! - `floor`: the kernel floors of produce and consume, two rows;
 //! - `report`: rows of both brokers to `wire.md`, `wire.csv`, `wire.png`.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use herald_loadgen::floor::{self, Floor};
 use herald_loadgen::loopback;
 use herald_loadgen::plan::Plan;
 use herald_loadgen::report::{chart, csv, markdown, read_rows};
@@ -77,6 +79,18 @@ enum Command {
         #[arg(long, default_value_t = 2.0)]
         secs: f64,
         /// JSON-lines file the row is appended to.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Measures the kernel floors (no broker) and appends their two rows.
+    Floor {
+        /// Where the scratch files go: tmpfs, like the brokers' data.
+        #[arg(long, default_value = "/dev/shm")]
+        dir: PathBuf,
+        /// How long to measure each floor, in seconds.
+        #[arg(long, default_value_t = 2.0)]
+        secs: f64,
+        /// JSON-lines file the rows are appended to.
         #[arg(long)]
         out: PathBuf,
     },
@@ -158,12 +172,15 @@ fn main() -> anyhow::Result<()> {
             row.secs = secs;
             row.mb_per_s = bytes_per_s / 1e6;
             eprintln!("loopback TCP: {:.0} MB/s", row.mb_per_s);
-            let mut file = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&out)?;
-            use std::io::Write;
-            writeln!(file, "{}", serde_json::to_string(&row)?)?;
+            append_rows(&out, &[row])?;
+        }
+        Command::Floor { dir, secs, out } => {
+            let duration = Duration::from_secs_f64(secs);
+            let store = floor::store_floor(&dir, duration).context("store floor")?;
+            let store = floor_row("store floor", &store, Kind::StoreFloor);
+            let send = floor::send_floor(&dir, duration).context("send floor")?;
+            let send = floor_row("send floor", &send, Kind::SendFloor);
+            append_rows(&out, &[store, send])?;
         }
         Command::Report {
             results,
@@ -187,6 +204,31 @@ fn main() -> anyhow::Result<()> {
             chart::draw(&rows, &out_dir.join("wire.png"), &font)?;
             eprintln!("report written to {}", out_dir.display());
         }
+    }
+    Ok(())
+}
+
+/// The row of one floor, announced on stderr.
+fn floor_row(name: &str, floor: &Floor, kind: Kind) -> Row {
+    let row = floor.row(kind);
+    eprintln!(
+        "{name}: {:.0} MB/s, {:.1} ns/msg of CPU",
+        row.mb_per_s,
+        row.broker_cpu_ns_per_msg.unwrap_or(0.0)
+    );
+    row
+}
+
+/// Appends `rows` to the JSON-lines file `out`, creating it if needed.
+fn append_rows(out: &Path, rows: &[Row]) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(out)
+        .with_context(|| format!("opening {}", out.display()))?;
+    for row in rows {
+        writeln!(file, "{}", serde_json::to_string(row)?)?;
     }
     Ok(())
 }

@@ -17,6 +17,12 @@ pub enum Kind {
     Loopback,
     /// Kafka's own perf tools, run by the script.
     Crosscheck,
+    /// The produce kernel floor, no broker: loopback TCP receive and write
+    /// to a fresh tmpfs file (see [`crate::floor::store_floor`]).
+    StoreFloor,
+    /// The consume kernel floor, no broker: sendfile from a tmpfs file
+    /// over loopback TCP (see [`crate::floor::send_floor`]).
+    SendFloor,
 }
 
 /// One measurement. Fields that do not apply to a kind stay `None`.
@@ -24,7 +30,7 @@ pub enum Kind {
 pub struct Row {
     /// What was measured.
     pub kind: Kind,
-    /// "herald" or "kafka".
+    /// "herald", "kafka", or "loopback" and "floor" for the bounds.
     pub broker: String,
     /// Records per batch.
     pub batch: u32,

@@ -1,12 +1,23 @@
 //! A segment's file, mapped into memory, with disk space allocated ahead of
 //! the writers.
 //!
-//! Writers copy into the mapping. A store into a mapped page the filesystem
-//! cannot back (disk full) would kill the process with SIGBUS, so space is
-//! allocated with `posix_fallocate` before any writer touches it, and a full
-//! disk comes back as an ordinary error. The newly allocated range is also
-//! pre-faulted (`MADV_POPULATE_WRITE`) so that writers do not take a page
-//! fault per 4 KiB on the hot path.
+//! Space is allocated with `posix_fallocate` before any writer touches it:
+//! a store into a mapped page the filesystem cannot back (disk full) would
+//! kill the process with SIGBUS, and this way a full disk comes back as an
+//! ordinary error.
+//!
+//! Small batches are copied into the mapping. For them the newly allocated
+//! range is pre-faulted (`MADV_POPULATE_WRITE`), so that writers do not take
+//! a page fault per 4 KiB on the hot path. Large batches are written with
+//! `pwritev(2)` instead: a page that a write fills is never zeroed first,
+//! while a mapped page must be (by the fault or by pre-faulting) before the
+//! copy overwrites it, and on tmpfs that zeroing and mapping cost more than
+//! the copy itself. The file system lets one write into a file at a time, so
+//! a large batch that finds another writer in `pwritev` is copied through
+//! the mapping instead: appends stay free of waits. The file pre-faults
+//! only while the recent writes go through the mapping. Both paths put the
+//! bytes in the same page cache, which the mapping reads, so readers see no
+//! difference.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -25,6 +36,13 @@ const MADV_POPULATE_WRITE: libc::c_int = 23;
 /// allocation steps are whole MiB).
 const PAGE_BYTES: u64 = 4096;
 
+/// Bytes allocated per `posix_fallocate` call.
+const ALLOCATE_CALL_BYTES: u64 = 1024 * 1024;
+
+/// Batches at least this large are written with `pwritev(2)` rather than
+/// copied into the mapping (see the module comment).
+const WRITE_SYSCALL_BYTES_MIN: usize = 64 * 1024;
+
 /// A memory-mapped segment file.
 pub(crate) struct MappedFile {
     path: PathBuf,
@@ -36,6 +54,11 @@ pub(crate) struct MappedFile {
     allocate_step: u64,
     /// A provisioning request is queued or running.
     provisioning: AtomicBool,
+    /// The latest write went through the mapping, so pre-faulting the pages
+    /// ahead pays off.
+    mapped_writes: AtomicBool,
+    /// A writer is in `pwritev` on this file.
+    syscall_busy: AtomicBool,
 }
 
 impl MappedFile {
@@ -63,6 +86,8 @@ impl MappedFile {
             allocated: AtomicU64::new(existing),
             allocate_step: u64::from(allocate_step),
             provisioning: AtomicBool::new(false),
+            mapped_writes: AtomicBool::new(true),
+            syscall_busy: AtomicBool::new(false),
         })
     }
 
@@ -81,6 +106,8 @@ impl MappedFile {
             allocated: AtomicU64::new(len),
             allocate_step: 0,
             provisioning: AtomicBool::new(false),
+            mapped_writes: AtomicBool::new(true),
+            syscall_busy: AtomicBool::new(false),
         })
     }
 
@@ -123,8 +150,8 @@ impl MappedFile {
         Ok(self.file.metadata()?.len())
     }
 
-    /// Makes sure bytes `..end` are backed by allocated disk space and
-    /// mapped pages, allocating up to the next step boundary if they are not.
+    /// Makes sure bytes `..end` are backed by allocated disk space,
+    /// allocating up to the next step boundary if they are not.
     pub(crate) fn ensure_allocated(&self, end: u64) -> io::Result<()> {
         if end <= self.allocated.load(Ordering::Acquire) {
             return Ok(());
@@ -165,24 +192,42 @@ impl MappedFile {
         if target <= have {
             return Ok(());
         }
-        // posix_fallocate is idempotent and safe to call concurrently: two
-        // threads allocating overlapping ranges both succeed.
-        // SAFETY: plain syscall on a file descriptor we own.
-        let rc = unsafe {
-            libc::posix_fallocate(self.file.as_raw_fd(), have as i64, (target - have) as i64)
-        };
-        if rc != 0 {
-            return Err(io::Error::from_raw_os_error(rc));
+        // In pieces: the file system holds the file's lock for a whole call,
+        // and writers' `pwritev` calls wait for it (on Linux by spinning).
+        // Each piece is published at once, so that a writer arriving
+        // meanwhile does not allocate it again (on tmpfs that would zero the
+        // pages twice).
+        let mut from = have;
+        while from < target {
+            let to = (from + ALLOCATE_CALL_BYTES).min(target);
+            // posix_fallocate is idempotent and safe to call concurrently:
+            // two threads allocating overlapping ranges both succeed.
+            // SAFETY: plain syscall on a file descriptor we own.
+            let rc = unsafe {
+                libc::posix_fallocate(self.file.as_raw_fd(), from as i64, (to - from) as i64)
+            };
+            if rc != 0 {
+                return Err(io::Error::from_raw_os_error(rc));
+            }
+            self.allocated.fetch_max(to, Ordering::AcqRel);
+            from = to;
         }
+        if self.mapped_writes.load(Ordering::Relaxed) {
+            self.populate(have, target);
+        }
+        Ok(())
+    }
+
+    fn populate(&self, from: u64, to: u64) {
         // madvise wants a page-aligned start: begin at the page holding
-        // `have` (re-populating a present page is harmless).
-        let first_page = have / PAGE_BYTES * PAGE_BYTES;
-        // SAFETY: the range lies inside our mapping (target <= map_len), and
+        // `from` (re-populating a present page is harmless).
+        let first_page = from / PAGE_BYTES * PAGE_BYTES;
+        // SAFETY: the range lies inside our mapping (to <= map_len), and
         // populating only pre-faults pages, it changes no contents.
         let rc = unsafe {
             libc::madvise(
                 self.map.as_mut_ptr().add(first_page as usize).cast(),
-                (target - first_page) as usize,
+                (to - first_page) as usize,
                 MADV_POPULATE_WRITE,
             )
         };
@@ -194,26 +239,99 @@ impl MappedFile {
                 "pre-faulting segment pages failed"
             );
         }
-        self.allocated.fetch_max(target, Ordering::AcqRel);
-        Ok(())
     }
 
-    /// Copies `bytes` to `position`.
+    /// Writes a batch whose first bytes are `header` (its stamped copy) and
+    /// the rest `body`, at `position`.
     ///
     /// # Safety
     /// The caller must own the range exclusively (a reservation) and have
     /// allocated it with [`Self::ensure_allocated`].
-    pub(crate) unsafe fn write_at(&self, position: u32, bytes: &[u8]) {
-        debug_assert!(position as usize + bytes.len() <= self.map_len);
-        // SAFETY: per the contract the range is in bounds, backed, and written
-        // by no one else; readers do not look at it until it is committed.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                bytes.as_ptr(),
-                self.map.as_mut_ptr().add(position as usize),
-                bytes.len(),
-            );
+    pub(crate) unsafe fn write_batch_at(&self, position: u32, header: &[u8], body: &[u8]) {
+        let len = header.len() + body.len();
+        debug_assert!(position as usize + len <= self.map_len);
+        let mapped = len < WRITE_SYSCALL_BYTES_MIN;
+        if self.mapped_writes.load(Ordering::Relaxed) != mapped {
+            self.mapped_writes.store(mapped, Ordering::Relaxed);
         }
+        let mut written = 0;
+        // The file system serializes writes to a file, and a writer waiting
+        // for another spins in the kernel. A writer that finds the system
+        // call path taken copies through the mapping instead: it pays for
+        // zeroing the pages, but never waits for another writer.
+        if !mapped && !self.syscall_busy.swap(true, Ordering::Acquire) {
+            written = self.pwrite_all(u64::from(position), header, body);
+            self.syscall_busy.store(false, Ordering::Release);
+        }
+        // The mapping takes whatever the system call did not write (all of
+        // a small batch; the rest of a large one if the kernel refused).
+        let copy = |at: usize, bytes: &[u8]| {
+            // SAFETY: per the contract the range is in bounds, backed, and
+            // written by no one else; readers do not look at it until it is
+            // committed.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    bytes.as_ptr(),
+                    self.map.as_mut_ptr().add(position as usize + at),
+                    bytes.len(),
+                );
+            }
+        };
+        if written < header.len() {
+            copy(written, &header[written..]);
+            written = header.len();
+        }
+        if written < len {
+            let from = written - header.len();
+            copy(written, &body[from..]);
+        }
+    }
+
+    /// Writes `header` then `body` at `offset` with `pwritev(2)`; returns the
+    /// bytes written, short only if the kernel failed.
+    fn pwrite_all(&self, offset: u64, header: &[u8], body: &[u8]) -> usize {
+        let len = header.len() + body.len();
+        let mut written = 0usize;
+        while written < len {
+            let (h, b) = if written < header.len() {
+                (&header[written..], body)
+            } else {
+                (&header[..0], &body[written - header.len()..])
+            };
+            let iov = [
+                libc::iovec {
+                    iov_base: h.as_ptr() as *mut libc::c_void,
+                    iov_len: h.len(),
+                },
+                libc::iovec {
+                    iov_base: b.as_ptr() as *mut libc::c_void,
+                    iov_len: b.len(),
+                },
+            ];
+            // SAFETY: both buffers are valid for their lengths for the whole
+            // call; the descriptor is ours.
+            let rc = unsafe {
+                libc::pwritev(
+                    self.file.as_raw_fd(),
+                    iov.as_ptr(),
+                    2,
+                    (offset + written as u64) as libc::off_t,
+                )
+            };
+            if rc < 0 {
+                let error = io::Error::last_os_error();
+                if error.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                tracing::debug!(path = %self.path.display(), %error, "pwritev failed; copying through the mapping");
+                break;
+            }
+            if rc == 0 {
+                break;
+            }
+            written += rc as usize;
+        }
+        written
     }
 
     /// The bytes at `position..position + len`.

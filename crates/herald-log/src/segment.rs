@@ -257,14 +257,12 @@ impl Segment {
         leader_epoch: i32,
     ) -> bool {
         let base = self.base_offset + u64::from(start.records);
-        // SAFETY: the reservation gives this writer the range alone, and the
-        // caller allocated it.
-        unsafe { self.file.write_at(start.bytes, batch) };
         let mut header = [0u8; 16];
         header.copy_from_slice(&batch[..16]);
         batch::stamp(&mut header, base, leader_epoch);
-        // SAFETY: as above; the first 16 bytes are inside the reserved range.
-        unsafe { self.file.write_at(start.bytes, &header) };
+        // SAFETY: the reservation gives this writer the range alone, and the
+        // caller allocated it.
+        unsafe { self.file.write_batch_at(start.bytes, &header, &batch[16..]) };
         self.index.record(
             start.bytes,
             batch.len() as u32,

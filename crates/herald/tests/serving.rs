@@ -293,3 +293,77 @@ fn large_fetches_return_exactly_the_stored_batches_across_many_requests() {
         assert_eq!(header.base_offset(), i as i64);
     }
 }
+
+#[test]
+fn pipelined_large_produce_requests_are_stored_byte_for_byte() {
+    // Frames over 64 KiB are read into recycled buffers of their exact
+    // size. Sent back to back, one read holds the end of a frame and the
+    // start of the next; a buffer reused for a smaller frame must carry
+    // nothing of the larger one it held before.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(dir.path(), &[]);
+    let mut client = Client::connect(server.addr);
+    assert_eq!(create_topic(&mut client, "frames", 1, &[]), 0);
+    // The first two wait for their answers, so their buffers are free
+    // again when the pipelined rest arrives.
+    let sizes = [
+        900_000usize,
+        800_000,
+        70_000,
+        450_000,
+        300,
+        90_000,
+        65_000,
+        10,
+        200_000,
+        70_001,
+    ];
+    let batches: Vec<Bytes> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &size)| {
+            let value: Vec<u8> = (0..size).map(|j| (i * 7 + j * 13) as u8).collect();
+            batch(1, &value)
+        })
+        .collect();
+    for (i, b) in batches[..2].iter().enumerate() {
+        assert_eq!(produce(&mut client, "frames", 0, b.clone()), (0, i as i64));
+    }
+    // One write, so that the frames reach the socket together.
+    let ids: Vec<i32> = (100..100 + batches.len() as i32 - 2).collect();
+    let wire: Vec<u8> = batches[2..]
+        .iter()
+        .zip(&ids)
+        .flat_map(|(b, id)| {
+            let request = produce_request("frames", 0, b.clone(), 1);
+            request_frame(ApiKey::Produce, PRODUCE_V, *id, &request).to_vec()
+        })
+        .collect();
+    client.send_raw(&wire);
+    for (i, id) in ids.iter().enumerate() {
+        let (answered, response): (i32, ProduceResponse) =
+            client.receive(ApiKey::Produce, PRODUCE_V);
+        assert_eq!(answered, *id);
+        let partition = &response.responses[0].partition_responses[0];
+        assert_eq!(
+            (partition.error_code, partition.base_offset),
+            (0, i as i64 + 2)
+        );
+    }
+    for (i, sent) in batches.iter().enumerate() {
+        let response: FetchResponse = client.call(
+            ApiKey::Fetch,
+            FETCH_V,
+            &fetch_request("frames", 0, i as i64, 0, 1),
+        );
+        let records = response.responses[0].partitions[0]
+            .records
+            .clone()
+            .unwrap_or_default();
+        let got = herald_log::batch::batches(&records)
+            .next()
+            .expect("a batch")
+            .expect("whole batch");
+        assert_eq!(&got[8..], &sent[8..], "batch {i} ({} bytes)", sizes[i]);
+    }
+}

@@ -17,6 +17,13 @@ use crate::codec::{
     decode_request, encode_response, DecodeError, RequestBody, ResponseFrame, Spliced,
 };
 use crate::config::KafkaConfig;
+use crate::frame_buffers::FrameBuffers;
+
+/// Frames up to this size are read into recycled buffers; larger ones (rare,
+/// up to the frame limit) are read the plain way.
+const FRAME_BUFFER_MAX_BYTES: usize = 16 << 20;
+/// Bytes of idle frame buffers the server keeps for reuse.
+const FRAME_BUFFERS_RETAINED_BYTES: usize = 32 << 20;
 
 pub mod alter_configs;
 pub mod api_versions;
@@ -57,6 +64,8 @@ pub struct Context {
     pub shutdown: CancellationToken,
     /// Server-wide budget of request bytes read and not yet answered.
     pub request_memory: Arc<Semaphore>,
+    /// Recycled receive buffers for large frames.
+    pub(crate) frame_buffers: Arc<FrameBuffers>,
 }
 
 impl Context {
@@ -73,6 +82,10 @@ impl Context {
             config,
             shutdown: CancellationToken::new(),
             request_memory: Arc::new(Semaphore::new(budget)),
+            frame_buffers: Arc::new(FrameBuffers::new(
+                FRAME_BUFFER_MAX_BYTES,
+                FRAME_BUFFERS_RETAINED_BYTES,
+            )),
         }
     }
 

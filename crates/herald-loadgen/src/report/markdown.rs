@@ -4,7 +4,7 @@
 use std::fmt::Write;
 
 use crate::report::targets::verdicts;
-use crate::report::{find, ratio};
+use crate::report::{find, floor_of, ratio};
 use crate::row::{Kind, Row};
 
 /// The Markdown report. `machine` describes where it ran; `command` is how
@@ -27,6 +27,7 @@ values, data on tmpfs, both brokers driven by the same load generator \
             l.mb_per_s
         );
     }
+    md += &floor_bullets(rows);
     let _ = writeln!(
         md,
         "- MB/s counts record-batch bytes (about 73 B per 64-byte record plus 61 B per batch), 10^6 bytes. \
@@ -40,6 +41,7 @@ Broker CPU is the broker process's user + system time over the run (from /proc/P
         );
     }
     let _ = writeln!(md);
+    md += &floor_paragraph(rows);
     md += &produce_tables(rows);
     md += &consume_table(rows);
     md += &latency_table(rows);
@@ -47,6 +49,48 @@ Broker CPU is the broker process's user + system time over the run (from /proc/P
     md += &targets_table(rows);
     let _ = writeln!(md, "![throughput](wire.png)\n");
     md
+}
+
+/// One bullet per kernel floor measured.
+fn floor_bullets(rows: &[Row]) -> String {
+    let mut md = String::new();
+    for (kind, what) in [
+        (Kind::Produce, "receive over loopback and write to tmpfs"),
+        (Kind::Consume, "sendfile from tmpfs over loopback"),
+    ] {
+        if let Some(f) = floor_of(rows, kind) {
+            let _ = writeln!(
+                md,
+                "- Kernel floor, no broker ({what}): {} ns/msg of CPU at {:.0} MB/s",
+                fmt_ns(f.broker_cpu_ns_per_msg),
+                f.mb_per_s
+            );
+        }
+    }
+    md
+}
+
+/// What the floors mean, when there are any.
+fn floor_paragraph(rows: &[Row]) -> String {
+    let Some(batch) = [Kind::Produce, Kind::Consume]
+        .into_iter()
+        .find_map(|k| floor_of(rows, k))
+        .map(|f| f.batch)
+    else {
+        return String::new();
+    };
+    format!(
+        "The kernel floors run no broker code: one thread receives 1 MiB chunks from a loopback \
+TCP socket and appends them to a fresh tmpfs file (produce), or sends a tmpfs file to a loopback \
+socket with sendfile(2) (consume), and only that thread's CPU time is counted, per record of a \
+{batch}-record batch. Any broker on this machine pays at least this per message for produce and \
+consume at large batches; the targets below show each floor as a share of Kafka's CPU, so a \
+share above 1/3 means the CPU target cannot be met whatever the broker does.\n\n"
+    )
+}
+
+fn fmt_ns(v: Option<f64>) -> String {
+    v.map_or("–".to_owned(), |v| format!("{v:.1}"))
 }
 
 fn fmt_rate(v: f64) -> String {
@@ -251,4 +295,57 @@ fn targets_table(rows: &[Row]) -> String {
     }
     md.push('\n');
     md
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cpu_row(kind: Kind, broker: &str, cpu_ns: f64) -> Row {
+        let mut row = Row::new(kind, broker, 16384, 1);
+        if kind == Kind::Produce {
+            row.acks = Some("1".to_owned());
+        }
+        row.msgs_per_s = 1e6;
+        row.mb_per_s = 1234.0;
+        row.broker_cpu_ns_per_msg = Some(cpu_ns);
+        row
+    }
+
+    fn rows_with_floors() -> Vec<Row> {
+        vec![
+            cpu_row(Kind::Produce, "herald", 40.0),
+            cpu_row(Kind::Produce, "kafka", 140.0),
+            cpu_row(Kind::Consume, "herald", 10.0),
+            cpu_row(Kind::Consume, "kafka", 15.0),
+            cpu_row(Kind::StoreFloor, "floor", 57.4),
+            cpu_row(Kind::SendFloor, "floor", 9.0),
+        ]
+    }
+
+    #[test]
+    fn renders_the_floor_bullets_and_their_share_of_kafka() {
+        let md = render(&rows_with_floors(), "test machine", "run");
+        assert!(md.contains(
+            "- Kernel floor, no broker (receive over loopback and write to tmpfs): \
+57.4 ns/msg of CPU at 1234 MB/s"
+        ));
+        assert!(md
+            .contains("- Kernel floor, no broker (sendfile from tmpfs over loopback): 9.0 ns/msg"));
+        assert!(md.contains("The kernel floors run no broker code"));
+        assert!(md.contains("0.29x of Kafka's (kernel floor alone: 0.41x)"));
+        assert!(md.contains("0.67x of Kafka's (kernel floor alone: 0.60x)"));
+    }
+
+    #[test]
+    fn says_nothing_of_floors_without_floor_rows() {
+        let rows: Vec<Row> = rows_with_floors()
+            .into_iter()
+            .filter(|r| r.broker != "floor")
+            .collect();
+        let md = render(&rows, "test machine", "run");
+        assert!(!md.contains("Kernel floor"));
+        assert!(!md.contains("kernel floor"));
+        assert!(md.contains("0.29x of Kafka's |"));
+    }
 }

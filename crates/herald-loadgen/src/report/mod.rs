@@ -8,7 +8,7 @@ pub mod targets;
 
 use std::path::Path;
 
-use crate::row::Row;
+use crate::row::{Kind, Row};
 use crate::LoadError;
 
 /// Reads a JSON-lines results file.
@@ -35,6 +35,17 @@ pub fn find<'a>(rows: &'a [Row], broker: &str, like: &Row) -> Option<&'a Row> {
             && r.clients == like.clients
             && r.acks == like.acks
     })
+}
+
+/// The kernel floor row for a load of `kind`: the store floor for produce,
+/// the send floor for consume, `None` for other kinds or when not measured.
+pub fn floor_of(rows: &[Row], kind: Kind) -> Option<&Row> {
+    let floor = match kind {
+        Kind::Produce => Kind::StoreFloor,
+        Kind::Consume => Kind::SendFloor,
+        _ => return None,
+    };
+    rows.iter().find(|r| r.kind == floor)
 }
 
 /// `a / b`, if both are measured.
