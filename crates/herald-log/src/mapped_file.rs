@@ -40,8 +40,13 @@ const PAGE_BYTES: u64 = 4096;
 const ALLOCATE_CALL_BYTES: u64 = 1024 * 1024;
 
 /// Batches at least this large are written with `pwritev(2)` rather than
-/// copied into the mapping (see the module comment).
-const WRITE_SYSCALL_BYTES_MIN: usize = 64 * 1024;
+/// copied into the mapping (see the module comment). Below it, the mapping
+/// wins although it costs more CPU in all: the provisioner zeroes the pages
+/// on another core ahead of time, while a `pwritev` prepares them inline and
+/// may wait for the provisioner's `fallocate`. Measured with one publisher
+/// at 75 kB batches (1024 records), `pwritev` cut CPU per message by 8% but
+/// throughput by a quarter, and tripled the p99 latency.
+const WRITE_SYSCALL_BYTES_MIN: usize = 512 * 1024;
 
 /// A memory-mapped segment file.
 pub(crate) struct MappedFile {

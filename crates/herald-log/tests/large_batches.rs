@@ -15,7 +15,7 @@ const BATCHES_PER_WRITER: u64 = 60;
 
 fn config() -> LogConfig {
     LogConfig {
-        segment_bytes: 4 * 1024 * 1024,
+        segment_bytes: 8 * 1024 * 1024,
         index_interval_bytes: 4096,
         preallocate_bytes: 256 * 1024,
         max_batch_bytes: 1024 * 1024,
@@ -24,12 +24,13 @@ fn config() -> LogConfig {
 }
 
 /// Records in writer `w`'s `i`-th batch: a mix of small batches (a few
-/// hundred bytes) and large ones (100 to 300 kB), so that the two write
-/// paths alternate and share pages.
+/// hundred bytes to 170 kB, copied into the mapping) and large ones (over
+/// 600 kB, written with a system call), so that the two write paths
+/// alternate and share pages.
 fn records(w: u64, i: u64) -> u32 {
     match (w + i) % 4 {
         0 => 3_000 + 1_000 * (i % 3) as u32,
-        1 => 9_000,
+        1 => 20_000 + 1_000 * (i % 5) as u32,
         _ => 1 + (i % 7) as u32,
     }
 }
@@ -57,7 +58,7 @@ fn mixed_large_and_small_batches_read_back_intact_before_and_after_reopen() {
         sent.extend(writer.join().unwrap());
     }
     assert!(
-        sent.values().any(|b| b.len() >= 256 * 1024) && sent.values().any(|b| b.len() < 1024),
+        sent.values().any(|b| b.len() >= 600 * 1024) && sent.values().any(|b| b.len() < 1024),
         "both write paths were exercised"
     );
 
