@@ -45,7 +45,7 @@ const ALLOCATE_CALL_BYTES: u64 = 1024 * 1024;
 /// on another core ahead of time, while a `pwritev` prepares them inline and
 /// may wait for the provisioner's `fallocate`. Measured with one publisher
 /// at 75 kB batches (1024 records), `pwritev` cut CPU per message by 8% but
-/// throughput by a quarter, and tripled the p99 latency.
+/// throughput by a quarter, and nearly doubled the p99 latency.
 const WRITE_SYSCALL_BYTES_MIN: usize = 512 * 1024;
 
 /// A memory-mapped segment file.
