@@ -300,17 +300,7 @@ fn targets_table(rows: &[Row]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn cpu_row(kind: Kind, broker: &str, cpu_ns: f64) -> Row {
-        let mut row = Row::new(kind, broker, 16384, 1);
-        if kind == Kind::Produce {
-            row.acks = Some("1".to_owned());
-        }
-        row.msgs_per_s = 1e6;
-        row.mb_per_s = 1234.0;
-        row.broker_cpu_ns_per_msg = Some(cpu_ns);
-        row
-    }
+    use crate::report::test_rows::cpu_row;
 
     fn rows_with_floors() -> Vec<Row> {
         vec![

@@ -55,3 +55,22 @@ pub fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
         _ => None,
     }
 }
+
+/// Rows for the report's unit tests.
+#[cfg(test)]
+pub(crate) mod test_rows {
+    use crate::row::{Kind, Row};
+
+    /// A batch-16384, one-client row of `kind` for `broker` whose broker
+    /// used `cpu_ns` per message.
+    pub(crate) fn cpu_row(kind: Kind, broker: &str, cpu_ns: f64) -> Row {
+        let mut row = Row::new(kind, broker, 16384, 1);
+        if kind == Kind::Produce {
+            row.acks = Some("1".to_owned());
+        }
+        row.msgs_per_s = 1e6;
+        row.mb_per_s = 1234.0;
+        row.broker_cpu_ns_per_msg = Some(cpu_ns);
+        row
+    }
+}

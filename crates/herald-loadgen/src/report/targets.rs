@@ -115,12 +115,7 @@ fn latency(rows: &[Row], out: &mut Vec<Verdict>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn cpu_row(kind: Kind, broker: &str, cpu_ns: f64) -> Row {
-        let mut row = Row::new(kind, broker, 16384, 1);
-        row.broker_cpu_ns_per_msg = Some(cpu_ns);
-        row
-    }
+    use crate::report::test_rows::cpu_row;
 
     #[test]
     fn cpu_verdicts_show_the_matching_floor_and_keep_the_one_third_rule() {
