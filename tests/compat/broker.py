@@ -24,6 +24,14 @@ import pytest
 
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 20.0
+# Starts tried when the chosen port turns out taken, and the pause between
+# tries on a restart (which must keep its port).
+PORT_ATTEMPTS = 4
+PORT_RETRY_PAUSE_S = 0.5
+
+
+class PortTaken(RuntimeError):
+    """herald could not bind its Kafka port: something else took it."""
 
 
 def free_port() -> int:
@@ -45,6 +53,9 @@ class HeraldBroker:
     """One `herald serve` process; restartable on the same data dir and port."""
 
     external = False
+    # The port is only in the command line, so a first start may move to
+    # another one.
+    port_may_move = True
 
     def __init__(self, binary: Path, data_dir: Path, log_path: Path, extra_args=()):
         self.binary = binary
@@ -55,6 +66,7 @@ class HeraldBroker:
         self.bootstrap = f"127.0.0.1:{self.port}"
         self.proc = None
         self.starts = 0
+        self.ready_once = False
 
     def command(self):
         return [
@@ -72,6 +84,29 @@ class HeraldBroker:
         ]
 
     def start(self):
+        """Starts the broker and waits until it accepts connections.
+
+        `free_port` only finds a port that was free a moment ago: another
+        process (a client's outgoing connection, say) may take it before
+        herald binds it. Before the first successful start nobody knows the
+        port yet, so another one is tried; on a restart the same port is
+        tried again after a pause, since clients hold its address.
+        """
+        for attempt in range(PORT_ATTEMPTS):
+            try:
+                self._start_once()
+                self.ready_once = True
+                return
+            except PortTaken:
+                if attempt + 1 == PORT_ATTEMPTS:
+                    raise
+                if self.ready_once or not self.port_may_move:
+                    time.sleep(PORT_RETRY_PAUSE_S)
+                else:
+                    self.port = free_port()
+                    self.bootstrap = f"127.0.0.1:{self.port}"
+
+    def _start_once(self):
         assert self.proc is None, "broker already running"
         self.starts += 1
         log = open(self.log_path, "ab")
@@ -93,9 +128,11 @@ class HeraldBroker:
             code = self.proc.poll()
             if code is not None:
                 self.proc = None
-                raise RuntimeError(
-                    f"herald exited with {code} before listening:\n{self.log_tail()}"
-                )
+                tail = self.log_tail()
+                this_start = tail.rsplit("=== start #", 1)[-1]
+                taken = "Address already in use" in this_start
+                error = PortTaken if taken else RuntimeError
+                raise error(f"herald exited with {code} before listening:\n{tail}")
             if port_accepts("127.0.0.1", self.port):
                 return
             time.sleep(0.05)
@@ -152,6 +189,8 @@ class KafkaBroker(HeraldBroker):
         "--default-partitions": ("num.partitions", None),
         "--flush": ("log.flush.interval.messages", {"every-append": "1"}),
     }
+    # The port is written into the server properties once.
+    port_may_move = False
 
     def __init__(self, lib_dir: Path, data_dir: Path, log_path: Path, extra_args=()):
         super().__init__(Path("java"), data_dir, log_path, ())
