@@ -83,9 +83,9 @@ impl FrameBuffers {
         }
         buffer.clear();
         let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
-        if free.bytes + capacity > self.retained_max {
-            // Full: keep the larger buffers, which are the costly ones to
-            // fault in again.
+        // Over the bound, smaller buffers make room for this one: the larger
+        // ones are the costly ones to fault in again.
+        while free.bytes + capacity > self.retained_max {
             let smallest = free
                 .buffers
                 .iter()
@@ -96,9 +96,6 @@ impl FrameBuffers {
                 Some((i, small)) if small < capacity => {
                     free.buffers.swap_remove(i);
                     free.bytes -= small;
-                    if free.bytes + capacity > self.retained_max {
-                        return;
-                    }
                 }
                 _ => return,
             }

@@ -16,7 +16,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -109,20 +109,9 @@ pub fn bytes_per_record(batch: u32) -> f64 {
 /// writes, without preallocation, as Kafka's `FileChannel.write` does.
 pub fn store_floor(dir: &Path, duration: Duration) -> Result<Floor, LoadError> {
     let scratch = Scratch::create(dir, "store")?;
-    let (client, server) = loopback_pair()?;
-    let file = &scratch.file;
-    let floor = thread::scope(|s| {
-        let receiver = s.spawn(move || receive_to_file(server, file));
-        let sender = s.spawn(move || send_chunks(client, duration));
-        let floor = join(receiver, "store floor broker thread");
-        let sent = join(sender, "store floor client thread");
-        // The broker's failure explains the client's, so it comes first.
-        let floor = floor?;
-        expect_same_bytes(sent?, floor.bytes)?;
-        Ok(floor)
-    });
-    scratch.remove()?;
-    floor
+    run_pair(scratch, "store floor", receive_to_file, |client| {
+        send_chunks(client, duration)
+    })
 }
 
 /// The consume floor: writes a 256 MiB file in `dir`, then the broker's
@@ -132,15 +121,37 @@ pub fn store_floor(dir: &Path, duration: Duration) -> Result<Floor, LoadError> {
 pub fn send_floor(dir: &Path, duration: Duration) -> Result<Floor, LoadError> {
     let scratch = Scratch::create(dir, "send")?;
     fill(&scratch.file, SEND_FILE_BYTES)?;
-    let (client, server) = loopback_pair()?;
+    run_pair(
+        scratch,
+        "send floor",
+        |server, file| sendfile_loop(server, file, duration),
+        drain,
+    )
+}
+
+/// Runs `broker` on the server end of a loopback pair (with the scratch
+/// file) and `client` on the other end, each on its own thread; both must
+/// count the same bytes. The scratch file is removed afterwards.
+fn run_pair<B, C>(
+    scratch: Scratch,
+    what: &'static str,
+    broker: B,
+    client: C,
+) -> Result<Floor, LoadError>
+where
+    B: FnOnce(TcpStream, &File) -> Result<Floor, LoadError> + Send,
+    C: FnOnce(TcpStream) -> Result<u64, LoadError> + Send,
+{
+    let (client_end, server_end) = crate::loopback::pair(IDLE_TIMEOUT)?;
     let file = &scratch.file;
     let floor = thread::scope(|s| {
-        let sender = s.spawn(move || sendfile_loop(server, file, duration));
-        let receiver = s.spawn(move || drain(client));
-        let floor = join(sender, "send floor broker thread");
-        let received = join(receiver, "send floor client thread");
+        let broker = s.spawn(move || broker(server_end, file));
+        let client = s.spawn(move || client(client_end));
+        let floor = join(broker, what);
+        let peer = join(client, what);
+        // The broker's failure explains the client's, so it comes first.
         let floor = floor?;
-        expect_same_bytes(received?, floor.bytes)?;
+        expect_same_bytes(peer?, floor.bytes)?;
         Ok(floor)
     });
     scratch.remove()?;
@@ -182,27 +193,6 @@ impl Drop for Scratch {
             let _ = std::fs::remove_file(&self.path);
         }
     }
-}
-
-/// A connected loopback pair (client, server). Connecting before accepting
-/// in one thread means no thread ever waits for a peer that failed to come.
-fn loopback_pair() -> Result<(TcpStream, TcpStream), LoadError> {
-    let listener =
-        TcpListener::bind("127.0.0.1:0").map_err(|e| LoadError::io("bind loopback", e))?;
-    let addr = listener
-        .local_addr()
-        .map_err(|e| LoadError::io("loopback address", e))?;
-    let client = TcpStream::connect(addr).map_err(|e| LoadError::io("connect loopback", e))?;
-    let (server, _) = listener
-        .accept()
-        .map_err(|e| LoadError::io("accept loopback", e))?;
-    for stream in [&client, &server] {
-        stream
-            .set_read_timeout(Some(IDLE_TIMEOUT))
-            .and_then(|()| stream.set_write_timeout(Some(IDLE_TIMEOUT)))
-            .map_err(|e| LoadError::io("set socket timeouts", e))?;
-    }
-    Ok((client, server))
 }
 
 /// The producer: 1 MiB writes from one buffer until `duration` passes or

@@ -8,31 +8,26 @@ use std::time::{Duration, Instant};
 use crate::LoadError;
 
 const CHUNK_BYTES: usize = 1 << 20;
+/// How long the stream may stall before the measurement fails instead of
+/// hanging.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Bytes per second moved over one loopback stream in `duration`.
 pub fn measure(duration: Duration) -> Result<f64, LoadError> {
-    let listener =
-        TcpListener::bind("127.0.0.1:0").map_err(|e| LoadError::io("bind loopback", e))?;
-    let addr = listener
-        .local_addr()
-        .map_err(|e| LoadError::io("loopback address", e))?;
+    let (mut client, mut server) = pair(IDLE_TIMEOUT)?;
     let writer = std::thread::spawn(move || -> std::io::Result<()> {
-        let mut stream = TcpStream::connect(addr)?;
         let chunk = vec![7u8; CHUNK_BYTES];
         let end = Instant::now() + duration;
         while Instant::now() < end {
-            stream.write_all(&chunk)?;
+            client.write_all(&chunk)?;
         }
         Ok(())
     });
-    let (mut stream, _) = listener
-        .accept()
-        .map_err(|e| LoadError::io("accept loopback", e))?;
     let mut buf = vec![0u8; CHUNK_BYTES];
     let start = Instant::now();
     let mut bytes = 0u64;
     loop {
-        match stream.read(&mut buf) {
+        match server.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => bytes += n as u64,
             Err(e) => return Err(LoadError::io("read loopback", e)),
@@ -44,4 +39,26 @@ pub fn measure(duration: Duration) -> Result<f64, LoadError> {
         .map_err(|_| LoadError::io("loopback writer", std::io::Error::other("panicked")))?
         .map_err(|e| LoadError::io("write loopback", e))?;
     Ok(bytes as f64 / secs.max(1e-9))
+}
+
+/// A connected loopback pair (client, server) whose reads and writes fail
+/// after `idle` without progress. Connecting before accepting, in one
+/// thread, means no thread ever waits for a peer that failed to come.
+pub fn pair(idle: Duration) -> Result<(TcpStream, TcpStream), LoadError> {
+    let listener =
+        TcpListener::bind("127.0.0.1:0").map_err(|e| LoadError::io("bind loopback", e))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| LoadError::io("loopback address", e))?;
+    let client = TcpStream::connect(addr).map_err(|e| LoadError::io("connect loopback", e))?;
+    let (server, _) = listener
+        .accept()
+        .map_err(|e| LoadError::io("accept loopback", e))?;
+    for stream in [&client, &server] {
+        stream
+            .set_read_timeout(Some(idle))
+            .and_then(|()| stream.set_write_timeout(Some(idle)))
+            .map_err(|e| LoadError::io("set socket timeouts", e))?;
+    }
+    Ok((client, server))
 }

@@ -259,17 +259,24 @@ impl MappedFile {
         if self.mapped_writes.load(Ordering::Relaxed) != mapped {
             self.mapped_writes.store(mapped, Ordering::Relaxed);
         }
-        let mut written = 0;
         // The file system serializes writes to a file, and a writer waiting
         // for another spins in the kernel. A writer that finds the system
         // call path taken copies through the mapping instead: it pays for
         // zeroing the pages, but never waits for another writer.
         if !mapped && !self.syscall_busy.swap(true, Ordering::Acquire) {
-            written = self.pwrite_all(u64::from(position), header, body);
+            let written = self.write_with_syscalls(u64::from(position), header, body);
             self.syscall_busy.store(false, Ordering::Release);
+            match written {
+                Ok(()) => return,
+                // Copying the whole batch again through the mapping is
+                // always valid: the range is allocated and ours.
+                Err(error) => tracing::debug!(
+                    path = %self.path.display(),
+                    %error,
+                    "write failed; copying through the mapping"
+                ),
+            }
         }
-        // The mapping takes whatever the system call did not write (all of
-        // a small batch; the rest of a large one if the kernel refused).
         let copy = |at: usize, bytes: &[u8]| {
             // SAFETY: per the contract the range is in bounds, backed, and
             // written by no one else; readers do not look at it until it is
@@ -282,61 +289,43 @@ impl MappedFile {
                 );
             }
         };
-        if written < header.len() {
-            copy(written, &header[written..]);
-            written = header.len();
-        }
-        if written < len {
-            let from = written - header.len();
-            copy(written, &body[from..]);
-        }
+        copy(0, header);
+        copy(header.len(), body);
     }
 
-    /// Writes `header` then `body` at `offset` with `pwritev(2)`; returns the
-    /// bytes written, short only if the kernel failed.
-    fn pwrite_all(&self, offset: u64, header: &[u8], body: &[u8]) -> usize {
-        let len = header.len() + body.len();
-        let mut written = 0usize;
-        while written < len {
-            let (h, b) = if written < header.len() {
-                (&header[written..], body)
-            } else {
-                (&header[..0], &body[written - header.len()..])
-            };
-            let iov = [
-                libc::iovec {
-                    iov_base: h.as_ptr() as *mut libc::c_void,
-                    iov_len: h.len(),
-                },
-                libc::iovec {
-                    iov_base: b.as_ptr() as *mut libc::c_void,
-                    iov_len: b.len(),
-                },
-            ];
-            // SAFETY: both buffers are valid for their lengths for the whole
-            // call; the descriptor is ours.
-            let rc = unsafe {
-                libc::pwritev(
-                    self.file.as_raw_fd(),
-                    iov.as_ptr(),
-                    2,
-                    (offset + written as u64) as libc::off_t,
-                )
-            };
-            if rc < 0 {
-                let error = io::Error::last_os_error();
-                if error.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                tracing::debug!(path = %self.path.display(), %error, "pwritev failed; copying through the mapping");
-                break;
-            }
-            if rc == 0 {
-                break;
-            }
-            written += rc as usize;
+    /// Writes `header` then `body` at `offset` in one `pwritev(2)`. A short
+    /// write counts as a failure: the caller then copies the whole batch.
+    fn write_with_syscalls(&self, offset: u64, header: &[u8], body: &[u8]) -> io::Result<()> {
+        let iov = [
+            libc::iovec {
+                iov_base: header.as_ptr() as *mut libc::c_void,
+                iov_len: header.len(),
+            },
+            libc::iovec {
+                iov_base: body.as_ptr() as *mut libc::c_void,
+                iov_len: body.len(),
+            },
+        ];
+        // SAFETY: both buffers are valid for their lengths for the whole
+        // call, and the kernel only reads them; the descriptor is ours.
+        let rc = unsafe {
+            libc::pwritev(
+                self.file.as_raw_fd(),
+                iov.as_ptr(),
+                2,
+                offset as libc::off_t,
+            )
+        };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
         }
-        written
+        if rc as usize != header.len() + body.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                format!("short write of {rc} bytes"),
+            ));
+        }
+        Ok(())
     }
 
     /// The bytes at `position..position + len`.
