@@ -14,11 +14,13 @@ use crate::sync::{dekker_point, zeroed_atomics, AtomicU64, Ordering};
 
 /// Where the tracker learns the size of a completed batch.
 pub(crate) trait BatchSizes {
-    /// Total bytes and offset count of the batch starting at `position`.
+    /// Total bytes and offset count of the batch starting at `position`, or
+    /// `None` if its header gives no length that fits the reserved bytes
+    /// (only a fault in the write path can leave such a header).
     ///
     /// Called only for a batch whose completion bit has been observed, so its
     /// header is fully written and visible.
-    fn batch_at(&self, position: u32) -> (u32, u32);
+    fn batch_at(&self, position: u32) -> Option<(u32, u32)>;
 }
 
 const BLOCK_SHIFT: u32 = 6;
@@ -120,7 +122,12 @@ impl CommitTracker {
             if !self.is_complete(tail.bytes) {
                 return moved;
             }
-            let (bytes, records) = sizes.batch_at(tail.bytes);
+            let Some((bytes, records)) = sizes.batch_at(tail.bytes) else {
+                // Moving past a damaged header would publish garbage (and a
+                // zero length would spin here): the tail stays where it is,
+                // so the appends behind it are never acknowledged.
+                return moved;
+            };
             let next = Extent::new(tail.records + records, tail.bytes + bytes).pack();
             // Release publishes the batch to readers that Acquire the tail.
             match self

@@ -360,13 +360,26 @@ impl Log {
             return Ok(empty(from_offset));
         }
         let end = segment.end_within(start, max_bytes, committed);
+        if end == start {
+            // Only a damaged header stops a walk before its first batch.
+            return Ok(empty(from_offset));
+        }
+        let bytes = segment.bytes(start, end);
         let next_offset = if end >= committed.bytes {
             segment.base_offset() + u64::from(committed.records)
-        } else {
+        } else if segment.batch_len_before(end, committed.bytes).is_some() {
             segment.header_at(end).base_offset() as u64
+        } else {
+            // The walk stopped at a damaged header: what follows is the
+            // offset after the last whole batch returned.
+            batch::batches(&bytes)
+                .map_while(Result::ok)
+                .filter_map(batch::BatchHeader::parse)
+                .last()
+                .map_or(from_offset, |h| h.last_offset() as u64 + 1)
         };
         Ok(ReadSlice {
-            bytes: segment.bytes(start, end),
+            bytes,
             region: Some(segment.region(start, end)),
             next_offset,
             high_watermark,
@@ -437,9 +450,8 @@ impl Log {
                 continue;
             };
             let mut position = segment.index().entry(bucket).bytes;
-            while position < committed.bytes {
+            while let Some(len) = segment.batch_len_before(position, committed.bytes) {
                 let header = segment.header_at(position);
-                let len = header.total_bytes().unwrap_or(0) as u32;
                 if header.max_timestamp() >= timestamp {
                     let bytes = segment.bytes(position, position + len);
                     let (offset, ts) = batch::first_record_at_or_after(&bytes, timestamp)
@@ -466,9 +478,8 @@ impl Log {
         let committed = segment.committed();
         let (bucket, max) = segment.index().max_timestamp_within(committed.bytes)?;
         let mut position = segment.index().entry(bucket).bytes;
-        while position < committed.bytes {
+        while let Some(len) = segment.batch_len_before(position, committed.bytes) {
             let header = segment.header_at(position);
-            let len = header.total_bytes().unwrap_or(0) as u32;
             if header.max_timestamp() == max {
                 let bytes = segment.bytes(position, position + len);
                 let offset = batch::first_record_at_or_after(&bytes, max)

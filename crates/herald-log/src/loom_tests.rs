@@ -66,7 +66,9 @@ fn walk_committed(segment: &ModelSegment) -> Extent {
     let committed = segment.commit.committed();
     let mut at = Extent::default();
     while at.bytes < committed.bytes {
-        let (bytes, records) = segment.batch_at(at.bytes);
+        let (bytes, records) = segment
+            .batch_at(at.bytes)
+            .expect("a committed batch has a header");
         assert!(bytes >= 64, "a committed batch has its header written");
         at = Extent::new(at.records + records, at.bytes + bytes);
     }

@@ -96,13 +96,17 @@ pub(crate) struct Segment {
 }
 
 impl BatchSizes for Segment {
-    fn batch_at(&self, position: u32) -> (u32, u32) {
-        // SAFETY: called for a batch whose completion bit was observed, so
-        // its header is written and no longer changes.
-        let header = unsafe { self.file.slice(position, HEADER_BYTES) };
-        let header = BatchHeader::parse(header).expect("slice has header length");
-        let bytes = header.total_bytes().unwrap_or(0) as u32;
-        (bytes, header.offset_count())
+    fn batch_at(&self, position: u32) -> Option<(u32, u32)> {
+        let end = self.reserved().0.bytes.min(self.file.map_len() as u32);
+        let Some(bytes) = self.batch_len_before(position, end) else {
+            tracing::error!(
+                path = %self.path().display(),
+                position,
+                "a completed batch has a damaged header; the partition stops committing"
+            );
+            return None;
+        };
+        Some((bytes, self.header_at(position).offset_count()))
     }
 }
 
@@ -361,17 +365,37 @@ impl Segment {
         BatchHeader::parse(bytes).expect("slice has header length")
     }
 
+    /// Length of the batch at `position`, if its header can be read and
+    /// gives a length that ends at or before `end`.
+    ///
+    /// Every batch was validated before it was written, so this fails only
+    /// if the write path itself put bytes in the wrong place. Walkers then
+    /// stop at `position`, rather than spin on a zero length or read past
+    /// the tail.
+    pub(crate) fn batch_len_before(&self, position: u32, end: u32) -> Option<u32> {
+        if u64::from(position) + HEADER_BYTES as u64 > u64::from(end) {
+            return None;
+        }
+        let len = u32::try_from(self.header_at(position).total_bytes()?).ok()?;
+        let fits =
+            len as usize >= HEADER_BYTES && u64::from(position) + u64::from(len) <= u64::from(end);
+        fits.then_some(len)
+    }
+
     /// Position of the committed batch that holds `offset` (or the first
-    /// batch after it), given the committed tail.
+    /// batch after it), given the committed tail. A damaged header stops
+    /// the walk at its position.
     pub(crate) fn position_of(&self, offset: u64, committed: Extent) -> u32 {
         let relative = (offset - self.base_offset) as u32;
         let mut position = self.index.floor_position(relative, committed.bytes);
         while position < committed.bytes {
-            let header = self.header_at(position);
-            if header.last_offset() >= offset as i64 {
+            let Some(len) = self.batch_len_before(position, committed.bytes) else {
+                break;
+            };
+            if self.header_at(position).last_offset() >= offset as i64 {
                 break;
             }
-            position += header.total_bytes().unwrap_or(0) as u32;
+            position += len;
         }
         position
     }
@@ -383,18 +407,23 @@ impl Segment {
         if limit == committed.bytes {
             return limit;
         }
-        let first_end = start + self.header_at(start).total_bytes().unwrap_or(0) as u32;
+        let Some(first_len) = self.batch_len_before(start, committed.bytes) else {
+            return start;
+        };
+        let first_end = start + first_len;
         if first_end >= limit {
             return first_end;
         }
         // Jump close to the limit through the index, then walk.
         let mut position = self.index.floor_batch_start(limit).max(start);
         loop {
-            let end = position + self.header_at(position).total_bytes().unwrap_or(0) as u32;
-            if end > limit {
+            let Some(len) = self.batch_len_before(position, committed.bytes) else {
+                return position;
+            };
+            if position + len > limit {
                 return position;
             }
-            position = end;
+            position += len;
         }
     }
 
