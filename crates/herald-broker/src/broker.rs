@@ -227,7 +227,7 @@ impl Broker {
         let mut next = admin.metadata.clone();
         next.topics.insert(name.to_owned(), record);
         if let Err(e) = admin.store.save(&next) {
-            discard_partitions(&self.config.data_dir, name, &opened);
+            discard_partitions(&self.config.data_dir, name, opened);
             return Err(e);
         }
         admin.metadata = next;
@@ -262,7 +262,11 @@ impl Broker {
             registry.by_name.remove(name)
         };
         if let Some(topic) = topic {
-            discard_partitions(&self.config.data_dir, name, &topic.partitions());
+            let partitions = topic.partitions().as_ref().clone();
+            // Without the topic, the discarding thread holds the last
+            // references (unless a request still uses a partition).
+            drop(topic);
+            discard_partitions(&self.config.data_dir, name, partitions);
         }
         tracing::info!(topic = name, id = %record.id, "topic deleted");
         Ok(record.id)
@@ -313,7 +317,7 @@ impl Broker {
             r.partitions = total;
         }
         if let Err(e) = admin.store.save(&next) {
-            discard_partitions(&self.config.data_dir, name, &opened);
+            discard_partitions(&self.config.data_dir, name, opened);
             return Err(e);
         }
         admin.metadata = next;

@@ -69,7 +69,7 @@ pub(crate) fn open_new_partitions(
         match result {
             Ok(partition) => opened.push(Arc::new(partition)),
             Err(e) => {
-                discard_partitions(data_dir, topic, &opened);
+                discard_partitions(data_dir, topic, opened);
                 let _ = remove_if_present(&dir);
                 return Err(e);
             }
@@ -88,28 +88,51 @@ pub(crate) fn remove_if_present(dir: &Path) -> Result<(), BrokerError> {
     }
 }
 
-/// Closes the logs and removes their directories: first renamed aside (so a
-/// crash mid-removal leaves a directory the next start sweeps, never a
+/// Retires the logs and removes their directories: first renamed aside (so
+/// a crash mid-removal leaves a directory the next start sweeps, never a
 /// half-deleted partition under a live name), then removed.
-pub(crate) fn discard_partitions(data_dir: &Path, topic: &str, partitions: &[Arc<Partition>]) {
-    for partition in partitions {
+///
+/// The renames happen before this returns, so the names are free for a new
+/// topic at once. Removing the files and dropping the logs (unmapping and
+/// freeing every page of their data, which takes seconds for gigabytes)
+/// happens on a thread of its own: the caller is a request handler, and
+/// every connection served by its runtime thread would wait.
+pub(crate) fn discard_partitions(data_dir: &Path, topic: &str, partitions: Vec<Arc<Partition>>) {
+    let mut aside_dirs = Vec::with_capacity(partitions.len());
+    for partition in &partitions {
         partition.remove_producer_snapshot();
-        if let Err(e) = partition.log().close() {
-            tracing::warn!(topic, partition = partition.index(), error = %e, "closing deleted partition failed");
-        }
+        partition.log().retire();
         let dir = partition_dir(data_dir, topic, partition.index());
         let aside = data_dir.join(format!(
             "{topic}-{}.{}{DELETE_SUFFIX}",
             partition.index(),
             Uuid::new_v4().simple()
         ));
-        let removed = fs::rename(&dir, &aside).and_then(|()| fs::remove_dir_all(&aside));
-        if let Err(e) = removed {
-            tracing::warn!(dir = %dir.display(), error = %e, "removing partition directory failed; it is swept on next start");
+        match fs::rename(&dir, &aside) {
+            Ok(()) => aside_dirs.push(aside),
+            Err(e) => {
+                tracing::warn!(dir = %dir.display(), error = %e, "setting a deleted partition aside failed; it is swept on next start")
+            }
         }
     }
     if let Err(e) = sync_dir(data_dir) {
         tracing::warn!(error = %e, "fsync of data directory failed");
+    }
+    let remove = move || {
+        for aside in &aside_dirs {
+            if let Err(e) = fs::remove_dir_all(aside) {
+                tracing::warn!(dir = %aside.display(), error = %e, "removing a deleted partition failed; it is swept on next start");
+            }
+        }
+        // Usually the last references to the logs: their pages are freed
+        // here, off the request path.
+        drop(partitions);
+    };
+    let spawned = std::thread::Builder::new()
+        .name("herald-discard".into())
+        .spawn(remove.clone());
+    if spawned.is_err() {
+        remove();
     }
 }
 

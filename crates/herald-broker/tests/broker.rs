@@ -184,6 +184,23 @@ fn deleted_topic_leaves_no_data_and_can_be_recreated_empty() {
     broker.delete_topic("gone").expect("delete");
     assert!(broker.topic("gone").is_none());
     assert!(!dir.path().join("gone-0").exists());
+    // The files go on a thread of their own, soon after the answer.
+    let leftovers = || {
+        std::fs::read_dir(dir.path())
+            .expect("data dir")
+            .filter_map(Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().starts_with("gone-"))
+            .count()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while leftovers() > 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(
+        leftovers(),
+        0,
+        "the deleted partitions' directories are removed"
+    );
     broker
         .create_topic("gone", Some(1), &[], false)
         .expect("recreate");

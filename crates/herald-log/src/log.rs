@@ -762,6 +762,21 @@ impl Log {
         self.write_checkpoint(active.is_complete())
     }
 
+    /// Stops appends and wakes waiting readers, without flushing or writing
+    /// a checkpoint: for a log whose files are about to be removed, where a
+    /// flush would only spend time (an `fsync` of all its data on a disk)
+    /// on bytes nobody will read. In-flight appends end with an error or
+    /// land in the removed files; either way nothing waits for them.
+    pub fn retire(&self) {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.data_ready.notify(usize::MAX);
+        let active = self.active.load_full();
+        active.seal();
+        active.discard_successor();
+    }
+
     /// True once closed.
     pub fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
