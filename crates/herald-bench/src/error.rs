@@ -70,7 +70,7 @@ pub enum BenchError {
     WorkerPanicked,
     /// The chart could not be drawn.
     #[error("chart: {0}")]
-    Chart(String),
+    Chart(#[from] crate::figure::FigureError),
 }
 
 impl BenchError {

@@ -22,6 +22,7 @@ pub mod baselines;
 pub mod batches;
 pub mod chart;
 pub mod error;
+pub mod figure;
 pub mod herald;
 pub mod machine;
 pub mod read;

@@ -73,7 +73,7 @@ pub enum LoadError {
     },
     /// The chart could not be drawn.
     #[error("chart: {0}")]
-    Chart(String),
+    Chart(#[from] herald_bench::figure::FigureError),
 }
 
 impl LoadError {

@@ -2,16 +2,11 @@
 //! with a send time for latency runs, and counted on the way back by
 //! walking batch headers only (no record is decoded).
 
-use herald_log::batch::{batches, testing, BatchHeader};
+use herald_log::batch::{batches, refresh_crc, testing, BatchHeader, HEADER_BYTES};
+use herald_log::varint;
 
 /// Bytes of each record's value, as in the seed experiment.
 pub const VALUE_BYTES: usize = 64;
-/// Where the CRC-covered part of a v2 batch starts (the attributes field).
-const CRC_FROM: usize = 21;
-/// Where the CRC sits in a v2 batch header.
-const CRC_AT: usize = 17;
-/// The fixed v2 batch header length.
-const HEADER_BYTES: usize = 61;
 
 /// A valid, uncompressed v2 batch of `count` records of 64 zero bytes.
 pub fn batch(count: u32) -> Vec<u8> {
@@ -56,15 +51,15 @@ pub fn count(bytes: &[u8]) -> Counted {
 /// record with a value of at least 8 bytes.
 pub fn first_value_at(batch: &[u8]) -> Option<usize> {
     let mut at = HEADER_BYTES;
-    let (_length, n) = varint(batch.get(at..)?)?;
+    let (_length, n) = varint::get(batch.get(at..)?)?;
     at += n + 1; // the record's length, then its attributes byte
     for _ in 0..2 {
-        let (_delta, n) = varint(batch.get(at..)?)?; // timestamp, offset deltas
+        let (_delta, n) = varint::get(batch.get(at..)?)?; // timestamp, offset deltas
         at += n;
     }
-    let (key_len, n) = varint(batch.get(at..)?)?;
+    let (key_len, n) = varint::get(batch.get(at..)?)?;
     at += n + usize::try_from(key_len.max(0)).ok()?;
-    let (value_len, n) = varint(batch.get(at..)?)?;
+    let (value_len, n) = varint::get(batch.get(at..)?)?;
     at += n;
     (value_len >= 8 && at + 8 <= batch.len()).then_some(at)
 }
@@ -73,8 +68,7 @@ pub fn first_value_at(batch: &[u8]) -> Option<usize> {
 /// batch CRC. One CRC per batch, not per record.
 pub fn stamp(batch: &mut [u8], value_at: usize, stamp: u64) {
     batch[value_at..value_at + 8].copy_from_slice(&stamp.to_be_bytes());
-    let crc = crc32c::crc32c(&batch[CRC_FROM..]);
-    batch[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+    refresh_crc(batch);
 }
 
 /// Reads the stamp written by [`stamp`] back from a fetched batch.
@@ -82,18 +76,6 @@ pub fn read_stamp(batch: &[u8]) -> Option<u64> {
     let at = first_value_at(batch)?;
     let bytes: [u8; 8] = batch.get(at..at + 8)?.try_into().ok()?;
     Some(u64::from_be_bytes(bytes))
-}
-
-/// A zigzag varint: its value and its length in bytes.
-fn varint(bytes: &[u8]) -> Option<(i64, usize)> {
-    let mut raw: u64 = 0;
-    for (i, byte) in bytes.iter().take(10).enumerate() {
-        raw |= u64::from(byte & 0x7f) << (7 * i);
-        if byte & 0x80 == 0 {
-            return Some(((raw >> 1) as i64 ^ -((raw & 1) as i64), i + 1));
-        }
-    }
-    None
 }
 
 #[cfg(test)]

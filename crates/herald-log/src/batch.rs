@@ -169,6 +169,13 @@ impl<'a> BatchHeader<'a> {
     }
 }
 
+/// Recomputes and stores the CRC of `batch` (a whole batch, at least a
+/// header long) after bytes it covers changed.
+pub fn refresh_crc(batch: &mut [u8]) {
+    let crc = BatchHeader::compute_crc(batch);
+    batch[CRC..CRC + 4].copy_from_slice(&crc.to_be_bytes());
+}
+
 /// Validates one client batch exactly filling `batch`: magic 2, length
 /// consistent with the buffer, CRC-32C, record count, not a control batch.
 /// Returns the header on success.
@@ -413,65 +420,31 @@ impl RecordWalker<'_> {
 
     /// Zig-zag varint, as Kafka encodes record fields.
     fn varint(&mut self) -> Option<i64> {
-        let mut raw: u64 = 0;
-        for (i, byte) in self.rest.iter().enumerate().take(10) {
-            raw |= u64::from(byte & 0x7f) << (7 * i);
-            if byte & 0x80 == 0 {
-                self.rest = &self.rest[i + 1..];
-                return Some((raw >> 1) as i64 ^ -((raw & 1) as i64));
-            }
-        }
-        None
+        let (value, len) = crate::varint::get(self.rest)?;
+        self.rest = &self.rest[len..];
+        Some(value)
     }
 }
 
 /// Builds valid batches, for tests and benchmarks of code that stores them.
 pub mod testing {
-    use super::*;
+    use crate::batch_builder::{BatchBuilder, RecordFields};
 
     /// One uncompressed batch of `count` records, each with `value`
     /// (and no key), timestamps starting at `timestamp` one ms apart.
     pub fn batch(count: u32, value: &[u8], timestamp: i64) -> Vec<u8> {
-        assert!(count > 0, "a batch needs a record");
-        let mut records = Vec::with_capacity(count as usize * (value.len() + 16));
-        for i in 0..count {
-            let mut body = Vec::with_capacity(value.len() + 16);
-            body.push(0); // attributes
-            put_varint(&mut body, i64::from(i)); // timestamp delta
-            put_varint(&mut body, i64::from(i)); // offset delta
-            put_varint(&mut body, -1); // null key
-            put_varint(&mut body, value.len() as i64);
-            body.extend_from_slice(value);
-            put_varint(&mut body, 0); // headers
-            put_varint(&mut records, body.len() as i64);
-            records.extend_from_slice(&body);
+        let mut builder =
+            BatchBuilder::with_capacity(timestamp, count as usize * (value.len() + 16));
+        for delta in 0..count {
+            builder.push(RecordFields {
+                timestamp_ms: timestamp + i64::from(delta),
+                value: Some(value),
+                ..RecordFields::default()
+            });
         }
-        let mut out = vec![0u8; HEADER_BYTES];
-        out.extend_from_slice(&records);
-        let batch_length = (out.len() - LOG_OVERHEAD) as i32;
-        out[BATCH_LENGTH..BATCH_LENGTH + 4].copy_from_slice(&batch_length.to_be_bytes());
-        out[MAGIC] = 2;
-        out[LAST_OFFSET_DELTA..LAST_OFFSET_DELTA + 4]
-            .copy_from_slice(&((count - 1) as i32).to_be_bytes());
-        out[BASE_TIMESTAMP..BASE_TIMESTAMP + 8].copy_from_slice(&timestamp.to_be_bytes());
-        let max_ts = timestamp + i64::from(count - 1);
-        out[MAX_TIMESTAMP..MAX_TIMESTAMP + 8].copy_from_slice(&max_ts.to_be_bytes());
-        out[PRODUCER_ID..PRODUCER_ID + 8].copy_from_slice(&(-1i64).to_be_bytes());
-        out[PRODUCER_EPOCH..PRODUCER_EPOCH + 2].copy_from_slice(&(-1i16).to_be_bytes());
-        out[BASE_SEQUENCE..BASE_SEQUENCE + 4].copy_from_slice(&(-1i32).to_be_bytes());
-        out[RECORDS_COUNT..RECORDS_COUNT + 4].copy_from_slice(&(count as i32).to_be_bytes());
-        let crc = BatchHeader::compute_crc(&out);
-        out[CRC..CRC + 4].copy_from_slice(&crc.to_be_bytes());
-        out
-    }
-
-    fn put_varint(out: &mut Vec<u8>, value: i64) {
-        let mut raw = ((value << 1) ^ (value >> 63)) as u64;
-        while raw >= 0x80 {
-            out.push((raw as u8) | 0x80);
-            raw >>= 7;
-        }
-        out.push(raw as u8);
+        builder
+            .finish()
+            .expect("a test batch has a record and fits")
     }
 }
 

@@ -34,6 +34,7 @@
 #![cfg_attr(herald_loom, allow(dead_code))]
 
 pub mod batch;
+pub mod batch_builder;
 mod commit;
 mod config;
 mod error;
@@ -42,6 +43,7 @@ mod flush_stats;
 mod index;
 mod reserve;
 mod sync;
+pub mod varint;
 
 #[cfg(not(herald_loom))]
 mod file_region;

@@ -53,10 +53,10 @@ impl ModelSegment {
 }
 
 impl BatchSizes for ModelSegment {
-    fn batch_at(&self, position: u32) -> (u32, u32) {
+    fn batch_at(&self, position: u32) -> Option<(u32, u32)> {
         // SAFETY (model): loom reports a race if this read is not ordered
         // after the writer's store.
-        self.headers[(position / 64) as usize].with(|h| unsafe { *h })
+        Some(self.headers[(position / 64) as usize].with(|h| unsafe { *h }))
     }
 }
 

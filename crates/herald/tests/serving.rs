@@ -286,9 +286,10 @@ fn large_fetches_return_exactly_the_stored_batches_across_many_requests() {
     }
     assert_eq!(fetched.len(), stored.len());
     for (i, (got, sent)) in fetched.iter().zip(&stored).enumerate() {
-        // The broker stamps the base offset; everything after it (CRC and
-        // records included) is what the producer sent.
-        assert_eq!(&got[8..], &sent[8..], "batch {i}");
+        // The broker stamps the base offset and the leader epoch (both
+        // outside the CRC); every other byte is what the producer sent.
+        assert_eq!(&got[8..12], &sent[8..12], "batch {i}");
+        assert_eq!(&got[16..], &sent[16..], "batch {i}");
         let header = herald_log::batch::BatchHeader::parse(got).expect("header");
         assert_eq!(header.base_offset(), i as i64);
     }
@@ -364,6 +365,8 @@ fn pipelined_large_produce_requests_are_stored_byte_for_byte() {
             .next()
             .expect("a batch")
             .expect("whole batch");
-        assert_eq!(&got[8..], &sent[8..], "batch {i} ({} bytes)", sizes[i]);
+        // Only the base offset and the leader epoch are stamped.
+        assert_eq!(&got[8..12], &sent[8..12], "batch {i} ({} bytes)", sizes[i]);
+        assert_eq!(&got[16..], &sent[16..], "batch {i} ({} bytes)", sizes[i]);
     }
 }

@@ -18,7 +18,9 @@
 use std::path::{Path, PathBuf};
 
 use herald_group::Record;
-use herald_log::batch::{batches, BatchHeader, HEADER_BYTES, LOG_OVERHEAD};
+use herald_log::batch::{batches, BatchHeader, HEADER_BYTES};
+use herald_log::batch_builder::{BatchBuilder, EncodeError, RecordFields};
+use herald_log::varint;
 use herald_log::{AppendError, FlushPolicy, Log, LogConfig};
 
 use crate::error::BrokerError;
@@ -32,19 +34,6 @@ const SEGMENT_BYTES: u32 = 16 * 1024 * 1024;
 
 /// Bytes read from the log per step of the replay.
 const REPLAY_READ_BYTES: usize = 1024 * 1024;
-
-// Field positions of the RecordBatch v2 header (KIP-98).
-const BATCH_LENGTH: usize = 8;
-const MAGIC: usize = 16;
-const CRC: usize = 17;
-const ATTRIBUTES: usize = 21;
-const LAST_OFFSET_DELTA: usize = 23;
-const BASE_TIMESTAMP: usize = 27;
-const MAX_TIMESTAMP: usize = 35;
-const PRODUCER_ID: usize = 43;
-const PRODUCER_EPOCH: usize = 51;
-const BASE_SEQUENCE: usize = 53;
-const RECORDS_COUNT: usize = 57;
 
 /// Directory of the offsets partition.
 pub(crate) fn dir(data_dir: &Path) -> PathBuf {
@@ -198,44 +187,32 @@ pub(crate) fn replay(log: &Log, mut apply: impl FnMut(Record)) -> Result<u64, Br
 /// Appends `records` as one batch; returns once it is on stable storage.
 pub(crate) fn append(log: &Log, records: &[Record], now_ms: i64) -> Result<(), AppendError> {
     let values: Vec<Vec<u8>> = records.iter().map(Record::encode).collect();
-    log.append(&encode_batch(&values, now_ms)).map(|_| ())
+    let batch = match encode_batch(&values, now_ms) {
+        Ok(batch) => batch,
+        Err(EncodeError::Empty) => return Ok(()),
+        Err(EncodeError::TooLarge) => {
+            return Err(AppendError::TooLarge {
+                size: values.iter().map(Vec::len).sum(),
+                max: i32::MAX as usize,
+            })
+        }
+    };
+    log.append(&batch).map(|_| ())
 }
 
 /// Encodes an uncompressed RecordBatch v2 holding one record per value (no
 /// key, no headers), every record stamped `timestamp`. The log assigns the
 /// base offset when appending.
-pub(crate) fn encode_batch(values: &[Vec<u8>], timestamp: i64) -> Vec<u8> {
-    let mut out = vec![0u8; HEADER_BYTES];
-    let mut body = Vec::new();
-    for (delta, value) in values.iter().enumerate() {
-        body.clear();
-        body.push(0); // record attributes
-        put_varint(&mut body, 0); // timestamp delta
-        put_varint(&mut body, delta as i64); // offset delta
-        put_varint(&mut body, -1); // null key
-        put_varint(&mut body, value.len() as i64);
-        body.extend_from_slice(value);
-        put_varint(&mut body, 0); // no headers
-        put_varint(&mut out, body.len() as i64);
-        out.extend_from_slice(&body);
+pub(crate) fn encode_batch(values: &[Vec<u8>], timestamp: i64) -> Result<Vec<u8>, EncodeError> {
+    let mut builder = BatchBuilder::new(timestamp);
+    for value in values {
+        builder.push(RecordFields {
+            timestamp_ms: timestamp,
+            value: Some(value),
+            ..RecordFields::default()
+        });
     }
-    let count = values.len() as i32;
-    let batch_length = (out.len() - LOG_OVERHEAD) as i32;
-    out[BATCH_LENGTH..BATCH_LENGTH + 4].copy_from_slice(&batch_length.to_be_bytes());
-    out[MAGIC] = 2;
-    out[ATTRIBUTES..ATTRIBUTES + 2].copy_from_slice(&0i16.to_be_bytes());
-    out[LAST_OFFSET_DELTA..LAST_OFFSET_DELTA + 4]
-        .copy_from_slice(&(count.max(1) - 1).to_be_bytes());
-    out[BASE_TIMESTAMP..BASE_TIMESTAMP + 8].copy_from_slice(&timestamp.to_be_bytes());
-    out[MAX_TIMESTAMP..MAX_TIMESTAMP + 8].copy_from_slice(&timestamp.to_be_bytes());
-    out[PRODUCER_ID..PRODUCER_ID + 8].copy_from_slice(&(-1i64).to_be_bytes());
-    out[PRODUCER_EPOCH..PRODUCER_EPOCH + 2].copy_from_slice(&(-1i16).to_be_bytes());
-    out[BASE_SEQUENCE..BASE_SEQUENCE + 4].copy_from_slice(&(-1i32).to_be_bytes());
-    out[RECORDS_COUNT..RECORDS_COUNT + 4].copy_from_slice(&count.to_be_bytes());
-    // CRC-32C over everything from the attributes to the end.
-    let crc = crc32c::crc32c(&out[ATTRIBUTES..]);
-    out[CRC..CRC + 4].copy_from_slice(&crc.to_be_bytes());
-    out
+    builder.finish()
 }
 
 /// The record values of one uncompressed batch, in order.
@@ -281,15 +258,10 @@ impl<'a> Reader<'a> {
     }
 
     fn varint(&mut self) -> Result<i64, String> {
-        let mut raw = 0u64;
-        for shift in (0..64).step_by(7) {
-            let byte = *self.take(1)?.first().ok_or("varint")?;
-            raw |= u64::from(byte & 0x7f) << shift;
-            if byte & 0x80 == 0 {
-                return Ok(((raw >> 1) as i64) ^ -((raw & 1) as i64));
-            }
-        }
-        Err("varint longer than 10 bytes".into())
+        let (value, len) =
+            varint::get(self.rest).ok_or("varint cut short or longer than 10 bytes")?;
+        self.rest = &self.rest[len..];
+        Ok(value)
     }
 
     /// A varint length; -1 means null.
@@ -301,15 +273,6 @@ impl<'a> Reader<'a> {
                 .map_err(|_| format!("negative length {n}")),
         }
     }
-}
-
-fn put_varint(out: &mut Vec<u8>, value: i64) {
-    let mut raw = ((value << 1) ^ (value >> 63)) as u64;
-    while raw >= 0x80 {
-        out.push((raw as u8) | 0x80);
-        raw >>= 7;
-    }
-    out.push(raw as u8);
 }
 
 #[cfg(test)]
@@ -331,7 +294,7 @@ mod tests {
     #[test]
     fn encoded_batch_passes_the_log_validation_and_carries_each_value() {
         let values = vec![b"one".to_vec(), Vec::new(), vec![7u8; 300]];
-        let batch = encode_batch(&values, 42);
+        let batch = encode_batch(&values, 42).expect("three values");
         let header = herald_log::batch::validate(&batch).expect("valid batch");
         assert_eq!(header.records_count(), 3);
         assert_eq!(header.max_timestamp(), 42);

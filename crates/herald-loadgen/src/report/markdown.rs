@@ -83,9 +83,10 @@ fn floor_paragraph(rows: &[Row]) -> String {
         "The kernel floors run no broker code: one thread receives 1 MiB chunks from a loopback \
 TCP socket and appends them to a fresh tmpfs file (produce), or sends a tmpfs file to a loopback \
 socket with sendfile(2) (consume), and only that thread's CPU time is counted, per record of a \
-{batch}-record batch. Any broker on this machine pays at least this per message for produce and \
-consume at large batches; the targets below show each floor as a share of Kafka's CPU, so a \
-share above 1/3 means the CPU target cannot be met whatever the broker does.\n\n"
+{batch}-record batch. The kernel's work goes with the bytes, so for each batch size the targets \
+below scale the floor by the bytes each record carries there (a 1-record batch carries nearly \
+twice the bytes per record of a large one) and show it as a share of Kafka's CPU: a share above \
+1/3 means the CPU target cannot be met whatever the broker does.\n\n"
     )
 }
 

@@ -48,6 +48,21 @@ pub fn floor_of(rows: &[Row], kind: Kind) -> Option<&Row> {
     rows.iter().find(|r| r.kind == floor)
 }
 
+/// The kernel floor's CPU per message for the messages of `like`: the floor
+/// is measured per record of large batches, and the kernel's work goes with
+/// the bytes, so it is scaled by `like`'s bytes per record (a 1-record batch
+/// carries nearly twice the bytes per record of a 16384-record one). Unscaled
+/// when either row lacks byte counts.
+pub fn floor_ns_per_msg(floor: &Row, like: &Row) -> Option<f64> {
+    let ns = floor.broker_cpu_ns_per_msg?;
+    let bytes_per_record =
+        |r: &Row| (r.records > 0 && r.bytes > 0).then(|| r.bytes as f64 / r.records as f64);
+    Some(match (bytes_per_record(floor), bytes_per_record(like)) {
+        (Some(at_floor), Some(at_like)) => ns * at_like / at_floor,
+        _ => ns,
+    })
+}
+
 /// `a / b`, if both are measured.
 pub fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     match (a, b) {

@@ -1,6 +1,6 @@
 //! The targets, checked against the rows: reported, never asserted.
 
-use crate::report::{find, floor_of, ratio};
+use crate::report::{find, floor_ns_per_msg, floor_of, ratio};
 use crate::row::{Kind, Row};
 
 /// One target's verdict.
@@ -31,7 +31,7 @@ fn herald_rows(rows: &[Row], kind: Kind) -> impl Iterator<Item = &Row> {
 
 fn cpu(rows: &[Row], out: &mut Vec<Verdict>) {
     for kind in [Kind::Produce, Kind::Consume] {
-        let floor = floor_of(rows, kind).and_then(|f| f.broker_cpu_ns_per_msg);
+        let floor_row = floor_of(rows, kind);
         for h in
             herald_rows(rows, kind).filter(|r| r.clients == 1 && r.acks.as_deref() != Some("all"))
         {
@@ -40,6 +40,7 @@ fn cpu(rows: &[Row], out: &mut Vec<Verdict>) {
             let mut measured = r.map_or("n/a".to_owned(), |r| format!("{r:.2}x of Kafka's"));
             // What the kernel alone costs against the same Kafka figure:
             // shows whether the target is reachable at all.
+            let floor = floor_row.and_then(|f| floor_ns_per_msg(f, h));
             if let Some(f) = ratio(floor, kafka) {
                 measured += &format!(" (kernel floor alone: {f:.2}x)");
             }
@@ -142,5 +143,30 @@ mod tests {
             "0.30x of Kafka's (kernel floor alone: 0.20x)"
         );
         assert_eq!(cpu[1].met, Some(true));
+    }
+
+    #[test]
+    fn the_floor_is_scaled_by_the_bytes_each_record_carries() {
+        let with_bytes = |kind, broker: &str, batch, cpu_ns, bytes_per_record: u64| {
+            let mut row = cpu_row(kind, broker, cpu_ns);
+            row.batch = batch;
+            row.records = 1_000;
+            row.bytes = 1_000 * bytes_per_record;
+            row
+        };
+        let rows = vec![
+            with_bytes(Kind::Consume, "herald", 1, 30.0, 134),
+            with_bytes(Kind::Consume, "kafka", 1, 40.0, 134),
+            with_bytes(Kind::SendFloor, "floor", 16384, 10.0, 67),
+        ];
+        let cpu: Vec<Verdict> = verdicts(&rows)
+            .into_iter()
+            .filter(|v| v.target.contains("CPU"))
+            .collect();
+        // 10 ns per 67-byte record is 20 ns per 134-byte one: half of 40.
+        assert_eq!(
+            cpu[0].measured,
+            "0.75x of Kafka's (kernel floor alone: 0.50x)"
+        );
     }
 }

@@ -15,7 +15,6 @@ pub mod groups;
 pub mod member;
 pub mod partitioner;
 pub mod records;
-mod varint;
 
 pub use connection::Connection;
 

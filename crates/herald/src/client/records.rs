@@ -3,15 +3,11 @@
 //! a fetched batch. The header layout is `herald_log::batch`'s.
 
 use anyhow::{ensure, Context as _};
-use herald_log::batch::{BatchHeader, HEADER_BYTES, LOG_OVERHEAD};
+use herald_log::batch::{BatchHeader, HEADER_BYTES};
+use herald_log::batch_builder::{BatchBuilder, RecordFields};
+use herald_log::varint;
 
-use crate::client::varint::{get_varint, put_varint};
-
-/// Offset of the CRC field in a batch; it covers the bytes after it.
-const CRC_OFFSET: usize = 17;
-/// Offset of the attributes field (first byte the CRC covers).
-const ATTRIBUTES_OFFSET: usize = 21;
-/// The record batch format version written.
+/// The record batch format version read.
 const MAGIC_V2: i8 = 2;
 
 /// A record header.
@@ -48,60 +44,25 @@ pub struct FetchedRecord {
 /// Encodes `records` (at least one) as one uncompressed batch v2 with base
 /// offset 0 (the broker assigns offsets) and no producer id.
 pub fn encode_batch(records: &[Record]) -> anyhow::Result<Vec<u8>> {
-    ensure!(!records.is_empty(), "a batch needs at least one record");
     let base_timestamp = records.iter().map(|r| r.timestamp_ms).min().unwrap_or(0);
-    let max_timestamp = records.iter().map(|r| r.timestamp_ms).max().unwrap_or(0);
-    let count = i32::try_from(records.len()).context("too many records for one batch")?;
-    let mut out = Vec::with_capacity(HEADER_BYTES + records.len() * 32);
-    out.extend_from_slice(&0i64.to_be_bytes()); // base offset
-    out.extend_from_slice(&0i32.to_be_bytes()); // batch length, set below
-    out.extend_from_slice(&(-1i32).to_be_bytes()); // partition leader epoch
-    out.push(MAGIC_V2 as u8);
-    out.extend_from_slice(&0u32.to_be_bytes()); // CRC, set below
-    out.extend_from_slice(&0i16.to_be_bytes()); // attributes: uncompressed, create time
-    out.extend_from_slice(&(count - 1).to_be_bytes()); // last offset delta
-    out.extend_from_slice(&base_timestamp.to_be_bytes());
-    out.extend_from_slice(&max_timestamp.to_be_bytes());
-    out.extend_from_slice(&(-1i64).to_be_bytes()); // producer id
-    out.extend_from_slice(&(-1i16).to_be_bytes()); // producer epoch
-    out.extend_from_slice(&(-1i32).to_be_bytes()); // base sequence
-    out.extend_from_slice(&count.to_be_bytes());
-    debug_assert_eq!(out.len(), HEADER_BYTES);
-    let mut body = Vec::new();
-    for (delta, record) in records.iter().enumerate() {
-        body.clear();
-        encode_record(&mut body, record, delta as i64, base_timestamp);
-        put_varint(&mut out, body.len() as i64);
-        out.extend_from_slice(&body);
+    let mut builder = BatchBuilder::new(base_timestamp);
+    let mut headers = Vec::new();
+    for record in records {
+        headers.clear();
+        headers.extend(
+            record
+                .headers
+                .iter()
+                .map(|h| (h.key.as_bytes(), h.value.as_deref())),
+        );
+        builder.push(RecordFields {
+            timestamp_ms: record.timestamp_ms,
+            key: record.key.as_deref(),
+            value: record.value.as_deref(),
+            headers: &headers,
+        });
     }
-    let batch_length = i32::try_from(out.len() - LOG_OVERHEAD).context("batch too large")?;
-    out[8..12].copy_from_slice(&batch_length.to_be_bytes());
-    let crc = crc32c::crc32c(&out[ATTRIBUTES_OFFSET..]);
-    out[CRC_OFFSET..ATTRIBUTES_OFFSET].copy_from_slice(&crc.to_be_bytes());
-    Ok(out)
-}
-
-fn encode_record(out: &mut Vec<u8>, record: &Record, offset_delta: i64, base_timestamp: i64) {
-    out.push(0); // attributes
-    put_varint(out, record.timestamp_ms - base_timestamp);
-    put_varint(out, offset_delta);
-    put_bytes(out, record.key.as_deref());
-    put_bytes(out, record.value.as_deref());
-    put_varint(out, record.headers.len() as i64);
-    for header in &record.headers {
-        put_bytes(out, Some(header.key.as_bytes()));
-        put_bytes(out, header.value.as_deref());
-    }
-}
-
-fn put_bytes(out: &mut Vec<u8>, bytes: Option<&[u8]>) {
-    match bytes {
-        Some(bytes) => {
-            put_varint(out, bytes.len() as i64);
-            out.extend_from_slice(bytes);
-        }
-        None => put_varint(out, -1),
-    }
+    Ok(builder.finish()?)
 }
 
 /// Decodes the records of one whole batch v2 (as `herald_log::batch::batches`
@@ -172,6 +133,13 @@ fn decode_record(input: &mut &[u8], batch: &BatchHeader<'_>) -> anyhow::Result<F
             timestamp_ms,
         },
     })
+}
+
+/// Takes a zig-zag varint off the front of `input`.
+fn get_varint(input: &mut &[u8]) -> anyhow::Result<i64> {
+    let (value, len) = varint::get(input).context("varint cut short or longer than 10 bytes")?;
+    *input = &input[len..];
+    Ok(value)
 }
 
 fn get_bytes(input: &mut &[u8]) -> anyhow::Result<Option<Vec<u8>>> {
