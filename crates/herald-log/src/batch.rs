@@ -23,19 +23,20 @@ pub const LOG_OVERHEAD: usize = 12;
 /// empty value, no headers: seven one-byte fields).
 pub const BATCH_BYTES_MIN: usize = HEADER_BYTES + 7;
 
+// Field positions (the layout above); `batch_builder` writes them too.
 const BASE_OFFSET: usize = 0;
-const BATCH_LENGTH: usize = 8;
-const PARTITION_LEADER_EPOCH: usize = 12;
-const MAGIC: usize = 16;
+pub(crate) const BATCH_LENGTH: usize = 8;
+pub(crate) const PARTITION_LEADER_EPOCH: usize = 12;
+pub(crate) const MAGIC: usize = 16;
 const CRC: usize = 17;
 const ATTRIBUTES: usize = 21;
-const LAST_OFFSET_DELTA: usize = 23;
-const BASE_TIMESTAMP: usize = 27;
-const MAX_TIMESTAMP: usize = 35;
-const PRODUCER_ID: usize = 43;
-const PRODUCER_EPOCH: usize = 51;
-const BASE_SEQUENCE: usize = 53;
-const RECORDS_COUNT: usize = 57;
+pub(crate) const LAST_OFFSET_DELTA: usize = 23;
+pub(crate) const BASE_TIMESTAMP: usize = 27;
+pub(crate) const MAX_TIMESTAMP: usize = 35;
+pub(crate) const PRODUCER_ID: usize = 43;
+pub(crate) const PRODUCER_EPOCH: usize = 51;
+pub(crate) const BASE_SEQUENCE: usize = 53;
+pub(crate) const RECORDS_COUNT: usize = 57;
 
 const COMPRESSION_MASK: i16 = 0x07;
 const TIMESTAMP_TYPE_BIT: i16 = 0x08;

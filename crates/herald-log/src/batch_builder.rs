@@ -2,19 +2,12 @@
 //! that produces records itself: the command-line producer, the group
 //! coordinator's offsets log, the load generator and tests.
 
-use crate::batch::{refresh_crc, HEADER_BYTES, LOG_OVERHEAD};
+use crate::batch::{
+    refresh_crc, BASE_SEQUENCE, BASE_TIMESTAMP, BATCH_LENGTH, HEADER_BYTES, LAST_OFFSET_DELTA,
+    LOG_OVERHEAD, MAGIC, MAX_TIMESTAMP, PARTITION_LEADER_EPOCH, PRODUCER_EPOCH, PRODUCER_ID,
+    RECORDS_COUNT,
+};
 use crate::varint;
-
-const BATCH_LENGTH: usize = 8;
-const PARTITION_LEADER_EPOCH: usize = 12;
-const MAGIC: usize = 16;
-const LAST_OFFSET_DELTA: usize = 23;
-const BASE_TIMESTAMP: usize = 27;
-const MAX_TIMESTAMP: usize = 35;
-const PRODUCER_ID: usize = 43;
-const PRODUCER_EPOCH: usize = 51;
-const BASE_SEQUENCE: usize = 53;
-const RECORDS_COUNT: usize = 57;
 
 /// Why a batch could not be encoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
