@@ -118,21 +118,22 @@ pub(crate) fn discard_partitions(data_dir: &Path, topic: &str, partitions: Vec<A
     if let Err(e) = sync_dir(data_dir) {
         tracing::warn!(error = %e, "fsync of data directory failed");
     }
-    let remove = move || {
-        for aside in &aside_dirs {
-            if let Err(e) = fs::remove_dir_all(aside) {
-                tracing::warn!(dir = %aside.display(), error = %e, "removing a deleted partition failed; it is swept on next start");
-            }
-        }
-        // Usually the last references to the logs: their pages are freed
-        // here, off the request path.
-        drop(partitions);
-    };
+    // The thread owns the only copies of the list, so the last drop happens
+    // there even when it finishes before this function returns.
     let spawned = std::thread::Builder::new()
         .name("herald-discard".into())
-        .spawn(remove.clone());
-    if spawned.is_err() {
-        remove();
+        .spawn(move || {
+            for aside in &aside_dirs {
+                if let Err(e) = fs::remove_dir_all(aside) {
+                    tracing::warn!(dir = %aside.display(), error = %e, "removing a deleted partition failed; it is swept on next start");
+                }
+            }
+            // Usually the last references to the logs: their pages are
+            // freed here, off the request path.
+            drop(partitions);
+        });
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "no thread to remove deleted partitions; they are swept on next start");
     }
 }
 

@@ -33,7 +33,7 @@ pub struct RecordFields<'a> {
     pub headers: &'a [(&'a [u8], Option<&'a [u8]>)],
 }
 
-/// Builds one batch: records are appended in order, offsets deltas counting
+/// Builds one batch: records are appended in order, offset deltas counting
 /// from 0; [`BatchBuilder::finish`] fills in the header and the CRC. The
 /// base offset is 0 and there is no producer id: the broker assigns offsets.
 #[derive(Debug)]
@@ -60,7 +60,7 @@ impl BatchBuilder {
             out,
             record: Vec::new(),
             base_timestamp,
-            max_timestamp: base_timestamp,
+            max_timestamp: i64::MIN,
             count: 0,
         }
     }

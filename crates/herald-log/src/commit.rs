@@ -125,7 +125,7 @@ impl CommitTracker {
             let Some((bytes, records)) = sizes.batch_at(tail.bytes) else {
                 // Moving past a damaged header would publish garbage (and a
                 // zero length would spin here): the tail stays where it is,
-                // so the appends behind it are never acknowledged.
+                // and the log refuses the appends behind it (`Log::fill`).
                 return moved;
             };
             let next = Extent::new(tail.records + records, tail.bytes + bytes).pack();

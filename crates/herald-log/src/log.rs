@@ -237,6 +237,16 @@ impl Log {
             // not needed (event-listener documents this use).
             self.data_ready.notify_relaxed(usize::MAX);
         }
+        if segment.is_damaged() {
+            // The committed tail stopped at a damaged header, so this batch
+            // may never become visible: refuse it, and every later append,
+            // until a reopen recovers the log from disk.
+            let reason = format!(
+                "{}: a completed batch has a damaged header",
+                segment.path().display()
+            );
+            return Err(AppendError::Poisoned(self.poison(reason)));
+        }
         let base_offset = segment.base_offset() + u64::from(start.records);
         let header = batch::BatchHeader::parse(batch).expect("validated");
         let appended = Appended {
@@ -462,6 +472,11 @@ impl Log {
                     });
                 }
                 position += len;
+            }
+            if position < committed.bytes {
+                // The walk stopped at a damaged header: a later segment's
+                // answer could skip the records behind it.
+                return None;
             }
         }
         None

@@ -93,17 +93,22 @@ pub(crate) struct Segment {
     /// Set once the sealed, complete segment has been trimmed, indexed on
     /// disk and synced.
     pub(crate) finalized: AtomicBool,
+    /// The commit tracker found a completed batch with a damaged header and
+    /// stopped there.
+    damaged: AtomicBool,
 }
 
 impl BatchSizes for Segment {
     fn batch_at(&self, position: u32) -> Option<(u32, u32)> {
         let end = self.reserved().0.bytes.min(self.file.map_len() as u32);
         let Some(bytes) = self.batch_len_before(position, end) else {
-            tracing::error!(
-                path = %self.path().display(),
-                position,
-                "a completed batch has a damaged header; the partition stops committing"
-            );
+            if !self.damaged.swap(true, Ordering::AcqRel) {
+                tracing::error!(
+                    path = %self.path().display(),
+                    position,
+                    "a completed batch has a damaged header; the log stops committing"
+                );
+            }
             return None;
         };
         Some((bytes, self.header_at(position).offset_count()))
@@ -167,6 +172,7 @@ impl Segment {
             created_at: SystemTime::now(),
             max_timestamp: AtomicI64::new(i64::MIN),
             finalized: AtomicBool::new(false),
+            damaged: AtomicBool::new(false),
         }
     }
 
@@ -193,6 +199,7 @@ impl Segment {
             created_at: SystemTime::now(),
             max_timestamp: AtomicI64::new(i64::MIN),
             finalized: AtomicBool::new(true),
+            damaged: AtomicBool::new(false),
         })
     }
 
@@ -358,20 +365,22 @@ impl Segment {
         self.successor.store(None);
     }
 
-    /// Header of the committed batch at `position`.
+    /// Header of the committed (or completed) batch at `position`.
     pub(crate) fn header_at(&self, position: u32) -> BatchHeader<'_> {
-        // SAFETY: callers pass positions of committed batches.
+        // SAFETY: callers pass positions of batches whose writers are done
+        // (committed, or completed with their bit observed), whose header
+        // lies within the file.
         let bytes = unsafe { self.file.slice(position, HEADER_BYTES) };
         BatchHeader::parse(bytes).expect("slice has header length")
     }
 
-    /// Length of the batch at `position`, if its header can be read and
-    /// gives a length that ends at or before `end`.
+    /// Length of the batch at `position`, if a whole header fits before
+    /// `end` and gives a length that ends at or before `end`.
     ///
-    /// Every batch was validated before it was written, so this fails only
-    /// if the write path itself put bytes in the wrong place. Walkers then
-    /// stop at `position`, rather than spin on a zero length or read past
-    /// the tail.
+    /// `None` at `end` itself is how every walk ends. Before it, only a
+    /// fault in the write path can produce one (every batch was validated
+    /// before it was written): walkers then stop at `position`, rather than
+    /// spin on a zero length or read past the tail.
     pub(crate) fn batch_len_before(&self, position: u32, end: u32) -> Option<u32> {
         if u64::from(position) + HEADER_BYTES as u64 > u64::from(end) {
             return None;
@@ -425,6 +434,12 @@ impl Segment {
             }
             position += len;
         }
+    }
+
+    /// True once the commit tracker stopped at a damaged header: nothing
+    /// after it will become visible.
+    pub(crate) fn is_damaged(&self) -> bool {
+        self.damaged.load(Ordering::Acquire)
     }
 
     /// The segment file.
@@ -530,5 +545,50 @@ impl AsRef<[u8]> for SegmentBytes {
         // SAFETY: the range was committed when this view was made, and the
         // Arc keeps the mapping alive (even after the file is deleted).
         unsafe { self.segment.file.slice(self.start, self.len) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs::OpenOptions;
+    use std::os::unix::fs::FileExt;
+
+    use super::*;
+    use crate::batch::testing;
+    use crate::reserve::Reservation;
+
+    #[test]
+    fn the_commit_tracker_stops_before_a_damaged_completed_batch() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let segment = Segment::create(dir.path(), 0, 1 << 20, 4096, 1 << 20).expect("segment");
+        let batch = testing::batch(2, b"value", 0);
+        let reserve = || match segment.reserve(batch.len() as u32, 2) {
+            Reservation::Reserved { start } => start,
+            Reservation::Sealed { .. } => panic!("an empty segment has room"),
+        };
+        let (first, second) = (reserve(), reserve());
+        segment
+            .file()
+            .ensure_allocated(u64::from(second.bytes) + batch.len() as u64)
+            .expect("allocate");
+        // The second batch completes first: away from the tail, it only sets
+        // its completion bit.
+        assert!(!segment.write(second, &batch, 0, 0));
+        // Its header is damaged (length 0) before the first batch completes
+        // and the tracker reads it to move past it.
+        let file = OpenOptions::new()
+            .write(true)
+            .open(segment.path())
+            .expect("open");
+        file.write_all_at(&0i32.to_be_bytes(), u64::from(second.bytes) + 8)
+            .expect("damage");
+        assert!(!segment.is_damaged());
+        segment.write(first, &batch, 0, 0);
+        assert_eq!(
+            segment.committed(),
+            Extent::new(2, batch.len() as u32),
+            "the tail stops after the first batch"
+        );
+        assert!(segment.is_damaged());
     }
 }

@@ -113,8 +113,8 @@ fn readers_stop_at_the_damage(batch_length: i32) {
         );
         assert_eq!(at.next_offset, 2 * BATCHES);
 
-        // Past the damage a read may start from an index entry beyond it or
-        // stop at it; either way only whole, stamped batches come back.
+        // Past the damage, the index entry below the offset lies beyond the
+        // damaged batch: the read starts there and serves whole batches.
         let past = log.read(2 * (DAMAGED + 1) + 1, 1 << 20).expect("in range");
         for (offset, count, tag) in decode(&past.bytes) {
             assert!(offset > 2 * DAMAGED, "offset {offset} lies past the damage");
