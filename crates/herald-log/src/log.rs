@@ -89,6 +89,11 @@ pub struct Log {
     durable: AtomicU64,
     dir_dirty: AtomicBool,
     flush_lock: Mutex<Instant>,
+    /// Held by `maintain` for its whole run, and taken by `close` and
+    /// `retire` after they stop the log: once they return, no maintenance
+    /// touches the directory (which a deleted topic's successor of the same
+    /// name may already own).
+    maintenance: Mutex<()>,
     /// Flush counts and latencies; boxed, so the flush path's writes stay
     /// off the cache lines appenders read.
     flush_stats: Box<FlushStats>,
@@ -136,6 +141,7 @@ impl Log {
             durable: AtomicU64::new(0),
             dir_dirty: AtomicBool::new(true),
             flush_lock: Mutex::new(Instant::now()),
+            maintenance: Mutex::new(()),
             flush_stats: Box::new(FlushStats::new()),
             poison: OnceLock::new(),
             poisoned: AtomicBool::new(false),
@@ -579,6 +585,7 @@ impl Log {
     /// segments (trimmed, indexed on disk, checkpointed) and applies
     /// retention.
     pub fn maintain(&self, now: SystemTime) -> Result<(), LogError> {
+        let _running = self.maintenance.lock().unwrap_or_else(|p| p.into_inner());
         if self.stopped() {
             return match self.poison.get() {
                 Some(reason) => Err(LogError::Poisoned(Arc::clone(reason))),
@@ -761,6 +768,8 @@ impl Log {
         if self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
+        // No maintenance runs alongside the final flush and checkpoint.
+        let _maintenance = self.maintenance.lock().unwrap_or_else(|p| p.into_inner());
         self.data_ready.notify(usize::MAX);
         let active = self.active.load_full();
         active.seal();
@@ -781,7 +790,9 @@ impl Log {
     /// a checkpoint: for a log whose files are about to be removed, where a
     /// flush would only spend time (an `fsync` of all its data on a disk)
     /// on bytes nobody will read. In-flight appends end with an error or
-    /// land in the removed files; either way nothing waits for them.
+    /// land in the removed files; either way nothing waits for them. Returns
+    /// once no maintenance run is in progress, so the caller may move or
+    /// reuse the directory.
     pub fn retire(&self) {
         if self.closed.swap(true, Ordering::AcqRel) {
             return;
@@ -790,6 +801,8 @@ impl Log {
         let active = self.active.load_full();
         active.seal();
         active.discard_successor();
+        // Waits out a maintenance run already past its `stopped` check.
+        drop(self.maintenance.lock());
     }
 
     /// True once closed.

@@ -194,3 +194,25 @@ fn futures_lite_block_on<F: std::future::Future>(future: F) -> F::Output {
         std::thread::park_timeout(PATIENCE);
     }
 }
+
+#[test]
+fn a_retired_log_refuses_appends_and_leaves_its_directory_alone() {
+    let parent = tempfile::tempdir().unwrap();
+    let dir = parent.path().join("topic-0");
+    let log = Log::open(&dir, small_config()).unwrap();
+    log.append(&tagged_batch(2, 0, 0)).unwrap();
+    log.retire();
+    assert!(matches!(
+        log.append(&tagged_batch(2, 1, 0)),
+        Err(AppendError::Closed)
+    ));
+    // A deleted topic's directory is set aside and its name may be taken by
+    // a new topic at once: the retired log's maintenance must not write
+    // there, whatever is due.
+    std::fs::rename(&dir, parent.path().join("topic-0.aside")).unwrap();
+    std::fs::create_dir(&dir).unwrap();
+    let far_future = std::time::SystemTime::now() + std::time::Duration::from_secs(1 << 30);
+    log.maintain(far_future).unwrap();
+    drop(log);
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+}
