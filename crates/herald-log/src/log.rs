@@ -383,8 +383,8 @@ impl Log {
         let bytes = segment.bytes(start, end);
         let next_offset = if end >= committed.bytes {
             segment.base_offset() + u64::from(committed.records)
-        } else if segment.batch_len_before(end, committed.bytes).is_some() {
-            segment.header_at(end).base_offset() as u64
+        } else if let Some((header, _)) = segment.batch_within(end, committed.bytes) {
+            header.base_offset() as u64
         } else {
             // The walk stopped at a damaged header: what follows is the
             // offset after the last whole batch returned.
@@ -466,8 +466,7 @@ impl Log {
                 continue;
             };
             let mut position = segment.index().entry(bucket).bytes;
-            while let Some(len) = segment.batch_len_before(position, committed.bytes) {
-                let header = segment.header_at(position);
+            while let Some((header, len)) = segment.batch_within(position, committed.bytes) {
                 if header.max_timestamp() >= timestamp {
                     let bytes = segment.bytes(position, position + len);
                     let (offset, ts) = batch::first_record_at_or_after(&bytes, timestamp)
@@ -499,8 +498,7 @@ impl Log {
         let committed = segment.committed();
         let (bucket, max) = segment.index().max_timestamp_within(committed.bytes)?;
         let mut position = segment.index().entry(bucket).bytes;
-        while let Some(len) = segment.batch_len_before(position, committed.bytes) {
-            let header = segment.header_at(position);
+        while let Some((header, len)) = segment.batch_within(position, committed.bytes) {
             if header.max_timestamp() == max {
                 let bytes = segment.bytes(position, position + len);
                 let offset = batch::first_record_at_or_after(&bytes, max)

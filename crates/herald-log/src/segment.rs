@@ -101,7 +101,7 @@ pub(crate) struct Segment {
 impl BatchSizes for Segment {
     fn batch_at(&self, position: u32) -> Option<(u32, u32)> {
         let end = self.reserved().0.bytes.min(self.file.map_len() as u32);
-        let Some(bytes) = self.batch_len_before(position, end) else {
+        let Some((header, bytes)) = self.batch_within(position, end) else {
             if !self.damaged.swap(true, Ordering::AcqRel) {
                 tracing::error!(
                     path = %self.path().display(),
@@ -111,7 +111,7 @@ impl BatchSizes for Segment {
             }
             return None;
         };
-        Some((bytes, self.header_at(position).offset_count()))
+        Some((bytes, header.offset_count()))
     }
 }
 
@@ -374,21 +374,22 @@ impl Segment {
         BatchHeader::parse(bytes).expect("slice has header length")
     }
 
-    /// Length of the batch at `position`, if a whole header fits before
-    /// `end` and gives a length that ends at or before `end`.
+    /// Header and length of the batch at `position`, if a whole header fits
+    /// before `end` and gives a length that ends at or before `end`.
     ///
     /// `None` at `end` itself is how every walk ends. Before it, only a
     /// fault in the write path can produce one (every batch was validated
     /// before it was written): walkers then stop at `position`, rather than
     /// spin on a zero length or read past the tail.
-    pub(crate) fn batch_len_before(&self, position: u32, end: u32) -> Option<u32> {
+    pub(crate) fn batch_within(&self, position: u32, end: u32) -> Option<(BatchHeader<'_>, u32)> {
         if u64::from(position) + HEADER_BYTES as u64 > u64::from(end) {
             return None;
         }
-        let len = u32::try_from(self.header_at(position).total_bytes()?).ok()?;
+        let header = self.header_at(position);
+        let len = u32::try_from(header.total_bytes()?).ok()?;
         let fits =
             len as usize >= HEADER_BYTES && u64::from(position) + u64::from(len) <= u64::from(end);
-        fits.then_some(len)
+        fits.then_some((header, len))
     }
 
     /// Position of the committed batch that holds `offset` (or the first
@@ -398,10 +399,10 @@ impl Segment {
         let relative = (offset - self.base_offset) as u32;
         let mut position = self.index.floor_position(relative, committed.bytes);
         while position < committed.bytes {
-            let Some(len) = self.batch_len_before(position, committed.bytes) else {
+            let Some((header, len)) = self.batch_within(position, committed.bytes) else {
                 break;
             };
-            if self.header_at(position).last_offset() >= offset as i64 {
+            if header.last_offset() >= offset as i64 {
                 break;
             }
             position += len;
@@ -416,7 +417,7 @@ impl Segment {
         if limit == committed.bytes {
             return limit;
         }
-        let Some(first_len) = self.batch_len_before(start, committed.bytes) else {
+        let Some((_, first_len)) = self.batch_within(start, committed.bytes) else {
             return start;
         };
         let first_end = start + first_len;
@@ -426,7 +427,7 @@ impl Segment {
         // Jump close to the limit through the index, then walk.
         let mut position = self.index.floor_batch_start(limit).max(start);
         loop {
-            let Some(len) = self.batch_len_before(position, committed.bytes) else {
+            let Some((_, len)) = self.batch_within(position, committed.bytes) else {
                 return position;
             };
             if position + len > limit {

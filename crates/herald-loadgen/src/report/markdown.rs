@@ -301,17 +301,10 @@ fn targets_table(rows: &[Row]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::test_rows::cpu_row;
+    use crate::report::test_rows::cpu_rows;
 
     fn rows_with_floors() -> Vec<Row> {
-        vec![
-            cpu_row(Kind::Produce, "herald", 40.0),
-            cpu_row(Kind::Produce, "kafka", 140.0),
-            cpu_row(Kind::Consume, "herald", 10.0),
-            cpu_row(Kind::Consume, "kafka", 15.0),
-            cpu_row(Kind::StoreFloor, "floor", 57.4),
-            cpu_row(Kind::SendFloor, "floor", 9.0),
-        ]
+        cpu_rows([40.0, 140.0, 10.0, 15.0, 57.4, 9.0])
     }
 
     #[test]

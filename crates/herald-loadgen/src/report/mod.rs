@@ -88,4 +88,19 @@ pub(crate) mod test_rows {
         row.broker_cpu_ns_per_msg = Some(cpu_ns);
         row
     }
+
+    /// CPU rows of both brokers and both floors, one per figure, in ns per
+    /// message: herald and Kafka producing, herald and Kafka consuming, the
+    /// store floor and the send floor.
+    pub(crate) fn cpu_rows(ns: [f64; 6]) -> Vec<Row> {
+        let [herald_produce, kafka_produce, herald_consume, kafka_consume, store, send] = ns;
+        vec![
+            cpu_row(Kind::Produce, "herald", herald_produce),
+            cpu_row(Kind::Produce, "kafka", kafka_produce),
+            cpu_row(Kind::Consume, "herald", herald_consume),
+            cpu_row(Kind::Consume, "kafka", kafka_consume),
+            cpu_row(Kind::StoreFloor, "floor", store),
+            cpu_row(Kind::SendFloor, "floor", send),
+        ]
+    }
 }

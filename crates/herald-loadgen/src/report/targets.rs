@@ -116,18 +116,11 @@ fn latency(rows: &[Row], out: &mut Vec<Verdict>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::test_rows::cpu_row;
+    use crate::report::test_rows::{cpu_row, cpu_rows};
 
     #[test]
     fn cpu_verdicts_show_the_matching_floor_and_keep_the_one_third_rule() {
-        let rows = vec![
-            cpu_row(Kind::Produce, "herald", 70.0),
-            cpu_row(Kind::Produce, "kafka", 140.0),
-            cpu_row(Kind::Consume, "herald", 4.5),
-            cpu_row(Kind::Consume, "kafka", 15.0),
-            cpu_row(Kind::StoreFloor, "floor", 70.0),
-            cpu_row(Kind::SendFloor, "floor", 3.0),
-        ];
+        let rows = cpu_rows([70.0, 140.0, 4.5, 15.0, 70.0, 3.0]);
         let cpu: Vec<Verdict> = verdicts(&rows)
             .into_iter()
             .filter(|v| v.target.contains("CPU"))
