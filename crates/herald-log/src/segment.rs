@@ -297,8 +297,12 @@ impl Segment {
         };
         self.file.provision(u64::from(reserved.bytes), lookahead);
         let capacity = self.file.map_len() as u32;
+        // The writer that crossed the middle decided it (`maybe_provision`)
+        // before its reservation landed: re-checking the reserved bytes here
+        // could find them still short of the middle, and the request is made
+        // only once.
         if !sealed
-            && reserved.bytes >= capacity / 2
+            && self.successor_requested.load(Ordering::Acquire)
             && self.successor.load().is_none()
             && self.next().is_none()
         {
