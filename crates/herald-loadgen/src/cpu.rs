@@ -1,7 +1,7 @@
 //! Broker CPU accounting from `/proc/PID/stat`: user + system time, so that
 //! brokers compare by their own cost per message whatever the client does.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// A reading of a process's CPU time.
 #[derive(Debug, Clone, Copy)]
@@ -35,6 +35,41 @@ pub fn between(before: CpuSample, after: CpuSample) -> (f64, f64) {
     (cpu_ns, cores)
 }
 
+/// How long [`settle`] waited, and whether the process went quiet.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Settled {
+    /// Time spent waiting.
+    pub waited: Duration,
+    /// False if `timeout` passed with the process still busy (or it could
+    /// not be read): the caller measures anyway and may say so.
+    pub quiet: bool,
+}
+
+/// Waits until `pid` uses less than `max_cores` of CPU over a whole
+/// `window`, or `timeout` passes.
+///
+/// Why: a broker finishes the previous run's work in the background
+/// (herald frees a deleted topic's pages on its own thread, Kafka deletes
+/// files and collects garbage later); measured without this, that work is
+/// charged to whatever run happens to come next.
+pub async fn settle(pid: u32, window: Duration, max_cores: f64, timeout: Duration) -> Settled {
+    let started = Instant::now();
+    let mut last = sample(pid);
+    loop {
+        tokio::time::sleep(window).await;
+        let now = sample(pid);
+        let quiet = match (last, now) {
+            (Some(before), Some(after)) => between(before, after).1 < max_cores,
+            _ => false,
+        };
+        let waited = started.elapsed();
+        if quiet || waited >= timeout {
+            return Settled { waited, quiet };
+        }
+        last = now;
+    }
+}
+
 /// The unit of `/proc/PID/stat` times: `sysconf(_SC_CLK_TCK)`.
 fn clock_ticks_per_s() -> f64 {
     // SAFETY: sysconf reads a constant of the C library; no memory is passed.
@@ -61,5 +96,38 @@ mod tests {
         let second = sample(std::process::id()).expect("own stat");
         let (cpu_ns, _) = between(first, second);
         assert!(cpu_ns >= 0.0);
+    }
+
+    #[tokio::test]
+    async fn settle_waits_while_the_process_is_busy() {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let spinner = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            })
+        };
+        let pid = std::process::id();
+        let busy = settle(
+            pid,
+            Duration::from_millis(200),
+            0.5,
+            Duration::from_millis(700),
+        )
+        .await;
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        spinner.join().expect("spinner");
+        assert!(!busy.quiet, "a spinning thread is not quiet");
+        assert!(busy.waited >= Duration::from_millis(700));
+        let idle = settle(
+            pid,
+            Duration::from_millis(200),
+            0.5,
+            Duration::from_secs(10),
+        )
+        .await;
+        assert!(idle.quiet, "an idle process settles");
     }
 }

@@ -20,6 +20,16 @@ use crate::{admin, cpu, histogram, latency, LoadError};
 /// Attempts of the readiness probe, 250 ms apart.
 const READY_ATTEMPTS: u32 = 40;
 
+/// Before each measured run the broker must have used less than
+/// `SETTLE_MAX_CORES` over a `SETTLE_WINDOW`, so that the previous run's
+/// background work (freeing a deleted topic, garbage collection) is not
+/// charged to this one; after `SETTLE_TIMEOUT` the run goes ahead anyway.
+const SETTLE_WINDOW: Duration = Duration::from_millis(300);
+/// See [`SETTLE_WINDOW`]; an idle JVM broker stays well below it.
+const SETTLE_MAX_CORES: f64 = 0.05;
+/// See [`SETTLE_WINDOW`].
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(20);
+
 /// One suite against one broker.
 #[derive(Debug, Clone)]
 pub struct Suite {
@@ -300,6 +310,15 @@ impl Suite {
         F: FnOnce(Arc<Progress>) -> Fut,
         Fut: std::future::Future<Output = Result<T, LoadError>>,
     {
+        if let Some(pid) = self.broker_pid {
+            let settled = cpu::settle(pid, SETTLE_WINDOW, SETTLE_MAX_CORES, SETTLE_TIMEOUT).await;
+            if !settled.quiet {
+                eprintln!(
+                    "  {label}: the broker was still busy after {:.1} s; measuring anyway",
+                    settled.waited.as_secs_f64()
+                );
+            }
+        }
         let progress = Arc::new(Progress::default());
         let printer = spawn_printer(label.to_owned(), progress.clone());
         let before = self.broker_pid.and_then(cpu::sample);

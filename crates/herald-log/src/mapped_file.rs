@@ -39,6 +39,10 @@ const PAGE_BYTES: u64 = 4096;
 /// Bytes allocated per `posix_fallocate` call.
 const ALLOCATE_CALL_BYTES: u64 = 1024 * 1024;
 
+/// How many preallocation steps ahead of the writers the provisioner must
+/// be before it yields its core between pieces.
+const UNHURRIED_STEPS: u64 = 2;
+
 /// Batches at least this large are written with `pwritev(2)` rather than
 /// copied into the mapping (see the module comment). Below it, the mapping
 /// wins although it costs more CPU in all: the provisioner zeroes the pages
@@ -161,7 +165,10 @@ impl MappedFile {
         if end <= self.allocated.load(Ordering::Acquire) {
             return Ok(());
         }
-        self.allocate_to(end.div_ceil(self.allocate_step.max(1)) * self.allocate_step.max(1))
+        self.allocate_to(
+            end.div_ceil(self.allocate_step.max(1)) * self.allocate_step.max(1),
+            None,
+        )
     }
 
     /// True if the allocation runs less than `lookahead_steps` steps ahead of
@@ -177,13 +184,21 @@ impl MappedFile {
     }
 
     /// Allocates `lookahead_steps` steps past `reserved_end` (background
-    /// work), then accepts new provisioning requests.
-    pub(crate) fn provision(&self, reserved_end: u64, lookahead_steps: u64) {
+    /// work), then accepts new provisioning requests. `writers_at` reads
+    /// where the writers have reserved up to by now.
+    pub(crate) fn provision(
+        &self,
+        reserved_end: u64,
+        lookahead_steps: u64,
+        writers_at: &dyn Fn() -> u64,
+    ) {
         // Whole steps, so that allocations (and the page ranges populated
         // after them) stay aligned.
         let step = self.allocate_step.max(1);
         let target = (reserved_end + step * lookahead_steps).div_ceil(step) * step;
-        if let Err(e) = self.allocate_to(target) {
+        let unhurried =
+            |allocated: u64| allocated >= writers_at().saturating_add(step * UNHURRIED_STEPS);
+        if let Err(e) = self.allocate_to(target, Some(&unhurried)) {
             // A writer reaching this range will allocate it itself and report
             // the error to its caller.
             tracing::debug!(path = %self.path.display(), error = %e, "background provisioning failed");
@@ -191,18 +206,23 @@ impl MappedFile {
         self.provisioning.store(false, Ordering::Release);
     }
 
-    fn allocate_to(&self, target: u64) -> io::Result<()> {
+    /// Allocates (and, for mapped writes, pre-faults) up to `target`.
+    /// With `unhurried`, the background caller gives up its core between
+    /// pieces while `unhurried(allocated so far)` holds.
+    fn allocate_to(&self, target: u64, unhurried: Option<&dyn Fn(u64) -> bool>) -> io::Result<()> {
         let target = target.min(self.map_len as u64);
         let have = self.allocated.load(Ordering::Acquire);
         if target <= have {
             return Ok(());
         }
+        let populate = self.mapped_writes.load(Ordering::Relaxed);
         // In pieces: the file system holds the file's lock for a whole call,
         // and writers' `pwritev` calls wait for it (on Linux by spinning).
         // Each piece is published at once, so that a writer arriving
         // meanwhile does not allocate it again (on tmpfs that would zero the
         // pages twice).
         let mut from = have;
+        let mut populated = have;
         while from < target {
             let to = (from + ALLOCATE_CALL_BYTES).min(target);
             // posix_fallocate is idempotent and safe to call concurrently:
@@ -216,9 +236,21 @@ impl MappedFile {
             }
             self.allocated.fetch_max(to, Ordering::AcqRel);
             from = to;
+            // Far ahead of the writers, the page work can wait: the request
+            // threads sharing the cores get them first, which is what keeps
+            // the latency tail short at light load. Close to the writers it
+            // must not wait, or they overtake it and fault pages in
+            // themselves, at a higher cost.
+            if unhurried.is_some_and(|unhurried| unhurried(to)) {
+                if populate {
+                    self.populate(populated, to);
+                    populated = to;
+                }
+                std::thread::yield_now();
+            }
         }
-        if self.mapped_writes.load(Ordering::Relaxed) {
-            self.populate(have, target);
+        if populate && populated < target {
+            self.populate(populated, target);
         }
         Ok(())
     }
@@ -384,7 +416,7 @@ mod tests {
             3 * u64::from(step) + 77,
             9 * u64::from(step) + 4_097,
         ] {
-            file.provision(reserved_end, 2);
+            file.provision(reserved_end, 2, &|| reserved_end);
             let allocated = file.allocated.load(Ordering::Acquire);
             assert_eq!(allocated % u64::from(step), 0, "after {reserved_end}");
             assert!(allocated >= reserved_end + 2 * u64::from(step));

@@ -295,7 +295,10 @@ impl Segment {
         } else {
             crate::provisioner::LOOKAHEAD_STEPS
         };
-        self.file.provision(u64::from(reserved.bytes), lookahead);
+        self.file
+            .provision(u64::from(reserved.bytes), lookahead, &|| {
+                u64::from(self.reserve.load().0.bytes)
+            });
         let capacity = self.file.map_len() as u32;
         // The writer that crossed the middle decided it (`maybe_provision`)
         // before its reservation landed: re-checking the reserved bytes here
@@ -310,7 +313,8 @@ impl Segment {
             let path = dir.join(prepared_file_name(self.base_offset));
             match MappedFile::open_writable(&path, capacity, self.allocate_step) {
                 Ok(file) => {
-                    file.provision(0, crate::provisioner::LOOKAHEAD_STEPS);
+                    // No writer uses it yet.
+                    file.provision(0, crate::provisioner::LOOKAHEAD_STEPS, &|| 0);
                     let prepared = PreparedSegment {
                         file: Some(file),
                         capacity,
