@@ -40,31 +40,34 @@ pub fn between(before: CpuSample, after: CpuSample) -> (f64, f64) {
 pub struct Settled {
     /// Time spent waiting.
     pub waited: Duration,
-    /// False if `timeout` passed with the process still busy (or it could
-    /// not be read): the caller measures anyway and may say so.
+    /// False if `timeout` passed with the process still busy: the caller
+    /// measures anyway and may say so.
     pub quiet: bool,
 }
 
 /// Waits until `pid` uses less than `max_cores` of CPU over a whole
-/// `window`, or `timeout` passes.
+/// `window`, or `timeout` passes; `None` at once if the process cannot be
+/// read (gone, or not ours to read), when there is nothing to wait for.
 ///
 /// Why: a broker finishes the previous run's work in the background
 /// (herald frees a deleted topic's pages on its own thread, Kafka deletes
 /// files and collects garbage later); measured without this, that work is
 /// charged to whatever run happens to come next.
-pub async fn settle(pid: u32, window: Duration, max_cores: f64, timeout: Duration) -> Settled {
+pub async fn settle(
+    pid: u32,
+    window: Duration,
+    max_cores: f64,
+    timeout: Duration,
+) -> Option<Settled> {
     let started = Instant::now();
-    let mut last = sample(pid);
+    let mut last = sample(pid)?;
     loop {
         tokio::time::sleep(window).await;
-        let now = sample(pid);
-        let quiet = match (last, now) {
-            (Some(before), Some(after)) => between(before, after).1 < max_cores,
-            _ => false,
-        };
+        let now = sample(pid)?;
+        let quiet = between(last, now).1 < max_cores;
         let waited = started.elapsed();
         if quiet || waited >= timeout {
-            return Settled { waited, quiet };
+            return Some(Settled { waited, quiet });
         }
         last = now;
     }
@@ -110,24 +113,16 @@ mod tests {
             })
         };
         let pid = std::process::id();
-        let busy = settle(
-            pid,
-            Duration::from_millis(200),
-            0.5,
-            Duration::from_millis(700),
-        )
-        .await;
+        let window = Duration::from_millis(200);
+        let busy = settle(pid, window, 0.5, Duration::from_millis(700)).await;
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         spinner.join().expect("spinner");
+        let busy = busy.expect("own stat");
         assert!(!busy.quiet, "a spinning thread is not quiet");
         assert!(busy.waited >= Duration::from_millis(700));
-        let idle = settle(
-            pid,
-            Duration::from_millis(200),
-            0.5,
-            Duration::from_secs(10),
-        )
-        .await;
-        assert!(idle.quiet, "an idle process settles");
+        let idle = settle(pid, window, 0.5, Duration::from_secs(10)).await;
+        assert!(idle.expect("own stat").quiet, "an idle process settles");
+        let gone = settle(u32::MAX, window, 0.5, Duration::from_secs(10)).await;
+        assert_eq!(gone, None, "no process to read, nothing to wait for");
     }
 }

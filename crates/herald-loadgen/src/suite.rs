@@ -311,12 +311,13 @@ impl Suite {
         Fut: std::future::Future<Output = Result<T, LoadError>>,
     {
         if let Some(pid) = self.broker_pid {
-            let settled = cpu::settle(pid, SETTLE_WINDOW, SETTLE_MAX_CORES, SETTLE_TIMEOUT).await;
-            if !settled.quiet {
-                eprintln!(
+            match cpu::settle(pid, SETTLE_WINDOW, SETTLE_MAX_CORES, SETTLE_TIMEOUT).await {
+                Some(settled) if !settled.quiet => eprintln!(
                     "  {label}: the broker was still busy after {:.1} s; measuring anyway",
                     settled.waited.as_secs_f64()
-                );
+                ),
+                Some(_) => {}
+                None => eprintln!("  {label}: cannot read the CPU time of PID {pid}"),
             }
         }
         let progress = Arc::new(Progress::default());

@@ -24,6 +24,7 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
 
 use memmap2::{MmapOptions, MmapRaw};
 
@@ -68,6 +69,12 @@ pub(crate) struct MappedFile {
     mapped_writes: AtomicBool,
     /// A writer is in `pwritev` on this file.
     syscall_busy: AtomicBool,
+    /// Held around each `pwritev` and each `fallocate` call. The kernel
+    /// lets only one of them into the file at a time anyway, and the one
+    /// that waits spins on a core for as long as the other runs (13.5% of
+    /// herald's CPU at 16384-record batches, one publisher); waiting here
+    /// sleeps instead.
+    file_calls: Mutex<()>,
 }
 
 impl MappedFile {
@@ -97,6 +104,7 @@ impl MappedFile {
             provisioning: AtomicBool::new(false),
             mapped_writes: AtomicBool::new(true),
             syscall_busy: AtomicBool::new(false),
+            file_calls: Mutex::new(()),
         })
     }
 
@@ -117,6 +125,7 @@ impl MappedFile {
             provisioning: AtomicBool::new(false),
             mapped_writes: AtomicBool::new(true),
             syscall_busy: AtomicBool::new(false),
+            file_calls: Mutex::new(()),
         })
     }
 
@@ -227,9 +236,12 @@ impl MappedFile {
             let to = (from + ALLOCATE_CALL_BYTES).min(target);
             // posix_fallocate is idempotent and safe to call concurrently:
             // two threads allocating overlapping ranges both succeed.
-            // SAFETY: plain syscall on a file descriptor we own.
-            let rc = unsafe {
-                libc::posix_fallocate(self.file.as_raw_fd(), from as i64, (to - from) as i64)
+            let rc = {
+                let _turn = self.file_call_turn();
+                // SAFETY: plain syscall on a file descriptor we own.
+                unsafe {
+                    libc::posix_fallocate(self.file.as_raw_fd(), from as i64, (to - from) as i64)
+                }
             };
             if rc != 0 {
                 return Err(io::Error::from_raw_os_error(rc));
@@ -296,7 +308,10 @@ impl MappedFile {
         // call path taken copies through the mapping instead: it pays for
         // zeroing the pages, but never waits for another writer.
         if !mapped && !self.syscall_busy.swap(true, Ordering::Acquire) {
-            let written = self.write_with_syscalls(u64::from(position), header, body);
+            let written = {
+                let _turn = self.file_call_turn();
+                self.write_with_syscalls(u64::from(position), header, body)
+            };
             self.syscall_busy.store(false, Ordering::Release);
             match written {
                 Ok(()) => return,
@@ -323,6 +338,13 @@ impl MappedFile {
         };
         copy(0, header);
         copy(header.len(), body);
+    }
+
+    /// The turn to make a `pwritev` or `fallocate` call on the file.
+    fn file_call_turn(&self) -> MutexGuard<'_, ()> {
+        // The guarded data is `()`: a panic while holding it left nothing
+        // half-done.
+        self.file_calls.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Writes `header` then `body` at `offset` in one `pwritev(2)`. A short
