@@ -317,7 +317,9 @@ impl Suite {
                     settled.waited.as_secs_f64()
                 ),
                 Some(_) => {}
-                None => eprintln!("  {label}: cannot read the CPU time of PID {pid}"),
+                None => eprintln!(
+                    "  {label}: cannot read the CPU time of PID {pid} (has the broker exited?)"
+                ),
             }
         }
         let progress = Arc::new(Progress::default());

@@ -14,17 +14,19 @@
 //! copy overwrites it, and on tmpfs that zeroing and mapping cost more than
 //! the copy itself. The file system lets one write into a file at a time, so
 //! a large batch that finds another writer in `pwritev` is copied through
-//! the mapping instead: appends stay free of waits. The file pre-faults
+//! the mapping instead: no writer waits for another's copy. (A `pwritev`
+//! does wait for an `fallocate` call in progress on the file, at most one
+//! 1 MiB piece.) The file pre-faults
 //! only while the recent writes go through the mapping. Both paths put the
 //! bytes in the same page cache, which the mapping reads, so readers see no
 //! difference.
 
+use parking_lot::{Mutex, MutexGuard};
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
 
 use memmap2::{MmapOptions, MmapRaw};
 
@@ -41,7 +43,9 @@ const PAGE_BYTES: u64 = 4096;
 const ALLOCATE_CALL_BYTES: u64 = 1024 * 1024;
 
 /// How many preallocation steps ahead of the writers the provisioner must
-/// be before it yields its core between pieces.
+/// be before it yields its core between pieces. Writers ask for
+/// provisioning once they come within half of `LOOKAHEAD_STEPS` (4) of the
+/// allocated end, so below 2 steps it is running late and must not yield.
 const UNHURRIED_STEPS: u64 = 2;
 
 /// Batches at least this large are written with `pwritev(2)` rather than
@@ -194,20 +198,20 @@ impl MappedFile {
 
     /// Allocates `lookahead_steps` steps past `reserved_end` (background
     /// work), then accepts new provisioning requests. `writers_at` reads
-    /// where the writers have reserved up to by now.
+    /// where the writers have reserved up to by now, or `None` once the
+    /// segment is sealed: then nothing more will be written, the file may be
+    /// trimmed to its data, and provisioning stops.
     pub(crate) fn provision(
         &self,
         reserved_end: u64,
         lookahead_steps: u64,
-        writers_at: &dyn Fn() -> u64,
+        writers_at: &dyn Fn() -> Option<u64>,
     ) {
         // Whole steps, so that allocations (and the page ranges populated
         // after them) stay aligned.
         let step = self.allocate_step.max(1);
         let target = (reserved_end + step * lookahead_steps).div_ceil(step) * step;
-        let unhurried =
-            |allocated: u64| allocated >= writers_at().saturating_add(step * UNHURRIED_STEPS);
-        if let Err(e) = self.allocate_to(target, Some(&unhurried)) {
+        if let Err(e) = self.allocate_to(target, Some(writers_at)) {
             // A writer reaching this range will allocate it itself and report
             // the error to its caller.
             tracing::debug!(path = %self.path.display(), error = %e, "background provisioning failed");
@@ -216,44 +220,61 @@ impl MappedFile {
     }
 
     /// Allocates (and, for mapped writes, pre-faults) up to `target`.
-    /// With `unhurried`, the background caller gives up its core between
-    /// pieces while `unhurried(allocated so far)` holds.
-    fn allocate_to(&self, target: u64, unhurried: Option<&dyn Fn(u64) -> bool>) -> io::Result<()> {
+    /// `background` is the provisioner's view of the writers (see
+    /// [`Self::provision`]); a writer allocating for itself passes `None`.
+    fn allocate_to(
+        &self,
+        target: u64,
+        background: Option<&dyn Fn() -> Option<u64>>,
+    ) -> io::Result<()> {
         let target = target.min(self.map_len as u64);
         let have = self.allocated.load(Ordering::Acquire);
         if target <= have {
             return Ok(());
         }
+        let step = self.allocate_step.max(1);
         let populate = self.mapped_writes.load(Ordering::Relaxed);
         // In pieces: the file system holds the file's lock for a whole call,
-        // and writers' `pwritev` calls wait for it (on Linux by spinning).
-        // Each piece is published at once, so that a writer arriving
-        // meanwhile does not allocate it again (on tmpfs that would zero the
-        // pages twice).
+        // and a writer's `pwritev` waits for it. Each piece is published at
+        // once, so that a writer arriving meanwhile does not allocate it
+        // again.
         let mut from = have;
         let mut populated = have;
         while from < target {
             let to = (from + ALLOCATE_CALL_BYTES).min(target);
-            // posix_fallocate is idempotent and safe to call concurrently:
-            // two threads allocating overlapping ranges both succeed.
-            let rc = {
-                let _turn = self.file_call_turn();
-                // SAFETY: plain syscall on a file descriptor we own.
-                unsafe {
-                    libc::posix_fallocate(self.file.as_raw_fd(), from as i64, (to - from) as i64)
-                }
-            };
-            if rc != 0 {
-                return Err(io::Error::from_raw_os_error(rc));
+            let turn = self.file_call_turn();
+            // Checked under the turn, which `truncate` takes too: a sealed
+            // segment's file is trimmed to its data and must not grow back.
+            if background.is_some_and(|writers_at| writers_at().is_none()) {
+                return Ok(());
             }
-            self.allocated.fetch_max(to, Ordering::AcqRel);
+            // Another allocator may have covered this piece meanwhile.
+            if to > self.allocated.load(Ordering::Acquire) {
+                // posix_fallocate is idempotent: a range allocated twice is
+                // still allocated once.
+                // SAFETY: plain syscall on a file descriptor we own.
+                let rc = unsafe {
+                    libc::posix_fallocate(self.file.as_raw_fd(), from as i64, (to - from) as i64)
+                };
+                if rc != 0 {
+                    return Err(io::Error::from_raw_os_error(rc));
+                }
+                self.allocated.fetch_max(to, Ordering::AcqRel);
+            }
+            // Handed straight to a writer waiting for `pwritev`: released
+            // the usual way, the turn could go back to this loop's next
+            // piece before the woken writer runs, again and again.
+            MutexGuard::unlock_fair(turn);
             from = to;
             // Far ahead of the writers, the page work can wait: the request
             // threads sharing the cores get them first, which is what keeps
             // the latency tail short at light load. Close to the writers it
             // must not wait, or they overtake it and fault pages in
             // themselves, at a higher cost.
-            if unhurried.is_some_and(|unhurried| unhurried(to)) {
+            let unhurried = background
+                .and_then(|writers_at| writers_at())
+                .is_some_and(|at| to >= at.saturating_add(step * UNHURRIED_STEPS));
+            if unhurried {
                 if populate {
                     self.populate(populated, to);
                     populated = to;
@@ -306,7 +327,7 @@ impl MappedFile {
         // The file system serializes writes to a file, and a writer waiting
         // for another spins in the kernel. A writer that finds the system
         // call path taken copies through the mapping instead: it pays for
-        // zeroing the pages, but never waits for another writer.
+        // zeroing the pages, but never waits for another writer's copy.
         if !mapped && !self.syscall_busy.swap(true, Ordering::Acquire) {
             let written = {
                 let _turn = self.file_call_turn();
@@ -342,9 +363,7 @@ impl MappedFile {
 
     /// The turn to make a `pwritev` or `fallocate` call on the file.
     fn file_call_turn(&self) -> MutexGuard<'_, ()> {
-        // The guarded data is `()`: a panic while holding it left nothing
-        // half-done.
-        self.file_calls.lock().unwrap_or_else(|p| p.into_inner())
+        self.file_calls.lock()
     }
 
     /// Writes `header` then `body` at `offset` in one `pwritev(2)`. A short
@@ -416,8 +435,12 @@ impl MappedFile {
     /// Cuts the file to `len` bytes and syncs it. Only for a segment no
     /// writer can touch any more.
     pub(crate) fn truncate(&self, len: u64) -> io::Result<()> {
-        self.file.set_len(len)?;
-        self.allocated.store(len, Ordering::Release);
+        {
+            // Not between a background allocation's check and its call.
+            let _turn = self.file_call_turn();
+            self.file.set_len(len)?;
+            self.allocated.store(len, Ordering::Release);
+        }
         self.file.sync_all()
     }
 }
@@ -438,10 +461,37 @@ mod tests {
             3 * u64::from(step) + 77,
             9 * u64::from(step) + 4_097,
         ] {
-            file.provision(reserved_end, 2, &|| reserved_end);
+            file.provision(reserved_end, 2, &|| Some(reserved_end));
             let allocated = file.allocated.load(Ordering::Acquire);
             assert_eq!(allocated % u64::from(step), 0, "after {reserved_end}");
             assert!(allocated >= reserved_end + 2 * u64::from(step));
         }
+    }
+
+    #[test]
+    fn provisioning_far_ahead_of_the_writers_still_reaches_its_target() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let step = 1024 * 1024;
+        let file =
+            MappedFile::open_writable(&dir.path().join("s.log"), 64 * step, step).expect("open");
+        // Writers still at 0: every piece past the second step yields.
+        file.provision(5 * u64::from(step) + 123, 4, &|| Some(0));
+        assert_eq!(file.allocated.load(Ordering::Acquire), 10 * u64::from(step));
+        assert_eq!(file.file_len().expect("len"), 10 * u64::from(step));
+    }
+
+    #[test]
+    fn provisioning_stops_once_the_segment_is_sealed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let step = 1024 * 1024;
+        let file =
+            MappedFile::open_writable(&dir.path().join("s.log"), 64 * step, step).expect("open");
+        file.provision(0, 2, &|| Some(0));
+        // Sealed and trimmed to its data, as `finalize_sealed` leaves it; a
+        // provisioning run that was already queued must not grow it back.
+        file.truncate(5000).expect("trim");
+        file.provision(5000, 4, &|| None);
+        assert_eq!(file.file_len().expect("len"), 5000);
+        assert_eq!(file.allocated.load(Ordering::Acquire), 5000);
     }
 }

@@ -297,7 +297,8 @@ impl Segment {
         };
         self.file
             .provision(u64::from(reserved.bytes), lookahead, &|| {
-                u64::from(self.reserve.load().0.bytes)
+                let (reserved, sealed) = self.reserve.load();
+                (!sealed).then_some(u64::from(reserved.bytes))
             });
         let capacity = self.file.map_len() as u32;
         // The writer that crossed the middle decided it (`maybe_provision`)
@@ -314,7 +315,7 @@ impl Segment {
             match MappedFile::open_writable(&path, capacity, self.allocate_step) {
                 Ok(file) => {
                     // No writer uses it yet.
-                    file.provision(0, crate::provisioner::LOOKAHEAD_STEPS, &|| 0);
+                    file.provision(0, crate::provisioner::LOOKAHEAD_STEPS, &|| Some(0));
                     let prepared = PreparedSegment {
                         file: Some(file),
                         capacity,
