@@ -78,6 +78,10 @@ enum Command {
         /// How long to measure, in seconds.
         #[arg(long, default_value_t = 2.0)]
         secs: f64,
+        /// Runs; the median is kept (one short run can be an outlier on a
+        /// shared machine).
+        #[arg(long, default_value_t = 3)]
+        repeats: u32,
         /// JSON-lines file the row is appended to.
         #[arg(long)]
         out: PathBuf,
@@ -90,6 +94,9 @@ enum Command {
         /// How long to measure each floor, in seconds.
         #[arg(long, default_value_t = 2.0)]
         secs: f64,
+        /// Runs of each floor; the median is kept.
+        #[arg(long, default_value_t = 3)]
+        repeats: u32,
         /// JSON-lines file the rows are appended to.
         #[arg(long)]
         out: PathBuf,
@@ -166,20 +173,41 @@ fn main() -> anyhow::Result<()> {
             let rows = runtime.block_on(suite.run())?;
             eprintln!("{} rows written to {}", rows.len(), suite.out.display());
         }
-        Command::Loopback { secs, out } => {
-            let bytes_per_s = loopback::measure(Duration::from_secs_f64(secs))?;
-            let mut row = Row::new(Kind::Loopback, "loopback", 0, 1);
-            row.secs = secs;
-            row.mb_per_s = bytes_per_s / 1e6;
-            eprintln!("loopback TCP: {:.0} MB/s", row.mb_per_s);
+        Command::Loopback { secs, repeats, out } => {
+            let mut runs = Vec::new();
+            for _ in 0..repeats.max(1) {
+                let bytes_per_s = loopback::measure(Duration::from_secs_f64(secs))?;
+                let mut row = Row::new(Kind::Loopback, "loopback", 0, 1);
+                row.secs = secs;
+                row.mb_per_s = bytes_per_s / 1e6;
+                eprintln!("loopback TCP: {:.0} MB/s", row.mb_per_s);
+                runs.push(row);
+            }
+            let row = median_by_bandwidth(runs).context("no loopback run")?;
+            eprintln!("loopback TCP, median: {:.0} MB/s", row.mb_per_s);
             append_rows(&out, &[row])?;
         }
-        Command::Floor { dir, secs, out } => {
+        Command::Floor {
+            dir,
+            secs,
+            repeats,
+            out,
+        } => {
             let duration = Duration::from_secs_f64(secs);
-            let store = floor::store_floor(&dir, duration).context("store floor")?;
-            let store = floor_row("store floor", &store, Kind::StoreFloor);
-            let send = floor::send_floor(&dir, duration).context("send floor")?;
-            let send = floor_row("send floor", &send, Kind::SendFloor);
+            let (mut stores, mut sends) = (Vec::new(), Vec::new());
+            for _ in 0..repeats.max(1) {
+                let store = floor::store_floor(&dir, duration).context("store floor")?;
+                stores.push(floor_row("store floor", &store, Kind::StoreFloor));
+                let send = floor::send_floor(&dir, duration).context("send floor")?;
+                sends.push(floor_row("send floor", &send, Kind::SendFloor));
+            }
+            let store = median_by_bandwidth(stores).context("no store floor run")?;
+            let send = median_by_bandwidth(sends).context("no send floor run")?;
+            eprintln!(
+                "floors, median runs: store {:.1}, send {:.1} ns/msg of CPU",
+                store.broker_cpu_ns_per_msg.unwrap_or(0.0),
+                send.broker_cpu_ns_per_msg.unwrap_or(0.0)
+            );
             append_rows(&out, &[store, send])?;
         }
         Command::Report {
@@ -206,6 +234,13 @@ fn main() -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The run with the median bandwidth (the upper one of an even count).
+fn median_by_bandwidth(mut runs: Vec<Row>) -> Option<Row> {
+    runs.sort_by(|a, b| a.mb_per_s.total_cmp(&b.mb_per_s));
+    let middle = runs.len() / 2;
+    runs.into_iter().nth(middle)
 }
 
 /// The row of one floor, announced on stderr.

@@ -23,7 +23,7 @@ values, data on tmpfs, both brokers driven by the same load generator \
     if let Some(l) = rows.iter().find(|r| r.kind == Kind::Loopback) {
         let _ = writeln!(
             md,
-            "- Loopback TCP, one stream, 1 MiB writes: {:.0} MB/s",
+            "- Loopback TCP, one stream, 1 MiB writes: {:.0} MB/s (median of the runs)",
             l.mb_per_s
         );
     }
