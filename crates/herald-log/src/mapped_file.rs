@@ -449,43 +449,44 @@ impl MappedFile {
 mod tests {
     use super::*;
 
+    /// The allocation step of the test files.
+    const STEP: u32 = 1024 * 1024;
+
+    /// A fresh writable file of 64 steps (the directory lives as long as
+    /// the returned guard).
+    fn segment_file() -> (tempfile::TempDir, MappedFile) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file =
+            MappedFile::open_writable(&dir.path().join("s.log"), 64 * STEP, STEP).expect("open");
+        (dir, file)
+    }
+
     #[test]
     fn background_provisioning_keeps_allocations_step_aligned() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let step = 1024 * 1024;
-        let file =
-            MappedFile::open_writable(&dir.path().join("s.log"), 64 * step, step).expect("open");
+        let (_dir, file) = segment_file();
+        let step = u64::from(STEP);
         // A reserved end in the middle of a page, as appends leave it.
-        for reserved_end in [
-            12_345u64,
-            3 * u64::from(step) + 77,
-            9 * u64::from(step) + 4_097,
-        ] {
+        for reserved_end in [12_345u64, 3 * step + 77, 9 * step + 4_097] {
             file.provision(reserved_end, 2, &|| Some(reserved_end));
             let allocated = file.allocated.load(Ordering::Acquire);
-            assert_eq!(allocated % u64::from(step), 0, "after {reserved_end}");
-            assert!(allocated >= reserved_end + 2 * u64::from(step));
+            assert_eq!(allocated % step, 0, "after {reserved_end}");
+            assert!(allocated >= reserved_end + 2 * step);
         }
     }
 
     #[test]
     fn provisioning_far_ahead_of_the_writers_still_reaches_its_target() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let step = 1024 * 1024;
-        let file =
-            MappedFile::open_writable(&dir.path().join("s.log"), 64 * step, step).expect("open");
+        let (_dir, file) = segment_file();
+        let step = u64::from(STEP);
         // Writers still at 0: every piece past the second step yields.
-        file.provision(5 * u64::from(step) + 123, 4, &|| Some(0));
-        assert_eq!(file.allocated.load(Ordering::Acquire), 10 * u64::from(step));
-        assert_eq!(file.file_len().expect("len"), 10 * u64::from(step));
+        file.provision(5 * step + 123, 4, &|| Some(0));
+        assert_eq!(file.allocated.load(Ordering::Acquire), 10 * step);
+        assert_eq!(file.file_len().expect("len"), 10 * step);
     }
 
     #[test]
     fn provisioning_stops_once_the_segment_is_sealed() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let step = 1024 * 1024;
-        let file =
-            MappedFile::open_writable(&dir.path().join("s.log"), 64 * step, step).expect("open");
+        let (_dir, file) = segment_file();
         file.provision(0, 2, &|| Some(0));
         // Sealed and trimmed to its data, as `finalize_sealed` leaves it; a
         // provisioning run that was already queued must not grow it back.
