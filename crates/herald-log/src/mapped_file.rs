@@ -243,11 +243,12 @@ impl MappedFile {
         while from < target {
             let to = (from + ALLOCATE_CALL_BYTES).min(target);
             let turn = self.file_call_turn();
-            // Checked under the turn, which `truncate` takes too: a sealed
+            // Read under the turn, which `truncate` takes too: a sealed
             // segment's file is trimmed to its data and must not grow back.
-            if background.is_some_and(|writers_at| writers_at().is_none()) {
-                return Ok(());
-            }
+            let writers = match background.map(|writers_at| writers_at()) {
+                Some(None) => return Ok(()),
+                writers => writers.flatten(),
+            };
             // Another allocator may have covered this piece meanwhile.
             if to > self.allocated.load(Ordering::Acquire) {
                 // posix_fallocate is idempotent: a range allocated twice is
@@ -271,9 +272,8 @@ impl MappedFile {
             // the latency tail short at light load. Close to the writers it
             // must not wait, or they overtake it and fault pages in
             // themselves, at a higher cost.
-            let unhurried = background
-                .and_then(|writers_at| writers_at())
-                .is_some_and(|at| to >= at.saturating_add(step * UNHURRIED_STEPS));
+            let unhurried =
+                writers.is_some_and(|at| to >= at.saturating_add(step * UNHURRIED_STEPS));
             if unhurried {
                 if populate {
                     self.populate(populated, to);

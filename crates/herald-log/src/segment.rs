@@ -290,16 +290,15 @@ impl Segment {
     /// once it is half full, prepare its successor.
     pub(crate) fn provision_ahead(&self) {
         let (reserved, sealed) = self.reserve.load();
-        let lookahead = if sealed {
-            0
-        } else {
-            crate::provisioner::LOOKAHEAD_STEPS
-        };
-        self.file
-            .provision(u64::from(reserved.bytes), lookahead, &|| {
+        // Once sealed, `provision` stops before allocating anything.
+        self.file.provision(
+            u64::from(reserved.bytes),
+            crate::provisioner::LOOKAHEAD_STEPS,
+            &|| {
                 let (reserved, sealed) = self.reserve.load();
                 (!sealed).then_some(u64::from(reserved.bytes))
-            });
+            },
+        );
         let capacity = self.file.map_len() as u32;
         // The writer that crossed the middle decided it (`maybe_provision`)
         // before its reservation landed: re-checking the reserved bytes here
