@@ -363,7 +363,6 @@ impl Broker {
         admin.metadata = next;
         for partition in topic.partitions().iter() {
             partition
-                .log()
                 .update_config(log_config.clone())
                 .map_err(|e| BrokerError::invalid_config(e.key, &e.value.to_string(), e.reason))?;
         }
@@ -417,7 +416,7 @@ impl Broker {
     pub fn maintain(&self, now: SystemTime) {
         for topic in self.topics() {
             for partition in topic.partitions().iter() {
-                if let Err(e) = partition.log().maintain(now) {
+                if let Err(e) = partition.maintain(now) {
                     tracing::error!(topic = topic.name(), partition = partition.index(), error = %e, "log maintenance failed");
                 }
             }
@@ -443,7 +442,7 @@ impl Broker {
                     // Only costs restart time: the log is replayed instead.
                     tracing::warn!(topic = topic.name(), partition = partition.index(), error = %e, "producer snapshot not written");
                 }
-                if let Err(source) = partition.log().close() {
+                if let Err(source) = partition.close() {
                     tracing::error!(topic = topic.name(), partition = partition.index(), error = %source, "closing log failed");
                     first_error.get_or_insert(BrokerError::Log {
                         topic: topic.name().to_owned(),

@@ -4,7 +4,9 @@
 
 use std::path::PathBuf;
 
-use herald_log::{AppendError, BatchError, LogError, ReadError};
+use herald_log::{BatchError, LogError};
+
+use crate::storage::StorageError;
 
 /// Why an administrative or lookup operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -168,25 +170,17 @@ pub enum ProduceError {
         /// Producer id.
         producer_id: i64,
     },
-    /// The log refused the append (poisoned by an I/O failure, or closed).
+    /// The partition's storage refused or failed the append (failed, full,
+    /// closed, not the leader, timed out).
     #[error(transparent)]
-    Storage(AppendError),
+    Storage(StorageError),
 }
 
-impl From<AppendError> for ProduceError {
-    fn from(e: AppendError) -> Self {
+impl From<StorageError> for ProduceError {
+    fn from(e: StorageError) -> Self {
         match e {
-            AppendError::InvalidBatch(b) => ProduceError::InvalidBatch(b),
-            AppendError::TooLarge { size, max } => ProduceError::TooLarge { size, max },
+            StorageError::TooLarge { size, max } => ProduceError::TooLarge { size, max },
             other => ProduceError::Storage(other),
         }
     }
-}
-
-/// Why a fetch or offset lookup on a partition failed.
-#[derive(Debug, Clone, Copy, thiserror::Error)]
-pub enum FetchError {
-    /// The offset is outside the stored range.
-    #[error(transparent)]
-    OffsetOutOfRange(#[from] ReadError),
 }

@@ -12,8 +12,11 @@
 //! and nothing here depends on an async runtime.
 //!
 //! A produce goes `Broker::topic` → `Topic::partition` → `Partition::append`
-//! (exactly one batch: the sequence check for idempotent producers, then
-//! `Log::append`); a fetch goes to `Partition::read` and `Log::wait_for_data`.
+//! (exactly one batch: the sequence check for idempotent producers, then the
+//! partition contract's two-step append); a fetch goes to `Partition::read`
+//! and `Partition::wait_for_data`. [`Partition`] is the only door to a
+//! partition's records: behind it, [`storage::PartitionStorage`] is the
+//! contract every backend honours (today the embedded [`herald_log::Log`]).
 
 pub mod broker;
 pub mod config;
@@ -28,14 +31,17 @@ pub mod producer_ids;
 mod producer_snapshot;
 pub mod producer_state;
 pub mod records;
+pub mod storage;
 pub mod topic;
 pub mod topic_config;
 
 pub use broker::{Broker, ConfigChange, TopicSummary};
 pub use config::BrokerConfig;
-pub use error::{BrokerError, FetchError, ProduceError};
+pub use error::{BrokerError, ProduceError};
 pub use groups::{GroupCall, GroupReply, GroupService, OFFSETS_TOPIC};
+pub use herald_log::{BatchError, FlushPolicy};
 pub use maintenance::Maintenance;
 pub use partition::{OffsetAndTimestamp, OffsetSpec, Partition, ProduceOutcome};
+pub use storage::{Acks, StorageError, StoredBatches, Watermarks};
 pub use topic::Topic;
 pub use topic_config::{ConfigEntry, ConfigSource, ConfigType, TopicConfig};

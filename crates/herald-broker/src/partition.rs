@@ -1,18 +1,24 @@
-//! One partition: its [`Log`] and the idempotent-producer state guarding
-//! appends to it.
+//! One partition: the door to its storage (a [`Backend`] behind the
+//! partition contract) and the idempotent-producer state guarding appends
+//! to it. Front ends reach a partition's records only through here.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use herald_log::batch::{self, BatchHeader};
-use herald_log::{FlushPolicy, Log, LogConfig, ReadSlice};
+use herald_log::{Log, LogConfig};
 use parking_lot::Mutex;
 
-use crate::error::{BrokerError, FetchError, ProduceError};
+use crate::error::{BrokerError, ProduceError};
 use crate::producer_snapshot;
 use crate::producer_state::{last_sequence, BatchMetadata, ProducerEntry, SequenceCheck};
 use crate::records;
+use crate::storage::{
+    Acks, Backend, BackendCompletion, LocalStorage, PartitionStorage, StorageError, StorageStats,
+    StoredBatches, Watermarks,
+};
 
 /// Bytes read at a time while rebuilding producer state from the log.
 const REBUILD_READ_BYTES: usize = 8 * 1024 * 1024;
@@ -55,9 +61,7 @@ pub struct OffsetAndTimestamp {
 /// A partition of a topic.
 pub struct Partition {
     index: u32,
-    log: Arc<Log>,
-    // The flush policy is broker-wide and fixed at start, so it is read once.
-    append_blocks: bool,
+    storage: Backend,
     snapshot: PathBuf,
     producers: Mutex<HashMap<i64, Arc<Mutex<ProducerEntry>>>>,
 }
@@ -79,12 +83,12 @@ impl Partition {
         config: LogConfig,
         snapshot: PathBuf,
     ) -> Result<Self, BrokerError> {
-        let log = Log::open(dir, config).map_err(|source| BrokerError::Log {
+        let local = LocalStorage::open(dir, config).map_err(|source| BrokerError::Log {
             topic: topic.to_owned(),
             partition: index,
             source,
         })?;
-        let producers = rebuild_producer_state(&log, producer_snapshot::load(&snapshot));
+        let producers = rebuild_producer_state(local.log(), producer_snapshot::load(&snapshot));
         if !producers.is_empty() {
             tracing::debug!(
                 topic,
@@ -97,11 +101,9 @@ impl Partition {
             .into_iter()
             .map(|(id, e)| (id, Arc::new(Mutex::new(e))))
             .collect();
-        let append_blocks = matches!(log.config().flush, FlushPolicy::EveryAppend);
         Ok(Self {
             index,
-            log: Arc::new(log),
-            append_blocks,
+            storage: Backend::Local(local),
             producers: Mutex::new(producers),
             snapshot,
         })
@@ -111,7 +113,7 @@ impl Partition {
     /// (at shutdown, after the listeners stopped): the state must be exactly
     /// that of the log up to its high watermark.
     pub(crate) fn save_producer_snapshot(&self) -> Result<(), BrokerError> {
-        let next_offset = self.log.high_watermark();
+        let next_offset = self.storage.watermarks().high_watermark;
         let producers: Vec<(i64, ProducerEntry)> = self
             .producers
             .lock()
@@ -139,21 +141,26 @@ impl Partition {
         self.index
     }
 
-    /// The partition's log (for reads, offsets and waiting for data).
-    pub fn log(&self) -> &Arc<Log> {
-        &self.log
+    /// Appends the records of one produce request to this partition and
+    /// resolves once they are as durable as `acks` asks. Kafka requires
+    /// exactly one batch per partition in a request (v3+), which makes the
+    /// answer (one base offset) and idempotence well defined.
+    pub async fn append(&self, records: &[u8], acks: Acks) -> Result<ProduceOutcome, ProduceError> {
+        let (outcome, completion) = self.place(records, acks)?;
+        if let Some(completion) = completion {
+            completion.await.map_err(ProduceError::Storage)?;
+        }
+        Ok(outcome)
     }
 
-    /// True if an append blocks until durable (the flush policy is
-    /// every-append), so async callers should run it on a blocking thread.
-    pub fn append_blocks(&self) -> bool {
-        self.append_blocks
-    }
-
-    /// Appends the records of one produce request to this partition. Kafka
-    /// requires exactly one batch per partition in a request (v3+), which
-    /// makes the answer (one base offset) and idempotence well defined.
-    pub fn append(&self, records: &[u8]) -> Result<ProduceOutcome, ProduceError> {
+    /// Validates the batch, checks an idempotent producer's sequence, and
+    /// places the batch in the partition's order. A retried batch already
+    /// stored is answered with its offsets and nothing to wait for.
+    fn place(
+        &self,
+        records: &[u8],
+        acks: Acks,
+    ) -> Result<(ProduceOutcome, Option<BackendCompletion>), ProduceError> {
         let mut split = batch::batches(records);
         let batch = split
             .next()
@@ -165,29 +172,43 @@ impl Partition {
         }
         let header = BatchHeader::parse(batch)
             .ok_or(ProduceError::InvalidRecords("truncated batch header"))?;
-        if header.producer_id() < 0 {
-            // Not idempotent: the log validates and appends without any lock.
-            let appended = self.log.append(batch)?;
-            return Ok(self.outcome(appended.base_offset, appended.last_offset, false));
+        // The size limit first, so an oversized batch costs no CRC.
+        let max = self.storage.max_batch_bytes();
+        if batch.len() > max {
+            return Err(ProduceError::TooLarge {
+                size: batch.len(),
+                max,
+            });
         }
-        // Validate before the sequence check, so a damaged retry is refused
-        // rather than answered as a duplicate.
         let valid = batch::ValidBatch::new(batch)?;
+        if header.producer_id() < 0 {
+            // Not idempotent: placed without any lock.
+            let pending = self.storage.append(valid, acks)?;
+            let a = pending.appended;
+            return Ok((
+                self.outcome(a.base_offset, a.last_offset, false),
+                Some(pending.completion),
+            ));
+        }
+        // Validated before the sequence check, so a damaged retry is refused
+        // rather than answered as a duplicate.
         if valid.header().is_transactional() {
             return Err(ProduceError::Transactional);
         }
-        self.append_idempotent(valid)
+        self.place_idempotent(valid, acks)
     }
 
-    fn append_idempotent(
+    fn place_idempotent(
         &self,
         valid: batch::ValidBatch<'_>,
-    ) -> Result<ProduceOutcome, ProduceError> {
+        acks: Acks,
+    ) -> Result<(ProduceOutcome, Option<BackendCompletion>), ProduceError> {
         let header = valid.header();
         let producer_id = header.producer_id();
         let entry = Arc::clone(self.producers.lock().entry(producer_id).or_default());
-        // Held across the append so that this producer's batches are checked
-        // and appended in one order; other producers are not blocked.
+        // Held while the batch is placed (not while it becomes durable), so
+        // that this producer's batches are checked and placed in one order;
+        // other producers are not blocked.
         let mut entry = entry.lock();
         let (epoch, first, count) = (
             header.producer_epoch(),
@@ -196,10 +217,11 @@ impl Partition {
         );
         match entry.check(producer_id, epoch, first, count)? {
             SequenceCheck::Duplicate(meta) => {
-                Ok(self.outcome(meta.base_offset, meta.last_offset, true))
+                Ok((self.outcome(meta.base_offset, meta.last_offset, true), None))
             }
             SequenceCheck::Append => {
-                let appended = self.log.append_valid(valid)?;
+                let pending = self.storage.append(valid, acks)?;
+                let appended = pending.appended;
                 entry.record(
                     epoch,
                     BatchMetadata {
@@ -209,7 +231,10 @@ impl Partition {
                         last_offset: appended.last_offset,
                     },
                 );
-                Ok(self.outcome(appended.base_offset, appended.last_offset, false))
+                Ok((
+                    self.outcome(appended.base_offset, appended.last_offset, false),
+                    Some(pending.completion),
+                ))
             }
         }
     }
@@ -218,45 +243,89 @@ impl Partition {
         ProduceOutcome {
             base_offset,
             last_offset,
-            log_start_offset: self.log.log_start_offset(),
+            log_start_offset: self.storage.watermarks().log_start_offset,
             duplicate,
         }
     }
 
     /// Whole batches from `offset`, up to `max_bytes` (at least one batch if
-    /// any exists there).
-    pub fn read(&self, offset: u64, max_bytes: usize) -> Result<ReadSlice, FetchError> {
-        Ok(self.log.read(offset, max_bytes)?)
+    /// any exists there), with the watermarks of this read: none of the
+    /// batches lies past the high watermark it states.
+    pub async fn read(&self, offset: u64, max_bytes: usize) -> Result<StoredBatches, StorageError> {
+        self.storage.read(offset, max_bytes).await
+    }
+
+    /// The log start offset and high watermark now.
+    pub fn watermarks(&self) -> Watermarks {
+        self.storage.watermarks()
+    }
+
+    /// Resolves once the high watermark is above `offset`, or the partition
+    /// stops serving (deleted, closed or failed); the caller re-checks the
+    /// watermarks. Wrap it in a timeout for a long poll.
+    pub async fn wait_for_data(&self, offset: u64) {
+        self.storage.wait_for_data(offset).await
+    }
+
+    /// Moves the log start offset up to `offset` (Kafka's DeleteRecords),
+    /// durably; returns the log start offset after the call.
+    pub async fn truncate_before(&self, offset: u64) -> Result<u64, StorageError> {
+        self.storage.truncate_before(offset).await
+    }
+
+    /// Why the partition's storage refuses to serve, if it does (a failed
+    /// fsync, a damaged log).
+    pub fn failure(&self) -> Option<Arc<str>> {
+        self.storage.failure()
+    }
+
+    /// Size and flush figures of the partition's storage.
+    pub fn stats(&self) -> StorageStats {
+        self.storage.stats()
     }
 
     /// Looks up an offset; `None` when no record matches (Kafka answers -1).
-    pub fn list_offset(&self, spec: OffsetSpec) -> Option<OffsetAndTimestamp> {
-        match spec {
-            OffsetSpec::Earliest => Some(OffsetAndTimestamp {
-                offset: self.log.log_start_offset(),
-                timestamp: -1,
-            }),
-            OffsetSpec::Latest => Some(OffsetAndTimestamp {
-                offset: self.log.high_watermark(),
-                timestamp: -1,
-            }),
-            OffsetSpec::MaxTimestamp => self
-                .log
-                .max_timestamp()
-                .map(|t| self.exact(t.offset, t.timestamp, t.timestamp)),
-            OffsetSpec::Timestamp(ts) => self
-                .log
-                .offset_for_timestamp(ts)
-                .map(|t| self.exact(t.offset, t.timestamp, ts)),
+    pub async fn list_offset(
+        &self,
+        spec: OffsetSpec,
+    ) -> Result<Option<OffsetAndTimestamp>, StorageError> {
+        let watermarks = |offset| OffsetAndTimestamp {
+            offset,
+            timestamp: -1,
+        };
+        Ok(match spec {
+            OffsetSpec::Earliest => {
+                self.check_serving()?;
+                Some(watermarks(self.watermarks().log_start_offset))
+            }
+            OffsetSpec::Latest => {
+                self.check_serving()?;
+                Some(watermarks(self.watermarks().high_watermark))
+            }
+            OffsetSpec::MaxTimestamp => match self.storage.max_timestamp().await? {
+                Some(t) => Some(self.exact(t.offset, t.timestamp, t.timestamp).await),
+                None => None,
+            },
+            OffsetSpec::Timestamp(ts) => match self.storage.offset_for_timestamp(ts).await? {
+                Some(t) => Some(self.exact(t.offset, t.timestamp, ts).await),
+                None => None,
+            },
+        })
+    }
+
+    fn check_serving(&self) -> Result<(), StorageError> {
+        match self.failure() {
+            Some(reason) => Err(StorageError::Failed(reason)),
+            None => Ok(()),
         }
     }
 
-    /// The log answers timestamp lookups exactly for uncompressed batches,
+    /// Storage answers timestamp lookups exactly for uncompressed batches,
     /// but with the containing batch for compressed ones; this finds the
     /// exact record (first with timestamp >= `target`) in that batch.
-    fn exact(&self, offset: u64, timestamp: i64, target: i64) -> OffsetAndTimestamp {
+    async fn exact(&self, offset: u64, timestamp: i64, target: i64) -> OffsetAndTimestamp {
         let found = OffsetAndTimestamp { offset, timestamp };
-        let Ok(slice) = self.log.read(offset, 1) else {
+        let Ok(slice) = self.storage.read(offset, 1).await else {
             return found;
         };
         let Some(Ok(batch)) = batch::batches(&slice.bytes).next() else {
@@ -273,6 +342,26 @@ impl Partition {
     /// Number of producers with state on this partition.
     pub fn producer_count(&self) -> usize {
         self.producers.lock().len()
+    }
+
+    /// Periodic upkeep of the storage (rolls, flushes, retention).
+    pub(crate) fn maintain(&self, now: SystemTime) -> Result<(), herald_log::LogError> {
+        self.storage.maintain(now)
+    }
+
+    /// Applies the topic's changed storage settings.
+    pub(crate) fn update_config(&self, config: LogConfig) -> Result<(), herald_log::ConfigError> {
+        self.storage.update_config(config)
+    }
+
+    /// Flushes and closes the storage cleanly.
+    pub(crate) fn close(&self) -> Result<(), herald_log::LogError> {
+        self.storage.close()
+    }
+
+    /// Stops the storage without a flush: the partition is being deleted.
+    pub(crate) fn retire(&self) {
+        self.storage.retire()
     }
 }
 

@@ -101,7 +101,7 @@ pub(crate) fn discard_partitions(data_dir: &Path, topic: &str, partitions: Vec<A
     let mut aside_dirs = Vec::with_capacity(partitions.len());
     for partition in &partitions {
         partition.remove_producer_snapshot();
-        partition.log().retire();
+        partition.retire();
         let dir = partition_dir(data_dir, topic, partition.index());
         let aside = data_dir.join(format!(
             "{topic}-{}.{}{DELETE_SUFFIX}",

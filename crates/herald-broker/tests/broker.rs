@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 
-use herald_broker::{Broker, BrokerConfig, BrokerError, ConfigChange, OffsetSpec, ProduceError};
+use herald_broker::{
+    Acks, Broker, BrokerConfig, BrokerError, ConfigChange, OffsetSpec, ProduceError,
+};
 use herald_log::batch::{testing, BatchHeader};
 
 fn open(dir: &std::path::Path) -> Arc<Broker> {
@@ -52,8 +54,8 @@ fn topics_and_configs_survive_restart() {
     assert!(broker.topic_by_id(id).is_some());
 }
 
-#[test]
-fn appended_batches_are_readable_after_restart_and_offsets_continue() {
+#[tokio::test]
+async fn appended_batches_are_readable_after_restart_and_offsets_continue() {
     let dir = tempfile::tempdir().expect("tempdir");
     {
         let broker = open(dir.path());
@@ -65,7 +67,8 @@ fn appended_batches_are_readable_after_restart_and_offsets_continue() {
             .and_then(|t| t.partition(0))
             .expect("partition");
         assert_eq!(
-            p.append(&testing::batch(3, b"a", 10))
+            p.append(&testing::batch(3, b"a", 10), Acks::All)
+                .await
                 .expect("append")
                 .base_offset,
             0
@@ -78,16 +81,24 @@ fn appended_batches_are_readable_after_restart_and_offsets_continue() {
         .and_then(|t| t.partition(0))
         .expect("partition");
     assert_eq!(
-        p.append(&testing::batch(2, b"b", 20))
+        p.append(&testing::batch(2, b"b", 20), Acks::All)
+            .await
             .expect("append")
             .base_offset,
         3
     );
-    assert_eq!(p.list_offset(OffsetSpec::Latest).expect("latest").offset, 5);
+    assert_eq!(
+        p.list_offset(OffsetSpec::Latest)
+            .await
+            .expect("lookup")
+            .expect("latest")
+            .offset,
+        5
+    );
 }
 
-#[test]
-fn retried_idempotent_batch_gets_original_offsets_even_after_restart() {
+#[tokio::test]
+async fn retried_idempotent_batch_gets_original_offsets_even_after_restart() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (pid, epoch) = {
         let broker = open(dir.path());
@@ -99,13 +110,17 @@ fn retried_idempotent_batch_gets_original_offsets_even_after_restart() {
             .topic("t")
             .and_then(|t| t.partition(0))
             .expect("partition");
-        p.append(&testing::batch(4, b"x", 0)).expect("plain");
+        p.append(&testing::batch(4, b"x", 0), Acks::All)
+            .await
+            .expect("plain");
         let first = p
-            .append(&idempotent_batch(2, pid, epoch, 0))
+            .append(&idempotent_batch(2, pid, epoch, 0), Acks::All)
+            .await
             .expect("first");
         assert_eq!((first.base_offset, first.duplicate), (4, false));
         let retry = p
-            .append(&idempotent_batch(2, pid, epoch, 0))
+            .append(&idempotent_batch(2, pid, epoch, 0), Acks::All)
+            .await
             .expect("retry");
         assert_eq!((retry.base_offset, retry.duplicate), (4, true));
         broker.close().expect("close");
@@ -117,11 +132,13 @@ fn retried_idempotent_batch_gets_original_offsets_even_after_restart() {
         .and_then(|t| t.partition(0))
         .expect("partition");
     let retry = p
-        .append(&idempotent_batch(2, pid, epoch, 0))
+        .append(&idempotent_batch(2, pid, epoch, 0), Acks::All)
+        .await
         .expect("retry after restart");
     assert_eq!((retry.base_offset, retry.duplicate), (4, true));
     let gap = p
-        .append(&idempotent_batch(1, pid, epoch, 5))
+        .append(&idempotent_batch(1, pid, epoch, 5), Acks::All)
+        .await
         .expect_err("gap");
     assert!(
         matches!(
@@ -134,10 +151,14 @@ fn retried_idempotent_batch_gets_original_offsets_even_after_restart() {
         ),
         "{gap}"
     );
-    let next = p.append(&idempotent_batch(1, pid, epoch, 2)).expect("next");
+    let next = p
+        .append(&idempotent_batch(1, pid, epoch, 2), Acks::All)
+        .await
+        .expect("next");
     assert_eq!(next.base_offset, 6);
     let fenced = p
-        .append(&idempotent_batch(1, pid, epoch - 1, 3))
+        .append(&idempotent_batch(1, pid, epoch - 1, 3), Acks::All)
+        .await
         .expect_err("old epoch");
     assert!(
         matches!(fenced, ProduceError::InvalidProducerEpoch { .. }),
@@ -168,8 +189,8 @@ fn epoch_bump_keeps_the_producer_id() {
     ));
 }
 
-#[test]
-fn deleted_topic_leaves_no_data_and_can_be_recreated_empty() {
+#[tokio::test]
+async fn deleted_topic_leaves_no_data_and_can_be_recreated_empty() {
     let dir = tempfile::tempdir().expect("tempdir");
     let broker = open(dir.path());
     broker
@@ -179,7 +200,9 @@ fn deleted_topic_leaves_no_data_and_can_be_recreated_empty() {
         .topic("gone")
         .and_then(|t| t.partition(0))
         .expect("partition");
-    p.append(&testing::batch(1, b"x", 0)).expect("append");
+    p.append(&testing::batch(1, b"x", 0), Acks::All)
+        .await
+        .expect("append");
     drop(p);
     broker.delete_topic("gone").expect("delete");
     assert!(broker.topic("gone").is_none());
@@ -208,7 +231,14 @@ fn deleted_topic_leaves_no_data_and_can_be_recreated_empty() {
         .topic("gone")
         .and_then(|t| t.partition(0))
         .expect("partition");
-    assert_eq!(p.list_offset(OffsetSpec::Latest).expect("latest").offset, 0);
+    assert_eq!(
+        p.list_offset(OffsetSpec::Latest)
+            .await
+            .expect("lookup")
+            .expect("latest")
+            .offset,
+        0
+    );
 }
 
 #[test]
@@ -230,8 +260,8 @@ fn partitions_only_grow_and_new_ones_survive_restart() {
     assert_eq!(open(dir.path()).topic("t").expect("t").partition_count(), 4);
 }
 
-#[test]
-fn altered_config_is_persisted_and_invalid_changes_are_refused() {
+#[tokio::test]
+async fn altered_config_is_persisted_and_invalid_changes_are_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     {
         let broker = open(dir.path());
@@ -260,7 +290,10 @@ fn altered_config_is_persisted_and_invalid_changes_are_refused() {
         .and_then(|t| t.partition(0))
         .expect("partition");
     let big = testing::batch(1, &[7u8; 4096], 0);
-    assert!(matches!(p.append(&big), Err(ProduceError::TooLarge { .. })));
+    assert!(matches!(
+        p.append(&big, Acks::All).await,
+        Err(ProduceError::TooLarge { .. })
+    ));
 }
 
 #[test]
@@ -284,8 +317,8 @@ fn auto_create_follows_config() {
     );
 }
 
-#[test]
-fn two_batches_in_one_partition_request_are_refused() {
+#[tokio::test]
+async fn two_batches_in_one_partition_request_are_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     let broker = open(dir.path());
     broker
@@ -298,18 +331,28 @@ fn two_batches_in_one_partition_request_are_refused() {
     let mut two = testing::batch(1, b"a", 0);
     two.extend(testing::batch(1, b"b", 0));
     assert!(matches!(
-        p.append(&two),
+        p.append(&two, Acks::All).await,
         Err(ProduceError::InvalidRecords(_))
     ));
     let mut bad = testing::batch(1, b"a", 0);
     let last = bad.len() - 1;
     bad[last] ^= 1;
-    assert!(matches!(p.append(&bad), Err(ProduceError::InvalidBatch(_))));
-    assert_eq!(p.list_offset(OffsetSpec::Latest).expect("latest").offset, 0);
+    assert!(matches!(
+        p.append(&bad, Acks::All).await,
+        Err(ProduceError::InvalidBatch(_))
+    ));
+    assert_eq!(
+        p.list_offset(OffsetSpec::Latest)
+            .await
+            .expect("lookup")
+            .expect("latest")
+            .offset,
+        0
+    );
 }
 
-#[test]
-fn producer_state_is_the_snapshot_plus_the_batches_after_it() {
+#[tokio::test]
+async fn producer_state_is_the_snapshot_plus_the_batches_after_it() {
     let dir = tempfile::tempdir().expect("tempdir");
     let pid = {
         let broker = open(dir.path());
@@ -321,7 +364,9 @@ fn producer_state_is_the_snapshot_plus_the_batches_after_it() {
             .topic("t")
             .and_then(|t| t.partition(0))
             .expect("partition");
-        p.append(&idempotent_batch(2, pid, 0, 0)).expect("first");
+        p.append(&idempotent_batch(2, pid, 0, 0), Acks::All)
+            .await
+            .expect("first");
         broker.close().expect("clean close writes the snapshot");
         pid
     };
@@ -333,7 +378,8 @@ fn producer_state_is_the_snapshot_plus_the_batches_after_it() {
             .and_then(|t| t.partition(0))
             .expect("partition");
         assert_eq!(
-            p.append(&idempotent_batch(1, pid, 0, 2))
+            p.append(&idempotent_batch(1, pid, 0, 2), Acks::All)
+                .await
                 .expect("second")
                 .base_offset,
             2
@@ -345,18 +391,21 @@ fn producer_state_is_the_snapshot_plus_the_batches_after_it() {
         .and_then(|t| t.partition(0))
         .expect("partition");
     let from_snapshot = p
-        .append(&idempotent_batch(2, pid, 0, 0))
+        .append(&idempotent_batch(2, pid, 0, 0), Acks::All)
+        .await
         .expect("retry of first");
     assert_eq!(
         (from_snapshot.base_offset, from_snapshot.duplicate),
         (0, true)
     );
     let from_replay = p
-        .append(&idempotent_batch(1, pid, 0, 2))
+        .append(&idempotent_batch(1, pid, 0, 2), Acks::All)
+        .await
         .expect("retry of second");
     assert_eq!((from_replay.base_offset, from_replay.duplicate), (2, true));
     assert_eq!(
-        p.append(&idempotent_batch(1, pid, 0, 3))
+        p.append(&idempotent_batch(1, pid, 0, 3), Acks::All)
+            .await
             .expect("next")
             .base_offset,
         3

@@ -10,7 +10,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use herald_log::FileRegion;
+use herald_broker::storage::FileRegion;
 use herald_metrics::KafkaMetrics;
 use kafka_protocol::messages::ApiKey;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter, Interest};

@@ -1,7 +1,6 @@
 //! The one place where broker-core errors become Kafka error codes.
 
-use herald_broker::{BrokerError, FetchError, ProduceError};
-use herald_log::{AppendError, BatchError};
+use herald_broker::{BatchError, BrokerError, ProduceError, StorageError};
 use kafka_protocol::ResponseError;
 
 /// No error.
@@ -26,15 +25,24 @@ pub fn produce(e: &ProduceError) -> i16 {
         ProduceError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
         ProduceError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
         ProduceError::UnknownProducerId { .. } => ResponseError::UnknownProducerId,
-        ProduceError::Storage(AppendError::Poisoned(_)) => ResponseError::KafkaStorageError,
+        ProduceError::Storage(e) => return storage(e),
+    }
+    .code()
+}
+
+/// Code for a partition whose storage refused or failed a call.
+pub fn storage(e: &StorageError) -> i16 {
+    match e {
+        StorageError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
+        StorageError::TooLarge { .. } => ResponseError::MessageTooLarge,
+        // Failed (a failed fsync, a damaged log) or unavailable (a full
+        // disk: nothing was written and the partition stays usable, so the
+        // client may retry, as Kafka's own clients do on a storage error).
+        StorageError::Failed(_) | StorageError::Unavailable(_) => ResponseError::KafkaStorageError,
         // Closed: the topic is being deleted or the broker is stopping; the
         // client refreshes metadata and retries, as after a leader change.
-        ProduceError::Storage(AppendError::Closed) => ResponseError::NotLeaderOrFollower,
-        // Storage could not be prepared (a full disk): nothing was written
-        // and the log stays usable, so the client may retry, as Kafka's own
-        // clients do on a storage error.
-        ProduceError::Storage(AppendError::Storage(_)) => ResponseError::KafkaStorageError,
-        ProduceError::Storage(_) => ResponseError::UnknownServerError,
+        StorageError::Closed | StorageError::NotLeader => ResponseError::NotLeaderOrFollower,
+        StorageError::TimedOut => ResponseError::RequestTimedOut,
     }
     .code()
 }
@@ -56,13 +64,6 @@ pub fn broker(e: &BrokerError) -> i16 {
         }
     }
     .code()
-}
-
-/// Code for a failed read.
-pub fn fetch(e: &FetchError) -> i16 {
-    match e {
-        FetchError::OffsetOutOfRange(_) => ResponseError::OffsetOutOfRange.code(),
-    }
 }
 
 /// Code for an answer of the group coordinator: it already speaks in Kafka

@@ -93,6 +93,28 @@ pub enum ReadError {
     },
 }
 
+/// Why moving the log start offset failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum TruncateError {
+    /// The offset is past the high watermark.
+    #[error("offset {requested} is past the high watermark {high_watermark}")]
+    OffsetOutOfRange {
+        /// Offset asked for.
+        requested: u64,
+        /// Next offset to be made visible.
+        high_watermark: u64,
+    },
+    /// The new start could not be made durable; the start is unchanged.
+    #[error("cannot store the log start offset: {0}")]
+    Storage(Arc<str>),
+    /// The log is poisoned by an earlier I/O failure.
+    #[error("log is poisoned: {0}")]
+    Poisoned(Arc<str>),
+    /// The log was closed.
+    #[error("log is closed")]
+    Closed,
+}
+
 /// A configuration value the log cannot work with.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid log configuration: {key} = {value} {reason}")]

@@ -12,11 +12,11 @@ use event_listener::{Event, Listener};
 
 use crate::batch;
 use crate::config::{FlushPolicy, LogConfig};
-use crate::error::{AppendError, ConfigError, LogError, ReadError};
+use crate::error::{AppendError, ConfigError, LogError, ReadError, TruncateError};
 use crate::extent::Extent;
 use crate::file_region::FileRegion;
 use crate::flush_stats::{FlushStats, FlushStatsSnapshot};
-use crate::persist::{sync_dir, Checkpoint, IndexFile};
+use crate::persist::{sync_dir, Checkpoint, IndexFile, LogStartFile};
 use crate::recovery::{recover, RecoveryReport};
 use crate::reserve::Reservation;
 use crate::segment::Segment;
@@ -101,6 +101,9 @@ pub struct Log {
     poisoned: AtomicBool,
     closed: AtomicBool,
     recovery: RecoveryReport,
+    /// The log start offset a truncation asked for (0 if none): readers see
+    /// the larger of it and the first segment's base offset.
+    start_floor: AtomicU64,
 }
 
 impl std::fmt::Debug for Log {
@@ -128,6 +131,8 @@ impl Log {
         let recovered = recover(&dir, &config)?;
         let segments = recovered.segments;
         let last = Arc::clone(segments.last().expect("recovery leaves an active segment"));
+        let start_floor = LogStartFile::read(&dir)
+            .map_err(|e| LogError::io("read", dir.join(LogStartFile::FILE), e))?;
         // The first segment that is not complete; only the last can be
         // incomplete after recovery.
         let log = Log {
@@ -147,6 +152,7 @@ impl Log {
             poisoned: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             recovery: recovered.report,
+            start_floor: AtomicU64::new(start_floor),
             dir,
         };
         // Everything recovered is on disk now; record that before appending.
@@ -177,6 +183,12 @@ impl Log {
         self.append_valid(batch::ValidBatch::new(batch)?)
     }
 
+    /// The largest batch accepted, in bytes (`max_batch_bytes` of the
+    /// config in force).
+    pub fn max_batch_bytes(&self) -> usize {
+        self.max_batch_bytes.load(Ordering::Relaxed) as usize
+    }
+
     fn check_size(&self, size: usize) -> Result<(), AppendError> {
         let max = self.max_batch_bytes.load(Ordering::Relaxed) as usize;
         if size > max {
@@ -188,6 +200,24 @@ impl Log {
     /// Appends a batch the caller has already validated; otherwise the same
     /// as [`Log::append`].
     pub fn append_valid(&self, valid: batch::ValidBatch<'_>) -> Result<Appended, AppendError> {
+        let appended = self.append_unflushed(valid)?;
+        if self.flushes_every_append() {
+            self.flush_through(appended.last_offset + 1)?;
+        }
+        Ok(appended)
+    }
+
+    /// True if the flush policy asks that every append be on stable storage
+    /// before it is acknowledged ([`FlushPolicy::EveryAppend`]).
+    pub fn flushes_every_append(&self) -> bool {
+        self.flush_policy.load(Ordering::Relaxed) == POLICY_EVERY_APPEND
+    }
+
+    /// Appends a validated batch and returns once it is written, whatever
+    /// the flush policy: the caller that must wait for durability calls
+    /// [`Log::flush_through`] afterwards (on a thread that may block), so
+    /// the write itself never waits for an fsync.
+    pub fn append_unflushed(&self, valid: batch::ValidBatch<'_>) -> Result<Appended, AppendError> {
         self.check_open()?;
         let (batch, header) = (valid.bytes(), valid.header());
         self.check_size(batch.len())?;
@@ -255,15 +285,11 @@ impl Log {
         }
         let base_offset = segment.base_offset() + u64::from(start.records);
         let header = batch::BatchHeader::parse(batch).expect("validated");
-        let appended = Appended {
+        Ok(Appended {
             base_offset,
             last_offset: base_offset + u64::from(header.offset_count()) - 1,
             max_timestamp,
-        };
-        if self.flush_policy.load(Ordering::Relaxed) == POLICY_EVERY_APPEND {
-            self.sync_through(appended.last_offset + 1)?;
-        }
-        Ok(appended)
+        })
     }
 
     /// Moves past a sealed segment: returns its successor, creating and
@@ -339,9 +365,56 @@ impl Log {
         }
     }
 
-    /// First offset still stored.
+    /// First offset readers may read: the first segment's base offset, or
+    /// a later offset set by [`Log::truncate_before`].
     pub fn log_start_offset(&self) -> u64 {
-        self.segments.load().first().map_or(0, |s| s.base_offset())
+        self.start_of(&self.segments.load())
+    }
+
+    fn start_of(&self, list: &[Arc<Segment>]) -> u64 {
+        let first = list.first().map_or(0, |s| s.base_offset());
+        // Never past the high watermark: a floor recovered from disk may
+        // lie beyond a torn tail that recovery cut off.
+        let floor = self.start_floor.load(Ordering::Acquire);
+        first.max(floor.min(self.high_watermark()))
+    }
+
+    /// Moves the log start offset up to `offset` (Kafka's DeleteRecords):
+    /// records below it are no longer served, and segments wholly below it
+    /// are deleted by the next maintenance. The new start is on stable
+    /// storage before this returns. Returns the log start offset after the
+    /// call, which is never lowered; an offset past the high watermark is
+    /// refused.
+    pub fn truncate_before(&self, offset: u64) -> Result<u64, TruncateError> {
+        let _running = self.maintenance.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(reason) = self.poison.get() {
+            return Err(TruncateError::Poisoned(Arc::clone(reason)));
+        }
+        if self.closed.load(Ordering::Acquire) {
+            return Err(TruncateError::Closed);
+        }
+        let high_watermark = self.high_watermark();
+        if offset > high_watermark {
+            return Err(TruncateError::OffsetOutOfRange {
+                requested: offset,
+                high_watermark,
+            });
+        }
+        let current = self.log_start_offset();
+        if offset <= current {
+            return Ok(current);
+        }
+        LogStartFile::write(&self.dir, offset).map_err(|e| {
+            TruncateError::Storage(
+                format!(
+                    "writing {}: {e}",
+                    self.dir.join(LogStartFile::FILE).display()
+                )
+                .into(),
+            )
+        })?;
+        self.start_floor.fetch_max(offset, Ordering::AcqRel);
+        Ok(self.log_start_offset())
     }
 
     /// Reads whole committed batches starting with the one that holds
@@ -350,7 +423,7 @@ impl Log {
     pub fn read(&self, from_offset: u64, max_bytes: usize) -> Result<ReadSlice, ReadError> {
         let high_watermark = self.high_watermark();
         let list = self.segments.load();
-        let log_start_offset = list.first().map_or(0, |s| s.base_offset());
+        let log_start_offset = self.start_of(&list);
         let empty = |next_offset| ReadSlice {
             bytes: Bytes::new(),
             region: None,
@@ -451,11 +524,13 @@ impl Log {
     /// batch's first offset is returned.
     pub fn offset_for_timestamp(&self, timestamp: i64) -> Option<TimestampOffset> {
         let high_watermark = self.high_watermark();
-        for segment in self.segments.load().iter() {
+        let list = self.segments.load();
+        let start = self.start_of(&list);
+        for segment in list.iter() {
             if segment.base_offset() >= high_watermark {
                 break;
             }
-            if segment.max_timestamp() < timestamp {
+            if segment.max_timestamp() < timestamp || segment.end_offset() <= start {
                 continue;
             }
             let committed = segment.committed();
@@ -467,12 +542,15 @@ impl Log {
             };
             let mut position = segment.index().entry(bucket).bytes;
             while let Some((header, len)) = segment.batch_within(position, committed.bytes) {
-                if header.max_timestamp() >= timestamp {
+                let above_start = header.last_offset() >= start as i64;
+                if above_start && header.max_timestamp() >= timestamp {
                     let bytes = segment.bytes(position, position + len);
                     let (offset, ts) = batch::first_record_at_or_after(&bytes, timestamp)
                         .unwrap_or((header.base_offset(), header.max_timestamp()));
+                    // A batch that straddles the log start may hold the
+                    // match below it; the first readable offset answers.
                     return Some(TimestampOffset {
-                        offset: offset as u64,
+                        offset: (offset as u64).max(start),
                         timestamp: ts,
                     });
                 }
@@ -518,9 +596,10 @@ impl Log {
         self.flush_to(self.high_watermark())
     }
 
-    /// Waits until `end` is visible, then makes sure it is durable, sharing
-    /// one fsync with every concurrent caller (group commit).
-    fn sync_through(&self, end: u64) -> Result<(), AppendError> {
+    /// Blocks until every offset below `end` is visible and on stable
+    /// storage, sharing one fsync with every concurrent caller (group
+    /// commit). An append that cannot become durable poisons the log.
+    pub fn flush_through(&self, end: u64) -> Result<(), AppendError> {
         while self.high_watermark() < end {
             if let Some(reason) = self.poison.get() {
                 return Err(AppendError::Poisoned(Arc::clone(reason)));
@@ -692,7 +771,8 @@ impl Log {
             let oversized = config
                 .retention_bytes
                 .is_some_and(|limit| total - u64::from(oldest.committed().bytes) >= limit);
-            if !expired && !oversized {
+            let truncated = oldest.end_offset() <= self.start_floor.load(Ordering::Acquire);
+            if !expired && !oversized && !truncated {
                 return Ok(());
             }
             let removed = Arc::clone(oldest);
@@ -713,7 +793,7 @@ impl Log {
                 }
             }
             sync_dir(&self.dir).map_err(|e| LogError::io("fsync", &self.dir, e))?;
-            tracing::info!(segment = %removed.path().display(), expired, oversized, "deleted segment by retention");
+            tracing::info!(segment = %removed.path().display(), expired, oversized, truncated, "deleted segment by retention");
         }
     }
 

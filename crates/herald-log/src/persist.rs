@@ -11,6 +11,7 @@ use crate::extent::Extent;
 
 const INDEX_MAGIC: &[u8; 8] = b"HRLDIDX1";
 const CHECKPOINT_MAGIC: &[u8; 8] = b"HRLDCKP1";
+const LOG_START_MAGIC: &[u8; 8] = b"HRLDSTA1";
 
 /// Writes `contents` + CRC-32C to `path` atomically.
 fn write_atomically(path: &Path, mut contents: Vec<u8>) -> io::Result<()> {
@@ -145,5 +146,39 @@ impl Checkpoint {
             },
             _ => Self::default(),
         }
+    }
+}
+
+/// The log start offset set by a truncation below the first segment's end
+/// (Kafka's DeleteRecords): offsets below it are refused to readers, and the
+/// segments wholly below it are deleted by maintenance. Kept in a file of its
+/// own, written before the new start is served, so a restart never brings
+/// truncated records back.
+pub(crate) struct LogStartFile;
+
+impl LogStartFile {
+    /// File name inside the log directory.
+    pub(crate) const FILE: &'static str = "log-start-offset";
+
+    /// Writes `offset` atomically.
+    pub(crate) fn write(dir: &Path, offset: u64) -> io::Result<()> {
+        let mut out = Vec::with_capacity(20);
+        out.extend_from_slice(LOG_START_MAGIC);
+        out.extend_from_slice(&offset.to_be_bytes());
+        write_atomically(&dir.join(Self::FILE), out)
+    }
+
+    /// The stored offset; 0 when there is none. A damaged file is an error:
+    /// reading it as 0 would silently bring truncated records back.
+    pub(crate) fn read(dir: &Path) -> io::Result<u64> {
+        let path = dir.join(Self::FILE);
+        if !path.exists() {
+            return Ok(0);
+        }
+        read_checked(&path, LOG_START_MAGIC)
+            .and_then(|body| body.try_into().ok().map(u64::from_be_bytes))
+            .ok_or_else(|| {
+                io::Error::new(io::ErrorKind::InvalidData, "damaged log start offset file")
+            })
     }
 }

@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use herald_broker::groups::CommittedOffsetEntry;
+use herald_broker::storage::{FlushStats, FlushStatsSnapshot};
 use herald_broker::{Broker, OFFSETS_TOPIC};
-use herald_log::{FlushStats, FlushStatsSnapshot};
 use herald_metrics::{
     GroupOffsetSample, HistogramSample, Metrics, PartitionFsyncSample, PartitionSample,
 };
@@ -51,14 +51,15 @@ pub fn partition_samples(broker: &Broker) -> Vec<PartitionSample> {
     let mut samples = Vec::new();
     for topic in broker.topics() {
         for partition in topic.partitions().iter() {
-            let log = partition.log();
+            let watermarks = partition.watermarks();
+            let stats = partition.stats();
             samples.push(PartitionSample {
                 topic: topic.name().to_owned(),
                 partition: partition.index(),
-                high_watermark: log.high_watermark(),
-                log_start_offset: log.log_start_offset(),
-                size_bytes: log.size_bytes(),
-                segment_count: log.segment_count() as u64,
+                high_watermark: watermarks.high_watermark,
+                log_start_offset: watermarks.log_start_offset,
+                size_bytes: stats.size_bytes,
+                segment_count: stats.segment_count as u64,
             });
         }
     }
@@ -77,11 +78,10 @@ fn fsync_samples(broker: &Broker) -> Vec<PartitionFsyncSample> {
     let mut samples = Vec::new();
     for topic in broker.topics() {
         for partition in topic.partitions().iter() {
-            samples.push(sample(
-                topic.name(),
-                partition.index(),
-                partition.log().flush_stats(),
-            ));
+            // A backend that does not flush files itself has no row.
+            if let Some(flushes) = partition.stats().flushes {
+                samples.push(sample(topic.name(), partition.index(), flushes));
+            }
         }
     }
     samples.push(sample(
@@ -190,7 +190,10 @@ mod tests {
         let stats = FlushStats::new();
         stats.record(Duration::from_millis(2));
         let sample = latency_sample(&stats.snapshot());
-        assert_eq!(sample.buckets.len(), herald_log::FLUSH_LATENCY_BUCKETS);
+        assert_eq!(
+            sample.buckets.len(),
+            herald_broker::storage::FLUSH_LATENCY_BUCKETS
+        );
         assert_eq!(sample.buckets.last().map(|b| b.0), Some(f64::INFINITY));
         assert_eq!(sample.buckets.iter().map(|b| b.1).sum::<u64>(), 1);
         assert!((sample.sum - 0.002).abs() < 1e-9);

@@ -9,9 +9,9 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context as _};
 use herald_broker::config::PARTITIONS_MAX;
 use herald_broker::BrokerConfig;
+use herald_broker::FlushPolicy;
 use herald_kafka::config::MAX_FRAME_BYTES_DEFAULT;
 use herald_kafka::KafkaConfig;
-use herald_log::FlushPolicy;
 
 use crate::cli::{FileSettings, FlushMode, ServeArgs};
 

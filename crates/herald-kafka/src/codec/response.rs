@@ -11,7 +11,7 @@ use std::ops::Range;
 
 use bytes::buf::UninitSlice;
 use bytes::{BufMut, Bytes, BytesMut};
-use herald_log::FileRegion;
+use herald_broker::storage::FileRegion;
 use kafka_protocol::messages::{ApiKey, ResponseHeader};
 use kafka_protocol::protocol::buf::ByteBufMut;
 use kafka_protocol::protocol::Encodable;

@@ -2,8 +2,8 @@
 //! static settings under the names Kafka tools expect. Also holds the
 //! config-related wire constants the other config handlers share.
 
+use herald_broker::FlushPolicy;
 use herald_broker::{ConfigEntry, ConfigSource, ConfigType};
-use herald_log::FlushPolicy;
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult,
 };

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use herald_broker::Partition;
+use herald_broker::{Partition, StorageError, Watermarks};
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::{FetchRequest, FetchResponse};
 use kafka_protocol::ResponseError;
@@ -43,7 +43,7 @@ pub async fn handle(
         .min(ctx.config.fetch_wait_max);
     let deadline = Instant::now() + wait;
     loop {
-        let read = read_all(&wanted, max_bytes);
+        let read = read_all(&wanted, max_bytes).await;
         let done = read.bytes >= min_bytes.max(1) || read.any_error || Instant::now() >= deadline;
         if done || !wait_for_any(ctx, &wanted, &read.high_watermarks, deadline).await {
             return (assemble(topics, read.partitions), read.splice);
@@ -104,8 +104,10 @@ struct ReadResult {
 /// Reads every partition once, within the per-partition and total limits.
 /// The first non-empty partition always gets at least one whole batch (so
 /// a batch larger than the limits still makes progress); later partitions
-/// only get what fits in the rest of the total.
-fn read_all(wanted: &[Wanted], max_bytes_total: usize) -> ReadResult {
+/// only get what fits in the rest of the total. Each partition's answer
+/// states the watermarks its read was made at, so it never carries records
+/// past the high watermark it states.
+async fn read_all(wanted: &[Wanted], max_bytes_total: usize) -> ReadResult {
     let mut result = ReadResult {
         partitions: Vec::with_capacity(wanted.len()),
         splice: Vec::new(),
@@ -129,27 +131,46 @@ fn read_all(wanted: &[Wanted], max_bytes_total: usize) -> ReadResult {
                 continue;
             }
         };
-        let log = partition.log();
-        let (high_watermark, log_start) = (log.high_watermark(), log.log_start_offset());
-        result.high_watermarks.push(high_watermark);
-        let base = base
-            .with_high_watermark(high_watermark as i64)
-            .with_last_stable_offset(high_watermark as i64)
-            .with_log_start_offset(log_start as i64);
         let budget = max_bytes_total.saturating_sub(result.bytes);
-        let Ok(offset) = u64::try_from(w.fetch_offset) else {
+        let offset = u64::try_from(w.fetch_offset);
+        let skip = result.bytes > 0 && budget == 0;
+        let read = match offset {
+            Ok(offset) if !skip => {
+                Some(partition.read(offset, w.max_bytes.min(budget).max(1)).await)
+            }
+            _ => None,
+        };
+        let watermarks = match &read {
+            Some(Ok(slice)) => slice.watermarks,
+            Some(Err(StorageError::OffsetOutOfRange {
+                log_start_offset,
+                high_watermark,
+                ..
+            })) => Watermarks {
+                log_start_offset: *log_start_offset,
+                high_watermark: *high_watermark,
+            },
+            _ => partition.watermarks(),
+        };
+        result.high_watermarks.push(watermarks.high_watermark);
+        let base = base
+            .with_high_watermark(watermarks.high_watermark as i64)
+            .with_last_stable_offset(watermarks.high_watermark as i64)
+            .with_log_start_offset(watermarks.log_start_offset as i64);
+        if offset.is_err() {
             result.any_error = true;
             result.partitions.push((
                 w.topic_slot,
                 base.with_error_code(error_code::code(ResponseError::OffsetOutOfRange)),
             ));
             continue;
-        };
-        if result.bytes > 0 && budget == 0 {
+        }
+        let Some(read) = read else {
+            // The total is spent: this partition waits for the next fetch.
             result.partitions.push((w.topic_slot, base));
             continue;
-        }
-        match partition.read(offset, w.max_bytes.min(budget).max(1)) {
+        };
+        match read {
             Ok(slice) if result.bytes > 0 && slice.bytes.len() > budget => {
                 // Would overrun the total: leave it for the next fetch.
                 result.partitions.push((w.topic_slot, base));
@@ -170,7 +191,7 @@ fn read_all(wanted: &[Wanted], max_bytes_total: usize) -> ReadResult {
                 result.any_error = true;
                 result
                     .partitions
-                    .push((w.topic_slot, base.with_error_code(error_code::fetch(&e))));
+                    .push((w.topic_slot, base.with_error_code(error_code::storage(&e))));
             }
         }
     }
@@ -187,7 +208,7 @@ async fn wait_for_any(ctx: &Context, wanted: &[Wanted], seen: &[u64], deadline: 
             w.partition
                 .as_ref()
                 .ok()
-                .map(|p| Box::pin(p.log().wait_for_data(hw)) as _)
+                .map(|p| Box::pin(p.wait_for_data(hw)) as _)
         })
         .collect();
     if waits.is_empty() {
@@ -212,7 +233,7 @@ fn advanced(wanted: &[Wanted], seen: &[u64]) -> bool {
     wanted.iter().zip(seen).any(|(w, &hw)| {
         w.partition
             .as_ref()
-            .is_ok_and(|p| p.log().high_watermark() > hw)
+            .is_ok_and(|p| p.watermarks().high_watermark > hw)
     })
 }
 

@@ -18,26 +18,28 @@ const MAX_TIMESTAMP: i64 = -3;
 const EARLIEST_LOCAL: i64 = -4;
 
 /// Answers a ListOffsets request.
-pub fn handle(ctx: &Context, request: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
-    let topics = request
-        .topics
-        .into_iter()
-        .map(|t| {
-            let topic = ctx.broker.topic(&t.name.0);
-            let partitions = t
-                .partitions
-                .iter()
-                .map(|p| lookup(topic.as_deref(), p, version))
-                .collect();
+pub async fn handle(
+    ctx: &Context,
+    request: ListOffsetsRequest,
+    version: i16,
+) -> ListOffsetsResponse {
+    let mut topics = Vec::with_capacity(request.topics.len());
+    for t in request.topics {
+        let topic = ctx.broker.topic(&t.name.0);
+        let mut partitions = Vec::with_capacity(t.partitions.len());
+        for p in &t.partitions {
+            partitions.push(lookup(topic.as_deref(), p, version).await);
+        }
+        topics.push(
             ListOffsetsTopicResponse::default()
                 .with_name(t.name)
-                .with_partitions(partitions)
-        })
-        .collect();
+                .with_partitions(partitions),
+        );
+    }
     ListOffsetsResponse::default().with_topics(topics)
 }
 
-fn lookup(
+async fn lookup(
     topic: Option<&Topic>,
     request: &ListOffsetsPartition,
     version: i16,
@@ -61,12 +63,13 @@ fn lookup(
     } else {
         response
     };
-    match partition.list_offset(spec) {
-        Some(found) => response
+    match partition.list_offset(spec).await {
+        Ok(Some(found)) => response
             .with_offset(found.offset as i64)
             .with_timestamp(found.timestamp),
         // No record at or after the timestamp (or an empty partition for
         // max timestamp): Kafka answers offset and timestamp -1.
-        None => response,
+        Ok(None) => response,
+        Err(e) => response.with_error_code(error_code::storage(&e)),
     }
 }

@@ -163,7 +163,7 @@ pub async fn handle_frame(ctx: &Context, frame: Bytes, peer: Option<SocketAddr>)
             key,
             version,
             correlation_id,
-            &list_offsets::handle(ctx, r, version),
+            &list_offsets::handle(ctx, r, version).await,
             &[],
         ),
         RequestBody::InitProducerId(r) => respond(

@@ -1,10 +1,9 @@
 //! Produce: each partition's record batch goes to `Partition::append` as the
-//! byte slice it arrived in (never decoded); acks=0 gets no response.
-
-use std::sync::Arc;
+//! byte slice it arrived in (never decoded), with the durability `acks` asks
+//! for; acks=0 gets no response.
 
 use bytes::Bytes;
-use herald_broker::{Partition, ProduceError, ProduceOutcome, Topic};
+use herald_broker::{Acks, ProduceError, Topic};
 use kafka_protocol::messages::produce_request::TopicProduceData;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
@@ -67,13 +66,18 @@ async fn produce_partition(
     records: Option<Bytes>,
     acks: i16,
 ) -> PartitionProduceResponse {
-    if !matches!(acks, -1..=1) {
-        return failed(
-            index,
-            error_code::code(ResponseError::InvalidRequiredAcks),
-            None,
-        );
-    }
+    let acks = match acks {
+        0 => Acks::None,
+        1 => Acks::Leader,
+        -1 => Acks::All,
+        _ => {
+            return failed(
+                index,
+                error_code::code(ResponseError::InvalidRequiredAcks),
+                None,
+            )
+        }
+    };
     let Some(partition) = topic.partition(index) else {
         return failed(
             index,
@@ -88,7 +92,7 @@ async fn produce_partition(
             Some("records are null"),
         );
     };
-    match append(partition, records).await {
+    match partition.append(&records, acks).await {
         Ok(outcome) => PartitionProduceResponse::default()
             .with_index(index)
             .with_base_offset(outcome.base_offset as i64)
@@ -105,19 +109,6 @@ async fn produce_partition(
             }
             failed(index, error_code::produce(&e), Some(&e.to_string()))
         }
-    }
-}
-
-/// Appends, on a blocking thread when the append waits for an fsync.
-async fn append(partition: Arc<Partition>, records: Bytes) -> Result<ProduceOutcome, ProduceError> {
-    if !partition.append_blocks() {
-        return partition.append(&records);
-    }
-    match tokio::task::spawn_blocking(move || partition.append(&records)).await {
-        Ok(result) => result,
-        Err(join) => Err(ProduceError::Storage(herald_log::AppendError::Poisoned(
-            format!("append task failed: {join}").into(),
-        ))),
     }
 }
 

@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use herald_broker::{Broker, BrokerConfig};
+use herald_broker::{Acks, Broker, BrokerConfig};
 use herald_log::batch::testing;
 
 use super::{handle_frame, Context, Outcome};
@@ -22,8 +22,10 @@ fn context(dir: &std::path::Path) -> Context {
         .topic("orders")
         .and_then(|t| t.partition(1))
         .expect("partition");
-    partition
-        .append(&testing::batch(3, b"stored", 1_000))
+    // No runtime here: the append completes at once (no fsync to wait for).
+    let batch = testing::batch(3, b"stored", 1_000);
+    futures_util::FutureExt::now_or_never(partition.append(&batch, Acks::All))
+        .expect("an append that needs no fsync completes at once")
         .expect("append");
     let listen: SocketAddr = "127.0.0.1:9092".parse().expect("addr");
     Context::new(broker, KafkaConfig::new(listen))

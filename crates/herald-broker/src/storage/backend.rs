@@ -1,0 +1,151 @@
+//! The backends a partition can have, as one enum: calls dispatch by a
+//! `match`, so the embedded log's path has no virtual call and no boxed
+//! future. A new backend is one variant here and one module beside
+//! `local.rs`.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::SystemTime;
+
+use herald_log::{ConfigError, LogConfig, LogError};
+
+use super::local::{LocalCompletion, LocalStorage};
+use super::{
+    Acks, PartitionStorage, PendingAppend, StorageError, StorageStats, StoredBatches,
+    TimestampOffset, ValidBatch, Watermarks,
+};
+
+/// The storage behind one partition.
+#[derive(Debug)]
+pub enum Backend {
+    /// The embedded lock-free log on this node.
+    Local(LocalStorage),
+}
+
+/// The completion of an append to any [`Backend`].
+#[derive(Debug)]
+pub enum BackendCompletion {
+    /// Of the embedded log.
+    Local(LocalCompletion),
+}
+
+impl Future for BackendCompletion {
+    type Output = Result<(), StorageError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.get_mut() {
+            BackendCompletion::Local(c) => Pin::new(c).poll(cx),
+        }
+    }
+}
+
+impl Backend {
+    /// Periodic upkeep (rolls, interval flushes, retention).
+    pub(crate) fn maintain(&self, now: SystemTime) -> Result<(), LogError> {
+        match self {
+            Backend::Local(s) => s.maintain(now),
+        }
+    }
+
+    /// Applies a topic's changed settings.
+    pub(crate) fn update_config(&self, config: LogConfig) -> Result<(), ConfigError> {
+        match self {
+            Backend::Local(s) => s.update_config(config),
+        }
+    }
+
+    /// Flushes and closes cleanly; calls fail with [`StorageError::Closed`]
+    /// afterwards.
+    pub(crate) fn close(&self) -> Result<(), LogError> {
+        match self {
+            Backend::Local(s) => s.close(),
+        }
+    }
+
+    /// Stops serving without a flush: the partition is being deleted.
+    pub(crate) fn retire(&self) {
+        match self {
+            Backend::Local(s) => s.retire(),
+        }
+    }
+}
+
+impl PartitionStorage for Backend {
+    type Completion = BackendCompletion;
+
+    fn max_batch_bytes(&self) -> usize {
+        match self {
+            Backend::Local(s) => s.max_batch_bytes(),
+        }
+    }
+
+    fn append(
+        &self,
+        batch: ValidBatch<'_>,
+        acks: Acks,
+    ) -> Result<PendingAppend<BackendCompletion>, StorageError> {
+        match self {
+            Backend::Local(s) => s.append(batch, acks).map(|p| PendingAppend {
+                appended: p.appended,
+                completion: BackendCompletion::Local(p.completion),
+            }),
+        }
+    }
+
+    async fn read(
+        &self,
+        from_offset: u64,
+        max_bytes: usize,
+    ) -> Result<StoredBatches, StorageError> {
+        match self {
+            Backend::Local(s) => s.read(from_offset, max_bytes).await,
+        }
+    }
+
+    async fn offset_for_timestamp(
+        &self,
+        timestamp: i64,
+    ) -> Result<Option<TimestampOffset>, StorageError> {
+        match self {
+            Backend::Local(s) => s.offset_for_timestamp(timestamp).await,
+        }
+    }
+
+    async fn max_timestamp(&self) -> Result<Option<TimestampOffset>, StorageError> {
+        match self {
+            Backend::Local(s) => s.max_timestamp().await,
+        }
+    }
+
+    async fn wait_for_data(&self, offset: u64) {
+        match self {
+            Backend::Local(s) => s.wait_for_data(offset).await,
+        }
+    }
+
+    async fn truncate_before(&self, offset: u64) -> Result<u64, StorageError> {
+        match self {
+            Backend::Local(s) => s.truncate_before(offset).await,
+        }
+    }
+
+    fn watermarks(&self) -> Watermarks {
+        match self {
+            Backend::Local(s) => s.watermarks(),
+        }
+    }
+
+    fn stats(&self) -> StorageStats {
+        match self {
+            Backend::Local(s) => s.stats(),
+        }
+    }
+
+    fn failure(&self) -> Option<Arc<str>> {
+        match self {
+            Backend::Local(s) => s.failure(),
+        }
+    }
+}
