@@ -17,7 +17,7 @@ use crate::producer_state::{last_sequence, BatchMetadata, ProducerEntry, Sequenc
 use crate::records;
 use crate::storage::{
     Acks, Backend, BackendCompletion, LocalStorage, PartitionStorage, StorageError, StorageStats,
-    StoredBatches, Watermarks,
+    StoredBatches, ValidBatch, Watermarks,
 };
 
 /// Bytes read at a time while rebuilding producer state from the log.
@@ -146,21 +146,30 @@ impl Partition {
     /// exactly one batch per partition in a request (v3+), which makes the
     /// answer (one base offset) and idempotence well defined.
     pub async fn append(&self, records: &[u8], acks: Acks) -> Result<ProduceOutcome, ProduceError> {
-        let (outcome, completion) = self.place(records, acks)?;
+        let valid = self.single_valid_batch(records)?;
+        if valid.header().producer_id() < 0 {
+            // Not idempotent: placed without any lock.
+            let pending = self.storage.append(valid, acks)?;
+            let placed = pending.appended;
+            pending.completion.await.map_err(ProduceError::Storage)?;
+            return Ok(self.outcome(placed.base_offset, placed.last_offset, false));
+        }
+        // Validated before the sequence check, so a damaged retry is refused
+        // rather than answered as a duplicate.
+        if valid.header().is_transactional() {
+            return Err(ProduceError::Transactional);
+        }
+        let (outcome, completion) = self.place_idempotent(valid, acks)?;
         if let Some(completion) = completion {
             completion.await.map_err(ProduceError::Storage)?;
         }
         Ok(outcome)
     }
 
-    /// Validates the batch, checks an idempotent producer's sequence, and
-    /// places the batch in the partition's order. A retried batch already
-    /// stored is answered with its offsets and nothing to wait for.
-    fn place(
-        &self,
-        records: &[u8],
-        acks: Acks,
-    ) -> Result<(ProduceOutcome, Option<BackendCompletion>), ProduceError> {
+    /// The one batch of a produce request's records, checked against the
+    /// size limit (first, so an oversized batch costs no CRC) and validated.
+    #[inline]
+    fn single_valid_batch<'a>(&self, records: &'a [u8]) -> Result<ValidBatch<'a>, ProduceError> {
         let mut split = batch::batches(records);
         let batch = split
             .next()
@@ -170,9 +179,6 @@ impl Partition {
                 "exactly one record batch per partition is allowed",
             ));
         }
-        let header = BatchHeader::parse(batch)
-            .ok_or(ProduceError::InvalidRecords("truncated batch header"))?;
-        // The size limit first, so an oversized batch costs no CRC.
         let max = self.storage.max_batch_bytes();
         if batch.len() > max {
             return Err(ProduceError::TooLarge {
@@ -180,27 +186,15 @@ impl Partition {
                 max,
             });
         }
-        let valid = batch::ValidBatch::new(batch)?;
-        if header.producer_id() < 0 {
-            // Not idempotent: placed without any lock.
-            let pending = self.storage.append(valid, acks)?;
-            let a = pending.appended;
-            return Ok((
-                self.outcome(a.base_offset, a.last_offset, false),
-                Some(pending.completion),
-            ));
-        }
-        // Validated before the sequence check, so a damaged retry is refused
-        // rather than answered as a duplicate.
-        if valid.header().is_transactional() {
-            return Err(ProduceError::Transactional);
-        }
-        self.place_idempotent(valid, acks)
+        Ok(ValidBatch::new(batch)?)
     }
 
+    /// Checks an idempotent producer's sequence and places the batch in the
+    /// partition's order; a retried batch already stored is answered with
+    /// its offsets and nothing to wait for.
     fn place_idempotent(
         &self,
-        valid: batch::ValidBatch<'_>,
+        valid: ValidBatch<'_>,
         acks: Acks,
     ) -> Result<(ProduceOutcome, Option<BackendCompletion>), ProduceError> {
         let header = valid.header();
@@ -239,11 +233,12 @@ impl Partition {
         }
     }
 
+    #[inline]
     fn outcome(&self, base_offset: u64, last_offset: u64, duplicate: bool) -> ProduceOutcome {
         ProduceOutcome {
             base_offset,
             last_offset,
-            log_start_offset: self.storage.watermarks().log_start_offset,
+            log_start_offset: self.storage.log_start_offset(),
             duplicate,
         }
     }

@@ -101,9 +101,11 @@ pub struct Log {
     poisoned: AtomicBool,
     closed: AtomicBool,
     recovery: RecoveryReport,
-    /// The log start offset a truncation asked for (0 if none): readers see
-    /// the larger of it and the first segment's base offset.
-    start_floor: AtomicU64,
+    /// First offset readers may read: the first segment's base offset, or
+    /// the later offset a truncation asked for. Kept current by retention
+    /// and truncation so that reading it (every produce answer states it)
+    /// is one load, not a walk of the segment list.
+    log_start: AtomicU64,
 }
 
 impl std::fmt::Debug for Log {
@@ -133,6 +135,7 @@ impl Log {
         let last = Arc::clone(segments.last().expect("recovery leaves an active segment"));
         let start_floor = LogStartFile::read(&dir)
             .map_err(|e| LogError::io("read", dir.join(LogStartFile::FILE), e))?;
+        let first_base = segments.first().map_or(0, |s| s.base_offset());
         // The first segment that is not complete; only the last can be
         // incomplete after recovery.
         let log = Log {
@@ -152,9 +155,13 @@ impl Log {
             poisoned: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             recovery: recovered.report,
-            start_floor: AtomicU64::new(start_floor),
+            log_start: AtomicU64::new(first_base),
             dir,
         };
+        // Never past the high watermark: a start recovered from disk may lie
+        // beyond a torn tail that recovery cut off.
+        log.log_start
+            .fetch_max(start_floor.min(log.high_watermark()), Ordering::AcqRel);
         // Everything recovered is on disk now; record that before appending.
         log.flush()?;
         log.write_checkpoint(false)?;
@@ -368,15 +375,15 @@ impl Log {
     /// First offset readers may read: the first segment's base offset, or
     /// a later offset set by [`Log::truncate_before`].
     pub fn log_start_offset(&self) -> u64 {
-        self.start_of(&self.segments.load())
+        self.log_start.load(Ordering::Acquire)
     }
 
+    /// The log start as seen with `list`, a segment list loaded by the
+    /// caller: retention may have dropped a segment that `log_start` does
+    /// not reflect yet.
     fn start_of(&self, list: &[Arc<Segment>]) -> u64 {
         let first = list.first().map_or(0, |s| s.base_offset());
-        // Never past the high watermark: a floor recovered from disk may
-        // lie beyond a torn tail that recovery cut off.
-        let floor = self.start_floor.load(Ordering::Acquire);
-        first.max(floor.min(self.high_watermark()))
+        self.log_start_offset().max(first)
     }
 
     /// Moves the log start offset up to `offset` (Kafka's DeleteRecords):
@@ -413,7 +420,7 @@ impl Log {
                 .into(),
             )
         })?;
-        self.start_floor.fetch_max(offset, Ordering::AcqRel);
+        self.log_start.fetch_max(offset, Ordering::AcqRel);
         Ok(self.log_start_offset())
     }
 
@@ -771,7 +778,7 @@ impl Log {
             let oversized = config
                 .retention_bytes
                 .is_some_and(|limit| total - u64::from(oldest.committed().bytes) >= limit);
-            let truncated = oldest.end_offset() <= self.start_floor.load(Ordering::Acquire);
+            let truncated = oldest.end_offset() <= self.log_start_offset();
             if !expired && !oversized && !truncated {
                 return Ok(());
             }
@@ -783,6 +790,10 @@ impl Log {
                 }
                 list
             });
+            if let Some(first) = self.segments.load().first() {
+                self.log_start
+                    .fetch_max(first.base_offset(), Ordering::AcqRel);
+            }
             // Readers still holding bytes of the segment keep its mapping;
             // unlinking only frees the disk space once they let go.
             for path in [removed.path().to_owned(), removed.index_path()] {

@@ -34,6 +34,7 @@ pub enum BackendCompletion {
 impl Future for BackendCompletion {
     type Output = Result<(), StorageError>;
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.get_mut() {
             BackendCompletion::Local(c) => Pin::new(c).poll(cx),
@@ -75,12 +76,14 @@ impl Backend {
 impl PartitionStorage for Backend {
     type Completion = BackendCompletion;
 
+    #[inline]
     fn max_batch_bytes(&self) -> usize {
         match self {
             Backend::Local(s) => s.max_batch_bytes(),
         }
     }
 
+    #[inline]
     fn append(
         &self,
         batch: ValidBatch<'_>,
@@ -134,6 +137,13 @@ impl PartitionStorage for Backend {
     fn watermarks(&self) -> Watermarks {
         match self {
             Backend::Local(s) => s.watermarks(),
+        }
+    }
+
+    #[inline]
+    fn log_start_offset(&self) -> u64 {
+        match self {
+            Backend::Local(s) => s.log_start_offset(),
         }
     }
 

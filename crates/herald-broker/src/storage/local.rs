@@ -33,6 +33,7 @@ pub enum LocalCompletion {
 impl Future for LocalCompletion {
     type Output = Result<(), StorageError>;
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.get_mut() {
             LocalCompletion::Ready(result) => Poll::Ready(result.take().unwrap_or(Ok(()))),
@@ -91,10 +92,12 @@ impl LocalStorage {
 impl PartitionStorage for LocalStorage {
     type Completion = LocalCompletion;
 
+    #[inline]
     fn max_batch_bytes(&self) -> usize {
         self.log.max_batch_bytes()
     }
 
+    #[inline]
     fn append(
         &self,
         batch: ValidBatch<'_>,
@@ -190,6 +193,11 @@ impl PartitionStorage for LocalStorage {
             log_start_offset: self.log.log_start_offset().min(high_watermark),
             high_watermark,
         }
+    }
+
+    #[inline]
+    fn log_start_offset(&self) -> u64 {
+        self.log.log_start_offset()
     }
 
     fn stats(&self) -> StorageStats {

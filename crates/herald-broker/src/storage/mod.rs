@@ -176,6 +176,11 @@ pub trait PartitionStorage: Send + Sync {
     /// The watermarks now.
     fn watermarks(&self) -> Watermarks;
 
+    /// The log start offset now; cheaper than [`PartitionStorage::watermarks`]
+    /// where the high watermark is not needed (every produce answer states
+    /// the log start).
+    fn log_start_offset(&self) -> u64;
+
     /// Size and flush figures, for metrics.
     fn stats(&self) -> StorageStats;
 
