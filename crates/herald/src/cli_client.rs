@@ -1,6 +1,7 @@
 //! Flags of the client subcommands (`topic`, `group`, `produce`,
 //! `consume`, `bench`). Every one talks to `--bootstrap` (default 127.0.0.1:9092,
-//! env `HERALD_BOOTSTRAP`).
+//! env `HERALD_BOOTSTRAP`), also spelled `--bootstrap-server` as in every
+//! Kafka tool.
 
 use std::path::PathBuf;
 
@@ -12,8 +13,15 @@ pub const BOOTSTRAP_DEFAULT: &str = "127.0.0.1:9092";
 /// The broker to talk to.
 #[derive(Debug, Clone, Args)]
 pub struct BrokerArgs {
-    /// Broker address, HOST:PORT.
-    #[arg(long, env = "HERALD_BOOTSTRAP", default_value = BOOTSTRAP_DEFAULT, value_name = "HOST:PORT")]
+    /// Broker address, HOST:PORT (`--bootstrap-server` as Kafka's tools
+    /// spell it works too).
+    #[arg(
+        long,
+        visible_alias = "bootstrap-server",
+        env = "HERALD_BOOTSTRAP",
+        default_value = BOOTSTRAP_DEFAULT,
+        value_name = "HOST:PORT"
+    )]
     pub bootstrap: String,
 }
 

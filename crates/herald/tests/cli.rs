@@ -156,6 +156,21 @@ fn produced_lines_are_consumed_with_key_headers_and_offsets() {
 }
 
 #[test]
+fn bootstrap_server_is_accepted_as_kafka_tools_spell_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(dir.path(), &[]);
+    let output = Command::new(env!("CARGO_BIN_EXE_herald"))
+        .args(["topic", "create", "spelled", "--bootstrap-server"])
+        .arg(server.addr.to_string())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run herald");
+    assert_ok(&output);
+    let listed = herald(&server.addr.to_string(), &["topic", "list"], "");
+    assert!(stdout(&listed).contains("spelled"), "{}", stdout(&listed));
+}
+
+#[test]
 fn consume_from_end_or_a_late_timestamp_prints_nothing_old() {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(dir.path(), &[]);
