@@ -25,6 +25,13 @@ pub(crate) trait BatchSizes {
 
 const BLOCK_SHIFT: u32 = 6;
 
+// A completion bit names the batch that starts in its block only if no two
+// batches can start in one block.
+const _: () = assert!(
+    crate::batch::BATCH_BYTES_MIN >= 1 << BLOCK_SHIFT,
+    "a completion block must be no larger than the smallest batch"
+);
+
 /// Completion bits and committed tail of one segment.
 pub(crate) struct CommitTracker {
     committed: AtomicU64,

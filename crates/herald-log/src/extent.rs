@@ -18,6 +18,12 @@ pub(crate) const SEALED: u64 = 1 << 63;
 /// Largest relative offset count a segment may hold.
 pub(crate) const SEGMENT_RECORDS_MAX: u32 = (1 << 31) - 1;
 
+// The offset count shifted into the high half must leave the SEALED bit
+// free, and every byte position of the largest segment must fit the low
+// half, or a reservation could corrupt the word it advances.
+const _: () = assert!(((SEGMENT_RECORDS_MAX as u64) << 32) & SEALED == 0);
+const _: () = assert!(crate::config::SEGMENT_BYTES_MAX as u64 <= u32::MAX as u64);
+
 impl Extent {
     pub(crate) const fn new(records: u32, bytes: u32) -> Self {
         Self { records, bytes }

@@ -16,7 +16,7 @@
 //! order nothing and are not part of the lock-free protocol that the loom
 //! models check, and loom's atomics may only be used inside a model.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::counters::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Upper bounds, in nanoseconds, of the flush latency buckets: 10 µs

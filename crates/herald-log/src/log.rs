@@ -2,7 +2,6 @@
 //! zero-copy reads, durability and retention.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -20,6 +19,7 @@ use crate::persist::{sync_dir, Checkpoint, IndexFile, LogStartFile};
 use crate::recovery::{recover, RecoveryReport};
 use crate::reserve::Reservation;
 use crate::segment::Segment;
+use crate::sync::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 /// Result of a successful append.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

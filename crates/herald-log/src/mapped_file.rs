@@ -21,12 +21,13 @@
 //! bytes in the same page cache, which the mapping reads, so readers see no
 //! difference.
 
+use crate::provisioner::policy;
+use crate::sync::{AtomicBool, AtomicU64, Ordering};
 use parking_lot::{Mutex, MutexGuard};
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use memmap2::{MmapOptions, MmapRaw};
 
@@ -41,12 +42,6 @@ const PAGE_BYTES: u64 = 4096;
 
 /// Bytes allocated per `posix_fallocate` call.
 const ALLOCATE_CALL_BYTES: u64 = 1024 * 1024;
-
-/// How many preallocation steps ahead of the writers the provisioner must
-/// be before it yields its core between pieces. Writers ask for
-/// provisioning once they come within half of `LOOKAHEAD_STEPS` (4) of the
-/// allocated end, so below 2 steps it is running late and must not yield.
-const UNHURRIED_STEPS: u64 = 2;
 
 /// Batches at least this large are written with `pwritev(2)` rather than
 /// copied into the mapping (see the module comment). Below it, the mapping
@@ -184,33 +179,26 @@ impl MappedFile {
         )
     }
 
-    /// True if the allocation runs less than `lookahead_steps` steps ahead of
-    /// `reserved_end` and nobody is provisioning yet; the caller then queues
-    /// a provisioning request (and this returns false until it has run).
-    pub(crate) fn wants_provisioning(&self, reserved_end: u64, lookahead_steps: u64) -> bool {
-        // Never past the mapping: once the whole segment is allocated there
-        // is nothing left to provision.
-        let ahead =
-            (reserved_end + self.allocate_step * lookahead_steps / 2).min(self.map_len as u64);
-        ahead > self.allocated.load(Ordering::Relaxed)
-            && !self.provisioning.swap(true, Ordering::AcqRel)
+    /// True if the writers at `reserved_end` want space allocated ahead of
+    /// them ([`policy::wants_allocation`]) and nobody is provisioning yet;
+    /// the caller then queues a provisioning request (and this returns
+    /// false until it has run).
+    pub(crate) fn wants_provisioning(&self, reserved_end: u64) -> bool {
+        policy::wants_allocation(
+            reserved_end,
+            self.allocated.load(Ordering::Relaxed),
+            self.allocate_step,
+            self.map_len as u64,
+        ) && !self.provisioning.swap(true, Ordering::AcqRel)
     }
 
-    /// Allocates `lookahead_steps` steps past `reserved_end` (background
+    /// Allocates up to [`policy::target`] past `reserved_end` (background
     /// work), then accepts new provisioning requests. `writers_at` reads
     /// where the writers have reserved up to by now, or `None` once the
     /// segment is sealed: then nothing more will be written, the file may be
     /// trimmed to its data, and provisioning stops.
-    pub(crate) fn provision(
-        &self,
-        reserved_end: u64,
-        lookahead_steps: u64,
-        writers_at: &dyn Fn() -> Option<u64>,
-    ) {
-        // Whole steps, so that allocations (and the page ranges populated
-        // after them) stay aligned.
-        let step = self.allocate_step.max(1);
-        let target = (reserved_end + step * lookahead_steps).div_ceil(step) * step;
+    pub(crate) fn provision(&self, reserved_end: u64, writers_at: &dyn Fn() -> Option<u64>) {
+        let target = policy::target(reserved_end, self.allocate_step);
         if let Err(e) = self.allocate_to(target, Some(writers_at)) {
             // A writer reaching this range will allocate it itself and report
             // the error to its caller.
@@ -232,7 +220,6 @@ impl MappedFile {
         if target <= have {
             return Ok(());
         }
-        let step = self.allocate_step.max(1);
         let populate = self.mapped_writes.load(Ordering::Relaxed);
         // In pieces: the file system holds the file's lock for a whole call,
         // and a writer's `pwritev` waits for it. Each piece is published at
@@ -272,9 +259,7 @@ impl MappedFile {
             // the latency tail short at light load. Close to the writers it
             // must not wait, or they overtake it and fault pages in
             // themselves, at a higher cost.
-            let unhurried =
-                writers.is_some_and(|at| to >= at.saturating_add(step * UNHURRIED_STEPS));
-            if unhurried {
+            if policy::unhurried(to, writers, self.allocate_step) {
                 if populate {
                     self.populate(populated, to);
                     populated = to;
@@ -467,7 +452,7 @@ mod tests {
         let step = u64::from(STEP);
         // A reserved end in the middle of a page, as appends leave it.
         for reserved_end in [12_345u64, 3 * step + 77, 9 * step + 4_097] {
-            file.provision(reserved_end, 2, &|| Some(reserved_end));
+            file.provision(reserved_end, &|| Some(reserved_end));
             let allocated = file.allocated.load(Ordering::Acquire);
             assert_eq!(allocated % step, 0, "after {reserved_end}");
             assert!(allocated >= reserved_end + 2 * step);
@@ -479,7 +464,7 @@ mod tests {
         let (_dir, file) = segment_file();
         let step = u64::from(STEP);
         // Writers still at 0: every piece past the second step yields.
-        file.provision(5 * step + 123, 4, &|| Some(0));
+        file.provision(5 * step + 123, &|| Some(0));
         assert_eq!(file.allocated.load(Ordering::Acquire), 10 * step);
         assert_eq!(file.file_len().expect("len"), 10 * step);
     }
@@ -487,11 +472,11 @@ mod tests {
     #[test]
     fn provisioning_stops_once_the_segment_is_sealed() {
         let (_dir, file) = segment_file();
-        file.provision(0, 2, &|| Some(0));
+        file.provision(0, &|| Some(0));
         // Sealed and trimmed to its data, as `finalize_sealed` leaves it; a
         // provisioning run that was already queued must not grow it back.
         file.truncate(5000).expect("trim");
-        file.provision(5000, 4, &|| None);
+        file.provision(5000, &|| None);
         assert_eq!(file.file_len().expect("len"), 5000);
         assert_eq!(file.allocated.load(Ordering::Acquire), 5000);
     }

@@ -234,7 +234,7 @@ pub(crate) fn recover(dir: &Path, config: &LogConfig) -> Result<Recovered, LogEr
         rebuild_index(&segment, scan.end);
         segment
             .finalized
-            .store(false, std::sync::atomic::Ordering::Release);
+            .store(false, crate::sync::Ordering::Release);
         segments.push(Arc::new(segment));
     }
 

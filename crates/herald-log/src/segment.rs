@@ -2,7 +2,6 @@
 //! completion tracker and index, and the link to the segment after it.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI64};
 use std::time::SystemTime;
 
 use arc_swap::ArcSwapOption;
@@ -13,8 +12,9 @@ use crate::commit::{BatchSizes, CommitTracker};
 use crate::extent::Extent;
 use crate::index::SegmentIndex;
 use crate::mapped_file::MappedFile;
+use crate::provisioner::policy;
 use crate::reserve::{Reservation, ReserveWord};
-use crate::sync::{Arc, AtomicPtr, Ordering};
+use crate::sync::{Arc, AtomicBool, AtomicI64, AtomicPtr, Ordering};
 
 /// File name of the segment starting at `base_offset`.
 pub(crate) fn log_file_name(base_offset: u64) -> String {
@@ -291,14 +291,10 @@ impl Segment {
     pub(crate) fn provision_ahead(&self) {
         let (reserved, sealed) = self.reserve.load();
         // Once sealed, `provision` stops before allocating anything.
-        self.file.provision(
-            u64::from(reserved.bytes),
-            crate::provisioner::LOOKAHEAD_STEPS,
-            &|| {
-                let (reserved, sealed) = self.reserve.load();
-                (!sealed).then_some(u64::from(reserved.bytes))
-            },
-        );
+        self.file.provision(u64::from(reserved.bytes), &|| {
+            let (reserved, sealed) = self.reserve.load();
+            (!sealed).then_some(u64::from(reserved.bytes))
+        });
         let capacity = self.file.map_len() as u32;
         // The writer that crossed the middle decided it (`maybe_provision`)
         // before its reservation landed: re-checking the reserved bytes here
@@ -314,7 +310,7 @@ impl Segment {
             match MappedFile::open_writable(&path, capacity, self.allocate_step) {
                 Ok(file) => {
                     // No writer uses it yet.
-                    file.provision(0, crate::provisioner::LOOKAHEAD_STEPS, &|| Some(0));
+                    file.provision(0, &|| Some(0));
                     let prepared = PreparedSegment {
                         file: Some(file),
                         capacity,
@@ -333,10 +329,8 @@ impl Segment {
     /// allocated end, or past the middle of the segment with no successor
     /// prepared.
     pub(crate) fn maybe_provision(self: &Arc<Self>, reserved_end: u64) {
-        let allocate = self
-            .file
-            .wants_provisioning(reserved_end, crate::provisioner::LOOKAHEAD_STEPS);
-        let prepare = reserved_end >= self.file.map_len() as u64 / 2
+        let allocate = self.file.wants_provisioning(reserved_end);
+        let prepare = policy::wants_successor(reserved_end, self.file.map_len() as u64)
             && !self.successor_requested.load(Ordering::Relaxed)
             && !self.successor_requested.swap(true, Ordering::AcqRel);
         if allocate || prepare {
@@ -510,20 +504,14 @@ impl Segment {
     pub(crate) fn note_timestamp(&self, timestamp: i64) {
         // Relaxed: only read for retention and timestamp lookups, which
         // tolerate a value a moment old.
-        if self
-            .max_timestamp
-            .load(std::sync::atomic::Ordering::Relaxed)
-            < timestamp
-        {
-            self.max_timestamp
-                .fetch_max(timestamp, std::sync::atomic::Ordering::Relaxed);
+        if self.max_timestamp.load(Ordering::Relaxed) < timestamp {
+            self.max_timestamp.fetch_max(timestamp, Ordering::Relaxed);
         }
     }
 
     /// Largest record timestamp in the segment (`i64::MIN` when empty).
     pub(crate) fn max_timestamp(&self) -> i64 {
-        self.max_timestamp
-            .load(std::sync::atomic::Ordering::Relaxed)
+        self.max_timestamp.load(Ordering::Relaxed)
     }
 
     /// Offsets held (once complete, the segment's record count).

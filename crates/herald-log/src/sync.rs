@@ -8,9 +8,18 @@
 pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
 
 #[cfg(not(herald_loom))]
-pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+pub(crate) use std::sync::atomic::{
+    AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering,
+};
 #[cfg(not(herald_loom))]
 pub(crate) use std::sync::Arc;
+
+/// Statistics counters (flush counts and latencies): never part of a
+/// protocol the models check, and built in `const` context for the
+/// process-wide figures, so they stay std atomics under loom as well.
+pub(crate) mod counters {
+    pub(crate) use std::sync::atomic::{AtomicU64, Ordering};
+}
 
 /// The store-buffering (Dekker) point of the commit protocol: a SeqCst
 /// read-modify-write by this thread (setting a completion bit, or moving the
