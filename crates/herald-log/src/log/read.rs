@@ -1,0 +1,214 @@
+//! The read side: the high watermark (computed, never stored), the log
+//! start, zero-copy reads of whole batches, waiting for data, and lookups
+//! by timestamp. Readers never block writers.
+
+use super::*;
+
+impl Log {
+    /// The next offset to become visible: every offset below it is readable,
+    /// and no batch at or above it is.
+    pub fn high_watermark(&self) -> u64 {
+        let mut guard = self.visible.load();
+        loop {
+            let segment = &*guard;
+            let committed = segment.committed();
+            let (reserved, sealed) = segment.reserved();
+            if sealed && committed == reserved {
+                if let Some(next) = segment.next() {
+                    self.visible.compare_and_swap(segment, next);
+                    guard = self.visible.load();
+                    continue;
+                }
+            }
+            return segment.base_offset() + u64::from(committed.records);
+        }
+    }
+
+    /// First offset readers may read: the first segment's base offset, or
+    /// a later offset set by [`Log::truncate_before`].
+    pub fn log_start_offset(&self) -> u64 {
+        self.log_start.load(Ordering::Acquire)
+    }
+
+    /// The log start as seen with `list`, a segment list loaded by the
+    /// caller: retention may have dropped a segment that `log_start` does
+    /// not reflect yet.
+    pub(super) fn start_of(&self, list: &[Arc<Segment>]) -> u64 {
+        let first = list.first().map_or(0, |s| s.base_offset());
+        self.log_start_offset().max(first)
+    }
+
+    /// Reads whole committed batches starting with the one that holds
+    /// `from_offset`, up to `max_bytes` (but always one batch, however large).
+    /// Reading at the high watermark returns an empty slice.
+    pub fn read(&self, from_offset: u64, max_bytes: usize) -> Result<ReadSlice, ReadError> {
+        let high_watermark = self.high_watermark();
+        let list = self.segments.load();
+        let log_start_offset = self.start_of(&list);
+        let empty = |next_offset| ReadSlice {
+            bytes: Bytes::new(),
+            region: None,
+            next_offset,
+            high_watermark,
+            log_start_offset,
+        };
+        if from_offset < log_start_offset || from_offset > high_watermark {
+            return Err(ReadError::OffsetOutOfRange {
+                requested: from_offset,
+                log_start_offset,
+                high_watermark,
+            });
+        }
+        if from_offset == high_watermark {
+            return Ok(empty(from_offset));
+        }
+        let index = list.partition_point(|s| s.base_offset() <= from_offset) - 1;
+        let segment = &list[index];
+        let committed = segment.committed();
+        let start = segment.position_of(from_offset, committed);
+        if start >= committed.bytes {
+            return Ok(empty(from_offset));
+        }
+        let end = segment.end_within(start, max_bytes, committed);
+        if end == start {
+            // Only a damaged header stops a walk before its first batch.
+            return Ok(empty(from_offset));
+        }
+        let bytes = segment.bytes(start, end);
+        let next_offset = if end >= committed.bytes {
+            segment.base_offset() + u64::from(committed.records)
+        } else if let Some((header, _)) = segment.batch_within(end, committed.bytes) {
+            header.base_offset() as u64
+        } else {
+            // The walk stopped at a damaged header: what follows is the
+            // offset after the last whole batch returned.
+            batch::batches(&bytes)
+                .map_while(Result::ok)
+                .filter_map(batch::BatchHeader::parse)
+                .last()
+                .map_or(from_offset, |h| h.last_offset() as u64 + 1)
+        };
+        Ok(ReadSlice {
+            bytes,
+            region: Some(segment.region(start, end)),
+            next_offset,
+            high_watermark,
+            log_start_offset,
+        })
+    }
+
+    pub(super) fn stopped(&self) -> bool {
+        self.closed.load(Ordering::Acquire) || self.poisoned.load(Ordering::Acquire)
+    }
+
+    /// Resolves once the high watermark is above `offset`, or the log is
+    /// closed or poisoned. Runtime-agnostic: wrap it in a timeout for a
+    /// long-poll.
+    pub async fn wait_for_data(&self, offset: u64) {
+        loop {
+            if self.high_watermark() > offset || self.stopped() {
+                return;
+            }
+            let listener = self.data_ready.listen();
+            // Re-check after registering, so a notification between the first
+            // check and `listen` is not missed.
+            if self.high_watermark() > offset || self.stopped() {
+                return;
+            }
+            listener.await;
+        }
+    }
+
+    /// Blocks until the high watermark is above `offset` or `timeout`
+    /// passes; returns whether data arrived.
+    pub fn wait_for_data_blocking(&self, offset: u64, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.high_watermark() > offset {
+                return true;
+            }
+            if self.stopped() {
+                return false;
+            }
+            let listener = self.data_ready.listen();
+            if self.high_watermark() > offset {
+                return true;
+            }
+            if listener.wait_deadline(deadline).is_none() {
+                return self.high_watermark() > offset;
+            }
+        }
+    }
+
+    /// Offset and timestamp of the first record whose timestamp is at least
+    /// `timestamp`; `None` if there is none. For a compressed batch the
+    /// batch's first offset is returned.
+    pub fn offset_for_timestamp(&self, timestamp: i64) -> Option<TimestampOffset> {
+        let high_watermark = self.high_watermark();
+        let list = self.segments.load();
+        let start = self.start_of(&list);
+        for segment in list.iter() {
+            if segment.base_offset() >= high_watermark {
+                break;
+            }
+            if segment.max_timestamp() < timestamp || segment.end_offset() <= start {
+                continue;
+            }
+            let committed = segment.committed();
+            let Some(bucket) = segment
+                .index()
+                .first_bucket_reaching(timestamp, committed.bytes)
+            else {
+                continue;
+            };
+            let mut position = segment.index().entry(bucket).bytes;
+            while let Some((header, len)) = segment.batch_within(position, committed.bytes) {
+                let above_start = header.last_offset() >= start as i64;
+                if above_start && header.max_timestamp() >= timestamp {
+                    let bytes = segment.bytes(position, position + len);
+                    let (offset, ts) = batch::first_record_at_or_after(&bytes, timestamp)
+                        .unwrap_or((header.base_offset(), header.max_timestamp()));
+                    // A batch that straddles the log start may hold the
+                    // match below it; the first readable offset answers.
+                    return Some(TimestampOffset {
+                        offset: (offset as u64).max(start),
+                        timestamp: ts,
+                    });
+                }
+                position += len;
+            }
+            if position < committed.bytes {
+                // The walk stopped at a damaged header: a later segment's
+                // answer could skip the records behind it.
+                return None;
+            }
+        }
+        None
+    }
+
+    /// The record with the largest timestamp (the first such, if several).
+    pub fn max_timestamp(&self) -> Option<TimestampOffset> {
+        let high_watermark = self.high_watermark();
+        let list = self.segments.load();
+        let segment = list
+            .iter()
+            .filter(|s| s.base_offset() < high_watermark && s.max_timestamp() > i64::MIN)
+            .max_by_key(|s| (s.max_timestamp(), std::cmp::Reverse(s.base_offset())))?;
+        let committed = segment.committed();
+        let (bucket, max) = segment.index().max_timestamp_within(committed.bytes)?;
+        let mut position = segment.index().entry(bucket).bytes;
+        while let Some((header, len)) = segment.batch_within(position, committed.bytes) {
+            if header.max_timestamp() == max {
+                let bytes = segment.bytes(position, position + len);
+                let offset = batch::first_record_at_or_after(&bytes, max)
+                    .map_or(header.last_offset(), |(offset, _)| offset);
+                return Some(TimestampOffset {
+                    offset: offset as u64,
+                    timestamp: max,
+                });
+            }
+            position += len;
+        }
+        None
+    }
+}
