@@ -17,7 +17,7 @@ struct Scene {
 
 fn scene(extra: &[&str]) -> Scene {
     let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(dir.path(), extra);
+    let server = common::start(dir.path(), extra);
     let mut bystander = Client::connect(server.addr);
     assert_eq!(
         create_topic(&mut bystander, "t", 1, &[("max.message.bytes", "4096")]),

@@ -6,8 +6,6 @@ mod common;
 use std::io::Write as _;
 use std::process::{Command, Output, Stdio};
 
-use common::Server;
-
 fn herald(server_addr: &str, args: &[&str], stdin: &str) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_herald"))
         .args(args)
@@ -49,7 +47,7 @@ fn assert_fails_with(output: &Output, reason: &str) {
 #[test]
 fn topic_create_list_describe_alter_delete_round_trip() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(dir.path(), &[]);
+    let server = common::start(dir.path(), &[]);
     let addr = server.addr.to_string();
     let created = herald(
         &addr,
@@ -101,7 +99,7 @@ fn topic_create_list_describe_alter_delete_round_trip() {
 #[test]
 fn produced_lines_are_consumed_with_key_headers_and_offsets() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(dir.path(), &[]);
+    let server = common::start(dir.path(), &[]);
     let addr = server.addr.to_string();
     assert_ok(&herald(
         &addr,
@@ -158,7 +156,7 @@ fn produced_lines_are_consumed_with_key_headers_and_offsets() {
 #[test]
 fn bootstrap_server_is_accepted_as_kafka_tools_spell_it() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(dir.path(), &[]);
+    let server = common::start(dir.path(), &[]);
     let output = Command::new(env!("CARGO_BIN_EXE_herald"))
         .args(["topic", "create", "spelled", "--bootstrap-server"])
         .arg(server.addr.to_string())
@@ -173,7 +171,7 @@ fn bootstrap_server_is_accepted_as_kafka_tools_spell_it() {
 #[test]
 fn consume_from_end_or_a_late_timestamp_prints_nothing_old() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(dir.path(), &[]);
+    let server = common::start(dir.path(), &[]);
     let addr = server.addr.to_string();
     assert_ok(&herald(&addr, &["produce", "late"], "old\n"));
     let from_end = herald(&addr, &["consume", "late", "--from", "end"], "");
@@ -193,7 +191,7 @@ fn consume_from_end_or_a_late_timestamp_prints_nothing_old() {
 #[test]
 fn produce_reads_a_file_and_respects_the_rate() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(dir.path(), &[]);
+    let server = common::start(dir.path(), &[]);
     let addr = server.addr.to_string();
     let file = dir.path().join("lines.txt");
     std::fs::write(&file, "a\nb\nc\nd\ne\n").expect("write");
@@ -221,7 +219,7 @@ fn produce_reads_a_file_and_respects_the_rate() {
 #[test]
 fn bench_prints_a_summary_table_for_both_phases() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(dir.path(), &[]);
+    let server = common::start(dir.path(), &[]);
     let addr = server.addr.to_string();
     let bench = herald(
         &addr,
@@ -258,7 +256,7 @@ fn unreachable_broker_fails_with_one_line() {
 #[test]
 fn unknown_topic_fails_with_one_line() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(dir.path(), &[]);
+    let server = common::start(dir.path(), &[]);
     let addr = server.addr.to_string();
     for args in [
         &["topic", "describe", "missing"][..],

@@ -9,8 +9,6 @@ use std::collections::BTreeSet;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::Server;
-
 /// Broker flags: no initial rebalance delay, so a lone member starts at once.
 const NO_DELAY: &[&str] = &["--group-initial-rebalance-delay-ms", "0"];
 
@@ -104,7 +102,7 @@ fn values(prefix: &str, count: usize) -> Vec<String> {
 #[test]
 fn a_group_resumes_where_it_committed_and_offsets_can_be_reset() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(dir.path(), NO_DELAY);
+    let server = common::start(dir.path(), NO_DELAY);
     let addr = server.addr.to_string();
     assert_ok(&herald(
         &addr,
@@ -237,7 +235,7 @@ fn wait_for_state(addr: &str, group: &str, state: &str, members: usize) -> serde
 #[test]
 fn members_share_partitions_and_an_active_group_cannot_be_reset_or_deleted() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(dir.path(), NO_DELAY);
+    let server = common::start(dir.path(), NO_DELAY);
     let addr = server.addr.to_string();
     assert_ok(&herald(
         &addr,
@@ -323,7 +321,7 @@ fn group_commands_fail_with_one_line() {
     );
 
     let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(dir.path(), NO_DELAY);
+    let server = common::start(dir.path(), NO_DELAY);
     let addr = server.addr.to_string();
     assert_fails_with(
         &herald(&addr, &["group", "describe", "nobody"]),

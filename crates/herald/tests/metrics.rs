@@ -7,7 +7,7 @@ mod common;
 use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};
 
-use common::{batch, create_topic, fetch, produce, s, Client, Server, IO_TIMEOUT};
+use common::{batch, create_topic, fetch, produce, s, Client, IO_TIMEOUT};
 use kafka_protocol::messages::{
     offset_commit_request, ApiKey, GroupId, OffsetCommitRequest, OffsetCommitResponse, TopicName,
 };
@@ -109,7 +109,7 @@ fn commit(client: &mut Client, group: &str, topic: &str, offsets: &[(i32, i64)])
 #[test]
 fn health_and_ready_answer_200_while_serving() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(dir.path(), &[]);
+    let server = common::start(dir.path(), &[]);
     assert_eq!(get(server.admin_addr, "/health"), (200, "ok\n".to_owned()));
     assert_eq!(get(server.admin_addr, "/ready").0, 200);
     assert_eq!(get(server.admin_addr, "/nothing").0, 404);
@@ -118,7 +118,7 @@ fn health_and_ready_answer_200_while_serving() {
 #[test]
 fn metrics_count_requests_bytes_and_partition_state_of_a_workload() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(dir.path(), &[]);
+    let server = common::start(dir.path(), &[]);
     let mut client = Client::connect(server.addr);
     assert_eq!(create_topic(&mut client, "measured", 1, &[]), 0);
     let before = scrape(server.admin_addr);
@@ -177,7 +177,7 @@ fn metrics_count_requests_bytes_and_partition_state_of_a_workload() {
 #[test]
 fn every_append_fsyncs_are_timed_and_counted() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(dir.path(), &["--flush", "every-append"]);
+    let server = common::start(dir.path(), &["--flush", "every-append"]);
     let mut client = Client::connect(server.addr);
     assert_eq!(create_topic(&mut client, "durable", 1, &[]), 0);
     let before = scrape(server.admin_addr);
@@ -227,7 +227,7 @@ fn every_append_fsyncs_are_timed_and_counted() {
 #[test]
 fn group_lag_is_the_high_watermark_minus_the_committed_offset() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(dir.path(), &[]);
+    let server = common::start(dir.path(), &[]);
     let mut client = Client::connect(server.addr);
     assert_eq!(create_topic(&mut client, "consumed", 2, &[]), 0);
     for _ in 0..3 {

@@ -12,7 +12,7 @@ use kafka_protocol::messages::*;
 #[test]
 fn pipelined_requests_are_answered_in_request_order() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(dir.path(), &[]);
+    let server = common::start(dir.path(), &[]);
     let mut client = Client::connect(server.addr);
     assert_eq!(create_topic(&mut client, "p", 1, &[]), 0);
     let sent: Vec<i32> = (0..20)
@@ -38,7 +38,7 @@ fn pipelined_requests_are_answered_in_request_order() {
 #[test]
 fn acks_zero_gets_no_response_but_is_stored() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(dir.path(), &[]);
+    let server = common::start(dir.path(), &[]);
     let mut client = Client::connect(server.addr);
     assert_eq!(create_topic(&mut client, "z", 1, &[]), 0);
     client.send(
@@ -54,7 +54,7 @@ fn acks_zero_gets_no_response_but_is_stored() {
 #[test]
 fn empty_partition_fetch_returns_zero_length_records_after_max_wait() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(dir.path(), &[]);
+    let server = common::start(dir.path(), &[]);
     let mut client = Client::connect(server.addr);
     assert_eq!(create_topic(&mut client, "e", 1, &[]), 0);
     let started = Instant::now();
@@ -77,7 +77,7 @@ fn empty_partition_fetch_returns_zero_length_records_after_max_wait() {
 #[test]
 fn long_poll_fetch_returns_as_soon_as_data_arrives() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(dir.path(), &[]);
+    let server = common::start(dir.path(), &[]);
     let mut consumer = Client::connect(server.addr);
     assert_eq!(create_topic(&mut consumer, "lp", 1, &[]), 0);
     let started = Instant::now();
@@ -102,7 +102,7 @@ fn long_poll_fetch_returns_as_soon_as_data_arrives() {
 #[test]
 fn fetch_past_the_end_is_offset_out_of_range() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(dir.path(), &[]);
+    let server = common::start(dir.path(), &[]);
     let mut client = Client::connect(server.addr);
     assert_eq!(create_topic(&mut client, "o", 1, &[]), 0);
     assert_eq!(produce(&mut client, "o", 0, batch(3, b"x")).0, 0);
@@ -117,7 +117,7 @@ fn fetch_past_the_end_is_offset_out_of_range() {
 #[test]
 fn sigterm_exits_zero_and_a_restart_keeps_topics_and_offsets() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(dir.path(), &["--default-partitions", "2"]);
+    let server = common::start(dir.path(), &["--default-partitions", "2"]);
     let mut client = Client::connect(server.addr);
     let metadata: MetadataResponse = client.call(
         ApiKey::Metadata,
@@ -138,7 +138,7 @@ fn sigterm_exits_zero_and_a_restart_keeps_topics_and_offsets() {
     drop(client);
     assert!(server.terminate().success(), "exit status 0 after SIGTERM");
 
-    let server = Server::start(dir.path(), &[]);
+    let server = common::start(dir.path(), &[]);
     let mut client = Client::connect(server.addr);
     let metadata: MetadataResponse = client.call(
         ApiKey::Metadata,
@@ -158,7 +158,7 @@ fn sigterm_exits_zero_and_a_restart_keeps_topics_and_offsets() {
 #[test]
 fn second_server_on_the_same_data_dir_refuses_to_start() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let _first = Server::start(dir.path(), &[]);
+    let _first = common::start(dir.path(), &[]);
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_herald"))
         .args(["serve", "--kafka-listen", "127.0.0.1:0", "--data-dir"])
         .arg(dir.path())
@@ -189,7 +189,7 @@ fn invalid_flag_value_is_refused_with_key_value_and_reason() {
 #[test]
 fn sigterm_answers_a_parked_fetch_and_exits_promptly() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(dir.path(), &[]);
+    let server = common::start(dir.path(), &[]);
     let mut client = Client::connect(server.addr);
     assert_eq!(create_topic(&mut client, "s", 1, &[]), 0);
     let sent = client.send(ApiKey::Fetch, FETCH_V, &fetch_request("s", 0, 0, 20_000, 1));
@@ -213,7 +213,7 @@ fn sigterm_answers_a_parked_fetch_and_exits_promptly() {
 #[test]
 fn connections_over_the_limit_are_closed_and_freed_slots_are_reused() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(dir.path(), &["--max-connections", "2"]);
+    let server = common::start(dir.path(), &["--max-connections", "2"]);
     let mut first = Client::connect(server.addr);
     let mut second = Client::connect(server.addr);
     for client in [&mut first, &mut second] {
@@ -243,7 +243,7 @@ fn large_fetches_return_exactly_the_stored_batches_across_many_requests() {
     // Batches of 24 KiB are sent from the segment file (sendfile) rather
     // than copied; pipelined fetches check responses stay whole and ordered.
     let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(dir.path(), &[]);
+    let server = common::start(dir.path(), &[]);
     let mut client = Client::connect(server.addr);
     assert_eq!(create_topic(&mut client, "big", 1, &[]), 0);
     let mut stored = Vec::new();
@@ -302,7 +302,7 @@ fn pipelined_large_produce_requests_are_stored_byte_for_byte() {
     // start of the next; a buffer reused for a smaller frame must carry
     // nothing of the larger one it held before.
     let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(dir.path(), &[]);
+    let server = common::start(dir.path(), &[]);
     let mut client = Client::connect(server.addr);
     assert_eq!(create_topic(&mut client, "frames", 1, &[]), 0);
     // The first two wait for their answers, so their buffers are free
