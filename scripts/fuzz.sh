@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs the request-decoding fuzz target for a bounded time.
+# Runs every fuzz target (fuzz/fuzz_targets/*.rs) for a bounded time in all,
+# SECONDS split evenly between them (at least 10 s each).
 #   scripts/fuzz.sh SECONDS
 # Needs the nightly toolchain and cargo-fuzz (installed here if missing).
 # The seed corpus is copied to a scratch directory so a run never adds
@@ -18,11 +19,24 @@ if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
   cargo install --locked cargo-fuzz
 fi
 
-corpus="$(mktemp -d)"
-trap 'rm -rf "$corpus"' EXIT
-cp corpus/request_decode/* "$corpus/"
+targets=()
+for target in fuzz_targets/*.rs; do
+  targets+=("$(basename "$target" .rs)")
+done
+each=$(( seconds / ${#targets[@]} ))
+[ "$each" -ge 10 ] || each=10
 
-# -rss_limit_mb also caps single allocations, so a hostile count that
-# turns into a multi-gigabyte reservation is reported as a crash.
-cargo +nightly fuzz run request_decode "$corpus" -- \
-  -max_total_time="$seconds" -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1
+scratch="$(mktemp -d)"
+trap 'rm -rf "$scratch"' EXIT
+for target in "${targets[@]}"; do
+  corpus="$scratch/$target"
+  mkdir -p "$corpus"
+  if [ -d "corpus/$target" ]; then
+    cp "corpus/$target"/* "$corpus/"
+  fi
+  echo "== fuzzing $target for ${each}s"
+  # -rss_limit_mb also caps single allocations, so a hostile count that
+  # turns into a multi-gigabyte reservation is reported as a crash.
+  cargo +nightly fuzz run "$target" "$corpus" -- \
+    -max_total_time="$each" -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1
+done

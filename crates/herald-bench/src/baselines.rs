@@ -10,7 +10,7 @@
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use herald_log::batch;
+use herald_records as batch;
 
 use crate::region::Region;
 use crate::BenchError;
@@ -120,7 +120,7 @@ impl<'r> MutexLog<'r> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use herald_log::batch::testing;
+    use herald_records::testing;
 
     #[test]
     fn appends_assign_dense_offsets_and_reads_return_whole_batches() {

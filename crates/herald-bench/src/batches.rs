@@ -1,7 +1,7 @@
 //! The pre-built batches every publisher appends: built once per batch size
 //! before any timing, so that the measured loop only appends.
 
-use herald_log::batch;
+use herald_records as batch;
 
 use crate::settings::VALUE_BYTES;
 use crate::BenchError;

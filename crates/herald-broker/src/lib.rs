@@ -30,7 +30,6 @@ mod partition_dirs;
 pub mod producer_ids;
 mod producer_snapshot;
 pub mod producer_state;
-pub mod records;
 pub mod storage;
 pub mod topic;
 pub mod topic_config;

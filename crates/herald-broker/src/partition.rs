@@ -7,14 +7,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use herald_log::batch::{self, BatchHeader};
 use herald_log::{Log, LogConfig};
+use herald_records::{batches, BatchHeader};
 use parking_lot::Mutex;
 
 use crate::error::{BrokerError, ProduceError};
 use crate::producer_snapshot;
 use crate::producer_state::{last_sequence, BatchMetadata, ProducerEntry, SequenceCheck};
-use crate::records;
 use crate::storage::{
     Acks, Backend, BackendCompletion, LocalStorage, PartitionStorage, StorageError, StorageStats,
     StoredBatches, ValidBatch, Watermarks,
@@ -170,7 +169,7 @@ impl Partition {
     /// size limit (first, so an oversized batch costs no CRC) and validated.
     #[inline]
     fn single_valid_batch<'a>(&self, records: &'a [u8]) -> Result<ValidBatch<'a>, ProduceError> {
-        let mut split = batch::batches(records);
+        let mut split = batches(records);
         let batch = split
             .next()
             .ok_or(ProduceError::InvalidRecords("no record batch"))??;
@@ -323,15 +322,22 @@ impl Partition {
         let Ok(slice) = self.storage.read(offset, 1).await else {
             return found;
         };
-        let Some(Ok(batch)) = batch::batches(&slice.bytes).next() else {
+        let Some(Ok(batch)) = batches(&slice.bytes).next() else {
             return found;
         };
         if BatchHeader::parse(batch).is_none_or(|h| h.compression() == 0) {
             return found;
         }
-        records::first_at_or_after(batch, target).map_or(found, |(offset, timestamp)| {
-            OffsetAndTimestamp { offset, timestamp }
-        })
+        // Records below the log start (a truncation inside the batch) are
+        // not served, so they do not answer either.
+        let start = self.storage.log_start_offset() as i64;
+        let mut scratch = Vec::new();
+        herald_records::first_at_or_after(batch, target, start, &mut scratch)
+            .and_then(|(offset, timestamp)| Some((u64::try_from(offset).ok()?, timestamp)))
+            .map_or(found, |(offset, timestamp)| OffsetAndTimestamp {
+                offset,
+                timestamp,
+            })
     }
 
     /// Number of producers with state on this partition.
@@ -381,7 +387,7 @@ fn rebuild_producer_state(
         if slice.bytes.is_empty() || slice.next_offset <= offset {
             break;
         }
-        for header in batch::batches(&slice.bytes)
+        for header in batches(&slice.bytes)
             .map_while(Result::ok)
             .filter_map(BatchHeader::parse)
         {

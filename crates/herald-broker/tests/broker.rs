@@ -5,7 +5,7 @@ use std::sync::Arc;
 use herald_broker::{
     Acks, Broker, BrokerConfig, BrokerError, ConfigChange, OffsetSpec, ProduceError,
 };
-use herald_log::batch::{testing, BatchHeader};
+use herald_records::{testing, BatchHeader};
 
 fn open(dir: &std::path::Path) -> Arc<Broker> {
     Broker::open(BrokerConfig::new(dir)).expect("open broker")

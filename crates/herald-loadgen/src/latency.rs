@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
-use herald_log::batch::batches;
+use herald_records::batches;
 
 use crate::fetch::Fetcher;
 use crate::produce::{self, ProduceOutcome, ProduceSpec};

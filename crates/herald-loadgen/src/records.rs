@@ -2,8 +2,7 @@
 //! with a send time for latency runs, and counted on the way back by
 //! walking batch headers only (no record is decoded).
 
-use herald_log::batch::{batches, refresh_crc, testing, BatchHeader, HEADER_BYTES};
-use herald_log::varint;
+use herald_records::{batches, refresh_crc, testing, BatchHeader, RecordBatch};
 
 /// Bytes of each record's value, as in the seed experiment.
 pub const VALUE_BYTES: usize = 64;
@@ -47,21 +46,17 @@ pub fn count(bytes: &[u8]) -> Counted {
     counted
 }
 
-/// Where the first record's value starts in `batch`, if the batch holds a
-/// record with a value of at least 8 bytes.
+/// Where the first record's value starts in `batch`, if the batch is
+/// uncompressed and holds a record with a value of at least 8 bytes.
 pub fn first_value_at(batch: &[u8]) -> Option<usize> {
-    let mut at = HEADER_BYTES;
-    let (_length, n) = varint::get(batch.get(at..)?)?;
-    at += n + 1; // the record's length, then its attributes byte
-    for _ in 0..2 {
-        let (_delta, n) = varint::get(batch.get(at..)?)?; // timestamp, offset deltas
-        at += n;
-    }
-    let (key_len, n) = varint::get(batch.get(at..)?)?;
-    at += n + usize::try_from(key_len.max(0)).ok()?;
-    let (value_len, n) = varint::get(batch.get(at..)?)?;
-    at += n;
-    (value_len >= 8 && at + 8 <= batch.len()).then_some(at)
+    let first = RecordBatch::new(batch)
+        .ok()?
+        .records_in_place()?
+        .next()?
+        .ok()?;
+    let value = first.value.filter(|v| v.len() >= 8)?;
+    // The value is a view into `batch`: its distance from the start.
+    Some(value.as_ptr() as usize - batch.as_ptr() as usize)
 }
 
 /// Writes `stamp` into the first 8 value bytes at `value_at` and fixes the
@@ -98,6 +93,6 @@ mod tests {
         let at = first_value_at(&b).expect("value");
         stamp(&mut b, at, 0x0102_0304_0506_0708);
         assert_eq!(read_stamp(&b), Some(0x0102_0304_0506_0708));
-        assert!(herald_log::batch::validate(&b).is_ok());
+        assert!(herald_records::validate(&b).is_ok());
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! A writer that has copied its batch sets one bit for the 64-byte block its
 //! batch starts in. Every valid batch is longer than 64 bytes
-//! ([`crate::batch::BATCH_BYTES_MIN`]), so no two batches start in the same
+//! ([`herald_records::BATCH_BYTES_MIN`]), so no two batches start in the same
 //! block and the bit identifies the batch. The committed tail is then moved
 //! past every contiguous completed batch by whichever writer finds it
 //! completable: it reads the length and offset count of the batch at the tail
@@ -28,7 +28,7 @@ const BLOCK_SHIFT: u32 = 6;
 // A completion bit names the batch that starts in its block only if no two
 // batches can start in one block.
 const _: () = assert!(
-    crate::batch::BATCH_BYTES_MIN >= 1 << BLOCK_SHIFT,
+    herald_records::BATCH_BYTES_MIN >= 1 << BLOCK_SHIFT,
     "a completion block must be no larger than the smallest batch"
 );
 

@@ -93,7 +93,7 @@ impl LogConfig {
                 "must be a power of two of at least 64",
             );
         }
-        if self.max_batch_bytes < crate::batch::BATCH_BYTES_MIN as u32 {
+        if self.max_batch_bytes < herald_records::BATCH_BYTES_MIN as u32 {
             return invalid(
                 "max_batch_bytes",
                 self.max_batch_bytes.into(),

@@ -3,53 +3,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-/// Why a record batch was refused before anything was written.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum BatchError {
-    /// Fewer bytes than a batch header, or than the smallest valid batch.
-    #[error("record batch of {len} bytes is shorter than the {min}-byte minimum")]
-    TooShort {
-        /// Bytes given.
-        len: usize,
-        /// Smallest acceptable size.
-        min: usize,
-    },
-    /// The header's `batchLength` does not match the bytes given.
-    #[error("record batch declares {declared} bytes but {actual} were given")]
-    LengthMismatch {
-        /// Total size implied by `batchLength`.
-        declared: usize,
-        /// Bytes actually present.
-        actual: usize,
-    },
-    /// Only magic 2 (RecordBatch v2) is stored.
-    #[error("record batch magic {found} is not supported (only 2)")]
-    UnsupportedMagic {
-        /// The magic byte found.
-        found: i8,
-    },
-    /// CRC-32C over attributes..end does not match the header.
-    #[error(
-        "record batch CRC mismatch: header says {expected:#010x}, content gives {computed:#010x}"
-    )]
-    CrcMismatch {
-        /// CRC stored in the header.
-        expected: u32,
-        /// CRC computed over the content.
-        computed: u32,
-    },
-    /// `recordsCount` disagrees with `lastOffsetDelta`, or is not positive.
-    #[error("record batch has {records_count} records but lastOffsetDelta {last_offset_delta}")]
-    RecordCount {
-        /// `recordsCount` from the header.
-        records_count: i32,
-        /// `lastOffsetDelta` from the header.
-        last_offset_delta: i32,
-    },
-    /// Control batches are written by the broker only.
-    #[error("control batches cannot be produced by clients")]
-    ControlBatch,
-}
+use herald_records::BatchError;
 
 /// Why an append failed.
 #[derive(Debug, Clone, thiserror::Error)]

@@ -15,7 +15,9 @@
 //!
 //! ## The path of an append
 //!
-//! 1. [`batch::validate`] checks magic, length, CRC-32C and record count.
+//! 1. [`herald_records::validate`] checks magic, length, CRC-32C and record
+//!    count (the format is `herald-records`'; the log stores and indexes
+//!    batches without decoding records).
 //! 2. One compare-and-swap on the active segment's reservation word reserves
 //!    the batch's offset range and byte range together; if the batch does
 //!    not fit, the same compare-and-swap seals the segment and the writer
@@ -33,8 +35,6 @@
 // Under loom only the protocol modules are built, for the models to use.
 #![cfg_attr(herald_loom, allow(dead_code))]
 
-pub mod batch;
-pub mod batch_builder;
 mod commit;
 mod config;
 mod error;
@@ -43,7 +43,6 @@ mod flush_stats;
 mod index;
 mod reserve;
 mod sync;
-pub mod varint;
 
 #[cfg(not(herald_loom))]
 mod file_region;
@@ -64,12 +63,13 @@ mod segment;
 mod loom_tests;
 
 pub use config::{FlushPolicy, LogConfig, SEGMENT_BYTES_MAX, SEGMENT_BYTES_MIN};
-pub use error::{AppendError, BatchError, ConfigError, LogError, ReadError, TruncateError};
+pub use error::{AppendError, ConfigError, LogError, ReadError, TruncateError};
 #[cfg(not(herald_loom))]
 pub use file_region::FileRegion;
 pub use flush_stats::{
     FlushStats, FlushStatsSnapshot, FLUSH_LATENCY_BOUNDS_NANOS, FLUSH_LATENCY_BUCKETS,
 };
+pub use herald_records::{BatchError, ValidBatch};
 #[cfg(not(herald_loom))]
 pub use log::{Appended, Log, ReadSlice, TimestampOffset};
 #[cfg(not(herald_loom))]

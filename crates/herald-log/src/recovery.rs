@@ -17,13 +17,13 @@ use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
 
-use crate::batch::{validate_stored, StoredBatchError};
 use crate::config::LogConfig;
 use crate::error::LogError;
 use crate::extent::Extent;
 use crate::persist::{Checkpoint, IndexFile};
 use crate::segment::{index_file_name, log_file_name, Segment};
 use crate::sync::Arc;
+use herald_records::{BatchError, BatchHeader, BATCH_BYTES_MIN};
 
 /// What recovery found and did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -321,4 +321,62 @@ fn drop_segments(dir: &Path, bases: &[u64]) -> Result<usize, LogError> {
         }
     }
     Ok(bases.len())
+}
+
+/// Reasons a stored batch fails the recovery scan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum StoredBatchError {
+    /// Fewer bytes remain than the batch needs: a torn write.
+    Truncated,
+    /// The header or the content does not check out.
+    Invalid(BatchError),
+    /// The base offset is not the one expected at this position.
+    OffsetGap { expected: u64, found: i64 },
+}
+
+/// Validates a stored batch at the start of `bytes` (which may run on past
+/// it): framing, CRC, and the expected base offset. Returns its size.
+pub(crate) fn validate_stored(
+    bytes: &[u8],
+    expected_offset: u64,
+) -> Result<(usize, BatchHeader<'_>), StoredBatchError> {
+    let header = BatchHeader::parse(bytes).ok_or(StoredBatchError::Truncated)?;
+    let total = match header.total_bytes() {
+        Some(t) if t >= BATCH_BYTES_MIN => t,
+        declared => {
+            return Err(StoredBatchError::Invalid(BatchError::LengthMismatch {
+                declared: declared.unwrap_or(0),
+                actual: bytes.len(),
+            }))
+        }
+    };
+    if total > bytes.len() {
+        return Err(StoredBatchError::Truncated);
+    }
+    let batch = &bytes[..total];
+    if header.magic() != 2 {
+        return Err(StoredBatchError::Invalid(BatchError::UnsupportedMagic {
+            found: header.magic(),
+        }));
+    }
+    let computed = BatchHeader::compute_crc(batch);
+    if computed != header.crc() {
+        return Err(StoredBatchError::Invalid(BatchError::CrcMismatch {
+            expected: header.crc(),
+            computed,
+        }));
+    }
+    if header.last_offset_delta() < 0 {
+        return Err(StoredBatchError::Invalid(BatchError::RecordCount {
+            records_count: header.records_count(),
+            last_offset_delta: header.last_offset_delta(),
+        }));
+    }
+    if header.base_offset() != expected_offset as i64 {
+        return Err(StoredBatchError::OffsetGap {
+            expected: expected_offset,
+            found: header.base_offset(),
+        });
+    }
+    Ok((total, header))
 }

@@ -7,7 +7,6 @@ use std::time::SystemTime;
 use arc_swap::ArcSwapOption;
 use bytes::Bytes;
 
-use crate::batch::{self, BatchHeader, HEADER_BYTES};
 use crate::commit::{BatchSizes, CommitTracker};
 use crate::extent::Extent;
 use crate::index::SegmentIndex;
@@ -15,6 +14,7 @@ use crate::mapped_file::MappedFile;
 use crate::provisioner::policy;
 use crate::reserve::{Reservation, ReserveWord};
 use crate::sync::{Arc, AtomicBool, AtomicI64, AtomicPtr, Ordering};
+use herald_records::{BatchHeader, HEADER_BYTES};
 
 /// File name of the segment starting at `base_offset`.
 pub(crate) fn log_file_name(base_offset: u64) -> String {
@@ -270,7 +270,7 @@ impl Segment {
         let base = self.base_offset + u64::from(start.records);
         let mut header = [0u8; 16];
         header.copy_from_slice(&batch[..16]);
-        batch::stamp(&mut header, base, leader_epoch);
+        herald_records::stamp(&mut header, base, leader_epoch);
         // SAFETY: the reservation gives this writer the range alone, and the
         // caller allocated it.
         unsafe { self.file.write_batch_at(start.bytes, &header, &batch[16..]) };
@@ -551,8 +551,8 @@ mod tests {
     use std::os::unix::fs::FileExt;
 
     use super::*;
-    use crate::batch::testing;
     use crate::reserve::Reservation;
+    use herald_records::testing;
 
     #[test]
     fn the_commit_tracker_stops_before_a_damaged_completed_batch() {

@@ -3,8 +3,8 @@
 mod common;
 
 use common::{decode, read_all, small_config, tagged_batch, PATIENCE};
-use herald_log::batch::testing;
 use herald_log::{AppendError, BatchError, Log, ReadError};
+use herald_records::testing;
 use std::sync::Arc;
 
 #[test]

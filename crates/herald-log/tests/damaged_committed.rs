@@ -97,7 +97,7 @@ fn readers_stop_at_the_damage(batch_length: i32) {
         let whole = log.read(0, 1 << 20).expect("offset 0 is in range");
         assert_eq!(whole.next_offset, 2 * BATCHES);
         assert_eq!(
-            herald_log::batch::batches(&whole.bytes)
+            herald_records::batches(&whole.bytes)
                 .map_while(Result::ok)
                 .count() as u64,
             DAMAGED,
@@ -108,7 +108,7 @@ fn readers_stop_at_the_damage(batch_length: i32) {
         // refuses it, as its framing shows), and the rest after it.
         let at = log.read(2 * DAMAGED, 1 << 20).expect("in range");
         assert!(
-            matches!(herald_log::batch::batches(&at.bytes).next(), Some(Err(_))),
+            matches!(herald_records::batches(&at.bytes).next(), Some(Err(_))),
             "the damaged batch comes first and does not frame"
         );
         assert_eq!(at.next_offset, 2 * BATCHES);

@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 
 use bytes::Bytes;
-use herald_log::batch::{testing, BatchHeader};
+use herald_records::{testing, BatchHeader};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
@@ -125,7 +125,7 @@ pub fn fetch(
 
 /// Number of records in a run of batches.
 pub fn record_count(records: &[u8]) -> u64 {
-    herald_log::batch::batches(records)
+    herald_records::batches(records)
         .map(|b| {
             BatchHeader::parse(b.expect("whole batch"))
                 .expect("header")

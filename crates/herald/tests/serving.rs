@@ -277,7 +277,7 @@ fn large_fetches_return_exactly_the_stored_batches_across_many_requests() {
             let records = partition.records.clone().unwrap_or_default();
             // Every pipelined fetch asked for the same offset: same answer.
             if fetched.len() as i64 == offset {
-                for whole in herald_log::batch::batches(&records) {
+                for whole in herald_records::batches(&records) {
                     fetched.push(Bytes::copy_from_slice(whole.expect("whole batch")));
                 }
             }
@@ -290,7 +290,7 @@ fn large_fetches_return_exactly_the_stored_batches_across_many_requests() {
         // outside the CRC); every other byte is what the producer sent.
         assert_eq!(&got[8..12], &sent[8..12], "batch {i}");
         assert_eq!(&got[16..], &sent[16..], "batch {i}");
-        let header = herald_log::batch::BatchHeader::parse(got).expect("header");
+        let header = herald_records::BatchHeader::parse(got).expect("header");
         assert_eq!(header.base_offset(), i as i64);
     }
 }
@@ -361,7 +361,7 @@ fn pipelined_large_produce_requests_are_stored_byte_for_byte() {
             .records
             .clone()
             .unwrap_or_default();
-        let got = herald_log::batch::batches(&records)
+        let got = herald_records::batches(&records)
             .next()
             .expect("a batch")
             .expect("whole batch");

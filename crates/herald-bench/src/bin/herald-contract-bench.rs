@@ -17,8 +17,8 @@ use anyhow::{anyhow, Context as _};
 use clap::Parser;
 use futures_util::FutureExt as _;
 use herald_broker::{Acks, Broker, BrokerConfig, Partition};
-use herald_log::batch::testing;
 use herald_log::{Log, LogConfig};
+use herald_records::testing;
 
 /// Appends and reads through the log directly and through the partition
 /// contract; prints ns per operation and the contract/direct ratio.

@@ -18,10 +18,8 @@
 use std::path::{Path, PathBuf};
 
 use herald_group::Record;
-use herald_log::batch::{batches, BatchHeader, HEADER_BYTES};
-use herald_log::batch_builder::{BatchBuilder, EncodeError, RecordFields};
-use herald_log::varint;
 use herald_log::{AppendError, FlushPolicy, Log, LogConfig};
+use herald_records::{batches, BatchBuilder, EncodeError, RecordBatch, RecordFields};
 
 use crate::error::BrokerError;
 
@@ -190,7 +188,7 @@ pub(crate) fn append(log: &Log, records: &[Record], now_ms: i64) -> Result<(), A
     let batch = match encode_batch(&values, now_ms) {
         Ok(batch) => batch,
         Err(EncodeError::Empty) => return Ok(()),
-        Err(EncodeError::TooLarge) => {
+        Err(EncodeError::TooLarge | EncodeError::Compression(_)) => {
             return Err(AppendError::TooLarge {
                 size: values.iter().map(Vec::len).sum(),
                 max: i32::MAX as usize,
@@ -217,62 +215,19 @@ pub(crate) fn encode_batch(values: &[Vec<u8>], timestamp: i64) -> Result<Vec<u8>
 
 /// The record values of one uncompressed batch, in order.
 fn record_values(batch: &[u8]) -> Result<Vec<&[u8]>, String> {
-    let header = BatchHeader::parse(batch).ok_or("short batch header")?;
-    if header.compression() != 0 {
-        return Err(format!("compressed batch (codec {})", header.compression()));
-    }
-    let mut reader = Reader {
-        rest: batch.get(HEADER_BYTES..).ok_or("short batch")?,
-    };
-    let count = usize::try_from(header.records_count()).map_err(|_| "negative record count")?;
-    let mut values = Vec::with_capacity(count.min(reader.rest.len()));
-    for _ in 0..count {
-        let length = reader.length()?.ok_or("null record")?;
-        let mut record = Reader {
-            rest: reader.take(length)?,
-        };
-        record.take(1)?; // attributes
-        record.varint()?; // timestamp delta
-        record.varint()?; // offset delta
-        if let Some(key) = record.length()? {
-            record.take(key)?;
-        }
-        let value = record.length()?.ok_or("null record value")?;
-        values.push(record.take(value)?);
-    }
-    Ok(values)
-}
-
-struct Reader<'a> {
-    rest: &'a [u8],
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
-        if n > self.rest.len() {
-            return Err(format!("{n} bytes needed, {} left", self.rest.len()));
-        }
-        let (head, rest) = self.rest.split_at(n);
-        self.rest = rest;
-        Ok(head)
-    }
-
-    fn varint(&mut self) -> Result<i64, String> {
-        let (value, len) =
-            varint::get(self.rest).ok_or("varint cut short or longer than 10 bytes")?;
-        self.rest = &self.rest[len..];
-        Ok(value)
-    }
-
-    /// A varint length; -1 means null.
-    fn length(&mut self) -> Result<Option<usize>, String> {
-        match self.varint()? {
-            -1 => Ok(None),
-            n => usize::try_from(n)
-                .map(Some)
-                .map_err(|_| format!("negative length {n}")),
-        }
-    }
+    let batch = RecordBatch::new(batch).map_err(|e| e.to_string())?;
+    let codec = batch.header().compression();
+    let records = batch
+        .records_in_place()
+        .ok_or_else(|| format!("compressed batch (codec {codec})"))?;
+    records
+        .map(|record| {
+            record
+                .map_err(|e| e.to_string())?
+                .value
+                .ok_or_else(|| "null record value".to_owned())
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -295,7 +250,7 @@ mod tests {
     fn encoded_batch_passes_the_log_validation_and_carries_each_value() {
         let values = vec![b"one".to_vec(), Vec::new(), vec![7u8; 300]];
         let batch = encode_batch(&values, 42).expect("three values");
-        let header = herald_log::batch::validate(&batch).expect("valid batch");
+        let header = herald_records::validate(&batch).expect("valid batch");
         assert_eq!(header.records_count(), 3);
         assert_eq!(header.max_timestamp(), 42);
         let decoded = record_values(&batch).expect("values");

@@ -12,7 +12,7 @@
 
 use std::time::Duration;
 
-use herald_log::batch::{testing, ValidBatch};
+use herald_records::{testing, ValidBatch};
 
 use super::{Acks, PartitionStorage, StorageError, StoredBatches};
 
@@ -64,10 +64,10 @@ async fn append<S: PartitionStorage>(storage: &S, bytes: &[u8]) -> (u64, u64) {
 
 /// The base offsets of the batches in a read, in order.
 fn base_offsets(read: &StoredBatches) -> Vec<u64> {
-    herald_log::batch::batches(&read.bytes)
+    herald_records::batches(&read.bytes)
         .map(|b| b.expect("reads return whole batches"))
         .map(|b| {
-            herald_log::batch::BatchHeader::parse(b)
+            herald_records::BatchHeader::parse(b)
                 .expect("a whole batch has a header")
                 .base_offset() as u64
         })

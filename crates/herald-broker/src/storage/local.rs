@@ -341,7 +341,7 @@ mod conformance_tests {
     fn appends_outside_a_runtime_flush_inline() {
         let mut harness = LocalHarness::new(FlushPolicy::EveryAppend);
         let storage = harness.create();
-        let bytes = herald_log::batch::testing::batch(2, b"v", 1_000);
+        let bytes = herald_records::testing::batch(2, b"v", 1_000);
         let valid = ValidBatch::new(&bytes).expect("valid");
         let pending = storage.append(valid, Acks::All).expect("placed");
         assert!(matches!(

@@ -34,8 +34,8 @@ use bytes::Bytes;
 
 pub use backend::{Backend, BackendCompletion};
 pub use error::StorageError;
-pub use herald_log::batch::ValidBatch;
 pub use herald_log::{FileRegion, FlushStats, FlushStatsSnapshot, FLUSH_LATENCY_BUCKETS};
+pub use herald_records::ValidBatch;
 pub use local::{LocalCompletion, LocalStorage};
 
 /// How durable an append must be before it completes: Kafka's `acks`.

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use herald_broker::{Acks, Broker, BrokerConfig};
-use herald_log::batch::testing;
+use herald_records::testing;
 
 use super::{handle_frame, Context, Outcome};
 use crate::config::KafkaConfig;

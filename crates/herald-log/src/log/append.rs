@@ -14,7 +14,7 @@ impl Log {
     pub fn append(&self, batch: &[u8]) -> Result<Appended, AppendError> {
         // The size limit first, so an oversized batch costs no CRC.
         self.check_size(batch.len())?;
-        self.append_valid(batch::ValidBatch::new(batch)?)
+        self.append_valid(ValidBatch::new(batch)?)
     }
 
     /// The largest batch accepted, in bytes (`max_batch_bytes` of the
@@ -33,7 +33,7 @@ impl Log {
 
     /// Appends a batch the caller has already validated; otherwise the same
     /// as [`Log::append`].
-    pub fn append_valid(&self, valid: batch::ValidBatch<'_>) -> Result<Appended, AppendError> {
+    pub fn append_valid(&self, valid: ValidBatch<'_>) -> Result<Appended, AppendError> {
         let appended = self.append_unflushed(valid)?;
         if self.flushes_every_append() {
             self.flush_through(appended.last_offset + 1)?;
@@ -51,7 +51,7 @@ impl Log {
     /// the flush policy: the caller that must wait for durability calls
     /// [`Log::flush_through`] afterwards (on a thread that may block), so
     /// the write itself never waits for an fsync.
-    pub fn append_unflushed(&self, valid: batch::ValidBatch<'_>) -> Result<Appended, AppendError> {
+    pub fn append_unflushed(&self, valid: ValidBatch<'_>) -> Result<Appended, AppendError> {
         self.check_open()?;
         let (batch, header) = (valid.bytes(), valid.header());
         self.check_size(batch.len())?;
@@ -118,7 +118,7 @@ impl Log {
             return Err(AppendError::Poisoned(self.poison(reason)));
         }
         let base_offset = segment.base_offset() + u64::from(start.records);
-        let header = batch::BatchHeader::parse(batch).expect("validated");
+        let header = BatchHeader::parse(batch).expect("validated");
         Ok(Appended {
             base_offset,
             last_offset: base_offset + u64::from(header.offset_count()) - 1,

@@ -16,7 +16,8 @@ use arc_swap::ArcSwap;
 use bytes::Bytes;
 use event_listener::{Event, Listener};
 
-use crate::batch;
+use herald_records::{BatchHeader, ValidBatch};
+
 use crate::config::{FlushPolicy, LogConfig};
 use crate::error::{AppendError, ConfigError, LogError, ReadError, TruncateError};
 use crate::extent::Extent;

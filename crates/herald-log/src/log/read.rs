@@ -82,9 +82,9 @@ impl Log {
         } else {
             // The walk stopped at a damaged header: what follows is the
             // offset after the last whole batch returned.
-            batch::batches(&bytes)
+            herald_records::batches(&bytes)
                 .map_while(Result::ok)
-                .filter_map(batch::BatchHeader::parse)
+                .filter_map(BatchHeader::parse)
                 .last()
                 .map_or(from_offset, |h| h.last_offset() as u64 + 1)
         };
@@ -165,15 +165,24 @@ impl Log {
             while let Some((header, len)) = segment.batch_within(position, committed.bytes) {
                 let above_start = header.last_offset() >= start as i64;
                 if above_start && header.max_timestamp() >= timestamp {
+                    if header.compression() != 0 {
+                        // The log does not decompress: it answers with the
+                        // batch, and the broker narrows it to the record.
+                        return Some(TimestampOffset {
+                            offset: (header.base_offset() as u64).max(start),
+                            timestamp: header.max_timestamp(),
+                        });
+                    }
+                    // A batch that straddles the log start may hold its
+                    // matches below it: only records from the start count,
+                    // and without one the walk goes on.
                     let bytes = segment.bytes(position, position + len);
-                    let (offset, ts) = batch::first_record_at_or_after(&bytes, timestamp)
-                        .unwrap_or((header.base_offset(), header.max_timestamp()));
-                    // A batch that straddles the log start may hold the
-                    // match below it; the first readable offset answers.
-                    return Some(TimestampOffset {
-                        offset: (offset as u64).max(start),
-                        timestamp: ts,
-                    });
+                    if let Some((offset, ts)) = exact_record(&bytes, timestamp, start) {
+                        return Some(TimestampOffset {
+                            offset: offset as u64,
+                            timestamp: ts,
+                        });
+                    }
                 }
                 position += len;
             }
@@ -200,8 +209,8 @@ impl Log {
         while let Some((header, len)) = segment.batch_within(position, committed.bytes) {
             if header.max_timestamp() == max {
                 let bytes = segment.bytes(position, position + len);
-                let offset = batch::first_record_at_or_after(&bytes, max)
-                    .map_or(header.last_offset(), |(offset, _)| offset);
+                let offset =
+                    exact_record(&bytes, max, 0).map_or(header.last_offset(), |(offset, _)| offset);
                 return Some(TimestampOffset {
                     offset: offset as u64,
                     timestamp: max,
@@ -211,4 +220,18 @@ impl Log {
         }
         None
     }
+}
+
+/// The first record of an uncompressed `batch` at or after `timestamp` and
+/// `from_offset`; `None` for a compressed batch (the log does not
+/// decompress) or when no record qualifies.
+fn exact_record(batch: &[u8], timestamp: i64, from_offset: u64) -> Option<(i64, i64)> {
+    let uncompressed = BatchHeader::parse(batch).is_some_and(|h| h.compression() == 0);
+    // An uncompressed batch is read in place: the scratch buffer stays empty.
+    let mut no_scratch = Vec::new();
+    uncompressed
+        .then(|| {
+            herald_records::first_at_or_after(batch, timestamp, from_offset as i64, &mut no_scratch)
+        })
+        .flatten()
 }

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use herald_log::batch::{self, testing};
 use herald_log::{FlushPolicy, LogConfig};
+use herald_records::{self as batch, testing};
 
 /// A configuration with small segments, so tests roll often.
 pub fn small_config() -> LogConfig {

@@ -165,7 +165,7 @@ pub async fn fetch(
         let bytes = answer.records.unwrap_or_default();
         let mut records = Vec::new();
         // A partial batch at the end is normal (cut by max bytes): stop there.
-        for batch in herald_log::batch::batches(&bytes).map_while(Result::ok) {
+        for batch in herald_records::batches(&bytes).map_while(Result::ok) {
             records.extend(
                 decode_batch(batch)?
                     .into_iter()

@@ -1,11 +1,8 @@
-//! Record batches v2: encoding a batch of records for Produce (uncompressed,
-//! CRC-32C over everything after the CRC field) and decoding the records of
-//! a fetched batch. The header layout is `herald_log::batch`'s.
+//! Records as the CLI handles them (owned, printable), encoded into and
+//! decoded from RecordBatch v2 with `herald-records`.
 
 use anyhow::{ensure, Context as _};
-use herald_log::batch::{BatchHeader, HEADER_BYTES};
-use herald_log::batch_builder::{BatchBuilder, RecordFields};
-use herald_log::varint;
+use herald_records::{BatchBuilder, BatchHeader, RecordBatch, RecordFields};
 
 /// The record batch format version read.
 const MAGIC_V2: i8 = 2;
@@ -65,8 +62,8 @@ pub fn encode_batch(records: &[Record]) -> anyhow::Result<Vec<u8>> {
     Ok(builder.finish()?)
 }
 
-/// Decodes the records of one whole batch v2 (as `herald_log::batch::batches`
-/// yields them). Control batches yield nothing.
+/// Decodes the records of one whole batch v2 (as `herald_records::batches`
+/// yields them), any codec. Control batches yield nothing.
 pub fn decode_batch(batch: &[u8]) -> anyhow::Result<Vec<FetchedRecord>> {
     let header = BatchHeader::parse(batch).context("batch shorter than its header")?;
     ensure!(
@@ -74,84 +71,41 @@ pub fn decode_batch(batch: &[u8]) -> anyhow::Result<Vec<FetchedRecord>> {
         "record batch format v{} is not supported",
         header.magic()
     );
-    let total = header
-        .total_bytes()
-        .filter(|total| *total <= batch.len())
-        .context("batch cut short")?;
     if header.is_control() {
         return Ok(Vec::new());
     }
-    let codec = header.compression();
-    let data = herald_broker::records::decompress(codec, &batch[HEADER_BYTES..total])
-        .with_context(|| {
-            format!(
-                "cannot decompress the batch at offset {} (codec {codec})",
-                header.base_offset()
-            )
-        })?;
-    let count = usize::try_from(header.records_count()).context("negative record count")?;
-    let mut input: &[u8] = &data;
-    // Each record takes at least 7 bytes: bound the allocation by the input.
-    let mut records = Vec::with_capacity(count.min(input.len() / 7));
-    for _ in 0..count {
-        let length = usize::try_from(get_varint(&mut input)?).context("negative record length")?;
-        ensure!(length <= input.len(), "record longer than its batch");
-        let (mut body, rest) = input.split_at(length);
-        input = rest;
-        records.push(decode_record(&mut body, &header)?);
-    }
-    Ok(records)
-}
-
-fn decode_record(input: &mut &[u8], batch: &BatchHeader<'_>) -> anyhow::Result<FetchedRecord> {
-    let (_attributes, rest) = input.split_first().context("record cut short")?;
-    *input = rest;
-    let timestamp_delta = get_varint(input)?;
-    let offset_delta = get_varint(input)?;
-    let key = get_bytes(input)?;
-    let value = get_bytes(input)?;
-    let header_count = usize::try_from(get_varint(input)?).context("negative header count")?;
-    let mut headers = Vec::with_capacity(header_count.min(input.len() / 2));
-    for _ in 0..header_count {
-        let key = get_bytes(input)?.context("null header key")?;
-        headers.push(Header {
-            key: String::from_utf8_lossy(&key).into_owned(),
-            value: get_bytes(input)?,
-        });
-    }
-    let timestamp_ms = if batch.is_log_append_time() {
-        batch.max_timestamp()
-    } else {
-        batch.base_timestamp().saturating_add(timestamp_delta)
-    };
-    Ok(FetchedRecord {
-        offset: batch.base_offset().saturating_add(offset_delta),
-        record: Record {
-            key,
-            value,
-            headers,
-            timestamp_ms,
-        },
-    })
-}
-
-/// Takes a zig-zag varint off the front of `input`.
-fn get_varint(input: &mut &[u8]) -> anyhow::Result<i64> {
-    let (value, len) = varint::get(input).context("varint cut short or longer than 10 bytes")?;
-    *input = &input[len..];
-    Ok(value)
-}
-
-fn get_bytes(input: &mut &[u8]) -> anyhow::Result<Option<Vec<u8>>> {
-    let length = get_varint(input)?;
-    if length < 0 {
-        return Ok(None);
-    }
-    let length = usize::try_from(length).context("length out of range")?;
-    ensure!(length <= input.len(), "field longer than its record");
-    let (bytes, rest) = input.split_at(length);
-    *input = rest;
-    Ok(Some(bytes.to_vec()))
+    let batch = RecordBatch::new(batch).context("batch cut short")?;
+    let mut scratch = Vec::new();
+    let records = batch.records(&mut scratch).with_context(|| {
+        format!(
+            "cannot read the batch at offset {} (codec {})",
+            header.base_offset(),
+            header.compression()
+        )
+    })?;
+    records
+        .map(|record| {
+            let record = record?;
+            let headers = record
+                .headers()
+                .map(|header| {
+                    header.map(|(key, value)| Header {
+                        key: String::from_utf8_lossy(key).into_owned(),
+                        value: value.map(<[u8]>::to_vec),
+                    })
+                })
+                .collect::<Result<_, _>>()?;
+            Ok(FetchedRecord {
+                offset: record.offset,
+                record: Record {
+                    key: record.key.map(<[u8]>::to_vec),
+                    value: record.value.map(<[u8]>::to_vec),
+                    headers,
+                    timestamp_ms: record.timestamp,
+                },
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -200,7 +154,7 @@ mod tests {
     #[test]
     fn encoded_batch_passes_the_logs_validation() {
         let batch = encode_batch(&[record(Some("k"), "v", 42)]).expect("encode");
-        let header = herald_log::batch::validate(&batch).expect("valid batch");
+        let header = herald_records::validate(&batch).expect("valid batch");
         assert_eq!(header.records_count(), 1);
         assert_eq!(header.max_timestamp(), 42);
         assert_eq!(BatchHeader::compute_crc(&batch), header.crc());

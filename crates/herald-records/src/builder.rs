@@ -1,16 +1,17 @@
-//! Encoding of uncompressed RecordBatch v2 batches, for everything in herald
-//! that produces records itself: the command-line producer, the group
+//! Encoding of RecordBatch v2 batches, for everything in herald that
+//! produces records itself: the command-line producer, the group
 //! coordinator's offsets log, the load generator and tests.
 
-use crate::batch::{
-    refresh_crc, BASE_SEQUENCE, BASE_TIMESTAMP, BATCH_LENGTH, HEADER_BYTES, LAST_OFFSET_DELTA,
-    LOG_OVERHEAD, MAGIC, MAX_TIMESTAMP, PARTITION_LEADER_EPOCH, PRODUCER_EPOCH, PRODUCER_ID,
-    RECORDS_COUNT,
+use crate::compression::{compress_into, Compression, CompressionError};
+use crate::header::{
+    refresh_crc, ATTRIBUTES, BASE_SEQUENCE, BASE_TIMESTAMP, BATCH_LENGTH, HEADER_BYTES,
+    LAST_OFFSET_DELTA, LOG_OVERHEAD, MAGIC, MAX_TIMESTAMP, PARTITION_LEADER_EPOCH, PRODUCER_EPOCH,
+    PRODUCER_ID, RECORDS_COUNT,
 };
 use crate::varint;
 
 /// Why a batch could not be encoded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EncodeError {
     /// A batch holds at least one record.
     #[error("a batch needs at least one record")]
@@ -18,6 +19,9 @@ pub enum EncodeError {
     /// The batch's length or record count does not fit its i32 field.
     #[error("the batch is too large for one record batch")]
     TooLarge,
+    /// The records could not be compressed.
+    #[error(transparent)]
+    Compression(#[from] CompressionError),
 }
 
 /// One record to encode.
@@ -85,12 +89,25 @@ impl BatchBuilder {
         self.count += 1;
     }
 
-    /// The finished batch.
+    /// The finished batch, uncompressed.
     pub fn finish(self) -> Result<Vec<u8>, EncodeError> {
-        let mut out = self.out;
+        self.finish_with(Compression::None)
+    }
+
+    /// The finished batch, its records section compressed with `codec`.
+    pub fn finish_with(self, codec: Compression) -> Result<Vec<u8>, EncodeError> {
         if self.count == 0 {
             return Err(EncodeError::Empty);
         }
+        let mut out = match codec {
+            Compression::None => self.out,
+            codec => {
+                let mut compressed = Vec::with_capacity(self.out.len() / 2 + HEADER_BYTES);
+                compressed.extend_from_slice(&self.out[..HEADER_BYTES]);
+                compress_into(codec, &self.out[HEADER_BYTES..], &mut compressed)?;
+                compressed
+            }
+        };
         let count = i32::try_from(self.count).map_err(|_| EncodeError::TooLarge)?;
         let batch_length =
             i32::try_from(out.len() - LOG_OVERHEAD).map_err(|_| EncodeError::TooLarge)?;
@@ -98,6 +115,7 @@ impl BatchBuilder {
         put(BATCH_LENGTH, &batch_length.to_be_bytes());
         put(PARTITION_LEADER_EPOCH, &(-1i32).to_be_bytes());
         put(MAGIC, &[2]);
+        put(ATTRIBUTES, &i16::from(codec.id()).to_be_bytes());
         put(LAST_OFFSET_DELTA, &(count - 1).to_be_bytes());
         put(BASE_TIMESTAMP, &self.base_timestamp.to_be_bytes());
         put(MAX_TIMESTAMP, &self.max_timestamp.to_be_bytes());
@@ -123,7 +141,8 @@ fn put_nullable(out: &mut Vec<u8>, bytes: Option<&[u8]>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::{first_record_at_or_after, validate};
+    use crate::records::first_at_or_after;
+    use crate::validate::validate;
 
     #[test]
     fn a_built_batch_validates_and_reports_its_records() {
@@ -141,7 +160,10 @@ mod tests {
         assert_eq!(header.offset_count(), 3);
         assert_eq!(header.max_timestamp(), 1_002);
         assert_eq!(header.total_bytes(), Some(batch.len()));
-        assert_eq!(first_record_at_or_after(&batch, 1_001), Some((1, 1_001)));
+        assert_eq!(
+            first_at_or_after(&batch, 1_001, 0, &mut Vec::new()),
+            Some((1, 1_001))
+        );
     }
 
     #[test]
