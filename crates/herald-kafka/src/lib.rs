@@ -7,9 +7,11 @@
 //! nothing more: no storage or coordination logic lives here.
 //!
 //! A request's path: [`server`] accepts → `connection` reads a frame
-//! (bounded in-flight, pipelined) → [`codec::decode_request`] → the API's
-//! handler → [`codec::encode_response`] (record bytes spliced, not copied)
-//! → the connection writes responses in request order.
+//! (bounded in-flight, pipelined) → [`codec::decode_request`] (the API's
+//! row in [`registry`] gives its versions, body layout and type) → the
+//! handler the row names → [`codec::encode_response`] (record bytes
+//! spliced, not copied) → the connection writes responses in request order.
+//! [`registry`] is the one list of served APIs.
 
 pub mod codec;
 pub mod config;
@@ -17,10 +19,10 @@ mod connection;
 pub mod error_code;
 mod frame_buffers;
 pub mod handlers;
+pub mod registry;
 pub mod server;
 #[cfg(test)]
 mod test_support;
-pub mod versions;
 
 pub use config::KafkaConfig;
 pub use server::KafkaServer;

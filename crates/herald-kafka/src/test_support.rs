@@ -300,7 +300,20 @@ pub(crate) fn populated(key: ApiKey, version: i16) -> (Vec<u8>, bool) {
                             .with_partition_index(1)
                     ])
             ])),
-        other => panic!("no builder for {other:?}"),
+        ApiKey::DeleteRecords => enc!(DeleteRecordsRequest::default()
+            .with_timeout_ms(5)
+            .with_topics(vec![delete_records_request::DeleteRecordsTopic::default()
+                .with_name(topic())
+                .with_partitions(vec![
+                    delete_records_request::DeleteRecordsPartition::default()
+                        .with_partition_index(1)
+                        .with_offset(7)
+                ])])),
+        // An API with no arrays worth populating: its default request.
+        other => {
+            crate::registry::encode_default(other, version, &mut buf);
+            return (buf.to_vec(), false);
+        }
     }
     (buf.to_vec(), true)
 }

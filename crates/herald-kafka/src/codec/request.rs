@@ -10,61 +10,9 @@ use kafka_protocol::protocol::Decodable;
 
 use super::frame::REQUEST_BYTES_MIN;
 use super::guard::{self, GuardError};
-use super::schemas::schema;
-use crate::versions::{advertised, served};
+use crate::registry::{self, decode_body};
 
-/// A decoded request of a supported API.
-#[derive(Debug, Clone)]
-pub enum RequestBody {
-    /// ApiVersions.
-    ApiVersions(ApiVersionsRequest),
-    /// Metadata.
-    Metadata(MetadataRequest),
-    /// Produce.
-    Produce(ProduceRequest),
-    /// Fetch.
-    Fetch(FetchRequest),
-    /// ListOffsets.
-    ListOffsets(ListOffsetsRequest),
-    /// InitProducerId.
-    InitProducerId(InitProducerIdRequest),
-    /// CreateTopics.
-    CreateTopics(CreateTopicsRequest),
-    /// DeleteTopics.
-    DeleteTopics(DeleteTopicsRequest),
-    /// CreatePartitions.
-    CreatePartitions(CreatePartitionsRequest),
-    /// DescribeConfigs.
-    DescribeConfigs(DescribeConfigsRequest),
-    /// AlterConfigs.
-    AlterConfigs(AlterConfigsRequest),
-    /// IncrementalAlterConfigs.
-    IncrementalAlterConfigs(IncrementalAlterConfigsRequest),
-    /// DescribeCluster.
-    DescribeCluster(DescribeClusterRequest),
-    /// FindCoordinator.
-    FindCoordinator(FindCoordinatorRequest),
-    /// JoinGroup.
-    JoinGroup(JoinGroupRequest),
-    /// SyncGroup.
-    SyncGroup(SyncGroupRequest),
-    /// Heartbeat.
-    Heartbeat(HeartbeatRequest),
-    /// LeaveGroup.
-    LeaveGroup(LeaveGroupRequest),
-    /// OffsetCommit.
-    OffsetCommit(OffsetCommitRequest),
-    /// OffsetFetch.
-    OffsetFetch(OffsetFetchRequest),
-    /// ListGroups.
-    ListGroups(ListGroupsRequest),
-    /// DescribeGroups.
-    DescribeGroups(DescribeGroupsRequest),
-    /// DeleteGroups.
-    DeleteGroups(DeleteGroupsRequest),
-    /// OffsetDelete.
-    OffsetDelete(OffsetDeleteRequest),
-}
+pub use crate::registry::RequestBody;
 
 /// A request with its header.
 #[derive(Debug, Clone)]
@@ -158,12 +106,12 @@ pub fn peek_header(frame: &[u8]) -> Option<(i16, i16, i32)> {
 pub fn decode_request(frame: Bytes) -> Result<Request, DecodeError> {
     let (api_key, version, correlation_id) =
         peek_header(&frame).ok_or(DecodeError::TooShort { len: frame.len() })?;
-    let range = advertised(api_key).ok_or(DecodeError::UnknownApi {
+    let row = registry::row(api_key).ok_or(DecodeError::UnknownApi {
         api_key,
         correlation_id,
     })?;
-    let key = range.key;
-    if !served(&range, version) {
+    let key = row.key;
+    if !row.serves(version) {
         return Err(DecodeError::UnsupportedVersion {
             api_key: key,
             version,
@@ -178,8 +126,7 @@ pub fn decode_request(frame: Bytes) -> Result<Request, DecodeError> {
     let mut buf = frame;
     let header = RequestHeader::decode(&mut buf, key.request_header_version(version))
         .map_err(|e| malformed(format!("header: {e}")))?;
-    let layout = schema(key).ok_or_else(|| malformed("no schema".into()))?;
-    guard::check(layout, version, &buf).map_err(|source| DecodeError::Guard {
+    guard::check(row.schema, version, &buf).map_err(|source| DecodeError::Guard {
         api_key: key,
         version,
         source,
@@ -194,42 +141,4 @@ pub fn decode_request(frame: Bytes) -> Result<Request, DecodeError> {
         header,
         body,
     })
-}
-
-fn decode_body(key: ApiKey, version: i16, buf: &mut Bytes) -> Result<RequestBody, String> {
-    Ok(match key {
-        ApiKey::ApiVersions => RequestBody::ApiVersions(typed(buf, version)?),
-        ApiKey::Metadata => RequestBody::Metadata(typed(buf, version)?),
-        ApiKey::Produce => RequestBody::Produce(typed(buf, version)?),
-        ApiKey::Fetch => RequestBody::Fetch(typed(buf, version)?),
-        ApiKey::ListOffsets => RequestBody::ListOffsets(typed(buf, version)?),
-        ApiKey::InitProducerId => RequestBody::InitProducerId(typed(buf, version)?),
-        ApiKey::CreateTopics => RequestBody::CreateTopics(typed(buf, version)?),
-        ApiKey::DeleteTopics => RequestBody::DeleteTopics(typed(buf, version)?),
-        ApiKey::CreatePartitions => RequestBody::CreatePartitions(typed(buf, version)?),
-        ApiKey::DescribeConfigs => RequestBody::DescribeConfigs(typed(buf, version)?),
-        ApiKey::AlterConfigs => RequestBody::AlterConfigs(typed(buf, version)?),
-        ApiKey::IncrementalAlterConfigs => {
-            RequestBody::IncrementalAlterConfigs(typed(buf, version)?)
-        }
-        ApiKey::DescribeCluster => RequestBody::DescribeCluster(typed(buf, version)?),
-        ApiKey::FindCoordinator => RequestBody::FindCoordinator(typed(buf, version)?),
-        ApiKey::JoinGroup => RequestBody::JoinGroup(typed(buf, version)?),
-        ApiKey::SyncGroup => RequestBody::SyncGroup(typed(buf, version)?),
-        ApiKey::Heartbeat => RequestBody::Heartbeat(typed(buf, version)?),
-        ApiKey::LeaveGroup => RequestBody::LeaveGroup(typed(buf, version)?),
-        ApiKey::OffsetCommit => RequestBody::OffsetCommit(typed(buf, version)?),
-        ApiKey::OffsetFetch => RequestBody::OffsetFetch(typed(buf, version)?),
-        ApiKey::ListGroups => RequestBody::ListGroups(typed(buf, version)?),
-        ApiKey::DescribeGroups => RequestBody::DescribeGroups(typed(buf, version)?),
-        ApiKey::DeleteGroups => RequestBody::DeleteGroups(typed(buf, version)?),
-        ApiKey::OffsetDelete => RequestBody::OffsetDelete(typed(buf, version)?),
-        other => return Err(format!("{other:?} has no decoder")),
-    })
-}
-
-/// `kafka-protocol` reports errors as `anyhow::Error`; they become text at
-/// this boundary so anyhow stays out of the library's API.
-fn typed<T: Decodable>(buf: &mut Bytes, version: i16) -> Result<T, String> {
-    T::decode(buf, version).map_err(|e| e.to_string())
 }

@@ -1,16 +1,15 @@
-//! Request body layouts for the guard walker, one per supported API,
+//! Request body layouts for the guard walker, one per served API (named by
+//! its row in `crate::registry`),
 //! transcribed from the Kafka message definitions (the same ones
 //! `kafka-protocol` is generated from). The `schemas_match_kafka_protocol`
 //! test encodes populated requests with `kafka-protocol` at every supported
 //! version and checks that the walker consumes exactly their bytes.
 
-use kafka_protocol::messages::ApiKey;
-
 use super::guard::Ty::*;
 use super::guard::{all, between, since, tagged, Field, Schema};
 
 const METADATA_TOPIC: &[Field] = &[since(10, Uuid), all(Str)];
-const METADATA: Schema = Schema {
+pub(crate) const METADATA: Schema = Schema {
     flexible_from: 9,
     fields: &[
         all(Array(METADATA_TOPIC)),
@@ -26,7 +25,7 @@ const PRODUCE_TOPIC: &[Field] = &[
     since(13, Uuid),
     all(Array(PRODUCE_PARTITION)),
 ];
-const PRODUCE: Schema = Schema {
+pub(crate) const PRODUCE: Schema = Schema {
     flexible_from: 9,
     fields: &[all(Str), all(I16), all(I32), all(Array(PRODUCE_TOPIC))],
 };
@@ -48,7 +47,7 @@ const FETCH_TOPIC: &[Field] = &[
     all(Array(FETCH_PARTITION)),
 ];
 const FORGOTTEN_TOPIC: &[Field] = &[between(7, 12, Str), since(13, Uuid), since(7, I32Array)];
-const FETCH: Schema = Schema {
+pub(crate) const FETCH: Schema = Schema {
     flexible_from: 12,
     fields: &[
         between(0, 14, I32),
@@ -68,7 +67,7 @@ const FETCH: Schema = Schema {
 
 const LIST_OFFSETS_PARTITION: &[Field] = &[all(I32), since(4, I32), all(I64)];
 const LIST_OFFSETS_TOPIC: &[Field] = &[all(Str), all(Array(LIST_OFFSETS_PARTITION))];
-const LIST_OFFSETS: Schema = Schema {
+pub(crate) const LIST_OFFSETS: Schema = Schema {
     flexible_from: 6,
     fields: &[
         all(I32),
@@ -78,12 +77,12 @@ const LIST_OFFSETS: Schema = Schema {
     ],
 };
 
-const API_VERSIONS: Schema = Schema {
+pub(crate) const API_VERSIONS: Schema = Schema {
     flexible_from: 3,
     fields: &[since(3, Str), since(3, Str)],
 };
 
-const INIT_PRODUCER_ID: Schema = Schema {
+pub(crate) const INIT_PRODUCER_ID: Schema = Schema {
     flexible_from: 2,
     fields: &[all(Str), all(I32), since(3, I64), since(3, I16)],
 };
@@ -97,13 +96,13 @@ const CREATABLE_TOPIC: &[Field] = &[
     all(Array(CREATABLE_ASSIGNMENT)),
     all(Array(CREATABLE_CONFIG)),
 ];
-const CREATE_TOPICS: Schema = Schema {
+pub(crate) const CREATE_TOPICS: Schema = Schema {
     flexible_from: 5,
     fields: &[all(Array(CREATABLE_TOPIC)), all(I32), all(Bool)],
 };
 
 const DELETE_TOPIC_STATE: &[Field] = &[all(Str), all(Uuid)];
-const DELETE_TOPICS: Schema = Schema {
+pub(crate) const DELETE_TOPICS: Schema = Schema {
     flexible_from: 4,
     fields: &[
         since(6, Array(DELETE_TOPIC_STATE)),
@@ -114,13 +113,13 @@ const DELETE_TOPICS: Schema = Schema {
 
 const PARTITIONS_ASSIGNMENT: &[Field] = &[all(I32Array)];
 const PARTITIONS_TOPIC: &[Field] = &[all(Str), all(I32), all(Array(PARTITIONS_ASSIGNMENT))];
-const CREATE_PARTITIONS: Schema = Schema {
+pub(crate) const CREATE_PARTITIONS: Schema = Schema {
     flexible_from: 2,
     fields: &[all(Array(PARTITIONS_TOPIC)), all(I32), all(Bool)],
 };
 
 const DESCRIBE_CONFIGS_RESOURCE: &[Field] = &[all(I8), all(Str), all(StrArray)];
-const DESCRIBE_CONFIGS: Schema = Schema {
+pub(crate) const DESCRIBE_CONFIGS: Schema = Schema {
     flexible_from: 4,
     fields: &[
         all(Array(DESCRIBE_CONFIGS_RESOURCE)),
@@ -131,30 +130,30 @@ const DESCRIBE_CONFIGS: Schema = Schema {
 
 const ALTERABLE_CONFIG: &[Field] = &[all(Str), all(Str)];
 const ALTER_CONFIGS_RESOURCE: &[Field] = &[all(I8), all(Str), all(Array(ALTERABLE_CONFIG))];
-const ALTER_CONFIGS: Schema = Schema {
+pub(crate) const ALTER_CONFIGS: Schema = Schema {
     flexible_from: 2,
     fields: &[all(Array(ALTER_CONFIGS_RESOURCE)), all(Bool)],
 };
 
 const INCREMENTAL_CONFIG: &[Field] = &[all(Str), all(I8), all(Str)];
 const INCREMENTAL_RESOURCE: &[Field] = &[all(I8), all(Str), all(Array(INCREMENTAL_CONFIG))];
-const INCREMENTAL_ALTER_CONFIGS: Schema = Schema {
+pub(crate) const INCREMENTAL_ALTER_CONFIGS: Schema = Schema {
     flexible_from: 1,
     fields: &[all(Array(INCREMENTAL_RESOURCE)), all(Bool)],
 };
 
-const DESCRIBE_CLUSTER: Schema = Schema {
+pub(crate) const DESCRIBE_CLUSTER: Schema = Schema {
     flexible_from: 0,
     fields: &[all(Bool), since(1, I8), since(2, Bool)],
 };
 
-const FIND_COORDINATOR: Schema = Schema {
+pub(crate) const FIND_COORDINATOR: Schema = Schema {
     flexible_from: 3,
     fields: &[between(0, 3, Str), since(1, I8), since(4, StrArray)],
 };
 
 const JOIN_GROUP_PROTOCOL: &[Field] = &[all(Str), all(Bytes)];
-const JOIN_GROUP: Schema = Schema {
+pub(crate) const JOIN_GROUP: Schema = Schema {
     flexible_from: 6,
     fields: &[
         all(Str),
@@ -169,7 +168,7 @@ const JOIN_GROUP: Schema = Schema {
 };
 
 const SYNC_GROUP_ASSIGNMENT: &[Field] = &[all(Str), all(Bytes)];
-const SYNC_GROUP: Schema = Schema {
+pub(crate) const SYNC_GROUP: Schema = Schema {
     flexible_from: 4,
     fields: &[
         all(Str),
@@ -182,14 +181,14 @@ const SYNC_GROUP: Schema = Schema {
     ],
 };
 
-const HEARTBEAT: Schema = Schema {
+pub(crate) const HEARTBEAT: Schema = Schema {
     flexible_from: 4,
     fields: &[all(Str), all(I32), all(Str), since(3, Str)],
 };
 
 // Present from v3, the version that introduced the member list.
 const LEAVE_GROUP_MEMBER: &[Field] = &[all(Str), all(Str), since(5, Str)];
-const LEAVE_GROUP: Schema = Schema {
+pub(crate) const LEAVE_GROUP: Schema = Schema {
     flexible_from: 4,
     fields: &[
         all(Str),
@@ -200,7 +199,7 @@ const LEAVE_GROUP: Schema = Schema {
 
 const OFFSET_COMMIT_PARTITION: &[Field] = &[all(I32), all(I64), since(6, I32), all(Str)];
 const OFFSET_COMMIT_TOPIC: &[Field] = &[all(Str), all(Array(OFFSET_COMMIT_PARTITION))];
-const OFFSET_COMMIT: Schema = Schema {
+pub(crate) const OFFSET_COMMIT: Schema = Schema {
     flexible_from: 8,
     fields: &[
         all(Str),
@@ -219,7 +218,7 @@ const OFFSET_FETCH_GROUP: &[Field] = &[
     since(9, I32),
     all(Array(OFFSET_FETCH_TOPIC)),
 ];
-const OFFSET_FETCH: Schema = Schema {
+pub(crate) const OFFSET_FETCH: Schema = Schema {
     flexible_from: 6,
     fields: &[
         between(0, 7, Str),
@@ -229,56 +228,32 @@ const OFFSET_FETCH: Schema = Schema {
     ],
 };
 
-const LIST_GROUPS: Schema = Schema {
+pub(crate) const LIST_GROUPS: Schema = Schema {
     flexible_from: 3,
     fields: &[since(4, StrArray), since(5, StrArray)],
 };
 
-const DESCRIBE_GROUPS: Schema = Schema {
+pub(crate) const DESCRIBE_GROUPS: Schema = Schema {
     flexible_from: 5,
     fields: &[all(StrArray), since(3, Bool)],
 };
 
-const DELETE_GROUPS: Schema = Schema {
+pub(crate) const DELETE_GROUPS: Schema = Schema {
     flexible_from: 2,
     fields: &[all(StrArray)],
 };
 
 const OFFSET_DELETE_PARTITION: &[Field] = &[all(I32)];
 const OFFSET_DELETE_TOPIC: &[Field] = &[all(Str), all(Array(OFFSET_DELETE_PARTITION))];
-const OFFSET_DELETE: Schema = Schema {
+pub(crate) const OFFSET_DELETE: Schema = Schema {
     // OffsetDelete has no flexible version.
     flexible_from: i16::MAX,
     fields: &[all(Str), all(Array(OFFSET_DELETE_TOPIC))],
 };
 
-/// The body layout of a supported request type.
-pub(crate) fn schema(key: ApiKey) -> Option<&'static Schema> {
-    Some(match key {
-        ApiKey::Metadata => &METADATA,
-        ApiKey::Produce => &PRODUCE,
-        ApiKey::Fetch => &FETCH,
-        ApiKey::ListOffsets => &LIST_OFFSETS,
-        ApiKey::ApiVersions => &API_VERSIONS,
-        ApiKey::InitProducerId => &INIT_PRODUCER_ID,
-        ApiKey::CreateTopics => &CREATE_TOPICS,
-        ApiKey::DeleteTopics => &DELETE_TOPICS,
-        ApiKey::CreatePartitions => &CREATE_PARTITIONS,
-        ApiKey::DescribeConfigs => &DESCRIBE_CONFIGS,
-        ApiKey::AlterConfigs => &ALTER_CONFIGS,
-        ApiKey::IncrementalAlterConfigs => &INCREMENTAL_ALTER_CONFIGS,
-        ApiKey::DescribeCluster => &DESCRIBE_CLUSTER,
-        ApiKey::FindCoordinator => &FIND_COORDINATOR,
-        ApiKey::JoinGroup => &JOIN_GROUP,
-        ApiKey::SyncGroup => &SYNC_GROUP,
-        ApiKey::Heartbeat => &HEARTBEAT,
-        ApiKey::LeaveGroup => &LEAVE_GROUP,
-        ApiKey::OffsetCommit => &OFFSET_COMMIT,
-        ApiKey::OffsetFetch => &OFFSET_FETCH,
-        ApiKey::ListGroups => &LIST_GROUPS,
-        ApiKey::DescribeGroups => &DESCRIBE_GROUPS,
-        ApiKey::DeleteGroups => &DELETE_GROUPS,
-        ApiKey::OffsetDelete => &OFFSET_DELETE,
-        _ => return None,
-    })
-}
+const DELETE_RECORDS_PARTITION: &[Field] = &[all(I32), all(I64)];
+const DELETE_RECORDS_TOPIC: &[Field] = &[all(Str), all(Array(DELETE_RECORDS_PARTITION))];
+pub(crate) const DELETE_RECORDS: Schema = Schema {
+    flexible_from: 2,
+    fields: &[all(Array(DELETE_RECORDS_TOPIC)), all(I32)],
+};

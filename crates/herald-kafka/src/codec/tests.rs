@@ -7,16 +7,15 @@ use kafka_protocol::protocol::Encodable;
 
 use super::guard;
 use super::request::decode_request;
-use super::schemas::schema;
+use crate::registry::APIS;
 use crate::test_support::{frame, populated};
-use crate::versions::{served, SUPPORTED};
 
 #[test]
 fn schemas_match_kafka_protocol_at_every_served_version() {
-    for range in SUPPORTED {
-        for version in (range.min..=range.max).filter(|v| served(range, *v)) {
+    for range in APIS {
+        for version in (range.min..=range.max).filter(|v| range.serves(*v)) {
             let (body, _) = populated(range.key, version);
-            let layout = schema(range.key).expect("schema");
+            let layout = range.schema;
             let consumed = guard::check(layout, version, &body)
                 .unwrap_or_else(|e| panic!("{:?} v{version} refused: {e}", range.key));
             assert_eq!(
@@ -31,8 +30,8 @@ fn schemas_match_kafka_protocol_at_every_served_version() {
 
 #[test]
 fn every_served_request_decodes_with_its_correlation_id() {
-    for range in SUPPORTED {
-        for version in (range.min..=range.max).filter(|v| served(range, *v)) {
+    for range in APIS {
+        for version in (range.min..=range.max).filter(|v| range.serves(*v)) {
             let (body, _) = populated(range.key, version);
             let request = decode_request(frame(range.key, version, &body))
                 .unwrap_or_else(|e| panic!("{:?} v{version}: {e}", range.key));
@@ -64,8 +63,8 @@ fn produce_records_stay_a_slice_of_the_frame() {
 
 #[test]
 fn truncating_any_request_never_panics() {
-    for range in SUPPORTED {
-        for version in (range.min..=range.max).filter(|v| served(range, *v)) {
+    for range in APIS {
+        for version in (range.min..=range.max).filter(|v| range.serves(*v)) {
             let (body, _) = populated(range.key, version);
             let whole = frame(range.key, version, &body);
             for cut in 0..whole.len() {
@@ -137,7 +136,7 @@ fn known_tag_with_a_wrong_declared_size_is_refused() {
     let mut hostile = body[..tags_at].to_vec();
     hostile.extend_from_slice(&[1, 0, 0]); // one tag: tag 0, size 0
     hostile.extend_from_slice(&[0, 1, 1, 0]);
-    let layout = schema(ApiKey::Fetch).expect("schema");
+    let layout = &crate::codec::schemas::FETCH;
     assert!(matches!(
         guard::check(layout, 18, &hostile),
         Err(super::GuardError::Truncated { .. } | super::GuardError::TagSize { .. })

@@ -5,11 +5,10 @@ use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
 use kafka_protocol::ResponseError;
 
 use crate::error_code;
-use crate::versions::SUPPORTED;
+use crate::registry::APIS;
 
 fn api_keys() -> Vec<ApiVersion> {
-    SUPPORTED
-        .iter()
+    APIS.iter()
         .map(|r| {
             ApiVersion::default()
                 .with_api_key(r.key as i16)

@@ -1,6 +1,7 @@
-//! One handler per Kafka API (file named after it), and the dispatch from a
-//! decoded request to its handler. Handlers turn wire messages into broker
-//! calls and broker results into wire messages; error codes come from
+//! One handler per Kafka API (file named after it), and `handle_frame`,
+//! which decodes a frame and hands it to the handler its row in
+//! [`crate::registry`] names. Handlers turn wire messages into broker calls
+//! and broker results into wire messages; error codes come from
 //! [`crate::error_code`].
 
 use std::net::SocketAddr;
@@ -9,15 +10,14 @@ use std::sync::Arc;
 use bytes::Bytes;
 use herald_broker::{Broker, GroupCall, GroupReply};
 use kafka_protocol::messages::ApiKey;
-use kafka_protocol::protocol::{Encodable, StrBytes};
+use kafka_protocol::protocol::StrBytes;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use crate::codec::{
-    decode_request, encode_response, DecodeError, RequestBody, ResponseFrame, Spliced,
-};
+use crate::codec::{decode_request, DecodeError, ResponseFrame};
 use crate::config::KafkaConfig;
 use crate::frame_buffers::FrameBuffers;
+use crate::registry::{self, Call};
 
 /// Frames up to this size are read into recycled buffers; larger ones (rare,
 /// up to the frame limit) are read the plain way.
@@ -30,6 +30,7 @@ pub mod api_versions;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_groups;
+pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
@@ -107,198 +108,36 @@ pub enum Outcome {
     Close(String),
 }
 
-/// Decodes one frame from the client at `peer` (when known) and answers it.
+/// Decodes one frame from the client at `peer` (when known) and answers it
+/// with the handler its API's row in [`crate::registry`] names.
 pub async fn handle_frame(ctx: &Context, frame: Bytes, peer: Option<SocketAddr>) -> Outcome {
-    let request = match decode_request(frame) {
-        Ok(request) => request,
+    match decode_request(frame) {
+        Ok(request) => {
+            let call = Call {
+                ctx,
+                key: request.api_key,
+                version: request.version(),
+                header: &request.header,
+                peer,
+            };
+            tracing::trace!(key = ?call.key, version = call.version, correlation_id = call.header.correlation_id, client_id = ?call.header.client_id, "request");
+            registry::dispatch(call, request.body).await
+        }
         Err(DecodeError::UnsupportedVersion {
             api_key: ApiKey::ApiVersions,
             correlation_id,
             version,
         }) => {
             tracing::debug!(version, "ApiVersions above our maximum; answering with v0");
-            return respond(
+            registry::respond(
                 ApiKey::ApiVersions,
                 0,
                 correlation_id,
                 &api_versions::unsupported_version(),
                 &[],
-            );
+            )
         }
-        Err(e) => return Outcome::Close(e.to_string()),
-    };
-    let (key, version, correlation_id) =
-        (request.api_key, request.version(), request.correlation_id());
-    let client_id = request
-        .header
-        .client_id
-        .as_ref()
-        .map(|c| c.to_string())
-        .unwrap_or_default();
-    tracing::trace!(?key, version, correlation_id, client_id = ?request.header.client_id, "request");
-    match request.body {
-        RequestBody::ApiVersions(r) => respond(
-            key,
-            version,
-            correlation_id,
-            &api_versions::handle(&r, version),
-            &[],
-        ),
-        RequestBody::Metadata(r) => respond(
-            key,
-            version,
-            correlation_id,
-            &metadata::handle(ctx, r, version),
-            &[],
-        ),
-        RequestBody::Produce(r) => match produce::handle(ctx, r, version).await {
-            Some(response) => respond(key, version, correlation_id, &response, &[]),
-            None => Outcome::NoResponse,
-        },
-        RequestBody::Fetch(r) => {
-            let (response, records) = fetch::handle(ctx, r, version).await;
-            respond(key, version, correlation_id, &response, &records)
-        }
-        RequestBody::ListOffsets(r) => respond(
-            key,
-            version,
-            correlation_id,
-            &list_offsets::handle(ctx, r, version).await,
-            &[],
-        ),
-        RequestBody::InitProducerId(r) => respond(
-            key,
-            version,
-            correlation_id,
-            &init_producer_id::handle(ctx, r, version),
-            &[],
-        ),
-        RequestBody::CreateTopics(r) => respond(
-            key,
-            version,
-            correlation_id,
-            &create_topics::handle(ctx, r, version),
-            &[],
-        ),
-        RequestBody::DeleteTopics(r) => respond(
-            key,
-            version,
-            correlation_id,
-            &delete_topics::handle(ctx, r, version),
-            &[],
-        ),
-        RequestBody::CreatePartitions(r) => respond(
-            key,
-            version,
-            correlation_id,
-            &create_partitions::handle(ctx, r, version),
-            &[],
-        ),
-        RequestBody::DescribeConfigs(r) => respond(
-            key,
-            version,
-            correlation_id,
-            &describe_configs::handle(ctx, r, version),
-            &[],
-        ),
-        RequestBody::AlterConfigs(r) => respond(
-            key,
-            version,
-            correlation_id,
-            &alter_configs::handle(ctx, r, version),
-            &[],
-        ),
-        RequestBody::IncrementalAlterConfigs(r) => respond(
-            key,
-            version,
-            correlation_id,
-            &incremental_alter_configs::handle(ctx, r, version),
-            &[],
-        ),
-        RequestBody::DescribeCluster(r) => respond(
-            key,
-            version,
-            correlation_id,
-            &describe_cluster::handle(ctx, r, version),
-            &[],
-        ),
-        RequestBody::FindCoordinator(r) => respond(
-            key,
-            version,
-            correlation_id,
-            &find_coordinator::handle(ctx, r, version),
-            &[],
-        ),
-        RequestBody::JoinGroup(r) => respond(
-            key,
-            version,
-            correlation_id,
-            &join_group::handle(ctx, r, version, client_id, peer).await,
-            &[],
-        ),
-        RequestBody::SyncGroup(r) => respond(
-            key,
-            version,
-            correlation_id,
-            &sync_group::handle(ctx, r, version).await,
-            &[],
-        ),
-        RequestBody::Heartbeat(r) => respond(
-            key,
-            version,
-            correlation_id,
-            &heartbeat::handle(ctx, r, version).await,
-            &[],
-        ),
-        RequestBody::LeaveGroup(r) => respond(
-            key,
-            version,
-            correlation_id,
-            &leave_group::handle(ctx, r, version).await,
-            &[],
-        ),
-        RequestBody::OffsetCommit(r) => respond(
-            key,
-            version,
-            correlation_id,
-            &offset_commit::handle(ctx, r, version).await,
-            &[],
-        ),
-        RequestBody::OffsetFetch(r) => respond(
-            key,
-            version,
-            correlation_id,
-            &offset_fetch::handle(ctx, r, version).await,
-            &[],
-        ),
-        RequestBody::ListGroups(r) => respond(
-            key,
-            version,
-            correlation_id,
-            &list_groups::handle(ctx, r, version).await,
-            &[],
-        ),
-        RequestBody::DescribeGroups(r) => respond(
-            key,
-            version,
-            correlation_id,
-            &describe_groups::handle(ctx, r, version).await,
-            &[],
-        ),
-        RequestBody::DeleteGroups(r) => respond(
-            key,
-            version,
-            correlation_id,
-            &delete_groups::handle(ctx, r, version).await,
-            &[],
-        ),
-        RequestBody::OffsetDelete(r) => respond(
-            key,
-            version,
-            correlation_id,
-            &offset_delete::handle(ctx, r, version).await,
-            &[],
-        ),
+        Err(e) => Outcome::Close(e.to_string()),
     }
 }
 
@@ -343,24 +182,6 @@ pub(crate) fn unexpected_reply(api: ApiKey, reply: &GroupReply) {
             ?reply,
             "group coordinator answered with the wrong kind of reply"
         );
-    }
-}
-
-fn respond<R: Encodable>(
-    key: ApiKey,
-    version: i16,
-    correlation_id: i32,
-    body: &R,
-    splice: &[Spliced],
-) -> Outcome {
-    match encode_response(key, version, correlation_id, body, splice) {
-        Ok(frame) => Outcome::Respond(frame),
-        Err(e) => {
-            // A handler bug: the client would wait forever for an answer, so
-            // the connection is closed instead.
-            tracing::error!(error = %e, "response encoding failed");
-            Outcome::Close(e.to_string())
-        }
     }
 }
 

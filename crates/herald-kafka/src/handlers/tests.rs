@@ -10,8 +10,8 @@ use herald_records::testing;
 
 use super::{handle_frame, Context, Outcome};
 use crate::config::KafkaConfig;
+use crate::registry::APIS;
 use crate::test_support::{frame, populated};
-use crate::versions::{served, SUPPORTED};
 
 fn context(dir: &std::path::Path) -> Context {
     let broker = Broker::open(BrokerConfig::new(dir)).expect("broker");
@@ -33,8 +33,8 @@ fn context(dir: &std::path::Path) -> Context {
 
 #[tokio::test]
 async fn every_handler_answers_every_served_version() {
-    for range in SUPPORTED {
-        for version in (range.min..=range.max).filter(|v| served(range, *v)) {
+    for range in APIS {
+        for version in (range.min..=range.max).filter(|v| range.serves(*v)) {
             let dir = tempfile::tempdir().expect("tempdir");
             let ctx = context(dir.path());
             let (body, _) = populated(range.key, version);

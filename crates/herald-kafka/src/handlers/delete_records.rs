@@ -1,0 +1,69 @@
+//! DeleteRecords: moves each partition's log start offset up to the offset
+//! asked (-1: the high watermark), through the partition contract's
+//! truncation. Records below it are no longer served; whole segments below
+//! it are deleted by the next maintenance. The answer's low watermark is
+//! the log start offset after the call.
+
+use herald_broker::Topic;
+use kafka_protocol::messages::delete_records_request::DeleteRecordsPartition;
+use kafka_protocol::messages::delete_records_response::{
+    DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
+};
+use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
+use kafka_protocol::ResponseError;
+
+use super::Context;
+use crate::error_code;
+
+/// Kafka's "up to the high watermark" offset.
+const HIGH_WATERMARK: i64 = -1;
+
+/// Answers a DeleteRecords request.
+pub async fn handle(
+    ctx: &Context,
+    request: DeleteRecordsRequest,
+    _version: i16,
+) -> DeleteRecordsResponse {
+    let mut topics = Vec::with_capacity(request.topics.len());
+    for t in request.topics {
+        let topic = ctx.broker.topic(&t.name.0);
+        let mut partitions = Vec::with_capacity(t.partitions.len());
+        for p in &t.partitions {
+            partitions.push(delete_partition(topic.as_deref(), p).await);
+        }
+        topics.push(
+            DeleteRecordsTopicResult::default()
+                .with_name(t.name)
+                .with_partitions(partitions),
+        );
+    }
+    DeleteRecordsResponse::default().with_topics(topics)
+}
+
+async fn delete_partition(
+    topic: Option<&Topic>,
+    request: &DeleteRecordsPartition,
+) -> DeleteRecordsPartitionResult {
+    let result = DeleteRecordsPartitionResult::default()
+        .with_partition_index(request.partition_index)
+        .with_low_watermark(-1);
+    let Some(partition) = topic.and_then(|t| t.partition(request.partition_index)) else {
+        return result.with_error_code(error_code::code(ResponseError::UnknownTopicOrPartition));
+    };
+    let offset = match request.offset {
+        HIGH_WATERMARK => partition.watermarks().high_watermark,
+        offset => match u64::try_from(offset) {
+            Ok(offset) => offset,
+            Err(_) => {
+                return result.with_error_code(error_code::code(ResponseError::OffsetOutOfRange))
+            }
+        },
+    };
+    match partition.truncate_before(offset).await {
+        Ok(log_start_offset) => result.with_low_watermark(log_start_offset as i64),
+        Err(e) => {
+            tracing::debug!(topic = topic.map(Topic::name), partition = request.partition_index, error = %e, "delete records refused");
+            result.with_error_code(error_code::storage(&e))
+        }
+    }
+}

@@ -1,0 +1,331 @@
+//! The one list of the Kafka APIs herald serves: one row per API, with its
+//! advertised versions (and the first version actually served, where they
+//! differ), its request type, the layout its body is guarded with, and the
+//! call of its handler. Decoding, dispatch, ApiVersions and the tests all
+//! read this list, so they cannot drift apart.
+//!
+//! Adding an API: a handler file under `handlers/`, its body layout in
+//! `codec/schemas.rs`, and one row below. The tests then check that the
+//! row's versions are within what `kafka-protocol` decodes, that the guard
+//! walks exactly the bytes of every version, and that the handler answers
+//! every version.
+//!
+//! A row's handler is an expression over `call` (the request's [`Call`])
+//! and `request` (the decoded body) that evaluates to the connection's
+//! [`Outcome`]; most rows answer with `call.respond(&response)`.
+
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Decodable, Encodable, Message};
+
+use crate::codec::guard::Schema;
+use crate::codec::schemas;
+use crate::codec::{encode_response, Spliced};
+use crate::handlers::*;
+
+/// One API: the row of the registry.
+#[derive(Debug, Clone, Copy)]
+pub struct ApiRow {
+    /// The API.
+    pub key: ApiKey,
+    /// Lowest advertised version.
+    pub min: i16,
+    /// Highest advertised version.
+    pub max: i16,
+    /// Lowest version decoded and answered; below it (and at or above
+    /// `min`) requests are refused by closing the connection, as Kafka 4
+    /// refuses Produce v0-v2.
+    pub served_min: i16,
+    /// The body layout the guard walks before `kafka-protocol` decodes.
+    pub(crate) schema: &'static Schema,
+    /// The versions `kafka-protocol`'s request type decodes.
+    pub request_versions: (i16, i16),
+}
+
+impl ApiRow {
+    /// True if requests at `version` are decoded and answered.
+    pub fn serves(&self, version: i16) -> bool {
+        (self.served_min.max(self.min)..=self.max).contains(&version)
+    }
+}
+
+/// What a handler knows of the request it answers.
+pub struct Call<'a> {
+    /// The server's shared state.
+    pub ctx: &'a crate::handlers::Context,
+    /// The API.
+    pub key: ApiKey,
+    /// The request's version (and so the response's).
+    pub version: i16,
+    /// The request's header.
+    pub header: &'a RequestHeader,
+    /// The client's address, when known.
+    pub peer: Option<SocketAddr>,
+}
+
+impl Call<'_> {
+    /// Answers with `body`.
+    pub fn respond<R: Encodable>(&self, body: &R) -> Outcome {
+        self.respond_spliced(body, &[])
+    }
+
+    /// Answers with `body`, whose record fields are sent from `splice`
+    /// without being copied into the encoded message.
+    pub fn respond_spliced<R: Encodable>(&self, body: &R, splice: &[Spliced]) -> Outcome {
+        respond(
+            self.key,
+            self.version,
+            self.header.correlation_id,
+            body,
+            splice,
+        )
+    }
+
+    /// The client id of the request's header ("" when absent).
+    pub fn client_id(&self) -> String {
+        self.header
+            .client_id
+            .as_ref()
+            .map(|c| c.to_string())
+            .unwrap_or_default()
+    }
+}
+
+/// Encodes a response frame; a failure (a handler bug) closes the
+/// connection, since the client would otherwise wait forever.
+pub(crate) fn respond<R: Encodable>(
+    key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    body: &R,
+    splice: &[Spliced],
+) -> Outcome {
+    match encode_response(key, version, correlation_id, body, splice) {
+        Ok(frame) => Outcome::Respond(frame),
+        Err(e) => {
+            tracing::error!(error = %e, "response encoding failed");
+            Outcome::Close(e.to_string())
+        }
+    }
+}
+
+/// `kafka-protocol` reports errors as `anyhow::Error`; they become text at
+/// this boundary so anyhow stays out of the library's API.
+fn typed<T: Decodable>(buf: &mut Bytes, version: i16) -> Result<T, String> {
+    T::decode(buf, version).map_err(|e| e.to_string())
+}
+
+macro_rules! registry {
+    ($(
+        $api:ident($request:ty), versions $min:literal ..= $max:literal $(, served from $served:literal)?,
+            schema $schema:ident,
+            |$call:ident, $body:ident| $handler:expr;
+    )*) => {
+        /// A decoded request of a served API.
+        #[derive(Debug, Clone)]
+        pub enum RequestBody {
+            $(
+                #[doc = stringify!($api)]
+                $api($request),
+            )*
+        }
+
+        /// Every API herald answers, in the order ApiVersions lists them.
+        pub const APIS: &[ApiRow] = &[
+            $(
+                ApiRow {
+                    key: ApiKey::$api,
+                    min: $min,
+                    max: $max,
+                    served_min: registry!(@served $min $(, $served)?),
+                    schema: &schemas::$schema,
+                    request_versions: (
+                        <$request as Message>::VERSIONS.min,
+                        <$request as Message>::VERSIONS.max,
+                    ),
+                },
+            )*
+        ];
+
+        /// Decodes the body of a request of `key` (a served API, its body
+        /// already walked by the guard).
+        pub(crate) fn decode_body(
+            key: ApiKey,
+            version: i16,
+            buf: &mut Bytes,
+        ) -> Result<RequestBody, String> {
+            match key {
+                $( ApiKey::$api => Ok(RequestBody::$api(typed(buf, version)?)), )*
+                other => Err(format!("{other:?} has no decoder")),
+            }
+        }
+
+        /// Answers a decoded request with its API's handler.
+        pub(crate) async fn dispatch(call: Call<'_>, body: RequestBody) -> Outcome {
+            match body {
+                $(
+                    RequestBody::$api($body) => {
+                        let $call = &call;
+                        $handler
+                    }
+                )*
+            }
+        }
+
+        #[cfg(test)]
+        /// A request of `key` with default fields, encoded at `version`,
+        /// for tests of APIs that need no populated arrays.
+        pub(crate) fn encode_default(key: ApiKey, version: i16, buf: &mut bytes::BytesMut) {
+            match key {
+                $(
+                    ApiKey::$api => <$request>::default()
+                        .encode(buf, version)
+                        .expect("a default request encodes"),
+                )*
+                other => panic!("{other:?} is not served"),
+            }
+        }
+    };
+    (@served $min:literal) => { $min };
+    (@served $min:literal, $served:literal) => { $served };
+}
+
+// Minimums follow Apache Kafka 4.3.1, whose ranges these match or stay
+// inside, except where `kafka-protocol` stops earlier (ListOffsets 10
+// instead of 11, OffsetCommit and OffsetFetch 9 instead of 10, with topic
+// ids).
+registry! {
+    // Produce v0-v2 (message formats 0 and 1) are advertised but refused,
+    // as Kafka 4 does (KIP-896): librdkafka up to 2.11 only keeps gzip,
+    // snappy and lz4 enabled when the broker lists Produce v0.
+    Produce(ProduceRequest), versions 0..=13, served from 3, schema PRODUCE,
+        |call, request| match produce::handle(call.ctx, request, call.version).await {
+            Some(response) => call.respond(&response),
+            None => Outcome::NoResponse,
+        };
+    Fetch(FetchRequest), versions 4..=18, schema FETCH,
+        |call, request| {
+            let (response, records) = fetch::handle(call.ctx, request, call.version).await;
+            call.respond_spliced(&response, &records)
+        };
+    ListOffsets(ListOffsetsRequest), versions 1..=10, schema LIST_OFFSETS,
+        |call, request| call.respond(&list_offsets::handle(call.ctx, request, call.version).await);
+    Metadata(MetadataRequest), versions 0..=13, schema METADATA,
+        |call, request| call.respond(&metadata::handle(call.ctx, request, call.version));
+    ApiVersions(ApiVersionsRequest), versions 0..=4, schema API_VERSIONS,
+        |call, request| call.respond(&api_versions::handle(&request, call.version));
+    CreateTopics(CreateTopicsRequest), versions 2..=7, schema CREATE_TOPICS,
+        |call, request| call.respond(&create_topics::handle(call.ctx, request, call.version));
+    DeleteTopics(DeleteTopicsRequest), versions 1..=6, schema DELETE_TOPICS,
+        |call, request| call.respond(&delete_topics::handle(call.ctx, request, call.version));
+    DeleteRecords(DeleteRecordsRequest), versions 0..=2, schema DELETE_RECORDS,
+        |call, request| call.respond(&delete_records::handle(call.ctx, request, call.version).await);
+    InitProducerId(InitProducerIdRequest), versions 0..=5, schema INIT_PRODUCER_ID,
+        |call, request| call.respond(&init_producer_id::handle(call.ctx, request, call.version));
+    DescribeConfigs(DescribeConfigsRequest), versions 1..=4, schema DESCRIBE_CONFIGS,
+        |call, request| call.respond(&describe_configs::handle(call.ctx, request, call.version));
+    AlterConfigs(AlterConfigsRequest), versions 0..=2, schema ALTER_CONFIGS,
+        |call, request| call.respond(&alter_configs::handle(call.ctx, request, call.version));
+    CreatePartitions(CreatePartitionsRequest), versions 0..=3, schema CREATE_PARTITIONS,
+        |call, request| call.respond(&create_partitions::handle(call.ctx, request, call.version));
+    IncrementalAlterConfigs(IncrementalAlterConfigsRequest), versions 0..=1, schema INCREMENTAL_ALTER_CONFIGS,
+        |call, request| call.respond(&incremental_alter_configs::handle(call.ctx, request, call.version));
+    DescribeCluster(DescribeClusterRequest), versions 0..=2, schema DESCRIBE_CLUSTER,
+        |call, request| call.respond(&describe_cluster::handle(call.ctx, request, call.version));
+    // The classic consumer-group protocol.
+    FindCoordinator(FindCoordinatorRequest), versions 0..=6, schema FIND_COORDINATOR,
+        |call, request| call.respond(&find_coordinator::handle(call.ctx, request, call.version));
+    JoinGroup(JoinGroupRequest), versions 0..=9, schema JOIN_GROUP,
+        |call, request| {
+            let client_id = call.client_id();
+            call.respond(&join_group::handle(call.ctx, request, call.version, client_id, call.peer).await)
+        };
+    SyncGroup(SyncGroupRequest), versions 0..=5, schema SYNC_GROUP,
+        |call, request| call.respond(&sync_group::handle(call.ctx, request, call.version).await);
+    Heartbeat(HeartbeatRequest), versions 0..=4, schema HEARTBEAT,
+        |call, request| call.respond(&heartbeat::handle(call.ctx, request, call.version).await);
+    LeaveGroup(LeaveGroupRequest), versions 0..=5, schema LEAVE_GROUP,
+        |call, request| call.respond(&leave_group::handle(call.ctx, request, call.version).await);
+    OffsetCommit(OffsetCommitRequest), versions 2..=9, schema OFFSET_COMMIT,
+        |call, request| call.respond(&offset_commit::handle(call.ctx, request, call.version).await);
+    OffsetFetch(OffsetFetchRequest), versions 1..=9, schema OFFSET_FETCH,
+        |call, request| call.respond(&offset_fetch::handle(call.ctx, request, call.version).await);
+    ListGroups(ListGroupsRequest), versions 0..=5, schema LIST_GROUPS,
+        |call, request| call.respond(&list_groups::handle(call.ctx, request, call.version).await);
+    DescribeGroups(DescribeGroupsRequest), versions 0..=6, schema DESCRIBE_GROUPS,
+        |call, request| call.respond(&describe_groups::handle(call.ctx, request, call.version).await);
+    DeleteGroups(DeleteGroupsRequest), versions 0..=2, schema DELETE_GROUPS,
+        |call, request| call.respond(&delete_groups::handle(call.ctx, request, call.version).await);
+    OffsetDelete(OffsetDeleteRequest), versions 0..=0, schema OFFSET_DELETE,
+        |call, request| call.respond(&offset_delete::handle(call.ctx, request, call.version).await);
+}
+
+/// The row of an API key, if herald serves that API.
+pub fn row(api_key: i16) -> Option<&'static ApiRow> {
+    APIS.iter().find(|r| r.key as i16 == api_key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_api_has_one_row() {
+        for (i, a) in APIS.iter().enumerate() {
+            assert!(
+                APIS[i + 1..].iter().all(|b| b.key != a.key),
+                "{:?} has two rows",
+                a.key
+            );
+        }
+    }
+
+    #[test]
+    fn every_served_version_is_decodable_by_kafka_protocol() {
+        for row in APIS {
+            let (min, max) = row.request_versions;
+            for v in row.min..=row.max {
+                assert_eq!(
+                    row.serves(v),
+                    (min..=max).contains(&v),
+                    "{:?} v{v}",
+                    row.key
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn transaction_apis_are_not_advertised() {
+        for key in [
+            ApiKey::EndTxn,
+            ApiKey::AddPartitionsToTxn,
+            ApiKey::TxnOffsetCommit,
+            ApiKey::ConsumerGroupHeartbeat,
+        ] {
+            assert!(row(key as i16).is_none());
+        }
+    }
+
+    #[test]
+    fn every_classic_group_api_is_advertised_with_kafka_minimums() {
+        for (key, min) in [
+            (ApiKey::FindCoordinator, 0),
+            (ApiKey::JoinGroup, 0),
+            (ApiKey::SyncGroup, 0),
+            (ApiKey::Heartbeat, 0),
+            (ApiKey::LeaveGroup, 0),
+            (ApiKey::OffsetCommit, 2),
+            (ApiKey::OffsetFetch, 1),
+            (ApiKey::ListGroups, 0),
+            (ApiKey::DescribeGroups, 0),
+            (ApiKey::DeleteGroups, 0),
+            (ApiKey::OffsetDelete, 0),
+        ] {
+            let row = row(key as i16).expect("advertised");
+            assert_eq!(row.min, min, "{key:?}");
+        }
+    }
+}
