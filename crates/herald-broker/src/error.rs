@@ -105,6 +105,16 @@ pub enum BrokerError {
     },
 }
 
+impl From<herald_log::durable_file::DurableWriteError> for BrokerError {
+    fn from(e: herald_log::durable_file::DurableWriteError) -> Self {
+        BrokerError::Io {
+            op: e.op,
+            path: e.path,
+            source: e.source,
+        }
+    }
+}
+
 impl BrokerError {
     pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         BrokerError::Io {

@@ -5,12 +5,13 @@
 //! at any point leaves either the old or the new document, never a mix.
 
 use std::collections::BTreeMap;
-use std::fs::{self, File};
-use std::io::Write;
+use std::fs;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
+
+use herald_log::durable_file::write_atomically;
 
 use crate::error::BrokerError;
 
@@ -113,27 +114,18 @@ impl MetadataStore {
     /// Replaces the document durably.
     pub fn save(&self, metadata: &Metadata) -> Result<(), BrokerError> {
         let path = self.path();
-        let tmp = self.dir.join(format!("{METADATA_FILE}.tmp"));
         let bytes =
             serde_json::to_vec_pretty(metadata).map_err(|e| BrokerError::CorruptMetadata {
                 path: path.clone(),
                 reason: e.to_string(),
             })?;
-        let mut file = File::create(&tmp).map_err(|e| BrokerError::io("create", &tmp, e))?;
-        file.write_all(&bytes)
-            .map_err(|e| BrokerError::io("write", &tmp, e))?;
-        file.sync_all()
-            .map_err(|e| BrokerError::io("fsync", &tmp, e))?;
-        fs::rename(&tmp, &path).map_err(|e| BrokerError::io("rename", &path, e))?;
-        sync_dir(&self.dir)
+        write_atomically(&path, &bytes).map_err(BrokerError::from)
     }
 }
 
 /// Makes a rename or removal inside `dir` durable.
 pub(crate) fn sync_dir(dir: &Path) -> Result<(), BrokerError> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| BrokerError::io("fsync directory", dir, e))
+    herald_log::durable_file::sync_dir(dir).map_err(|e| BrokerError::io("fsync directory", dir, e))
 }
 
 #[cfg(test)]

@@ -6,12 +6,13 @@
 //! ignored and the whole log is replayed.
 
 use std::collections::HashMap;
-use std::fs::{self, File};
-use std::io::Write;
+use std::fs;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
+
+use herald_log::durable_file::write_atomically;
 
 use crate::error::BrokerError;
 use crate::producer_state::{BatchMetadata, ProducerEntry};
@@ -82,7 +83,8 @@ pub(crate) fn load(path: &Path) -> Option<(u64, HashMap<i64, ProducerEntry>)> {
     Some((snapshot.next_offset, producers))
 }
 
-/// Writes a snapshot valid at `next_offset` (tmp file, fsync, rename).
+/// Writes a snapshot valid at `next_offset` durably (tmp file, fsync,
+/// rename, fsync of the directory).
 pub(crate) fn save(
     path: &Path,
     next_offset: u64,
@@ -121,13 +123,7 @@ pub(crate) fn save(
     if let Some(dir) = path.parent() {
         fs::create_dir_all(dir).map_err(|e| BrokerError::io("create directory", dir, e))?;
     }
-    let tmp = path.with_extension("json.tmp");
-    let mut file = File::create(&tmp).map_err(|e| BrokerError::io("create", &tmp, e))?;
-    file.write_all(&bytes)
-        .map_err(|e| BrokerError::io("write", &tmp, e))?;
-    file.sync_all()
-        .map_err(|e| BrokerError::io("fsync", &tmp, e))?;
-    fs::rename(&tmp, path).map_err(|e| BrokerError::io("rename", path, e))
+    write_atomically(path, &bytes).map_err(BrokerError::from)
 }
 
 /// Removes snapshots of topics that no longer exist.

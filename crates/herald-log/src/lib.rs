@@ -37,6 +37,7 @@
 
 mod commit;
 mod config;
+pub mod durable_file;
 mod error;
 mod extent;
 mod flush_stats;

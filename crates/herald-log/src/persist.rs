@@ -3,10 +3,11 @@
 //! renamed into place, so a crash leaves either the old or the new version;
 //! both carry a CRC so a damaged one is detected and rebuilt, never trusted.
 
-use std::fs::{self, File};
-use std::io::{self, Write};
+use std::fs;
+use std::io;
 use std::path::Path;
 
+use crate::durable_file;
 use crate::extent::Extent;
 
 const INDEX_MAGIC: &[u8; 8] = b"HRLDIDX1";
@@ -17,14 +18,7 @@ const LOG_START_MAGIC: &[u8; 8] = b"HRLDSTA1";
 fn write_atomically(path: &Path, mut contents: Vec<u8>) -> io::Result<()> {
     let crc = crc32c::crc32c(&contents);
     contents.extend_from_slice(&crc.to_be_bytes());
-    let tmp = path.with_extension("tmp");
-    {
-        let mut file = File::create(&tmp)?;
-        file.write_all(&contents)?;
-        file.sync_all()?;
-    }
-    fs::rename(&tmp, path)?;
-    sync_dir(path.parent().unwrap_or(Path::new(".")))
+    Ok(durable_file::write_atomically(path, &contents)?)
 }
 
 /// Reads a file written by [`write_atomically`]; `None` if missing or damaged.
@@ -43,10 +37,7 @@ fn read_checked(path: &Path, magic: &[u8; 8]) -> Option<Vec<u8>> {
     Some(data)
 }
 
-/// Makes a directory's entries (created, renamed, deleted files) durable.
-pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
-}
+pub(crate) use crate::durable_file::sync_dir;
 
 /// Contents of a sealed segment's index file.
 pub(crate) struct IndexFile {
