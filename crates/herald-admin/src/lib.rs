@@ -14,5 +14,5 @@ mod readiness;
 pub mod routes;
 mod server;
 
-pub use readiness::Readiness;
+pub use readiness::{HealthCheck, Readiness, ReadyState};
 pub use server::{AdminServer, ScrapeRefresh, CONNECTIONS_MAX, HEADER_READ_TIMEOUT};

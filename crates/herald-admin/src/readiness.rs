@@ -1,13 +1,40 @@
 //! Whether the broker is ready to serve clients, shared between the code
-//! that starts and stops it and the `/ready` endpoint.
+//! that starts and stops it and the `/ready` endpoint: a flag (set once the
+//! listeners accept, cleared at shutdown) and a health check that names
+//! what is broken while the broker runs (a partition whose storage failed).
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
-/// A shared ready flag; starts not ready.
-#[derive(Debug, Clone, Default)]
+/// Names what keeps a running broker from serving everyone: one line per
+/// problem, none when healthy. Called at every `/ready` request, so it must
+/// be cheap and must not block.
+pub type HealthCheck = Arc<dyn Fn() -> Vec<String> + Send + Sync>;
+
+/// A shared ready flag and health check; starts not ready.
+#[derive(Clone, Default)]
 pub struct Readiness {
     ready: Arc<AtomicBool>,
+    check: Arc<OnceLock<HealthCheck>>,
+}
+
+impl std::fmt::Debug for Readiness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Readiness")
+            .field("ready", &self.is_ready())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What `/ready` answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadyState {
+    /// Serving everyone.
+    Ready,
+    /// Not started yet, or shutting down.
+    NotReady,
+    /// Running, with these problems.
+    Degraded(Vec<String>),
 }
 
 impl Readiness {
@@ -30,5 +57,22 @@ impl Readiness {
     /// True while the broker is ready.
     pub fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Relaxed)
+    }
+
+    /// Installs the health check consulted while ready (once; a second
+    /// call is ignored).
+    pub fn set_health_check(&self, check: HealthCheck) {
+        let _ = self.check.set(check);
+    }
+
+    /// The state `/ready` reports.
+    pub fn state(&self) -> ReadyState {
+        if !self.is_ready() {
+            return ReadyState::NotReady;
+        }
+        match self.check.get().map(|check| check()) {
+            Some(problems) if !problems.is_empty() => ReadyState::Degraded(problems),
+            _ => ReadyState::Ready,
+        }
     }
 }

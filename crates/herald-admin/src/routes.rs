@@ -6,6 +6,7 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::{Method, Request, Response, StatusCode};
 
+use crate::readiness::ReadyState;
 use crate::server::AdminState;
 
 /// Content type of the Prometheus text exposition format.
@@ -29,8 +30,18 @@ pub fn respond<B>(state: &AdminState, request: &Request<B>) -> Answer {
     Answer::Now(match request.uri().path() {
         "/metrics" => return Answer::Scrape,
         "/health" => text(StatusCode::OK, "ok\n"),
-        "/ready" if state.readiness.is_ready() => text(StatusCode::OK, "ready\n"),
-        "/ready" => text(StatusCode::SERVICE_UNAVAILABLE, "not ready\n"),
+        "/ready" => match state.readiness.state() {
+            ReadyState::Ready => text(StatusCode::OK, "ready\n"),
+            ReadyState::NotReady => text(StatusCode::SERVICE_UNAVAILABLE, "not ready\n"),
+            ReadyState::Degraded(problems) => {
+                let mut body = String::from("degraded\n");
+                for problem in problems {
+                    body.push_str(&problem);
+                    body.push('\n');
+                }
+                owned_text(StatusCode::SERVICE_UNAVAILABLE, body)
+            }
+        },
         _ => text(
             StatusCode::NOT_FOUND,
             "not found: try /metrics, /health or /ready\n",
@@ -60,7 +71,11 @@ pub fn scrape_failed() -> Response<Full<Bytes>> {
 }
 
 fn text(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
+    owned_text(status, body.to_owned())
+}
+
+fn owned_text(status: StatusCode, body: String) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(body)));
     *response.status_mut() = status;
     response.headers_mut().insert(
         hyper::header::CONTENT_TYPE,

@@ -423,6 +423,21 @@ impl Broker {
         }
     }
 
+    /// Every partition whose storage failed (a failed fsync, a damaged
+    /// log) and refuses requests, as (topic, partition, reason). Cheap: one
+    /// flag per partition, for health checks and metrics.
+    pub fn failed_partitions(&self) -> Vec<(String, u32, Arc<str>)> {
+        let mut failed = Vec::new();
+        for topic in self.topics() {
+            for partition in topic.partitions().iter() {
+                if let Some(reason) = partition.failure() {
+                    failed.push((topic.name().to_owned(), partition.index(), reason));
+                }
+            }
+        }
+        failed
+    }
+
     /// The consumer-group coordinator.
     pub fn groups(&self) -> &GroupService {
         &self.groups

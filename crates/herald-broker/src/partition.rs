@@ -15,8 +15,8 @@ use crate::error::{BrokerError, ProduceError};
 use crate::producer_snapshot;
 use crate::producer_state::{last_sequence, BatchMetadata, ProducerEntry, SequenceCheck};
 use crate::storage::{
-    Acks, Backend, BackendCompletion, LocalStorage, PartitionStorage, StorageError, StorageStats,
-    StoredBatches, ValidBatch, Watermarks,
+    Acks, Backend, BackendCompletion, FailedStorage, LocalStorage, PartitionStorage, StorageError,
+    StorageStats, StoredBatches, ValidBatch, Watermarks,
 };
 
 /// Bytes read at a time while rebuilding producer state from the log.
@@ -108,10 +108,27 @@ impl Partition {
         })
     }
 
+    /// A partition whose storage could not be opened: it keeps its place in
+    /// its topic and answers every request with the storage error, so the
+    /// rest of the broker serves.
+    pub(crate) fn failed(index: u32, reason: String, snapshot: PathBuf) -> Self {
+        Self {
+            index,
+            storage: Backend::Failed(FailedStorage::new(reason)),
+            producers: Mutex::new(HashMap::new()),
+            snapshot,
+        }
+    }
+
     /// Writes the producer-state snapshot. Only valid while no append runs
     /// (at shutdown, after the listeners stopped): the state must be exactly
     /// that of the log up to its high watermark.
     pub(crate) fn save_producer_snapshot(&self) -> Result<(), BrokerError> {
+        if matches!(self.storage, Backend::Failed(_)) {
+            // Nothing was rebuilt: the snapshot on disk is left for the
+            // start after the repair.
+            return Ok(());
+        }
         let next_offset = self.storage.watermarks().high_watermark;
         let producers: Vec<(i64, ProducerEntry)> = self
             .producers

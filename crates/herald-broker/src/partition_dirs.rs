@@ -6,7 +6,7 @@ use std::fs;
 use std::path::Path;
 use std::sync::Arc;
 
-use herald_log::LogConfig;
+use herald_log::{LogConfig, LogError};
 use uuid::Uuid;
 
 use crate::config::BrokerConfig;
@@ -34,13 +34,27 @@ pub(crate) fn open_topic(
     for p in 0..record.partitions {
         let dir = partition_dir(&config.data_dir, &record.name, p);
         let snapshot = producer_snapshot::path(&config.data_dir, record.id, p);
-        partitions.push(Arc::new(Partition::open(
+        let partition = match Partition::open(
             &dir,
             &record.name,
             p,
             log_config.clone(),
-            snapshot,
-        )?));
+            snapshot.clone(),
+        ) {
+            Ok(partition) => partition,
+            // A damaged or unreadable log fails its partition, not the
+            // broker: the others start and serve, and this one answers
+            // every request with a storage error until it is repaired.
+            Err(BrokerError::Log {
+                source: source @ (LogError::Corrupt { .. } | LogError::Io { .. }),
+                ..
+            }) => {
+                tracing::error!(topic = %record.name, partition = p, error = %source, "partition storage failed to open; it refuses requests until repaired");
+                Partition::failed(p, source.to_string(), snapshot)
+            }
+            Err(e) => return Err(e),
+        };
+        partitions.push(Arc::new(partition));
     }
     Ok(Arc::new(Topic::new(
         record.name.clone(),

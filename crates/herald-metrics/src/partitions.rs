@@ -1,5 +1,5 @@
 //! Per-partition log gauges (high watermark, log start offset, size on
-//! disk, segment count), sampled from the broker at scrape time: the set of
+//! disk, segment count, failed storage), sampled from the broker at scrape time: the set of
 //! partitions changes with topic creation and deletion, so every scrape
 //! replaces the whole set.
 
@@ -32,6 +32,9 @@ pub struct PartitionSample {
     pub size_bytes: u64,
     /// Number of segments.
     pub segment_count: u64,
+    /// The partition's storage failed (a failed fsync, a damaged log) and
+    /// refuses requests until an operator repairs it.
+    pub failed: bool,
 }
 
 /// The per-partition gauge families.
@@ -41,6 +44,7 @@ pub struct PartitionMetrics {
     log_start_offset: Family<PartitionLabels, Gauge>,
     size_bytes: Family<PartitionLabels, Gauge>,
     segments: Family<PartitionLabels, Gauge>,
+    failed: Family<PartitionLabels, Gauge>,
 }
 
 impl PartitionMetrics {
@@ -71,6 +75,11 @@ impl PartitionMetrics {
             "Number of segments of the partition's log",
             self.segments.clone(),
         );
+        partition.register(
+            "storage_failed",
+            "1 while the partition's storage has failed (a failed fsync, a damaged log) and refuses requests; 0 otherwise",
+            self.failed.clone(),
+        );
     }
 
     /// Replaces every partition's gauges with `samples` (partitions not in
@@ -80,6 +89,7 @@ impl PartitionMetrics {
         self.log_start_offset.clear();
         self.size_bytes.clear();
         self.segments.clear();
+        self.failed.clear();
         for sample in samples {
             let labels = PartitionLabels {
                 topic: sample.topic,
@@ -89,6 +99,7 @@ impl PartitionMetrics {
             set(&self.log_start_offset, &labels, sample.log_start_offset);
             set(&self.size_bytes, &labels, sample.size_bytes);
             set(&self.segments, &labels, sample.segment_count);
+            set(&self.failed, &labels, u64::from(sample.failed));
         }
     }
 }

@@ -60,6 +60,7 @@ pub fn partition_samples(broker: &Broker) -> Vec<PartitionSample> {
                 log_start_offset: watermarks.log_start_offset,
                 size_bytes: stats.size_bytes,
                 segment_count: stats.segment_count as u64,
+                failed: partition.failure().is_some(),
             });
         }
     }
@@ -154,6 +155,7 @@ mod tests {
             log_start_offset: 0,
             size_bytes: 0,
             segment_count: 1,
+            failed: false,
         }
     }
 

@@ -57,6 +57,20 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         .with_context(|| format!("binding the Kafka listener on {listen}"))?
         .with_metrics(Arc::clone(&metrics.kafka));
     let _ = opened.set(Arc::clone(&broker));
+    // `/ready` names every partition whose storage failed; weak, so the
+    // check never keeps the broker alive past its close.
+    let checked = Arc::downgrade(&broker);
+    readiness.set_health_check(Arc::new(move || {
+        checked.upgrade().map_or_else(Vec::new, |broker| {
+            broker
+                .failed_partitions()
+                .into_iter()
+                .map(|(topic, partition, reason)| {
+                    format!("partition {topic}-{partition} storage failed: {reason}")
+                })
+                .collect()
+        })
+    }));
     let addr = server.local_addr().context("reading the bound address")?;
 
     let shutdown = CancellationToken::new();

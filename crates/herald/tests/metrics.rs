@@ -282,3 +282,77 @@ fn group_lag_is_the_high_watermark_minus_the_committed_offset() {
             >= offsets_fsyncs
     );
 }
+
+/// Every `.log` segment file of partition `partition` of `topic`.
+fn segment_files(data: &std::path::Path, topic: &str, partition: u32) -> Vec<std::path::PathBuf> {
+    let dir = data.join(format!("{topic}-{partition}"));
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("partition directory")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn a_damaged_partition_is_reported_and_refused_while_the_others_serve() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let server = common::start(dir.path(), &[]);
+        let mut client = Client::connect(server.addr);
+        assert_eq!(create_topic(&mut client, "fragile", 2, &[]), 0);
+        for partition in [0, 1] {
+            assert_eq!(
+                produce(&mut client, "fragile", partition, batch(5, b"safe")).0,
+                0
+            );
+        }
+        assert!(server.terminate().success());
+    }
+    // Damage a record of partition 0 (its CRC no longer matches) and remove
+    // the segment's index, so the next start scans the bytes it had
+    // recorded as durable and finds them damaged.
+    let files = segment_files(dir.path(), "fragile", 0);
+    let log = files
+        .iter()
+        .find(|p| p.extension().is_some_and(|e| e == "log"))
+        .expect("a segment file");
+    let mut bytes = std::fs::read(log).expect("read segment");
+    bytes[70] ^= 0xff;
+    std::fs::write(log, bytes).expect("damage segment");
+    for index in files
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "index"))
+    {
+        std::fs::remove_file(index).expect("remove index");
+    }
+
+    let server = common::start(dir.path(), &[]);
+    let mut client = Client::connect(server.addr);
+    // The broker serves the healthy partition...
+    let (error, base) = produce(&mut client, "fragile", 1, batch(1, b"more"));
+    assert_eq!((error, base), (0, 5), "the healthy partition takes appends");
+    assert_eq!(fetch(&mut client, "fragile", 1, 0).error_code, 0);
+    // ...and refuses the damaged one with KAFKA_STORAGE_ERROR (56).
+    assert_eq!(produce(&mut client, "fragile", 0, batch(1, b"x")).0, 56);
+    assert_eq!(fetch(&mut client, "fragile", 0, 0).error_code, 56);
+    // /ready names it, and the metric flags it.
+    let (status, body) = get(server.admin_addr, "/ready");
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body.contains("partition fragile-0 storage failed") && body.contains("corrupt"),
+        "{body}"
+    );
+    assert!(!body.contains("fragile-1"), "{body}");
+    let samples = scrape(server.admin_addr);
+    let failed = |p: &str| {
+        find(
+            &samples,
+            "herald_partition_storage_failed",
+            &[("topic", "fragile"), ("partition", p)],
+        )
+    };
+    assert_eq!(failed("0"), Some(1.0));
+    assert_eq!(failed("1"), Some(0.0));
+    assert!(server.terminate().success());
+}

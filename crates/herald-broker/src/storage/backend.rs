@@ -11,6 +11,7 @@ use std::time::SystemTime;
 
 use herald_log::{ConfigError, LogConfig, LogError};
 
+use super::failed::FailedStorage;
 use super::local::{LocalCompletion, LocalStorage};
 use super::{
     Acks, PartitionStorage, PendingAppend, StorageError, StorageStats, StoredBatches,
@@ -22,6 +23,8 @@ use super::{
 pub enum Backend {
     /// The embedded lock-free log on this node.
     Local(LocalStorage),
+    /// Storage that failed to open; refuses every call with the reason.
+    Failed(FailedStorage),
 }
 
 /// The completion of an append to any [`Backend`].
@@ -29,6 +32,8 @@ pub enum Backend {
 pub enum BackendCompletion {
     /// Of the embedded log.
     Local(LocalCompletion),
+    /// Of a failed partition (never placed, so never polled).
+    Failed(std::future::Ready<Result<(), StorageError>>),
 }
 
 impl Future for BackendCompletion {
@@ -38,6 +43,7 @@ impl Future for BackendCompletion {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.get_mut() {
             BackendCompletion::Local(c) => Pin::new(c).poll(cx),
+            BackendCompletion::Failed(c) => Pin::new(c).poll(cx),
         }
     }
 }
@@ -47,6 +53,7 @@ impl Backend {
     pub(crate) fn maintain(&self, now: SystemTime) -> Result<(), LogError> {
         match self {
             Backend::Local(s) => s.maintain(now),
+            Backend::Failed(_) => Ok(()),
         }
     }
 
@@ -54,6 +61,7 @@ impl Backend {
     pub(crate) fn update_config(&self, config: LogConfig) -> Result<(), ConfigError> {
         match self {
             Backend::Local(s) => s.update_config(config),
+            Backend::Failed(_) => Ok(()),
         }
     }
 
@@ -62,6 +70,7 @@ impl Backend {
     pub(crate) fn close(&self) -> Result<(), LogError> {
         match self {
             Backend::Local(s) => s.close(),
+            Backend::Failed(_) => Ok(()),
         }
     }
 
@@ -69,6 +78,7 @@ impl Backend {
     pub(crate) fn retire(&self) {
         match self {
             Backend::Local(s) => s.retire(),
+            Backend::Failed(_) => {}
         }
     }
 }
@@ -80,6 +90,7 @@ impl PartitionStorage for Backend {
     fn max_batch_bytes(&self) -> usize {
         match self {
             Backend::Local(s) => s.max_batch_bytes(),
+            Backend::Failed(s) => s.max_batch_bytes(),
         }
     }
 
@@ -94,6 +105,10 @@ impl PartitionStorage for Backend {
                 appended: p.appended,
                 completion: BackendCompletion::Local(p.completion),
             }),
+            Backend::Failed(s) => s.append(batch, acks).map(|p| PendingAppend {
+                appended: p.appended,
+                completion: BackendCompletion::Failed(p.completion),
+            }),
         }
     }
 
@@ -104,6 +119,7 @@ impl PartitionStorage for Backend {
     ) -> Result<StoredBatches, StorageError> {
         match self {
             Backend::Local(s) => s.read(from_offset, max_bytes).await,
+            Backend::Failed(s) => s.read(from_offset, max_bytes).await,
         }
     }
 
@@ -113,30 +129,35 @@ impl PartitionStorage for Backend {
     ) -> Result<Option<TimestampOffset>, StorageError> {
         match self {
             Backend::Local(s) => s.offset_for_timestamp(timestamp).await,
+            Backend::Failed(s) => s.offset_for_timestamp(timestamp).await,
         }
     }
 
     async fn max_timestamp(&self) -> Result<Option<TimestampOffset>, StorageError> {
         match self {
             Backend::Local(s) => s.max_timestamp().await,
+            Backend::Failed(s) => s.max_timestamp().await,
         }
     }
 
     async fn wait_for_data(&self, offset: u64) {
         match self {
             Backend::Local(s) => s.wait_for_data(offset).await,
+            Backend::Failed(s) => s.wait_for_data(offset).await,
         }
     }
 
     async fn truncate_before(&self, offset: u64) -> Result<u64, StorageError> {
         match self {
             Backend::Local(s) => s.truncate_before(offset).await,
+            Backend::Failed(s) => s.truncate_before(offset).await,
         }
     }
 
     fn watermarks(&self) -> Watermarks {
         match self {
             Backend::Local(s) => s.watermarks(),
+            Backend::Failed(s) => s.watermarks(),
         }
     }
 
@@ -144,18 +165,21 @@ impl PartitionStorage for Backend {
     fn log_start_offset(&self) -> u64 {
         match self {
             Backend::Local(s) => s.log_start_offset(),
+            Backend::Failed(s) => s.log_start_offset(),
         }
     }
 
     fn stats(&self) -> StorageStats {
         match self {
             Backend::Local(s) => s.stats(),
+            Backend::Failed(s) => s.stats(),
         }
     }
 
     fn failure(&self) -> Option<Arc<str>> {
         match self {
             Backend::Local(s) => s.failure(),
+            Backend::Failed(s) => s.failure(),
         }
     }
 }

@@ -26,6 +26,7 @@ mod backend;
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
 mod error;
+mod failed;
 mod local;
 
 use std::future::Future;
@@ -34,6 +35,7 @@ use bytes::Bytes;
 
 pub use backend::{Backend, BackendCompletion};
 pub use error::StorageError;
+pub use failed::FailedStorage;
 pub use herald_log::{FileRegion, FlushStats, FlushStatsSnapshot, FLUSH_LATENCY_BUCKETS};
 pub use herald_records::ValidBatch;
 pub use local::{LocalCompletion, LocalStorage};
