@@ -217,7 +217,7 @@ impl Broker {
         }
         let id = Uuid::new_v4();
         let log_config = config.log_config(&self.config.log_defaults)?;
-        let opened = open_new_partitions(&self.config.data_dir, name, id, 0..count, &log_config)?;
+        let opened = open_new_partitions(&self.config, name, id, 0..count, &log_config)?;
         let record = TopicRecord {
             name: name.to_owned(),
             id,
@@ -306,7 +306,7 @@ impl Broker {
         }
         let log_config = topic.config().log_config(&self.config.log_defaults)?;
         let opened = open_new_partitions(
-            &self.config.data_dir,
+            &self.config,
             name,
             record.id,
             record.partitions..total,
@@ -410,14 +410,24 @@ impl Broker {
         Ok((id, 0))
     }
 
-    /// Runs periodic log upkeep (segment roll by age, retention, interval
-    /// flush) on every partition. Errors are logged: one failing partition
+    /// Runs periodic upkeep on every partition: log upkeep (segment roll by
+    /// age, retention, interval flush) and the expiration of idle
+    /// idempotent-producer state. Errors are logged: one failing partition
     /// must not stop the upkeep of others.
     pub fn maintain(&self, now: SystemTime) {
+        let now_ms = now
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let expiration_ms =
+            i64::try_from(self.config.producer_id_expiration.as_millis()).unwrap_or(i64::MAX);
         for topic in self.topics() {
             for partition in topic.partitions().iter() {
                 if let Err(e) = partition.maintain(now) {
                     tracing::error!(topic = topic.name(), partition = partition.index(), error = %e, "log maintenance failed");
+                }
+                let expired = partition.expire_producers(now_ms, expiration_ms);
+                if expired > 0 {
+                    tracing::debug!(topic = topic.name(), partition = partition.index(), expired, "idle producer state expired");
                 }
             }
         }

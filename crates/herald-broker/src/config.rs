@@ -30,6 +30,12 @@ pub struct BrokerConfig {
     /// Settings of the consumer-group coordinator. The member-id seed is
     /// replaced by a random value at every open.
     pub groups: GroupConfig,
+    /// How long an idempotent producer's state outlives its latest batch
+    /// (Kafka's `producer.id.expiration.ms`, default one day).
+    pub producer_id_expiration: Duration,
+    /// Most producer ids one partition keeps state for; past it the one
+    /// unused the longest makes room.
+    pub producers_per_partition_max: usize,
 }
 
 impl BrokerConfig {
@@ -43,6 +49,8 @@ impl BrokerConfig {
             log_defaults: LogConfig::default(),
             maintenance_interval: Duration::from_secs(1),
             groups: GroupConfig::default(),
+            producer_id_expiration: Duration::from_secs(24 * 60 * 60),
+            producers_per_partition_max: crate::producer_state::PRODUCERS_PER_PARTITION_MAX,
         }
     }
 }

@@ -9,11 +9,12 @@ use std::time::SystemTime;
 
 use herald_log::{Log, LogConfig};
 use herald_records::{batches, BatchHeader};
-use parking_lot::Mutex;
 
 use crate::error::{BrokerError, ProduceError};
 use crate::producer_snapshot;
-use crate::producer_state::{last_sequence, BatchMetadata, ProducerEntry, SequenceCheck};
+use crate::producer_state::{
+    last_sequence, BatchMetadata, ProducerEntry, ProducerStates, SequenceCheck,
+};
 use crate::storage::{
     Acks, Backend, BackendCompletion, FailedStorage, LocalStorage, PartitionStorage, StorageError,
     StorageStats, StoredBatches, ValidBatch, Watermarks,
@@ -62,7 +63,7 @@ pub struct Partition {
     index: u32,
     storage: Backend,
     snapshot: PathBuf,
-    producers: Mutex<HashMap<i64, Arc<Mutex<ProducerEntry>>>>,
+    producers: ProducerStates,
 }
 
 impl std::fmt::Debug for Partition {
@@ -81,6 +82,7 @@ impl Partition {
         index: u32,
         config: LogConfig,
         snapshot: PathBuf,
+        producers_max: usize,
     ) -> Result<Self, BrokerError> {
         let local = LocalStorage::open(dir, config).map_err(|source| BrokerError::Log {
             topic: topic.to_owned(),
@@ -96,14 +98,10 @@ impl Partition {
                 "rebuilt producer state"
             );
         }
-        let producers = producers
-            .into_iter()
-            .map(|(id, e)| (id, Arc::new(Mutex::new(e))))
-            .collect();
         Ok(Self {
             index,
             storage: Backend::Local(local),
-            producers: Mutex::new(producers),
+            producers: ProducerStates::new(producers, producers_max),
             snapshot,
         })
     }
@@ -115,7 +113,7 @@ impl Partition {
         Self {
             index,
             storage: Backend::Failed(FailedStorage::new(reason)),
-            producers: Mutex::new(HashMap::new()),
+            producers: ProducerStates::new(HashMap::new(), 1),
             snapshot,
         }
     }
@@ -130,12 +128,7 @@ impl Partition {
             return Ok(());
         }
         let next_offset = self.storage.watermarks().high_watermark;
-        let producers: Vec<(i64, ProducerEntry)> = self
-            .producers
-            .lock()
-            .iter()
-            .map(|(id, entry)| (*id, entry.lock().clone()))
-            .collect();
+        let producers = self.producers.snapshot();
         if producers.is_empty() {
             return match std::fs::remove_file(&self.snapshot) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
@@ -215,7 +208,7 @@ impl Partition {
     ) -> Result<(ProduceOutcome, Option<BackendCompletion>), ProduceError> {
         let header = valid.header();
         let producer_id = header.producer_id();
-        let entry = Arc::clone(self.producers.lock().entry(producer_id).or_default());
+        let entry = self.producers.entry(producer_id);
         // Held while the batch is placed (not while it becomes durable), so
         // that this producer's batches are checked and placed in one order;
         // other producers are not blocked.
@@ -240,6 +233,7 @@ impl Partition {
                         base_offset: appended.base_offset,
                         last_offset: appended.last_offset,
                     },
+                    header.max_timestamp(),
                 );
                 Ok((
                     self.outcome(appended.base_offset, appended.last_offset, false),
@@ -359,7 +353,13 @@ impl Partition {
 
     /// Number of producers with state on this partition.
     pub fn producer_count(&self) -> usize {
-        self.producers.lock().len()
+        self.producers.len()
+    }
+
+    /// Drops the state of producers unused for `expiration_ms` at `now_ms`
+    /// (Kafka's `producer.id.expiration.ms`); returns how many.
+    pub(crate) fn expire_producers(&self, now_ms: i64, expiration_ms: i64) -> usize {
+        self.producers.expire(now_ms, expiration_ms)
     }
 
     /// Periodic upkeep of the storage (rolls, flushes, retention).
@@ -420,6 +420,7 @@ fn rebuild_producer_state(
                     base_offset: header.base_offset() as u64,
                     last_offset: header.last_offset().max(0) as u64,
                 },
+                header.max_timestamp(),
             );
         }
         offset = slice.next_offset;

@@ -40,6 +40,7 @@ pub(crate) fn open_topic(
             p,
             log_config.clone(),
             snapshot.clone(),
+            config.producers_per_partition_max,
         ) {
             Ok(partition) => partition,
             // A damaged or unreadable log fails its partition, not the
@@ -68,18 +69,28 @@ pub(crate) fn open_topic(
 /// no known topic (left by a crash mid-create or mid-delete) and is removed
 /// first so stale data can never reappear. On failure, nothing is left.
 pub(crate) fn open_new_partitions(
-    data_dir: &Path,
+    broker: &BrokerConfig,
     topic: &str,
     id: Uuid,
     range: std::ops::Range<u32>,
     config: &LogConfig,
 ) -> Result<Vec<Arc<Partition>>, BrokerError> {
+    let data_dir = broker.data_dir.as_path();
     let mut opened = Vec::with_capacity(range.len());
     for p in range {
         let dir = partition_dir(data_dir, topic, p);
         let snapshot = producer_snapshot::path(data_dir, id, p);
         let result = remove_if_present(&dir)
-            .and_then(|()| Partition::open(&dir, topic, p, config.clone(), snapshot));
+            .and_then(|()| {
+                Partition::open(
+                    &dir,
+                    topic,
+                    p,
+                    config.clone(),
+                    snapshot,
+                    broker.producers_per_partition_max,
+                )
+            });
         match result {
             Ok(partition) => opened.push(Arc::new(partition)),
             Err(e) => {

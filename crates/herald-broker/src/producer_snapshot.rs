@@ -34,6 +34,12 @@ struct ProducerRecord {
     epoch: i16,
     /// first sequence, last sequence, base offset, last offset.
     batches: Vec<(i32, i32, u64, u64)>,
+    /// Largest record timestamp of the latest batch, for expiration
+    /// (absent in snapshots written before it was kept: the producer then
+    /// counts as used at the epoch and expires at the first maintenance
+    /// unless it produces again).
+    #[serde(default)]
+    last_timestamp: i64,
 }
 
 /// Snapshot file of a partition. Named by topic id, so a re-created topic
@@ -77,6 +83,7 @@ pub(crate) fn load(path: &Path) -> Option<(u64, HashMap<i64, ProducerEntry>)> {
                     base_offset,
                     last_offset,
                 },
+                p.last_timestamp,
             );
         }
     }
@@ -112,6 +119,7 @@ pub(crate) fn save(
                     id: *id,
                     epoch,
                     batches,
+                    last_timestamp: entry.last_timestamp(),
                 })
             })
             .collect(),
@@ -160,6 +168,7 @@ mod tests {
                     base_offset: i * 2,
                     last_offset: i * 2 + 1,
                 },
+                1_700_000_000_000 + i as i64,
             );
         }
         save(&path, 14, &[(9, entry.clone())]).expect("save");

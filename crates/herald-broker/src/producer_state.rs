@@ -3,8 +3,16 @@
 //! [`BATCHES_KEPT`] batches. It decides whether a batch is next in sequence,
 //! a retried duplicate (answered with its original offsets), or an error; the
 //! caller appends and then records. No I/O here, so every rule is unit-tested.
+//!
+//! The state is bounded ([`ProducerStates`]): a producer id unused for
+//! `producer.id.expiration.ms` (by its batches' timestamps, as Kafka counts)
+//! is dropped by maintenance, and past a per-partition cap the producer
+//! unused the longest makes room for a new one.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use crate::error::ProduceError;
 
@@ -40,6 +48,9 @@ pub enum SequenceCheck {
 pub struct ProducerEntry {
     epoch: Option<i16>,
     batches: VecDeque<BatchMetadata>,
+    /// Largest record timestamp of the producer's latest batch: when it
+    /// was last used, for expiration.
+    last_timestamp: i64,
 }
 
 /// Sequence of the last record of a batch of `count` records starting at
@@ -61,6 +72,11 @@ impl ProducerEntry {
     /// The producer's current epoch, if any batch was recorded.
     pub fn epoch(&self) -> Option<i16> {
         self.epoch
+    }
+
+    /// Largest record timestamp of the producer's latest batch (ms).
+    pub fn last_timestamp(&self) -> i64 {
+        self.last_timestamp
     }
 
     /// The remembered batches, oldest first.
@@ -125,9 +141,11 @@ impl ProducerEntry {
         Ok(SequenceCheck::Append)
     }
 
-    /// Records an appended batch (after a successful [`Self::check`], or
-    /// while rebuilding from the log). A newer epoch forgets older batches.
-    pub fn record(&mut self, epoch: i16, batch: BatchMetadata) {
+    /// Records an appended batch whose largest record timestamp is
+    /// `timestamp` (after a successful [`Self::check`], or while rebuilding
+    /// from the log). A newer epoch forgets older batches.
+    pub fn record(&mut self, epoch: i16, batch: BatchMetadata, timestamp: i64) {
+        self.last_timestamp = self.last_timestamp.max(timestamp);
         match self.epoch {
             Some(current) if current > epoch => return,
             Some(current) if current == epoch => {}
@@ -140,6 +158,87 @@ impl ProducerEntry {
             self.batches.pop_front();
         }
         self.batches.push_back(batch);
+    }
+}
+
+/// Default cap on the producer ids one partition keeps state for. At a few
+/// hundred bytes each, 10,000 producers take a few MB per partition.
+pub const PRODUCERS_PER_PARTITION_MAX: usize = 10_000;
+
+/// The idempotent-producer state of one partition, bounded.
+#[derive(Debug)]
+pub struct ProducerStates {
+    entries: Mutex<HashMap<i64, Arc<Mutex<ProducerEntry>>>>,
+    max: usize,
+}
+
+impl ProducerStates {
+    /// State rebuilt from a snapshot and the log, keeping at most `max`
+    /// producers (the most recently used).
+    pub fn new(entries: HashMap<i64, ProducerEntry>, max: usize) -> Self {
+        let states = Self {
+            entries: Mutex::new(HashMap::new()),
+            max: max.max(1),
+        };
+        let mut by_age: Vec<_> = entries.into_iter().collect();
+        by_age.sort_by_key(|(_, e)| std::cmp::Reverse(e.last_timestamp));
+        by_age.truncate(states.max);
+        *states.entries.lock() = by_age
+            .into_iter()
+            .map(|(id, e)| (id, Arc::new(Mutex::new(e))))
+            .collect();
+        states
+    }
+
+    /// The state of `producer_id`, created empty if there is none. At the
+    /// cap, the producer unused the longest is dropped first (a retry of
+    /// its old batches is then checked as a new producer's would be).
+    pub fn entry(&self, producer_id: i64) -> Arc<Mutex<ProducerEntry>> {
+        let mut entries = self.entries.lock();
+        if let Some(entry) = entries.get(&producer_id) {
+            return Arc::clone(entry);
+        }
+        if entries.len() >= self.max {
+            // Only when full, so the scan costs nothing on the usual path.
+            let oldest = entries
+                .iter()
+                .min_by_key(|(_, e)| e.lock().last_timestamp)
+                .map(|(id, _)| *id);
+            if let Some(oldest) = oldest {
+                entries.remove(&oldest);
+                tracing::debug!(producer_id = oldest, "producer state evicted at the cap");
+            }
+        }
+        Arc::clone(entries.entry(producer_id).or_default())
+    }
+
+    /// Drops every producer whose latest batch is older than
+    /// `expiration_ms` at `now_ms`; returns how many were dropped.
+    pub fn expire(&self, now_ms: i64, expiration_ms: i64) -> usize {
+        let cutoff = now_ms.saturating_sub(expiration_ms);
+        let mut entries = self.entries.lock();
+        let before = entries.len();
+        entries.retain(|_, e| e.lock().last_timestamp > cutoff);
+        before - entries.len()
+    }
+
+    /// A copy of every producer's state.
+    pub fn snapshot(&self) -> Vec<(i64, ProducerEntry)> {
+        self.entries
+            .lock()
+            .iter()
+            .map(|(id, entry)| (*id, entry.lock().clone()))
+            .collect()
+    }
+
+    /// Number of producers with state.
+    pub fn len(&self) -> usize {
+        self.entries.lock().len()
+    }
+
+    /// True if no producer has state.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
@@ -159,7 +258,7 @@ mod tests {
     fn entry_with(batches: &[(i32, i32, u64)]) -> ProducerEntry {
         let mut e = ProducerEntry::default();
         for &(first, count, base) in batches {
-            e.record(0, meta(first, count, base));
+            e.record(0, meta(first, count, base), 0);
         }
         e
     }
@@ -227,7 +326,7 @@ mod tests {
     #[test]
     fn older_epoch_is_fenced() {
         let mut e = ProducerEntry::default();
-        e.record(3, meta(0, 1, 0));
+        e.record(3, meta(0, 1, 0), 0);
         assert!(matches!(
             e.check(7, 2, 1, 1),
             Err(ProduceError::InvalidProducerEpoch {
@@ -247,7 +346,7 @@ mod tests {
             Err(ProduceError::OutOfOrderSequence { expected: 0, .. })
         ));
         let mut e = e;
-        e.record(1, meta(0, 1, 3));
+        e.record(1, meta(0, 1, 3), 0);
         assert_eq!(e.epoch(), Some(1));
         assert_eq!(e.batches().count(), 1);
     }
@@ -256,7 +355,51 @@ mod tests {
     fn sequence_wraps_after_i32_max() {
         assert_eq!(last_sequence(i32::MAX - 1, 4), 1);
         let mut e = ProducerEntry::default();
-        e.record(0, meta(i32::MAX - 1, 2, 0));
+        e.record(0, meta(i32::MAX - 1, 2, 0), 0);
         assert_eq!(e.check(7, 0, 0, 1).expect("wrapped"), SequenceCheck::Append);
+    }
+
+    fn used_at(timestamp: i64) -> ProducerEntry {
+        let mut e = ProducerEntry::default();
+        e.record(0, meta(0, 1, 0), timestamp);
+        e
+    }
+
+    #[test]
+    fn producers_unused_past_the_expiration_are_dropped() {
+        let states = ProducerStates::new(
+            HashMap::from([(1, used_at(1_000)), (2, used_at(5_000))]),
+            PRODUCERS_PER_PARTITION_MAX,
+        );
+        // At 6_000 with a 2_000 ms expiration: 1 (used at 1_000) goes.
+        assert_eq!(states.expire(6_000, 2_000), 1);
+        assert_eq!(states.len(), 1);
+        assert_eq!(states.entry(2).lock().last_timestamp(), 5_000);
+        // Exactly at the expiration it goes too.
+        assert_eq!(states.expire(7_000, 2_000), 1);
+        assert!(states.is_empty());
+    }
+
+    #[test]
+    fn at_the_cap_the_producer_unused_longest_makes_room() {
+        let states = ProducerStates::new(
+            HashMap::from([(1, used_at(3_000)), (2, used_at(1_000)), (3, used_at(2_000))]),
+            3,
+        );
+        states.entry(4).lock().record(0, meta(0, 1, 9), 4_000);
+        let mut kept: Vec<i64> = states.snapshot().into_iter().map(|(id, _)| id).collect();
+        kept.sort_unstable();
+        assert_eq!(kept, [1, 3, 4], "producer 2, unused the longest, was dropped");
+    }
+
+    #[test]
+    fn rebuilt_state_keeps_the_most_recently_used_within_the_cap() {
+        let states = ProducerStates::new(
+            HashMap::from([(1, used_at(1)), (2, used_at(3)), (3, used_at(2))]),
+            2,
+        );
+        let mut kept: Vec<i64> = states.snapshot().into_iter().map(|(id, _)| id).collect();
+        kept.sort_unstable();
+        assert_eq!(kept, [2, 3]);
     }
 }
