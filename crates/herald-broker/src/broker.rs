@@ -427,7 +427,12 @@ impl Broker {
                 }
                 let expired = partition.expire_producers(now_ms, expiration_ms);
                 if expired > 0 {
-                    tracing::debug!(topic = topic.name(), partition = partition.index(), expired, "idle producer state expired");
+                    tracing::debug!(
+                        topic = topic.name(),
+                        partition = partition.index(),
+                        expired,
+                        "idle producer state expired"
+                    );
                 }
             }
         }

@@ -10,6 +10,8 @@ use herald_log::LogConfig;
 /// memory one request can make the broker create.
 pub const PARTITIONS_MAX: u32 = 10_000;
 
+pub use herald_group::GROUP_SIZE_MAX_DEFAULT;
+
 /// How the broker core is set up. Built by the server binary from flags,
 /// environment and file.
 #[derive(Debug, Clone)]

@@ -80,17 +80,16 @@ pub(crate) fn open_new_partitions(
     for p in range {
         let dir = partition_dir(data_dir, topic, p);
         let snapshot = producer_snapshot::path(data_dir, id, p);
-        let result = remove_if_present(&dir)
-            .and_then(|()| {
-                Partition::open(
-                    &dir,
-                    topic,
-                    p,
-                    config.clone(),
-                    snapshot,
-                    broker.producers_per_partition_max,
-                )
-            });
+        let result = remove_if_present(&dir).and_then(|()| {
+            Partition::open(
+                &dir,
+                topic,
+                p,
+                config.clone(),
+                snapshot,
+                broker.producers_per_partition_max,
+            )
+        });
         match result {
             Ok(partition) => opened.push(Arc::new(partition)),
             Err(e) => {

@@ -383,13 +383,21 @@ mod tests {
     #[test]
     fn at_the_cap_the_producer_unused_longest_makes_room() {
         let states = ProducerStates::new(
-            HashMap::from([(1, used_at(3_000)), (2, used_at(1_000)), (3, used_at(2_000))]),
+            HashMap::from([
+                (1, used_at(3_000)),
+                (2, used_at(1_000)),
+                (3, used_at(2_000)),
+            ]),
             3,
         );
         states.entry(4).lock().record(0, meta(0, 1, 9), 4_000);
         let mut kept: Vec<i64> = states.snapshot().into_iter().map(|(id, _)| id).collect();
         kept.sort_unstable();
-        assert_eq!(kept, [1, 3, 4], "producer 2, unused the longest, was dropped");
+        assert_eq!(
+            kept,
+            [1, 3, 4],
+            "producer 2, unused the longest, was dropped"
+        );
     }
 
     #[test]

@@ -1,6 +1,11 @@
 //! Coordinator settings, named after the Kafka broker settings they mirror.
 
-/// Settings of the group coordinator. [`Default`] gives Kafka's defaults.
+/// Default of `group.max.size`. Kafka's is unbounded; every member costs
+/// memory and every rebalance waits for all of them, so herald bounds it.
+pub const GROUP_SIZE_MAX_DEFAULT: usize = 1000;
+
+/// Settings of the group coordinator. [`Default`] gives Kafka's defaults,
+/// except a bounded `group.max.size` ([`GROUP_SIZE_MAX_DEFAULT`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupConfig {
     /// Smallest session timeout a member may ask for
@@ -38,7 +43,7 @@ impl Default for GroupConfig {
             session_timeout_ms_min: 6_000,
             session_timeout_ms_max: 1_800_000,
             initial_rebalance_delay_ms: 3_000,
-            group_size_max: i32::MAX as usize,
+            group_size_max: GROUP_SIZE_MAX_DEFAULT,
             new_member_join_timeout_ms: 300_000,
             offset_metadata_bytes_max: 4_096,
             offsets_retention_ms: 7 * 24 * 60 * 60 * 1_000,

@@ -63,7 +63,7 @@ pub use api::{
     OffsetDeleteResponse, OffsetFetchPartition, OffsetFetchRequest, OffsetFetchResponse,
     PartitionResult, Protocol, SyncGroupRequest, SyncGroupResponse, TopicPartition,
 };
-pub use config::GroupConfig;
+pub use config::{GroupConfig, GROUP_SIZE_MAX_DEFAULT};
 pub use coordinator::GroupCoordinator;
 pub use error::ErrorCode;
 pub use offsets::CommittedOffset;

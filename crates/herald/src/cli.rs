@@ -118,6 +118,13 @@ pub struct ServeArgs {
     /// How long a group's committed offsets outlive its last member [default: 10080].
     #[arg(long, env = "HERALD_OFFSETS_RETENTION_MINUTES", value_name = "N")]
     pub offsets_retention_minutes: Option<u32>,
+    /// Most members a consumer group may have (Kafka's group.max.size) [default: 1000].
+    #[arg(long, env = "HERALD_GROUP_MAX_SIZE", value_name = "N")]
+    pub group_max_size: Option<u32>,
+    /// How long an idempotent producer's state outlives its latest batch
+    /// (Kafka's producer.id.expiration.ms) [default: 86400000].
+    #[arg(long, env = "HERALD_PRODUCER_ID_EXPIRATION_MS", value_name = "N")]
+    pub producer_id_expiration_ms: Option<u64>,
     /// Print the effective configuration as TOML and exit.
     #[arg(long)]
     pub print_config: bool,
@@ -158,4 +165,8 @@ pub struct FileSettings {
     pub group_max_session_timeout_ms: Option<u32>,
     /// See [`ServeArgs::offsets_retention_minutes`].
     pub offsets_retention_minutes: Option<u32>,
+    /// See [`ServeArgs::group_max_size`].
+    pub group_max_size: Option<u32>,
+    /// See [`ServeArgs::producer_id_expiration_ms`].
+    pub producer_id_expiration_ms: Option<u64>,
 }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context as _};
-use herald_broker::config::PARTITIONS_MAX;
+use herald_broker::config::{GROUP_SIZE_MAX_DEFAULT, PARTITIONS_MAX};
 use herald_broker::BrokerConfig;
 use herald_broker::FlushPolicy;
 use herald_kafka::config::MAX_FRAME_BYTES_DEFAULT;
@@ -184,6 +184,28 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
             "must be at least 1",
         ));
     }
+    let group_max_size = args
+        .group_max_size
+        .or(file.group_max_size)
+        .unwrap_or(GROUP_SIZE_MAX_DEFAULT as u32);
+    if !(1..=i32::MAX as u32).contains(&group_max_size) {
+        return Err(invalid(
+            "group_max_size",
+            group_max_size,
+            "must be at least 1",
+        ));
+    }
+    let producer_id_expiration_ms = args
+        .producer_id_expiration_ms
+        .or(file.producer_id_expiration_ms)
+        .unwrap_or(24 * 60 * 60 * 1000);
+    if !(1..=i64::MAX as u64).contains(&producer_id_expiration_ms) {
+        return Err(invalid(
+            "producer_id_expiration_ms",
+            producer_id_expiration_ms,
+            "must be at least 1",
+        ));
+    }
 
     let effective = FileSettings {
         data_dir: Some(data_dir.clone()),
@@ -201,6 +223,8 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
         group_min_session_timeout_ms: Some(session_min_ms),
         group_max_session_timeout_ms: Some(session_max_ms),
         offsets_retention_minutes: Some(retention_minutes),
+        group_max_size: Some(group_max_size),
+        producer_id_expiration_ms: Some(producer_id_expiration_ms),
     };
     let mut broker = BrokerConfig::new(data_dir);
     broker.auto_create_topics = auto_create_topics;
@@ -211,6 +235,8 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
     broker.groups.session_timeout_ms_min = session_min_ms as i32;
     broker.groups.session_timeout_ms_max = session_max_ms as i32;
     broker.groups.offsets_retention_ms = i64::from(retention_minutes) * 60_000;
+    broker.groups.group_size_max = group_max_size as usize;
+    broker.producer_id_expiration = Duration::from_millis(producer_id_expiration_ms);
     let mut kafka = KafkaConfig::new(listen);
     kafka.advertised_host = advertised_host;
     kafka.advertised_port = advertised_port;

@@ -133,9 +133,17 @@ struct OffsetsPartition {
     earlier_flushes: FlushStatsSnapshot,
 }
 
+/// Most calls waiting for the worker at once. A caller past it waits (it is
+/// an async caller: its connection stops reading), so a flood of group
+/// requests takes no more memory than this many queued calls.
+pub const QUEUED_CALLS_MAX: usize = 1024;
+
 /// The running coordinator; see the module documentation.
 pub struct GroupService {
     sender: Mutex<Option<mpsc::Sender<Command>>>,
+    /// One permit per free slot of the call queue; the worker gives one
+    /// back for every call it takes off the queue.
+    queue_slots: Arc<tokio::sync::Semaphore>,
     worker: Mutex<Option<JoinHandle<()>>>,
     partition: Arc<Mutex<OffsetsPartition>>,
 }
@@ -171,7 +179,9 @@ impl GroupService {
             earlier_flushes: FlushStatsSnapshot::default(),
         }));
         let (sender, receiver) = mpsc::channel();
+        let queue_slots = Arc::new(tokio::sync::Semaphore::new(QUEUED_CALLS_MAX));
         let worker = Worker {
+            queue_slots: Arc::clone(&queue_slots),
             coordinator,
             partition: Arc::clone(&partition),
             data_dir: data_dir.to_path_buf(),
@@ -186,14 +196,23 @@ impl GroupService {
             .map_err(|e| BrokerError::io("spawn group coordinator thread", data_dir, e))?;
         Ok(Self {
             sender: Mutex::new(Some(sender)),
+            queue_slots,
             worker: Mutex::new(Some(handle)),
             partition,
         })
     }
 
-    /// Submits a call; `reply` is called exactly once with its answer
-    /// ([`GroupReply::Unavailable`] if the service is stopped).
-    pub fn call(&self, call: GroupCall, reply: ReplyFn) {
+    /// Submits a call once the queue has room (waiting, not growing, when
+    /// [`QUEUED_CALLS_MAX`] calls are queued); `reply` is called exactly
+    /// once with its answer ([`GroupReply::Unavailable`] if the service is
+    /// stopped).
+    pub async fn call(&self, call: GroupCall, reply: ReplyFn) {
+        // The semaphore is never closed, so acquiring only waits.
+        match self.queue_slots.acquire().await {
+            // The worker returns the slot when it takes the call.
+            Ok(slot) => slot.forget(),
+            Err(_) => return reply(GroupReply::Unavailable),
+        }
         let refused = {
             let sender = self.sender.lock();
             match sender.as_ref() {
@@ -202,6 +221,8 @@ impl GroupService {
             }
         };
         if let Some(Command::Call(_, reply)) = refused {
+            // Never queued: its slot is free again.
+            self.queue_slots.add_permits(1);
             reply(GroupReply::Unavailable);
         }
     }
@@ -258,6 +279,8 @@ impl GroupService {
 
 struct Worker {
     coordinator: GroupCoordinator,
+    /// Free slots of the call queue (see [`GroupService::call`]).
+    queue_slots: Arc<tokio::sync::Semaphore>,
     /// The partition appended to, shared with the service for metrics and
     /// close (the worker alone replaces it).
     partition: Arc<Mutex<OffsetsPartition>>,
@@ -287,6 +310,7 @@ impl Worker {
             };
             match command {
                 Ok(Command::Call(call, reply)) => {
+                    self.queue_slots.add_permits(1);
                     self.call(call, reply);
                     self.compact_if_due();
                 }
@@ -501,21 +525,84 @@ fn log_event(event: &GroupEvent) {
 
 #[cfg(test)]
 mod tests {
+    use std::future::Future as _;
     use std::sync::mpsc::channel;
 
     use herald_group::{OffsetCommitPartition, TopicPartition};
 
     use super::*;
 
+    /// Polls `future` once; true if it completed.
+    fn completes_at_once(future: impl std::future::Future<Output = ()>) -> bool {
+        let mut future = std::pin::pin!(future);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        future.as_mut().poll(&mut cx).is_ready()
+    }
+
     fn call(service: &GroupService, call: GroupCall) -> GroupReply {
         let (tx, rx) = channel();
-        service.call(
+        let submitted = completes_at_once(service.call(
             call,
             Box::new(move |reply| {
                 let _ = tx.send(reply);
             }),
-        );
+        ));
+        assert!(submitted, "the call queue had room");
         rx.recv_timeout(Duration::from_secs(10)).expect("answered")
+    }
+
+    #[test]
+    fn a_full_call_queue_makes_the_next_caller_wait_until_the_worker_takes_one() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let service = GroupService::open(dir.path(), GroupConfig::default()).expect("open");
+        // The first call's reply blocks the worker until released, so the
+        // calls behind it stay queued.
+        let (release, released) = channel::<()>();
+        let (first_answered, first) = channel();
+        assert!(completes_at_once(service.call(
+            simple_commit(1),
+            Box::new(move |reply| {
+                let _ = released.recv();
+                let _ = first_answered.send(reply);
+            }),
+        )));
+        // Wait until the worker holds the first call (its slot is back).
+        while service.queue_slots.available_permits() < QUEUED_CALLS_MAX {
+            std::thread::yield_now();
+        }
+        let (tx, rx) = channel();
+        for offset in 0..QUEUED_CALLS_MAX as i64 {
+            let tx = tx.clone();
+            assert!(completes_at_once(service.call(
+                simple_commit(offset),
+                Box::new(move |reply| {
+                    let _ = tx.send(reply);
+                }),
+            )));
+        }
+        // The queue is full: the next caller cannot get in...
+        let mut waiting = std::pin::pin!(service.call(simple_commit(9), Box::new(|_| {})));
+        let waker = std::task::Waker::noop();
+        let mut cx = std::task::Context::from_waker(waker);
+        assert!(
+            waiting.as_mut().poll(&mut cx).is_pending(),
+            "a full queue must make it wait"
+        );
+        assert_eq!(service.queue_slots.available_permits(), 0);
+        // ...until the worker moves on and takes queued calls.
+        release.send(()).expect("release the worker");
+        first
+            .recv_timeout(Duration::from_secs(10))
+            .expect("first answered");
+        for _ in 0..QUEUED_CALLS_MAX {
+            rx.recv_timeout(Duration::from_secs(10))
+                .expect("queued call answered");
+        }
+        assert!(
+            waiting.as_mut().poll(&mut cx).is_ready(),
+            "room again after the worker took calls"
+        );
+        service.close().expect("close");
     }
 
     fn simple_commit(offset: i64) -> GroupCall {

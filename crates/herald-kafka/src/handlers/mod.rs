@@ -157,13 +157,16 @@ pub(crate) enum Wait {
 /// held call, when the server shuts down.
 pub(crate) async fn group_call(ctx: &Context, call: GroupCall, wait: Wait) -> GroupReply {
     let (sender, receiver) = tokio::sync::oneshot::channel();
-    ctx.broker.groups().call(
-        call,
-        Box::new(move |reply| {
-            // The connection may be gone; its answer is then dropped.
-            let _ = sender.send(reply);
-        }),
-    );
+    ctx.broker
+        .groups()
+        .call(
+            call,
+            Box::new(move |reply| {
+                // The connection may be gone; its answer is then dropped.
+                let _ = sender.send(reply);
+            }),
+        )
+        .await;
     match wait {
         Wait::Short => receiver.await.unwrap_or(GroupReply::Unavailable),
         Wait::UntilRebalance => tokio::select! {
