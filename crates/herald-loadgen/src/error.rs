@@ -6,6 +6,9 @@ use std::io;
 /// Every failure of a run.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
+    /// An admin call through herald's client failed.
+    #[error(transparent)]
+    Client(#[from] herald_client::ClientError),
     /// A socket or file operation failed.
     #[error("{what}: {source}")]
     Io {

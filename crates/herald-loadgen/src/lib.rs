@@ -3,7 +3,8 @@
 //! load, cheaply enough that the broker, not the client, is the bottleneck.
 //!
 //! What it owns: Kafka framing over TCP with the `kafka-protocol` crate's
-//! message types ([`wire`], [`conn`], [`fetch`]), the produce, consume and
+//! message types for the hot paths ([`wire`], [`fetch`]; topic setup goes
+//! through herald's client, [`admin`]), the produce, consume and
 //! end-to-end latency loads ([`produce`], [`consume`], [`latency`]), broker
 //! CPU accounting ([`cpu`]), the loopback bound ([`loopback`]), the kernel
 //! floors any broker pays per message ([`floor`]), the suite that walks the
@@ -20,7 +21,6 @@
 
 pub mod admin;
 pub mod clock;
-pub mod conn;
 pub mod consume;
 pub mod cpu;
 pub mod error;

@@ -7,7 +7,6 @@
 
 mod cli;
 mod cli_client;
-mod client;
 mod commands;
 mod scrape;
 mod serve;

@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use crate::cli::BenchArgs;
-use crate::client::data::{fetch, produce};
-use crate::client::records::encode_batch;
-use crate::client::{admin, Connection, Record};
 use crate::commands::now_ms;
+use herald_client::data::{fetch, produce};
+use herald_client::records::encode_batch;
+use herald_client::{admin, Connection, Record};
 
 /// One measured phase.
 struct Phase {
@@ -62,7 +62,7 @@ async fn measure(
     topic: &str,
 ) -> anyhow::Result<Vec<Phase>> {
     let start_offset =
-        crate::client::data::list_offsets(connection, topic, &[0], crate::client::data::LATEST)
+        herald_client::data::list_offsets(connection, topic, &[0], herald_client::data::LATEST)
             .await?
             .first()
             .and_then(|(_, o)| *o)

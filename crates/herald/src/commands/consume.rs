@@ -10,10 +10,10 @@ use std::time::Duration;
 use anyhow::Context as _;
 
 use crate::cli::{ConsumeArgs, OutputFormat, StartFrom};
-use crate::client::data::{fetch, list_offsets, PartitionRecords, EARLIEST, LATEST};
-use crate::client::member::GroupMember;
-use crate::client::records::FetchedRecord;
-use crate::client::{admin, Connection};
+use herald_client::data::{fetch, list_offsets, PartitionRecords, EARLIEST, LATEST};
+use herald_client::member::GroupMember;
+use herald_client::records::FetchedRecord;
+use herald_client::{admin, Connection};
 
 /// Longest a fetch waits on the broker for new data.
 const FETCH_WAIT: Duration = Duration::from_millis(500);
@@ -103,7 +103,7 @@ async fn run_in_group(
         // restart from the committed offsets: records may print again.
         member.commit(&mut connection, &moved).await?;
     }
-    member.leave(&mut connection).await
+    Ok(member.leave(&mut connection).await?)
 }
 
 /// Where a member starts in each assigned partition: the group's committed

@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 use anyhow::{bail, ensure};
 
 use crate::cli::{GroupCommand, ResetTo};
-use crate::client::data::{list_offsets, EARLIEST, LATEST};
-use crate::client::errors::describe as describe_error;
-use crate::client::groups::{self, Committer, GroupInfo};
-use crate::client::{admin, Connection};
+use herald_client::data::{list_offsets, EARLIEST, LATEST};
+use herald_client::errors::describe as describe_error;
+use herald_client::groups::{self, Committer, GroupInfo};
+use herald_client::{admin, Connection};
 
 /// Runs one group subcommand.
 pub async fn run(command: GroupCommand) -> anyhow::Result<()> {

@@ -10,11 +10,11 @@ use bytes::Bytes;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, BufReader};
 
 use crate::cli::ProduceArgs;
-use crate::client::data::produce;
-use crate::client::partitioner::partition_for_key;
-use crate::client::records::encode_batch;
-use crate::client::{admin, Connection, Header, Record};
 use crate::commands::now_ms;
+use herald_client::data::produce;
+use herald_client::partitioner::partition_for_key;
+use herald_client::records::encode_batch;
+use herald_client::{admin, Connection, Header, Record};
 
 /// Records per batch at most.
 const BATCH_RECORDS_MAX: usize = 500;

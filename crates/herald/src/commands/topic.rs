@@ -3,9 +3,9 @@
 use anyhow::bail;
 
 use crate::cli::TopicCommand;
-use crate::client::admin::{self, ConfigChange};
-use crate::client::data::{list_offsets, EARLIEST, LATEST};
-use crate::client::Connection;
+use herald_client::admin::{self, ConfigChange};
+use herald_client::data::{list_offsets, EARLIEST, LATEST};
+use herald_client::Connection;
 
 /// Runs one topic subcommand.
 pub async fn run(command: TopicCommand) -> anyhow::Result<()> {

@@ -13,13 +13,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{bail, Context as _};
+use crate::error::{ClientError, Context as _};
 use bytes::Bytes;
 use tokio::task::JoinHandle;
 
-use crate::client::errors::describe;
-use crate::client::groups::{self, codes, Committer, JoinOutcome, JoinRequest};
-use crate::client::{admin, Connection};
+use crate::errors::describe;
+use crate::groups::{self, codes, Committer, JoinOutcome, JoinRequest};
+use crate::{admin, Connection};
 
 /// The assignor this member offers (Kafka's `range`).
 const ASSIGNOR: &str = "range";
@@ -69,7 +69,7 @@ impl GroupMember {
 
     /// Joins (or rejoins) the group and returns the partitions of the topic
     /// assigned to this member, sorted.
-    pub async fn join(&mut self, connection: &mut Connection) -> anyhow::Result<Vec<i32>> {
+    pub async fn join(&mut self, connection: &mut Connection) -> Result<Vec<i32>, ClientError> {
         self.stop_heartbeat();
         let subscription = groups::encode_subscription(std::slice::from_ref(&self.topic))?;
         for _ in 0..JOIN_ATTEMPTS_MAX {
@@ -98,7 +98,13 @@ impl GroupMember {
                     tokio::time::sleep(JOIN_RETRY_PAUSE).await;
                     continue;
                 }
-                code => bail!("joining group '{}': {}", self.group, describe(code)),
+                code => {
+                    return Err(ClientError::refused(format!(
+                        "joining group '{}': {}",
+                        self.group,
+                        describe(code)
+                    )))
+                }
             }
             self.member_id = joined.member_id.clone();
             self.generation_id = joined.generation_id;
@@ -122,7 +128,13 @@ impl GroupMember {
                     self.member_id.clear();
                     continue;
                 }
-                Err(code) => bail!("syncing group '{}': {}", self.group, describe(code)),
+                Err(code) => {
+                    return Err(ClientError::refused(format!(
+                        "syncing group '{}': {}",
+                        self.group,
+                        describe(code)
+                    )))
+                }
             };
             let partitions: Vec<i32> = groups::decode_assignment(&assignment)?
                 .into_iter()
@@ -133,7 +145,10 @@ impl GroupMember {
             self.start_heartbeat();
             return Ok(partitions);
         }
-        bail!("could not join group '{}': it kept rebalancing", self.group)
+        Err(ClientError::refused(format!(
+            "could not join group '{}': it kept rebalancing",
+            self.group
+        )))
     }
 
     /// Commits `offsets` (`(partition, next offset)`) of the topic with the
@@ -143,7 +158,7 @@ impl GroupMember {
         &self,
         connection: &mut Connection,
         offsets: &[(i32, i64)],
-    ) -> anyhow::Result<bool> {
+    ) -> Result<bool, ClientError> {
         if offsets.is_empty() {
             return Ok(true);
         }
@@ -161,11 +176,11 @@ impl GroupMember {
                 self.rejoin.store(true, Ordering::Release);
                 Ok(false)
             }
-            code => bail!(
+            code => Err(ClientError::refused(format!(
                 "committing offsets of group '{}': {}",
                 self.group,
                 describe(code)
-            ),
+            ))),
         }
     }
 
@@ -174,7 +189,7 @@ impl GroupMember {
         &self,
         connection: &mut Connection,
         partitions: &[i32],
-    ) -> anyhow::Result<Vec<(i32, i64)>> {
+    ) -> Result<Vec<(i32, i64)>, ClientError> {
         let topics = [(self.topic.clone(), partitions.to_vec())];
         Ok(
             groups::committed_offsets(connection, &self.group, Some(&topics))
@@ -186,7 +201,7 @@ impl GroupMember {
     }
 
     /// Leaves the group so that the others take its partitions at once.
-    pub async fn leave(mut self, connection: &mut Connection) -> anyhow::Result<()> {
+    pub async fn leave(mut self, connection: &mut Connection) -> Result<(), ClientError> {
         self.stop_heartbeat();
         if self.member_id.is_empty() {
             return Ok(());
@@ -245,7 +260,7 @@ impl Drop for GroupMember {
 async fn leader_assignments(
     connection: &mut Connection,
     joined: &JoinOutcome,
-) -> anyhow::Result<Vec<(String, Bytes)>> {
+) -> Result<Vec<(String, Bytes)>, ClientError> {
     let mut subscriptions: Vec<(String, Vec<String>)> = Vec::new();
     for (member_id, metadata) in &joined.members {
         let topics = groups::decode_subscription(metadata)

@@ -1,7 +1,7 @@
 //! Topic administration: Metadata, CreateTopics, DeleteTopics,
 //! CreatePartitions, DescribeConfigs and IncrementalAlterConfigs.
 
-use anyhow::{bail, Context as _};
+use crate::error::{ClientError, Context as _};
 use kafka_protocol::messages::{
     create_partitions_request, create_topics_request, delete_topics_request,
     describe_configs_request, incremental_alter_configs_request, metadata_request,
@@ -9,9 +9,9 @@ use kafka_protocol::messages::{
     IncrementalAlterConfigsRequest, MetadataRequest,
 };
 
-use crate::client::connection::{versions, IO_TIMEOUT};
-use crate::client::errors::{check, UNKNOWN_TOPIC_OR_PARTITION};
-use crate::client::{topic_name, wire_str, Connection};
+use crate::connection::{versions, IO_TIMEOUT};
+use crate::errors::{check, UNKNOWN_TOPIC_OR_PARTITION};
+use crate::{topic_name, wire_str, Connection};
 
 /// Kafka's resource type for topics in config APIs.
 const RESOURCE_TOPIC: i8 = 2;
@@ -58,7 +58,7 @@ pub async fn metadata(
     connection: &mut Connection,
     topics: Option<&[&str]>,
     auto_create: bool,
-) -> anyhow::Result<Vec<TopicInfo>> {
+) -> Result<Vec<TopicInfo>, ClientError> {
     let request = MetadataRequest::default()
         .with_topics(topics.map(|names| {
             names
@@ -76,7 +76,9 @@ pub async fn metadata(
     for topic in response.topics {
         let topic_name = topic.name.map(|n| n.0.to_string()).unwrap_or_default();
         if topic.error_code == UNKNOWN_TOPIC_OR_PARTITION {
-            bail!("unknown topic '{topic_name}'");
+            return Err(ClientError::refused(format!(
+                "unknown topic '{topic_name}'"
+            )));
         }
         check(topic.error_code, None, &format!("topic '{topic_name}'"))?;
         let mut partitions: Vec<(i32, i32)> = topic
@@ -96,7 +98,7 @@ pub async fn metadata(
 }
 
 /// Metadata of one existing topic.
-pub async fn topic(connection: &mut Connection, topic: &str) -> anyhow::Result<TopicInfo> {
+pub async fn topic(connection: &mut Connection, topic: &str) -> Result<TopicInfo, ClientError> {
     metadata(connection, Some(&[topic]), false)
         .await?
         .into_iter()
@@ -110,7 +112,7 @@ pub async fn create_topic(
     topic: &str,
     partitions: Option<i32>,
     configs: &[(String, String)],
-) -> anyhow::Result<i32> {
+) -> Result<i32, ClientError> {
     let request = CreateTopicsRequest::default()
         .with_timeout_ms(OPERATION_TIMEOUT_MS)
         .with_topics(vec![create_topics_request::CreatableTopic::default()
@@ -144,7 +146,7 @@ pub async fn create_topic(
 }
 
 /// Deletes `topic`.
-pub async fn delete_topic(connection: &mut Connection, topic: &str) -> anyhow::Result<()> {
+pub async fn delete_topic(connection: &mut Connection, topic: &str) -> Result<(), ClientError> {
     let request = DeleteTopicsRequest::default()
         .with_timeout_ms(OPERATION_TIMEOUT_MS)
         .with_topics(vec![
@@ -159,7 +161,7 @@ pub async fn delete_topic(connection: &mut Connection, topic: &str) -> anyhow::R
         .next()
         .context("DeleteTopics answered no topic")?;
     if result.error_code == UNKNOWN_TOPIC_OR_PARTITION {
-        bail!("unknown topic '{topic}'");
+        return Err(ClientError::refused(format!("unknown topic '{topic}'")));
     }
     check(
         result.error_code,
@@ -173,7 +175,7 @@ pub async fn create_partitions(
     connection: &mut Connection,
     topic: &str,
     count: i32,
-) -> anyhow::Result<()> {
+) -> Result<(), ClientError> {
     let request = CreatePartitionsRequest::default()
         .with_timeout_ms(OPERATION_TIMEOUT_MS)
         .with_topics(vec![
@@ -190,7 +192,7 @@ pub async fn create_partitions(
         .next()
         .context("CreatePartitions answered no topic")?;
     if result.error_code == UNKNOWN_TOPIC_OR_PARTITION {
-        bail!("unknown topic '{topic}'");
+        return Err(ClientError::refused(format!("unknown topic '{topic}'")));
     }
     check(
         result.error_code,
@@ -203,7 +205,7 @@ pub async fn create_partitions(
 pub async fn describe_configs(
     connection: &mut Connection,
     topic: &str,
-) -> anyhow::Result<Vec<ConfigValue>> {
+) -> Result<Vec<ConfigValue>, ClientError> {
     let request = DescribeConfigsRequest::default().with_resources(vec![
         describe_configs_request::DescribeConfigsResource::default()
             .with_resource_type(RESOURCE_TOPIC)
@@ -219,7 +221,7 @@ pub async fn describe_configs(
         .next()
         .context("DescribeConfigs answered no resource")?;
     if result.error_code == UNKNOWN_TOPIC_OR_PARTITION {
-        bail!("unknown topic '{topic}'");
+        return Err(ClientError::refused(format!("unknown topic '{topic}'")));
     }
     check(
         result.error_code,
@@ -247,7 +249,7 @@ pub async fn alter_configs(
     connection: &mut Connection,
     topic: &str,
     changes: &[ConfigChange],
-) -> anyhow::Result<()> {
+) -> Result<(), ClientError> {
     /// IncrementalAlterConfigs operations.
     const OP_SET: i8 = 0;
     const OP_DELETE: i8 = 1;
@@ -282,7 +284,7 @@ pub async fn alter_configs(
         .next()
         .context("IncrementalAlterConfigs answered no resource")?;
     if result.error_code == UNKNOWN_TOPIC_OR_PARTITION {
-        bail!("unknown topic '{topic}'");
+        return Err(ClientError::refused(format!("unknown topic '{topic}'")));
     }
     check(
         result.error_code,

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, Context as _};
+use crate::error::{ClientError, Context as _};
 use bytes::{Buf, BytesMut};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader,
@@ -79,11 +79,20 @@ pub struct Connection {
 
 impl Connection {
     /// Connects to `address` (HOST:PORT) and reads the broker's API versions.
-    pub async fn connect(address: &str) -> anyhow::Result<Self> {
+    pub async fn connect(address: &str) -> Result<Self, ClientError> {
         let stream = tokio::time::timeout(IO_TIMEOUT, TcpStream::connect(address))
             .await
-            .map_err(|_| anyhow!("cannot reach broker {address}: timed out connecting"))?
-            .with_context(|| format!("cannot reach broker {address}"))?;
+            .map_err(|_| ClientError::Unreachable {
+                address: address.to_owned(),
+                source: Some(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "timed out connecting",
+                )),
+            })?
+            .map_err(|source| ClientError::Unreachable {
+                address: address.to_owned(),
+                source: Some(source),
+            })?;
         // Request/response: latency matters more than packet count.
         let _ = stream.set_nodelay(true);
         let mut connection = Self {
@@ -100,10 +109,10 @@ impl Connection {
             .call(request, versions::API_VERSIONS, IO_TIMEOUT)
             .await?;
         if response.error_code != 0 {
-            bail!(
+            return Err(ClientError::refused(format!(
                 "broker {address} refused ApiVersions: {}",
-                crate::client::errors::describe(response.error_code)
-            );
+                crate::errors::describe(response.error_code)
+            )));
         }
         connection.ranges = response
             .api_keys
@@ -114,17 +123,17 @@ impl Connection {
     }
 
     /// Fails unless the broker serves `api` at `version`.
-    fn check_served(&self, api: i16, version: i16) -> anyhow::Result<()> {
+    fn check_served(&self, api: i16, version: i16) -> Result<(), ClientError> {
         if api == ApiKey::ApiVersions as i16 {
             return Ok(());
         }
         match self.ranges.get(&api) {
             Some((min, max)) if (*min..=*max).contains(&version) => Ok(()),
-            _ => bail!(
+            _ => Err(ClientError::refused(format!(
                 "broker {} does not serve {} v{version}",
                 self.address,
                 api_name(api)
-            ),
+            ))),
         }
     }
 
@@ -134,7 +143,7 @@ impl Connection {
         request: R,
         version: i16,
         timeout: Duration,
-    ) -> anyhow::Result<R::Response> {
+    ) -> Result<R::Response, ClientError> {
         self.check_served(R::KEY, version)?;
         let what = api_name(R::KEY);
         let address = self.address.clone();
@@ -145,7 +154,11 @@ impl Connection {
         }
         tokio::time::timeout(timeout, self.round_trip(request, version))
             .await
-            .map_err(|_| anyhow!("broker {address} did not answer {what} within {timeout:?}"))?
+            .map_err(|_| ClientError::TimedOut {
+                address: address.clone(),
+                what: what.clone(),
+                timeout,
+            })?
             .with_context(|| format!("{what} request to {address}"))
     }
 
@@ -153,7 +166,7 @@ impl Connection {
         &mut self,
         request: R,
         version: i16,
-    ) -> anyhow::Result<R::Response> {
+    ) -> Result<R::Response, ClientError> {
         self.correlation_id = self.correlation_id.wrapping_add(1);
         self.out_of_step = true;
         let mut buf = BytesMut::with_capacity(256);
@@ -176,18 +189,17 @@ impl Connection {
         let size = usize::try_from(size)
             .ok()
             .filter(|s| *s <= RESPONSE_BYTES_MAX)
-            .ok_or_else(|| anyhow!("response size {size} out of range"))?;
+            .ok_or_else(|| ClientError::refused(format!("response size {size} out of range")))?;
         let mut body = BytesMut::zeroed(size);
         self.stream.read_exact(&mut body).await?;
         let mut body = body.freeze();
         let header = ResponseHeader::decode(&mut body, R::Response::header_version(version))
             .context("decoding the response header")?;
         if header.correlation_id != self.correlation_id {
-            bail!(
+            return Err(ClientError::refused(format!(
                 "response correlation id {} does not match request {}",
-                header.correlation_id,
-                self.correlation_id
-            );
+                header.correlation_id, self.correlation_id
+            )));
         }
         let response = R::Response::decode(&mut body, version).context("decoding the response")?;
         if body.has_remaining() {

@@ -1,7 +1,7 @@
 //! Records as the CLI handles them (owned, printable), encoded into and
 //! decoded from RecordBatch v2 with `herald-records`.
 
-use anyhow::{ensure, Context as _};
+use crate::error::{ClientError, Context as _};
 use herald_records::{BatchBuilder, BatchHeader, RecordBatch, RecordFields};
 
 /// The record batch format version read.
@@ -40,7 +40,7 @@ pub struct FetchedRecord {
 
 /// Encodes `records` (at least one) as one uncompressed batch v2 with base
 /// offset 0 (the broker assigns offsets) and no producer id.
-pub fn encode_batch(records: &[Record]) -> anyhow::Result<Vec<u8>> {
+pub fn encode_batch(records: &[Record]) -> Result<Vec<u8>, ClientError> {
     let base_timestamp = records.iter().map(|r| r.timestamp_ms).min().unwrap_or(0);
     let mut builder = BatchBuilder::new(base_timestamp);
     let mut headers = Vec::new();
@@ -64,13 +64,14 @@ pub fn encode_batch(records: &[Record]) -> anyhow::Result<Vec<u8>> {
 
 /// Decodes the records of one whole batch v2 (as `herald_records::batches`
 /// yields them), any codec. Control batches yield nothing.
-pub fn decode_batch(batch: &[u8]) -> anyhow::Result<Vec<FetchedRecord>> {
+pub fn decode_batch(batch: &[u8]) -> Result<Vec<FetchedRecord>, ClientError> {
     let header = BatchHeader::parse(batch).context("batch shorter than its header")?;
-    ensure!(
-        header.magic() == MAGIC_V2,
-        "record batch format v{} is not supported",
-        header.magic()
-    );
+    if header.magic() != MAGIC_V2 {
+        return Err(ClientError::refused(format!(
+            "record batch format v{} is not supported",
+            header.magic()
+        )));
+    };
     if header.is_control() {
         return Ok(Vec::new());
     }

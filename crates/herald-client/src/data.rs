@@ -4,17 +4,17 @@
 
 use std::time::Duration;
 
-use anyhow::{bail, Context as _};
+use crate::error::{ClientError, Context as _};
 use bytes::Bytes;
 use kafka_protocol::messages::{
     fetch_request, list_offsets_request, produce_request, FetchRequest, ListOffsetsRequest,
     ProduceRequest,
 };
 
-use crate::client::connection::{versions, IO_TIMEOUT};
-use crate::client::errors::{check, UNKNOWN_TOPIC_OR_PARTITION};
-use crate::client::records::{decode_batch, FetchedRecord};
-use crate::client::{topic_name, Connection};
+use crate::connection::{versions, IO_TIMEOUT};
+use crate::errors::{check, UNKNOWN_TOPIC_OR_PARTITION};
+use crate::records::{decode_batch, FetchedRecord};
+use crate::{topic_name, Connection};
 
 /// ListOffsets timestamp asking for the latest offset (the high watermark).
 pub const LATEST: i64 = -1;
@@ -31,7 +31,7 @@ pub async fn produce(
     topic: &str,
     partition: i32,
     batch: Bytes,
-) -> anyhow::Result<i64> {
+) -> Result<i64, ClientError> {
     let request = ProduceRequest::default()
         .with_acks(1)
         .with_timeout_ms(10_000)
@@ -52,7 +52,9 @@ pub async fn produce(
         .next()
         .context("Produce answered no partition")?;
     if answer.error_code == UNKNOWN_TOPIC_OR_PARTITION {
-        bail!("unknown topic '{topic}' or partition {partition}");
+        return Err(ClientError::refused(format!(
+            "unknown topic '{topic}' or partition {partition}"
+        )));
     }
     check(
         answer.error_code,
@@ -70,7 +72,7 @@ pub async fn list_offsets(
     topic: &str,
     partitions: &[i32],
     timestamp: i64,
-) -> anyhow::Result<Vec<(i32, Option<i64>)>> {
+) -> Result<Vec<(i32, Option<i64>)>, ClientError> {
     let request = ListOffsetsRequest::default()
         .with_replica_id((-1).into())
         .with_topics(vec![list_offsets_request::ListOffsetsTopic::default()
@@ -92,7 +94,7 @@ pub async fn list_offsets(
     let mut out = Vec::with_capacity(partitions.len());
     for answer in response.topics.into_iter().flat_map(|t| t.partitions) {
         if answer.error_code == UNKNOWN_TOPIC_OR_PARTITION {
-            bail!("unknown topic '{topic}'");
+            return Err(ClientError::refused(format!("unknown topic '{topic}'")));
         }
         check(
             answer.error_code,
@@ -122,7 +124,7 @@ pub async fn fetch(
     topic: &str,
     positions: &[(i32, i64)],
     max_wait: Duration,
-) -> anyhow::Result<Vec<PartitionRecords>> {
+) -> Result<Vec<PartitionRecords>, ClientError> {
     let max_wait_ms = i32::try_from(max_wait.as_millis()).unwrap_or(i32::MAX);
     let request = FetchRequest::default()
         .with_replica_id((-1).into())
@@ -151,7 +153,7 @@ pub async fn fetch(
     let mut out = Vec::new();
     for answer in response.responses.into_iter().flat_map(|t| t.partitions) {
         if answer.error_code == UNKNOWN_TOPIC_OR_PARTITION {
-            bail!("unknown topic '{topic}'");
+            return Err(ClientError::refused(format!("unknown topic '{topic}'")));
         }
         check(
             answer.error_code,

@@ -1,6 +1,6 @@
 //! Kafka error codes as one-line reasons.
 
-use anyhow::bail;
+use crate::error::ClientError;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
@@ -17,14 +17,19 @@ pub fn describe(code: i16) -> String {
 }
 
 /// Fails with `context` and the broker's reason if `code` is not 0.
-pub fn check(code: i16, message: Option<&StrBytes>, context: &str) -> anyhow::Result<()> {
+pub fn check(code: i16, message: Option<&StrBytes>, context: &str) -> Result<(), ClientError> {
     if code == 0 {
         return Ok(());
     }
-    match message.map(|m| m.as_str()).filter(|m| !m.is_empty()) {
-        Some(message) => bail!("{context}: {message} ({})", short(code)),
-        None => bail!("{context}: {}", describe(code)),
-    }
+    let reason = match message.map(|m| m.as_str()).filter(|m| !m.is_empty()) {
+        Some(message) => format!("{message} ({})", short(code)),
+        None => describe(code),
+    };
+    Err(ClientError::Broker {
+        context: context.to_owned(),
+        code,
+        reason,
+    })
 }
 
 /// The error's name alone, e.g. `InvalidConfig`.

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use anyhow::{bail, Context as _};
+use crate::error::{ClientError, Context as _};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
     consumer_protocol_assignment, join_group_request, leave_group_request, offset_commit_request,
@@ -16,9 +16,9 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
-use crate::client::connection::{versions, IO_TIMEOUT};
-use crate::client::errors::{check, describe};
-use crate::client::{topic_name, wire_str, Connection};
+use crate::connection::{versions, IO_TIMEOUT};
+use crate::errors::{check, describe};
+use crate::{topic_name, wire_str, Connection};
 
 /// Protocol type of consumer groups.
 pub const CONSUMER_PROTOCOL_TYPE: &str = "consumer";
@@ -112,7 +112,7 @@ pub struct CommittedOffset {
 }
 
 /// Every group the broker knows.
-pub async fn list_groups(connection: &mut Connection) -> anyhow::Result<Vec<ListedGroup>> {
+pub async fn list_groups(connection: &mut Connection) -> Result<Vec<ListedGroup>, ClientError> {
     let response = connection
         .call(
             ListGroupsRequest::default(),
@@ -136,7 +136,10 @@ pub async fn list_groups(connection: &mut Connection) -> anyhow::Result<Vec<List
 
 /// Describes `group`; a group the broker does not know is `Dead` with no
 /// members, as Kafka answers.
-pub async fn describe_group(connection: &mut Connection, group: &str) -> anyhow::Result<GroupInfo> {
+pub async fn describe_group(
+    connection: &mut Connection,
+    group: &str,
+) -> Result<GroupInfo, ClientError> {
     let request = DescribeGroupsRequest::default().with_groups(vec![group_id(group)]);
     let response = connection
         .call(request, versions::DESCRIBE_GROUPS, IO_TIMEOUT)
@@ -181,7 +184,7 @@ pub async fn committed_offsets(
     connection: &mut Connection,
     group: &str,
     topics: Option<&[(String, Vec<i32>)]>,
-) -> anyhow::Result<Vec<CommittedOffset>> {
+) -> Result<Vec<CommittedOffset>, ClientError> {
     let request = OffsetFetchRequest::default().with_groups(vec![
         offset_fetch_request::OffsetFetchRequestGroup::default()
             .with_group_id(group_id(group))
@@ -263,7 +266,7 @@ pub async fn commit_offsets(
     group: &str,
     committer: &Committer<'_>,
     offsets: &[(String, i32, i64)],
-) -> anyhow::Result<i16> {
+) -> Result<i16, ClientError> {
     let mut topics: Vec<offset_commit_request::OffsetCommitRequestTopic> = Vec::new();
     for (topic, partition, offset) in offsets {
         let entry = offset_commit_request::OffsetCommitRequestPartition::default()
@@ -299,7 +302,7 @@ pub async fn commit_offsets(
 }
 
 /// Deletes `group` (it must have no members) and its committed offsets.
-pub async fn delete_group(connection: &mut Connection, group: &str) -> anyhow::Result<()> {
+pub async fn delete_group(connection: &mut Connection, group: &str) -> Result<(), ClientError> {
     let request = DeleteGroupsRequest::default().with_groups_names(vec![group_id(group)]);
     let response = connection
         .call(request, versions::DELETE_GROUPS, IO_TIMEOUT)
@@ -311,10 +314,10 @@ pub async fn delete_group(connection: &mut Connection, group: &str) -> anyhow::R
         .context("DeleteGroups answered no group")?;
     match result.error_code {
         0 => Ok(()),
-        codes::GROUP_ID_NOT_FOUND => bail!("unknown group '{group}'"),
-        codes::NON_EMPTY_GROUP => {
-            bail!("group '{group}' has members: stop its consumers first")
-        }
+        codes::GROUP_ID_NOT_FOUND => Err(ClientError::refused(format!("unknown group '{group}'"))),
+        codes::NON_EMPTY_GROUP => Err(ClientError::refused(format!(
+            "group '{group}' has members: stop its consumers first"
+        ))),
         code => check(code, None, &format!("deleting group '{group}'")),
     }
 }
@@ -355,7 +358,7 @@ pub struct JoinOutcome {
 pub async fn join_group(
     connection: &mut Connection,
     join: &JoinRequest<'_>,
-) -> anyhow::Result<JoinOutcome> {
+) -> Result<JoinOutcome, ClientError> {
     let millis = |d: Duration| i32::try_from(d.as_millis()).unwrap_or(i32::MAX);
     let request = JoinGroupRequest::default()
         .with_group_id(group_id(join.group))
@@ -405,7 +408,7 @@ pub async fn sync_group(
     joined: &JoinOutcome,
     assignments: Vec<(String, Bytes)>,
     rebalance_timeout: Duration,
-) -> anyhow::Result<Result<Bytes, i16>> {
+) -> Result<Result<Bytes, i16>, ClientError> {
     let request = SyncGroupRequest::default()
         .with_group_id(group_id(group))
         .with_generation_id(joined.generation_id)
@@ -441,7 +444,7 @@ pub async fn heartbeat(
     group: &str,
     generation_id: i32,
     member_id: &str,
-) -> anyhow::Result<i16> {
+) -> Result<i16, ClientError> {
     let request = HeartbeatRequest::default()
         .with_group_id(group_id(group))
         .with_generation_id(generation_id)
@@ -458,7 +461,7 @@ pub async fn leave_group(
     connection: &mut Connection,
     group: &str,
     member_id: &str,
-) -> anyhow::Result<()> {
+) -> Result<(), ClientError> {
     let request = LeaveGroupRequest::default()
         .with_group_id(group_id(group))
         .with_members(vec![leave_group_request::MemberIdentity::default()
@@ -471,11 +474,14 @@ pub async fn leave_group(
         .await?;
     match response.error_code {
         0 => Ok(()),
-        code => bail!("leaving group '{group}': {}", describe(code)),
+        code => Err(ClientError::refused(format!(
+            "leaving group '{group}': {}",
+            describe(code)
+        ))),
     }
 }
 
-fn encode_versioned(message: &impl Encodable) -> anyhow::Result<Bytes> {
+fn encode_versioned(message: &impl Encodable) -> Result<Bytes, ClientError> {
     let mut buf = BytesMut::new();
     buf.put_i16(CONSUMER_PROTOCOL_VERSION);
     message
@@ -485,20 +491,24 @@ fn encode_versioned(message: &impl Encodable) -> anyhow::Result<Bytes> {
 }
 
 /// The payload version of `bytes`, and the rest to decode at that version.
-fn versioned(bytes: &Bytes) -> anyhow::Result<(Bytes, i16)> {
+fn versioned(bytes: &Bytes) -> Result<(Bytes, i16), ClientError> {
     let mut rest = bytes.clone();
     if rest.remaining() < 2 {
-        bail!("consumer protocol payload shorter than its version");
+        return Err(ClientError::refused(
+            "consumer protocol payload shorter than its version".to_string(),
+        ));
     }
     let version = rest.get_i16();
     if version < 0 {
-        bail!("consumer protocol payload version {version}");
+        return Err(ClientError::refused(format!(
+            "consumer protocol payload version {version}"
+        )));
     }
     Ok((rest, version.min(CONSUMER_PROTOCOL_VERSION_MAX)))
 }
 
 /// The subscription payload of a consumer subscribed to `topics`.
-pub fn encode_subscription(topics: &[String]) -> anyhow::Result<Bytes> {
+pub fn encode_subscription(topics: &[String]) -> Result<Bytes, ClientError> {
     encode_versioned(
         &ConsumerProtocolSubscription::default()
             .with_topics(topics.iter().map(|t| wire_str(t)).collect()),
@@ -506,7 +516,7 @@ pub fn encode_subscription(topics: &[String]) -> anyhow::Result<Bytes> {
 }
 
 /// The topics a subscription payload subscribes to.
-pub fn decode_subscription(bytes: &Bytes) -> anyhow::Result<Vec<String>> {
+pub fn decode_subscription(bytes: &Bytes) -> Result<Vec<String>, ClientError> {
     let (mut rest, version) = versioned(bytes)?;
     let subscription = ConsumerProtocolSubscription::decode(&mut rest, version)
         .context("decoding a subscription")?;
@@ -514,7 +524,7 @@ pub fn decode_subscription(bytes: &Bytes) -> anyhow::Result<Vec<String>> {
 }
 
 /// The assignment payload giving `partitions` (`(topic, partition)`).
-pub fn encode_assignment(partitions: &[(String, i32)]) -> anyhow::Result<Bytes> {
+pub fn encode_assignment(partitions: &[(String, i32)]) -> Result<Bytes, ClientError> {
     let mut topics: Vec<consumer_protocol_assignment::TopicPartition> = Vec::new();
     for (topic, partition) in partitions {
         match topics.iter_mut().find(|t| t.topic.0.as_str() == topic) {
@@ -531,7 +541,7 @@ pub fn encode_assignment(partitions: &[(String, i32)]) -> anyhow::Result<Bytes> 
 
 /// The partitions of an assignment payload, sorted; an empty payload (a
 /// member not yet assigned, or not a consumer) assigns nothing.
-pub fn decode_assignment(bytes: &Bytes) -> anyhow::Result<Vec<(String, i32)>> {
+pub fn decode_assignment(bytes: &Bytes) -> Result<Vec<(String, i32)>, ClientError> {
     if bytes.is_empty() {
         return Ok(Vec::new());
     }
