@@ -9,6 +9,7 @@ from confluent_kafka import KafkaException, TopicPartition
 
 from clients import (
     CLIENT_TIMEOUT_S,
+    admin_client,
     consume_from,
     create_topic,
     produce_indexed,
@@ -43,6 +44,7 @@ def test_deleted_records_are_gone_and_the_start_survives_a_restart(broker, uniqu
     assert delete_records(admin, topic, 0, 10) == 25
     broker.restart()
     assert watermarks(broker.bootstrap, topic, 1)[0] == (25, 40), "start lost in a restart"
+    admin = admin_client(broker.bootstrap)
     assert delete_records(admin, topic, 0, -1) == 40
     assert watermarks(broker.bootstrap, topic, 1)[0] == (40, 40)
 
@@ -54,7 +56,9 @@ def test_delete_records_past_the_end_or_of_an_unknown_partition_is_refused(broke
     with pytest.raises(KafkaException) as past_end:
         delete_records(admin, topic, 0, 6)
     assert "OFFSET_OUT_OF_RANGE" in str(past_end.value)
+    # librdkafka looks the partition's leader up first and refuses it there;
+    # the broker would answer UNKNOWN_TOPIC_OR_PARTITION.
     with pytest.raises(KafkaException) as unknown:
         delete_records(admin, topic, 3, 1)
-    assert "UNKNOWN_TOPIC_OR_PART" in str(unknown.value)
+    assert "UNKNOWN_TOPIC_OR_PART" in str(unknown.value) or "No leaders" in str(unknown.value)
     assert watermarks(broker.bootstrap, topic, 1)[0] == (0, 5), "a refused delete changed the log"
