@@ -9,6 +9,7 @@ use std::time::SystemTime;
 
 use herald_log::{Log, LogConfig};
 use herald_records::{batches, BatchHeader};
+use parking_lot::Mutex;
 
 use crate::error::{BrokerError, ProduceError};
 use crate::producer_snapshot;
@@ -206,9 +207,27 @@ impl Partition {
         valid: ValidBatch<'_>,
         acks: Acks,
     ) -> Result<(ProduceOutcome, Option<BackendCompletion>), ProduceError> {
+        let producer_id = valid.header().producer_id();
+        let (entry, created) = self.producers.entry(producer_id);
+        let placed = self.place_checked(&entry, valid, acks);
+        if created {
+            match placed {
+                Ok((ref outcome, _)) if !outcome.duplicate => self.producers.admit(),
+                _ => self.producers.forget_unused(producer_id),
+            }
+        }
+        placed
+    }
+
+    /// Checks the batch against its producer's `entry` and places it.
+    fn place_checked(
+        &self,
+        entry: &Mutex<ProducerEntry>,
+        valid: ValidBatch<'_>,
+        acks: Acks,
+    ) -> Result<(ProduceOutcome, Option<BackendCompletion>), ProduceError> {
         let header = valid.header();
         let producer_id = header.producer_id();
-        let entry = self.producers.entry(producer_id);
         // Held while the batch is placed (not while it becomes durable), so
         // that this producer's batches are checked and placed in one order;
         // other producers are not blocked.

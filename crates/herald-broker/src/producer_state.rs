@@ -190,26 +190,46 @@ impl ProducerStates {
         states
     }
 
-    /// The state of `producer_id`, created empty if there is none. At the
-    /// cap, the producer unused the longest is dropped first (a retry of
-    /// its old batches is then checked as a new producer's would be).
-    pub fn entry(&self, producer_id: i64) -> Arc<Mutex<ProducerEntry>> {
+    /// The state of `producer_id`, created empty if there is none; the
+    /// flag says it was created. A created entry must be either recorded
+    /// into and then [`Self::admit`]ted, or [`Self::forget_unused`], so that
+    /// refused batches of unknown producers never take room.
+    pub fn entry(&self, producer_id: i64) -> (Arc<Mutex<ProducerEntry>>, bool) {
         let mut entries = self.entries.lock();
         if let Some(entry) = entries.get(&producer_id) {
-            return Arc::clone(entry);
+            return (Arc::clone(entry), false);
         }
-        if entries.len() >= self.max {
-            // Only when full, so the scan costs nothing on the usual path.
+        (Arc::clone(entries.entry(producer_id).or_default()), true)
+    }
+
+    /// Drops `producer_id`'s entry if nothing was ever recorded in it (its
+    /// first batch was refused).
+    pub fn forget_unused(&self, producer_id: i64) {
+        let mut entries = self.entries.lock();
+        if entries
+            .get(&producer_id)
+            .is_some_and(|e| e.lock().epoch().is_none())
+        {
+            entries.remove(&producer_id);
+        }
+    }
+
+    /// Keeps the table within its cap after a new producer's first batch
+    /// was recorded: the producer unused the longest goes (a retry of its
+    /// old batches is then checked as a new producer's would be).
+    pub fn admit(&self) {
+        let mut entries = self.entries.lock();
+        while entries.len() > self.max {
+            // Only past the cap, so the scan costs nothing on the usual path.
             let oldest = entries
                 .iter()
+                .filter(|(_, e)| e.lock().epoch().is_some())
                 .min_by_key(|(_, e)| e.lock().last_timestamp)
                 .map(|(id, _)| *id);
-            if let Some(oldest) = oldest {
-                entries.remove(&oldest);
-                tracing::debug!(producer_id = oldest, "producer state evicted at the cap");
-            }
+            let Some(oldest) = oldest else { break };
+            entries.remove(&oldest);
+            tracing::debug!(producer_id = oldest, "producer state evicted at the cap");
         }
-        Arc::clone(entries.entry(producer_id).or_default())
     }
 
     /// Drops every producer whose latest batch is older than
@@ -374,7 +394,7 @@ mod tests {
         // At 6_000 with a 2_000 ms expiration: 1 (used at 1_000) goes.
         assert_eq!(states.expire(6_000, 2_000), 1);
         assert_eq!(states.len(), 1);
-        assert_eq!(states.entry(2).lock().last_timestamp(), 5_000);
+        assert_eq!(states.entry(2).0.lock().last_timestamp(), 5_000);
         // Exactly at the expiration it goes too.
         assert_eq!(states.expire(7_000, 2_000), 1);
         assert!(states.is_empty());
@@ -390,7 +410,10 @@ mod tests {
             ]),
             3,
         );
-        states.entry(4).lock().record(0, meta(0, 1, 9), 4_000);
+        let (entry, created) = states.entry(4);
+        assert!(created);
+        entry.lock().record(0, meta(0, 1, 9), 4_000);
+        states.admit();
         let mut kept: Vec<i64> = states.snapshot().into_iter().map(|(id, _)| id).collect();
         kept.sort_unstable();
         assert_eq!(
@@ -409,5 +432,20 @@ mod tests {
         let mut kept: Vec<i64> = states.snapshot().into_iter().map(|(id, _)| id).collect();
         kept.sort_unstable();
         assert_eq!(kept, [2, 3]);
+    }
+
+    #[test]
+    fn a_refused_first_batch_leaves_no_entry_and_takes_no_room() {
+        let states = ProducerStates::new(HashMap::from([(1, used_at(1_000))]), 1);
+        let (entry, created) = states.entry(99);
+        assert!(created && entry.lock().epoch().is_none());
+        drop(entry);
+        states.forget_unused(99);
+        assert_eq!(states.len(), 1);
+        assert_eq!(
+            states.entry(1).0.lock().last_timestamp(),
+            1_000,
+            "the known producer stays"
+        );
     }
 }
