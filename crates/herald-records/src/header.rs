@@ -43,12 +43,15 @@ const TIMESTAMP_TYPE_BIT: i16 = 0x08;
 const TRANSACTIONAL_BIT: i16 = 0x10;
 const CONTROL_BIT: i16 = 0x20;
 
+#[inline]
 fn be_i16(b: &[u8], at: usize) -> i16 {
     i16::from_be_bytes([b[at], b[at + 1]])
 }
+#[inline]
 fn be_i32(b: &[u8], at: usize) -> i32 {
     i32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
+#[inline]
 fn be_i64(b: &[u8], at: usize) -> i64 {
     let mut v = [0u8; 8];
     v.copy_from_slice(&b[at..at + 8]);
@@ -75,94 +78,116 @@ impl std::fmt::Debug for BatchHeader<'_> {
 
 impl<'a> BatchHeader<'a> {
     /// Views the header at the start of `bytes`, or `None` if it is truncated.
+    #[inline]
     pub fn parse(bytes: &'a [u8]) -> Option<Self> {
         (bytes.len() >= HEADER_BYTES).then_some(Self { bytes })
     }
     /// First offset of the batch.
+    #[inline]
     pub fn base_offset(&self) -> i64 {
         be_i64(self.bytes, BASE_OFFSET)
     }
     /// `batchLength`: bytes after the length field.
+    #[inline]
     pub fn batch_length(&self) -> i32 {
         be_i32(self.bytes, BATCH_LENGTH)
     }
     /// Whole size of the batch in bytes (`batchLength` + 12), or `None` if
     /// `batchLength` is negative.
+    #[inline]
     pub fn total_bytes(&self) -> Option<usize> {
         usize::try_from(self.batch_length())
             .ok()
             .map(|l| l + LOG_OVERHEAD)
     }
     /// The leader epoch the broker stamped.
+    #[inline]
     pub fn partition_leader_epoch(&self) -> i32 {
         be_i32(self.bytes, PARTITION_LEADER_EPOCH)
     }
     /// Format version; 2 for every batch the log stores.
+    #[inline]
     pub fn magic(&self) -> i8 {
         self.bytes[MAGIC] as i8
     }
     /// CRC-32C stored in the header.
+    #[inline]
     pub fn crc(&self) -> u32 {
         be_i32(self.bytes, CRC) as u32
     }
     /// Raw attributes.
+    #[inline]
     pub fn attributes(&self) -> i16 {
         be_i16(self.bytes, ATTRIBUTES)
     }
     /// Compression codec id (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd).
+    #[inline]
     pub fn compression(&self) -> u8 {
         (self.attributes() & COMPRESSION_MASK) as u8
     }
     /// True if timestamps are LogAppendTime.
+    #[inline]
     pub fn is_log_append_time(&self) -> bool {
         self.attributes() & TIMESTAMP_TYPE_BIT != 0
     }
     /// True for a transactional batch.
+    #[inline]
     pub fn is_transactional(&self) -> bool {
         self.attributes() & TRANSACTIONAL_BIT != 0
     }
     /// True for a control batch (transaction markers).
+    #[inline]
     pub fn is_control(&self) -> bool {
         self.attributes() & CONTROL_BIT != 0
     }
     /// Offset of the last record relative to the base offset.
+    #[inline]
     pub fn last_offset_delta(&self) -> i32 {
         be_i32(self.bytes, LAST_OFFSET_DELTA)
     }
     /// Number of offsets the batch occupies (`lastOffsetDelta + 1`).
+    #[inline]
     pub fn offset_count(&self) -> u32 {
         (self.last_offset_delta().max(0) as u32).saturating_add(1)
     }
     /// Last offset of the batch.
+    #[inline]
     pub fn last_offset(&self) -> i64 {
         self.base_offset() + i64::from(self.last_offset_delta())
     }
     /// Timestamp of the first record.
+    #[inline]
     pub fn base_timestamp(&self) -> i64 {
         be_i64(self.bytes, BASE_TIMESTAMP)
     }
     /// Largest record timestamp in the batch.
+    #[inline]
     pub fn max_timestamp(&self) -> i64 {
         be_i64(self.bytes, MAX_TIMESTAMP)
     }
     /// Idempotent producer id, or -1.
+    #[inline]
     pub fn producer_id(&self) -> i64 {
         be_i64(self.bytes, PRODUCER_ID)
     }
     /// Producer epoch, or -1.
+    #[inline]
     pub fn producer_epoch(&self) -> i16 {
         be_i16(self.bytes, PRODUCER_EPOCH)
     }
     /// Sequence number of the first record, or -1.
+    #[inline]
     pub fn base_sequence(&self) -> i32 {
         be_i32(self.bytes, BASE_SEQUENCE)
     }
     /// `recordsCount` from the header.
+    #[inline]
     pub fn records_count(&self) -> i32 {
         be_i32(self.bytes, RECORDS_COUNT)
     }
     /// CRC-32C computed over attributes..end of `batch` (which must be the
     /// whole batch).
+    #[inline]
     pub fn compute_crc(batch: &[u8]) -> u32 {
         crc32c::crc32c(&batch[ATTRIBUTES..])
     }
@@ -178,6 +203,7 @@ pub fn refresh_crc(batch: &mut [u8]) {
 /// Writes the broker-assigned base offset and leader epoch into a batch in
 /// place (`batch` at least a header long). Both fields are outside the CRC,
 /// so the batch stays valid.
+#[inline]
 pub fn stamp(batch: &mut [u8], base_offset: u64, leader_epoch: i32) {
     batch[BASE_OFFSET..BASE_OFFSET + 8].copy_from_slice(&(base_offset as i64).to_be_bytes());
     batch[PARTITION_LEADER_EPOCH..PARTITION_LEADER_EPOCH + 4]

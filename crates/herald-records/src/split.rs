@@ -13,6 +13,7 @@ pub struct Batches<'a> {
 }
 
 /// Iterates the batches in `bytes`.
+#[inline]
 pub fn batches(bytes: &[u8]) -> Batches<'_> {
     Batches { rest: bytes }
 }
@@ -20,6 +21,7 @@ pub fn batches(bytes: &[u8]) -> Batches<'_> {
 impl<'a> Iterator for Batches<'a> {
     type Item = Result<&'a [u8], BatchError>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         if self.rest.is_empty() {
             return None;

@@ -55,6 +55,7 @@ pub enum BatchError {
 /// Validates one client batch exactly filling `batch`: magic 2, length
 /// consistent with the buffer, CRC-32C, record count, not a control batch.
 /// Returns the header on success.
+#[inline]
 pub fn validate(batch: &[u8]) -> Result<BatchHeader<'_>, BatchError> {
     let header = check_frame(batch)?;
     if batch.len() < BATCH_BYTES_MIN {
@@ -94,6 +95,7 @@ pub struct ValidBatch<'a> {
 
 impl<'a> ValidBatch<'a> {
     /// Validates `batch` as [`validate`] does.
+    #[inline]
     pub fn new(batch: &'a [u8]) -> Result<Self, BatchError> {
         Ok(Self {
             bytes: batch,
@@ -102,11 +104,13 @@ impl<'a> ValidBatch<'a> {
     }
 
     /// The batch's header.
+    #[inline]
     pub fn header(&self) -> BatchHeader<'a> {
         self.header
     }
 
     /// The whole batch.
+    #[inline]
     pub fn bytes(&self) -> &'a [u8] {
         self.bytes
     }
@@ -114,6 +118,7 @@ impl<'a> ValidBatch<'a> {
 
 /// Checks the framing of a stored or received batch (header present, magic,
 /// declared length equal to the slice) without the CRC.
+#[inline]
 pub(crate) fn check_frame(batch: &[u8]) -> Result<BatchHeader<'_>, BatchError> {
     let header = BatchHeader::parse(batch).ok_or(BatchError::TooShort {
         len: batch.len(),

@@ -356,3 +356,59 @@ fn a_damaged_partition_is_reported_and_refused_while_the_others_serve() {
     assert_eq!(failed("1"), Some(0.0));
     assert!(server.terminate().success());
 }
+
+#[test]
+fn a_partition_poisoned_while_serving_is_reported_and_refused_while_its_neighbour_serves() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = common::start(dir.path(), &[]);
+    let mut client = Client::connect(server.addr);
+    assert_eq!(
+        create_topic(&mut client, "t", 2, &[("segment.bytes", "4096")]),
+        0
+    );
+    // Enough to roll partition 0's first segment: the new segment file
+    // leaves its directory to be fsynced by the next maintenance pass.
+    for _ in 0..6 {
+        assert_eq!(produce(&mut client, "t", 0, batch(1, &[7u8; 1000])).0, 0);
+    }
+    assert_eq!(produce(&mut client, "t", 1, batch(2, b"fine")).0, 0);
+    // The directory disappears under the running broker: that fsync fails,
+    // and a failed fsync poisons the log.
+    std::fs::rename(dir.path().join("t-0"), dir.path().join("t-0.unreachable"))
+        .expect("move partition 0's directory away");
+    // Maintenance runs about once a second; the wait is bounded.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let body = loop {
+        let (status, body) = get(server.admin_addr, "/ready");
+        if status == 503 {
+            break body;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the partition was not reported failed within 30 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(
+        body.contains("partition t-0 storage failed") && body.contains("fsync"),
+        "/ready names the partition and the failed call: {body}"
+    );
+    assert!(!body.contains("t-1"), "{body}");
+    // Requests to it are refused with KAFKA_STORAGE_ERROR...
+    assert_eq!(produce(&mut client, "t", 0, batch(1, b"refused")).0, 56);
+    assert_eq!(fetch(&mut client, "t", 0, 0).error_code, 56);
+    // ...while the other partition is served as before.
+    assert_eq!(produce(&mut client, "t", 1, batch(1, b"more")), (0, 2));
+    assert_eq!(fetch(&mut client, "t", 1, 0).error_code, 0);
+    let samples = scrape(server.admin_addr);
+    let failed = |p: &str| {
+        find(
+            &samples,
+            "herald_partition_storage_failed",
+            &[("topic", "t"), ("partition", p)],
+        )
+    };
+    assert_eq!(failed("0"), Some(1.0));
+    assert_eq!(failed("1"), Some(0.0));
+    assert_eq!(get(server.admin_addr, "/health").0, 200);
+}
