@@ -4,8 +4,8 @@
 //! call of its handler. Decoding, dispatch, ApiVersions and the tests all
 //! read this list, so they cannot drift apart.
 //!
-//! Adding an API: a handler file under `handlers/`, its body layout in
-//! `codec/schemas.rs`, and one row below. The tests then check that the
+//! Adding an API: a handler file under `handlers/` (its `handle` and the
+//! `layout` of its request body) and one row below. The tests then check that the
 //! row's versions are within what `kafka-protocol` decodes, that the guard
 //! walks exactly the bytes of every version, and that the handler answers
 //! every version.
@@ -21,7 +21,6 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, Message};
 
 use crate::codec::guard::Schema;
-use crate::codec::schemas;
 use crate::codec::{encode_response, Spliced};
 use crate::handlers::*;
 
@@ -120,7 +119,7 @@ fn typed<T: Decodable>(buf: &mut Bytes, version: i16) -> Result<T, String> {
 macro_rules! registry {
     ($(
         $api:ident($request:ty), versions $min:literal ..= $max:literal $(, served from $served:literal)?,
-            schema $schema:ident,
+            schema $handler_module:ident,
             |$call:ident, $body:ident| $handler:expr;
     )*) => {
         /// A decoded request of a served API.
@@ -140,7 +139,7 @@ macro_rules! registry {
                     min: $min,
                     max: $max,
                     served_min: registry!(@served $min $(, $served)?),
-                    schema: &schemas::$schema,
+                    schema: &$handler_module::layout::SCHEMA,
                     request_versions: (
                         <$request as Message>::VERSIONS.min,
                         <$request as Message>::VERSIONS.max,
@@ -200,65 +199,65 @@ registry! {
     // Produce v0-v2 (message formats 0 and 1) are advertised but refused,
     // as Kafka 4 does (KIP-896): librdkafka up to 2.11 only keeps gzip,
     // snappy and lz4 enabled when the broker lists Produce v0.
-    Produce(ProduceRequest), versions 0..=13, served from 3, schema PRODUCE,
+    Produce(ProduceRequest), versions 0..=13, served from 3, schema produce,
         |call, request| match produce::handle(call.ctx, request, call.version).await {
             Some(response) => call.respond(&response),
             None => Outcome::NoResponse,
         };
-    Fetch(FetchRequest), versions 4..=18, schema FETCH,
+    Fetch(FetchRequest), versions 4..=18, schema fetch,
         |call, request| {
             let (response, records) = fetch::handle(call.ctx, request, call.version).await;
             call.respond_spliced(&response, &records)
         };
-    ListOffsets(ListOffsetsRequest), versions 1..=10, schema LIST_OFFSETS,
+    ListOffsets(ListOffsetsRequest), versions 1..=10, schema list_offsets,
         |call, request| call.respond(&list_offsets::handle(call.ctx, request, call.version).await);
-    Metadata(MetadataRequest), versions 0..=13, schema METADATA,
+    Metadata(MetadataRequest), versions 0..=13, schema metadata,
         |call, request| call.respond(&metadata::handle(call.ctx, request, call.version));
-    ApiVersions(ApiVersionsRequest), versions 0..=4, schema API_VERSIONS,
+    ApiVersions(ApiVersionsRequest), versions 0..=4, schema api_versions,
         |call, request| call.respond(&api_versions::handle(&request, call.version));
-    CreateTopics(CreateTopicsRequest), versions 2..=7, schema CREATE_TOPICS,
+    CreateTopics(CreateTopicsRequest), versions 2..=7, schema create_topics,
         |call, request| call.respond(&create_topics::handle(call.ctx, request, call.version));
-    DeleteTopics(DeleteTopicsRequest), versions 1..=6, schema DELETE_TOPICS,
+    DeleteTopics(DeleteTopicsRequest), versions 1..=6, schema delete_topics,
         |call, request| call.respond(&delete_topics::handle(call.ctx, request, call.version));
-    DeleteRecords(DeleteRecordsRequest), versions 0..=2, schema DELETE_RECORDS,
+    DeleteRecords(DeleteRecordsRequest), versions 0..=2, schema delete_records,
         |call, request| call.respond(&delete_records::handle(call.ctx, request, call.version).await);
-    InitProducerId(InitProducerIdRequest), versions 0..=5, schema INIT_PRODUCER_ID,
+    InitProducerId(InitProducerIdRequest), versions 0..=5, schema init_producer_id,
         |call, request| call.respond(&init_producer_id::handle(call.ctx, request, call.version));
-    DescribeConfigs(DescribeConfigsRequest), versions 1..=4, schema DESCRIBE_CONFIGS,
+    DescribeConfigs(DescribeConfigsRequest), versions 1..=4, schema describe_configs,
         |call, request| call.respond(&describe_configs::handle(call.ctx, request, call.version));
-    AlterConfigs(AlterConfigsRequest), versions 0..=2, schema ALTER_CONFIGS,
+    AlterConfigs(AlterConfigsRequest), versions 0..=2, schema alter_configs,
         |call, request| call.respond(&alter_configs::handle(call.ctx, request, call.version));
-    CreatePartitions(CreatePartitionsRequest), versions 0..=3, schema CREATE_PARTITIONS,
+    CreatePartitions(CreatePartitionsRequest), versions 0..=3, schema create_partitions,
         |call, request| call.respond(&create_partitions::handle(call.ctx, request, call.version));
-    IncrementalAlterConfigs(IncrementalAlterConfigsRequest), versions 0..=1, schema INCREMENTAL_ALTER_CONFIGS,
+    IncrementalAlterConfigs(IncrementalAlterConfigsRequest), versions 0..=1, schema incremental_alter_configs,
         |call, request| call.respond(&incremental_alter_configs::handle(call.ctx, request, call.version));
-    DescribeCluster(DescribeClusterRequest), versions 0..=2, schema DESCRIBE_CLUSTER,
+    DescribeCluster(DescribeClusterRequest), versions 0..=2, schema describe_cluster,
         |call, request| call.respond(&describe_cluster::handle(call.ctx, request, call.version));
     // The classic consumer-group protocol.
-    FindCoordinator(FindCoordinatorRequest), versions 0..=6, schema FIND_COORDINATOR,
+    FindCoordinator(FindCoordinatorRequest), versions 0..=6, schema find_coordinator,
         |call, request| call.respond(&find_coordinator::handle(call.ctx, request, call.version));
-    JoinGroup(JoinGroupRequest), versions 0..=9, schema JOIN_GROUP,
+    JoinGroup(JoinGroupRequest), versions 0..=9, schema join_group,
         |call, request| {
             let client_id = call.client_id();
             call.respond(&join_group::handle(call.ctx, request, call.version, client_id, call.peer).await)
         };
-    SyncGroup(SyncGroupRequest), versions 0..=5, schema SYNC_GROUP,
+    SyncGroup(SyncGroupRequest), versions 0..=5, schema sync_group,
         |call, request| call.respond(&sync_group::handle(call.ctx, request, call.version).await);
-    Heartbeat(HeartbeatRequest), versions 0..=4, schema HEARTBEAT,
+    Heartbeat(HeartbeatRequest), versions 0..=4, schema heartbeat,
         |call, request| call.respond(&heartbeat::handle(call.ctx, request, call.version).await);
-    LeaveGroup(LeaveGroupRequest), versions 0..=5, schema LEAVE_GROUP,
+    LeaveGroup(LeaveGroupRequest), versions 0..=5, schema leave_group,
         |call, request| call.respond(&leave_group::handle(call.ctx, request, call.version).await);
-    OffsetCommit(OffsetCommitRequest), versions 2..=9, schema OFFSET_COMMIT,
+    OffsetCommit(OffsetCommitRequest), versions 2..=9, schema offset_commit,
         |call, request| call.respond(&offset_commit::handle(call.ctx, request, call.version).await);
-    OffsetFetch(OffsetFetchRequest), versions 1..=9, schema OFFSET_FETCH,
+    OffsetFetch(OffsetFetchRequest), versions 1..=9, schema offset_fetch,
         |call, request| call.respond(&offset_fetch::handle(call.ctx, request, call.version).await);
-    ListGroups(ListGroupsRequest), versions 0..=5, schema LIST_GROUPS,
+    ListGroups(ListGroupsRequest), versions 0..=5, schema list_groups,
         |call, request| call.respond(&list_groups::handle(call.ctx, request, call.version).await);
-    DescribeGroups(DescribeGroupsRequest), versions 0..=6, schema DESCRIBE_GROUPS,
+    DescribeGroups(DescribeGroupsRequest), versions 0..=6, schema describe_groups,
         |call, request| call.respond(&describe_groups::handle(call.ctx, request, call.version).await);
-    DeleteGroups(DeleteGroupsRequest), versions 0..=2, schema DELETE_GROUPS,
+    DeleteGroups(DeleteGroupsRequest), versions 0..=2, schema delete_groups,
         |call, request| call.respond(&delete_groups::handle(call.ctx, request, call.version).await);
-    OffsetDelete(OffsetDeleteRequest), versions 0..=0, schema OFFSET_DELETE,
+    OffsetDelete(OffsetDeleteRequest), versions 0..=0, schema offset_delete,
         |call, request| call.respond(&offset_delete::handle(call.ctx, request, call.version).await);
 }
 

@@ -6,7 +6,6 @@ pub mod frame;
 pub(crate) mod guard;
 pub mod request;
 pub mod response;
-pub(crate) mod schemas;
 
 pub use frame::{check_frame_length, FrameError, LENGTH_PREFIX_BYTES};
 pub use guard::GuardError;

@@ -136,7 +136,7 @@ fn known_tag_with_a_wrong_declared_size_is_refused() {
     let mut hostile = body[..tags_at].to_vec();
     hostile.extend_from_slice(&[1, 0, 0]); // one tag: tag 0, size 0
     hostile.extend_from_slice(&[0, 1, 1, 0]);
-    let layout = &crate::codec::schemas::FETCH;
+    let layout = &crate::handlers::fetch::layout::SCHEMA;
     assert!(matches!(
         guard::check(layout, 18, &hostile),
         Err(super::GuardError::Truncated { .. } | super::GuardError::TagSize { .. })

@@ -64,3 +64,18 @@ pub fn handle(ctx: &Context, request: AlterConfigsRequest, _version: i16) -> Alt
 pub(crate) fn static_broker_message() -> String {
     "broker configs are static in herald: set them with flags, HERALD_* environment or the config file".to_owned()
 }
+
+/// How the guard walks this API's request body before `kafka-protocol`
+/// decodes it, transcribed from Kafka's message definition (the registry's
+/// tests check it consumes exactly the bytes of every served version).
+pub(crate) mod layout {
+    use crate::codec::guard::Ty::*;
+    use crate::codec::guard::{all, Field, Schema};
+
+    const ALTERABLE_CONFIG: &[Field] = &[all(Str), all(Str)];
+    const ALTER_CONFIGS_RESOURCE: &[Field] = &[all(I8), all(Str), all(Array(ALTERABLE_CONFIG))];
+    pub(crate) const SCHEMA: Schema = Schema {
+        flexible_from: 2,
+        fields: &[all(Array(ALTER_CONFIGS_RESOURCE)), all(Bool)],
+    };
+}

@@ -33,6 +33,19 @@ pub fn unsupported_version() -> ApiVersionsResponse {
         .with_api_keys(api_keys())
 }
 
+/// How the guard walks this API's request body before `kafka-protocol`
+/// decodes it, transcribed from Kafka's message definition (the registry's
+/// tests check it consumes exactly the bytes of every served version).
+pub(crate) mod layout {
+    use crate::codec::guard::Ty::*;
+    use crate::codec::guard::{since, Schema};
+
+    pub(crate) const SCHEMA: Schema = Schema {
+        flexible_from: 3,
+        fields: &[since(3, Str), since(3, Str)],
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -52,3 +52,18 @@ pub fn handle(
         .collect();
     CreatePartitionsResponse::default().with_results(results)
 }
+
+/// How the guard walks this API's request body before `kafka-protocol`
+/// decodes it, transcribed from Kafka's message definition (the registry's
+/// tests check it consumes exactly the bytes of every served version).
+pub(crate) mod layout {
+    use crate::codec::guard::Ty::*;
+    use crate::codec::guard::{all, Field, Schema};
+
+    const PARTITIONS_ASSIGNMENT: &[Field] = &[all(I32Array)];
+    const PARTITIONS_TOPIC: &[Field] = &[all(Str), all(I32), all(Array(PARTITIONS_ASSIGNMENT))];
+    pub(crate) const SCHEMA: Schema = Schema {
+        flexible_from: 2,
+        fields: &[all(Array(PARTITIONS_TOPIC)), all(I32), all(Bool)],
+    };
+}

@@ -146,3 +146,25 @@ fn failed(t: CreatableTopic, code: i16, message: String) -> CreatableTopicResult
         .with_num_partitions(-1)
         .with_replication_factor(-1)
 }
+
+/// How the guard walks this API's request body before `kafka-protocol`
+/// decodes it, transcribed from Kafka's message definition (the registry's
+/// tests check it consumes exactly the bytes of every served version).
+pub(crate) mod layout {
+    use crate::codec::guard::Ty::*;
+    use crate::codec::guard::{all, Field, Schema};
+
+    const CREATABLE_ASSIGNMENT: &[Field] = &[all(I32), all(I32Array)];
+    const CREATABLE_CONFIG: &[Field] = &[all(Str), all(Str)];
+    const CREATABLE_TOPIC: &[Field] = &[
+        all(Str),
+        all(I32),
+        all(I16),
+        all(Array(CREATABLE_ASSIGNMENT)),
+        all(Array(CREATABLE_CONFIG)),
+    ];
+    pub(crate) const SCHEMA: Schema = Schema {
+        flexible_from: 5,
+        fields: &[all(Array(CREATABLE_TOPIC)), all(I32), all(Bool)],
+    };
+}

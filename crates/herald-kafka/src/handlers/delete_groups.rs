@@ -43,3 +43,16 @@ pub async fn handle(
     };
     DeleteGroupsResponse::default().with_results(results)
 }
+
+/// How the guard walks this API's request body before `kafka-protocol`
+/// decodes it, transcribed from Kafka's message definition (the registry's
+/// tests check it consumes exactly the bytes of every served version).
+pub(crate) mod layout {
+    use crate::codec::guard::Ty::*;
+    use crate::codec::guard::{all, Schema};
+
+    pub(crate) const SCHEMA: Schema = Schema {
+        flexible_from: 2,
+        fields: &[all(StrArray)],
+    };
+}

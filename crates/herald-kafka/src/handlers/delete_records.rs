@@ -67,3 +67,18 @@ async fn delete_partition(
         }
     }
 }
+
+/// How the guard walks this API's request body before `kafka-protocol`
+/// decodes it, transcribed from Kafka's message definition (the registry's
+/// tests check it consumes exactly the bytes of every served version).
+pub(crate) mod layout {
+    use crate::codec::guard::Ty::*;
+    use crate::codec::guard::{all, Field, Schema};
+
+    const DELETE_RECORDS_PARTITION: &[Field] = &[all(I32), all(I64)];
+    const DELETE_RECORDS_TOPIC: &[Field] = &[all(Str), all(Array(DELETE_RECORDS_PARTITION))];
+    pub(crate) const SCHEMA: Schema = Schema {
+        flexible_from: 2,
+        fields: &[all(Array(DELETE_RECORDS_TOPIC)), all(I32)],
+    };
+}

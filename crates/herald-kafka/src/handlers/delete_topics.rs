@@ -40,3 +40,21 @@ fn delete_by_name(ctx: &Context, name: TopicName) -> DeletableTopicResult {
             .with_error_message(Some(wire_str(e.to_string()))),
     }
 }
+
+/// How the guard walks this API's request body before `kafka-protocol`
+/// decodes it, transcribed from Kafka's message definition (the registry's
+/// tests check it consumes exactly the bytes of every served version).
+pub(crate) mod layout {
+    use crate::codec::guard::Ty::*;
+    use crate::codec::guard::{all, between, since, Field, Schema};
+
+    const DELETE_TOPIC_STATE: &[Field] = &[all(Str), all(Uuid)];
+    pub(crate) const SCHEMA: Schema = Schema {
+        flexible_from: 4,
+        fields: &[
+            since(6, Array(DELETE_TOPIC_STATE)),
+            between(0, 5, StrArray),
+            all(I32),
+        ],
+    };
+}

@@ -31,3 +31,16 @@ pub fn handle(
         .with_host(wire_str(ctx.config.advertised_host.clone()))
         .with_port(i32::from(ctx.config.advertised_port))])
 }
+
+/// How the guard walks this API's request body before `kafka-protocol`
+/// decodes it, transcribed from Kafka's message definition (the registry's
+/// tests check it consumes exactly the bytes of every served version).
+pub(crate) mod layout {
+    use crate::codec::guard::Ty::*;
+    use crate::codec::guard::{all, since, Schema};
+
+    pub(crate) const SCHEMA: Schema = Schema {
+        flexible_from: 0,
+        fields: &[all(Bool), since(1, I8), since(2, Bool)],
+    };
+}

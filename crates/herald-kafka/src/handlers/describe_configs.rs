@@ -270,3 +270,21 @@ pub(crate) fn broker_entries(ctx: &Context) -> Vec<ConfigEntry> {
         ),
     ]
 }
+
+/// How the guard walks this API's request body before `kafka-protocol`
+/// decodes it, transcribed from Kafka's message definition (the registry's
+/// tests check it consumes exactly the bytes of every served version).
+pub(crate) mod layout {
+    use crate::codec::guard::Ty::*;
+    use crate::codec::guard::{all, since, Field, Schema};
+
+    const DESCRIBE_CONFIGS_RESOURCE: &[Field] = &[all(I8), all(Str), all(StrArray)];
+    pub(crate) const SCHEMA: Schema = Schema {
+        flexible_from: 4,
+        fields: &[
+            all(Array(DESCRIBE_CONFIGS_RESOURCE)),
+            all(Bool),
+            since(3, Bool),
+        ],
+    };
+}

@@ -60,3 +60,16 @@ pub async fn handle(
     }
     DescribeGroupsResponse::default().with_groups(groups)
 }
+
+/// How the guard walks this API's request body before `kafka-protocol`
+/// decodes it, transcribed from Kafka's message definition (the registry's
+/// tests check it consumes exactly the bytes of every served version).
+pub(crate) mod layout {
+    use crate::codec::guard::Ty::*;
+    use crate::codec::guard::{all, since, Schema};
+
+    pub(crate) const SCHEMA: Schema = Schema {
+        flexible_from: 5,
+        fields: &[all(StrArray), since(3, Bool)],
+    };
+}

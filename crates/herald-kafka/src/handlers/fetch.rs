@@ -249,3 +249,46 @@ fn assemble(
         .with_session_id(0)
         .with_responses(topics)
 }
+
+/// How the guard walks this API's request body before `kafka-protocol`
+/// decodes it, transcribed from Kafka's message definition (the registry's
+/// tests check it consumes exactly the bytes of every served version).
+pub(crate) mod layout {
+    use crate::codec::guard::Ty::*;
+    use crate::codec::guard::{all, between, since, tagged, Field, Schema};
+
+    const FETCH_PARTITION: &[Field] = &[
+        all(I32),
+        since(9, I32),
+        all(I64),
+        since(12, I32),
+        since(5, I64),
+        all(I32),
+        tagged(0, 17, Uuid),
+        tagged(1, 18, I64),
+    ];
+    const REPLICA_STATE: &[Field] = &[since(15, I32), since(15, I64)];
+    const FETCH_TOPIC: &[Field] = &[
+        between(0, 12, Str),
+        since(13, Uuid),
+        all(Array(FETCH_PARTITION)),
+    ];
+    const FORGOTTEN_TOPIC: &[Field] = &[between(7, 12, Str), since(13, Uuid), since(7, I32Array)];
+    pub(crate) const SCHEMA: Schema = Schema {
+        flexible_from: 12,
+        fields: &[
+            between(0, 14, I32),
+            all(I32),
+            all(I32),
+            all(I32),
+            all(I8),
+            since(7, I32),
+            since(7, I32),
+            all(Array(FETCH_TOPIC)),
+            since(7, Array(FORGOTTEN_TOPIC)),
+            since(11, Str),
+            tagged(0, 12, Str),
+            tagged(1, 15, Struct(REPLICA_STATE)),
+        ],
+    };
+}

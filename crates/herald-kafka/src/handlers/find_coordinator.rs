@@ -88,3 +88,16 @@ fn refusal(key_type: i8) -> Option<(i16, &'static str)> {
         )),
     }
 }
+
+/// How the guard walks this API's request body before `kafka-protocol`
+/// decodes it, transcribed from Kafka's message definition (the registry's
+/// tests check it consumes exactly the bytes of every served version).
+pub(crate) mod layout {
+    use crate::codec::guard::Ty::*;
+    use crate::codec::guard::{between, since, Schema};
+
+    pub(crate) const SCHEMA: Schema = Schema {
+        flexible_from: 3,
+        fields: &[between(0, 3, Str), since(1, I8), since(4, StrArray)],
+    };
+}

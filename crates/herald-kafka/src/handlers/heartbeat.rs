@@ -24,3 +24,16 @@ pub async fn handle(ctx: &Context, request: HeartbeatRequest, _version: i16) -> 
     };
     HeartbeatResponse::default().with_error_code(code)
 }
+
+/// How the guard walks this API's request body before `kafka-protocol`
+/// decodes it, transcribed from Kafka's message definition (the registry's
+/// tests check it consumes exactly the bytes of every served version).
+pub(crate) mod layout {
+    use crate::codec::guard::Ty::*;
+    use crate::codec::guard::{all, since, Schema};
+
+    pub(crate) const SCHEMA: Schema = Schema {
+        flexible_from: 4,
+        fields: &[all(Str), all(I32), all(Str), since(3, Str)],
+    };
+}

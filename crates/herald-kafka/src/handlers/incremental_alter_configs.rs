@@ -84,3 +84,18 @@ fn changes(
         })
         .collect()
 }
+
+/// How the guard walks this API's request body before `kafka-protocol`
+/// decodes it, transcribed from Kafka's message definition (the registry's
+/// tests check it consumes exactly the bytes of every served version).
+pub(crate) mod layout {
+    use crate::codec::guard::Ty::*;
+    use crate::codec::guard::{all, Field, Schema};
+
+    const INCREMENTAL_CONFIG: &[Field] = &[all(Str), all(I8), all(Str)];
+    const INCREMENTAL_RESOURCE: &[Field] = &[all(I8), all(Str), all(Array(INCREMENTAL_CONFIG))];
+    pub(crate) const SCHEMA: Schema = Schema {
+        flexible_from: 1,
+        fields: &[all(Array(INCREMENTAL_RESOURCE)), all(Bool)],
+    };
+}

@@ -41,3 +41,16 @@ pub fn handle(
         }
     }
 }
+
+/// How the guard walks this API's request body before `kafka-protocol`
+/// decodes it, transcribed from Kafka's message definition (the registry's
+/// tests check it consumes exactly the bytes of every served version).
+pub(crate) mod layout {
+    use crate::codec::guard::Ty::*;
+    use crate::codec::guard::{all, since, Schema};
+
+    pub(crate) const SCHEMA: Schema = Schema {
+        flexible_from: 2,
+        fields: &[all(Str), all(I32), since(3, I64), since(3, I16)],
+    };
+}

@@ -76,3 +76,26 @@ pub async fn handle(
         }
     }
 }
+
+/// How the guard walks this API's request body before `kafka-protocol`
+/// decodes it, transcribed from Kafka's message definition (the registry's
+/// tests check it consumes exactly the bytes of every served version).
+pub(crate) mod layout {
+    use crate::codec::guard::Ty::*;
+    use crate::codec::guard::{all, since, Field, Schema};
+
+    const JOIN_GROUP_PROTOCOL: &[Field] = &[all(Str), all(Bytes)];
+    pub(crate) const SCHEMA: Schema = Schema {
+        flexible_from: 6,
+        fields: &[
+            all(Str),
+            all(I32),
+            since(1, I32),
+            all(Str),
+            since(5, Str),
+            all(Str),
+            all(Array(JOIN_GROUP_PROTOCOL)),
+            since(8, Str),
+        ],
+    };
+}

@@ -59,3 +59,22 @@ pub async fn handle(ctx: &Context, request: LeaveGroupRequest, version: i16) -> 
                 .collect(),
         )
 }
+
+/// How the guard walks this API's request body before `kafka-protocol`
+/// decodes it, transcribed from Kafka's message definition (the registry's
+/// tests check it consumes exactly the bytes of every served version).
+pub(crate) mod layout {
+    use crate::codec::guard::Ty::*;
+    use crate::codec::guard::{all, between, since, Field, Schema};
+
+    // Present from v3, the version that introduced the member list.
+    const LEAVE_GROUP_MEMBER: &[Field] = &[all(Str), all(Str), since(5, Str)];
+    pub(crate) const SCHEMA: Schema = Schema {
+        flexible_from: 4,
+        fields: &[
+            all(Str),
+            between(0, 2, Str),
+            since(3, Array(LEAVE_GROUP_MEMBER)),
+        ],
+    };
+}

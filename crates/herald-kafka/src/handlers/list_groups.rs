@@ -57,3 +57,16 @@ pub async fn handle(ctx: &Context, request: ListGroupsRequest, version: i16) -> 
         }
     }
 }
+
+/// How the guard walks this API's request body before `kafka-protocol`
+/// decodes it, transcribed from Kafka's message definition (the registry's
+/// tests check it consumes exactly the bytes of every served version).
+pub(crate) mod layout {
+    use crate::codec::guard::Ty::*;
+    use crate::codec::guard::{since, Schema};
+
+    pub(crate) const SCHEMA: Schema = Schema {
+        flexible_from: 3,
+        fields: &[since(4, StrArray), since(5, StrArray)],
+    };
+}

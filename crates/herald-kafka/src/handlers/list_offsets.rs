@@ -73,3 +73,23 @@ async fn lookup(
         Err(e) => response.with_error_code(error_code::storage(&e)),
     }
 }
+
+/// How the guard walks this API's request body before `kafka-protocol`
+/// decodes it, transcribed from Kafka's message definition (the registry's
+/// tests check it consumes exactly the bytes of every served version).
+pub(crate) mod layout {
+    use crate::codec::guard::Ty::*;
+    use crate::codec::guard::{all, since, Field, Schema};
+
+    const LIST_OFFSETS_PARTITION: &[Field] = &[all(I32), since(4, I32), all(I64)];
+    const LIST_OFFSETS_TOPIC: &[Field] = &[all(Str), all(Array(LIST_OFFSETS_PARTITION))];
+    pub(crate) const SCHEMA: Schema = Schema {
+        flexible_from: 6,
+        fields: &[
+            all(I32),
+            since(2, I8),
+            all(Array(LIST_OFFSETS_TOPIC)),
+            since(10, I32),
+        ],
+    };
+}

@@ -94,3 +94,22 @@ fn describe(topic: &Topic, node: BrokerId) -> MetadataResponseTopic {
         .with_topic_id(topic.id())
         .with_partitions(partitions)
 }
+
+/// How the guard walks this API's request body before `kafka-protocol`
+/// decodes it, transcribed from Kafka's message definition (the registry's
+/// tests check it consumes exactly the bytes of every served version).
+pub(crate) mod layout {
+    use crate::codec::guard::Ty::*;
+    use crate::codec::guard::{all, between, since, Field, Schema};
+
+    const METADATA_TOPIC: &[Field] = &[since(10, Uuid), all(Str)];
+    pub(crate) const SCHEMA: Schema = Schema {
+        flexible_from: 9,
+        fields: &[
+            all(Array(METADATA_TOPIC)),
+            since(4, Bool),
+            between(8, 10, Bool),
+            since(8, Bool),
+        ],
+    };
+}

@@ -98,3 +98,25 @@ pub async fn handle(
         .collect();
     OffsetCommitResponse::default().with_topics(topics)
 }
+
+/// How the guard walks this API's request body before `kafka-protocol`
+/// decodes it, transcribed from Kafka's message definition (the registry's
+/// tests check it consumes exactly the bytes of every served version).
+pub(crate) mod layout {
+    use crate::codec::guard::Ty::*;
+    use crate::codec::guard::{all, between, since, Field, Schema};
+
+    const OFFSET_COMMIT_PARTITION: &[Field] = &[all(I32), all(I64), since(6, I32), all(Str)];
+    const OFFSET_COMMIT_TOPIC: &[Field] = &[all(Str), all(Array(OFFSET_COMMIT_PARTITION))];
+    pub(crate) const SCHEMA: Schema = Schema {
+        flexible_from: 8,
+        fields: &[
+            all(Str),
+            all(I32),
+            all(Str),
+            since(7, Str),
+            between(2, 4, I64),
+            all(Array(OFFSET_COMMIT_TOPIC)),
+        ],
+    };
+}

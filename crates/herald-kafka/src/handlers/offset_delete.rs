@@ -56,3 +56,19 @@ pub async fn handle(
         .with_error_code(error_code::group(r.error))
         .with_topics(topics)
 }
+
+/// How the guard walks this API's request body before `kafka-protocol`
+/// decodes it, transcribed from Kafka's message definition (the registry's
+/// tests check it consumes exactly the bytes of every served version).
+pub(crate) mod layout {
+    use crate::codec::guard::Ty::*;
+    use crate::codec::guard::{all, Field, Schema};
+
+    const OFFSET_DELETE_PARTITION: &[Field] = &[all(I32)];
+    const OFFSET_DELETE_TOPIC: &[Field] = &[all(Str), all(Array(OFFSET_DELETE_PARTITION))];
+    pub(crate) const SCHEMA: Schema = Schema {
+        // OffsetDelete has no flexible version.
+        flexible_from: i16::MAX,
+        fields: &[all(Str), all(Array(OFFSET_DELETE_TOPIC))],
+    };
+}

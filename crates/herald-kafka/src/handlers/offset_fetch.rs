@@ -142,3 +142,28 @@ fn by_topic(partitions: Vec<OffsetFetchPartition>) -> Vec<(String, Vec<OffsetFet
     }
     topics
 }
+
+/// How the guard walks this API's request body before `kafka-protocol`
+/// decodes it, transcribed from Kafka's message definition (the registry's
+/// tests check it consumes exactly the bytes of every served version).
+pub(crate) mod layout {
+    use crate::codec::guard::Ty::*;
+    use crate::codec::guard::{all, between, since, Field, Schema};
+
+    const OFFSET_FETCH_TOPIC: &[Field] = &[all(Str), all(I32Array)];
+    const OFFSET_FETCH_GROUP: &[Field] = &[
+        all(Str),
+        since(9, Str),
+        since(9, I32),
+        all(Array(OFFSET_FETCH_TOPIC)),
+    ];
+    pub(crate) const SCHEMA: Schema = Schema {
+        flexible_from: 6,
+        fields: &[
+            between(0, 7, Str),
+            between(0, 7, Array(OFFSET_FETCH_TOPIC)),
+            since(8, Array(OFFSET_FETCH_GROUP)),
+            since(7, Bool),
+        ],
+    };
+}

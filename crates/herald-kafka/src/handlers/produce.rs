@@ -121,3 +121,22 @@ fn failed(index: i32, error_code: i16, message: Option<&str>) -> PartitionProduc
         .with_log_start_offset(-1)
         .with_error_message(message.map(wire_str))
 }
+
+/// How the guard walks this API's request body before `kafka-protocol`
+/// decodes it, transcribed from Kafka's message definition (the registry's
+/// tests check it consumes exactly the bytes of every served version).
+pub(crate) mod layout {
+    use crate::codec::guard::Ty::*;
+    use crate::codec::guard::{all, between, since, Field, Schema};
+
+    const PRODUCE_PARTITION: &[Field] = &[all(I32), all(Bytes)];
+    const PRODUCE_TOPIC: &[Field] = &[
+        between(0, 12, Str),
+        since(13, Uuid),
+        all(Array(PRODUCE_PARTITION)),
+    ];
+    pub(crate) const SCHEMA: Schema = Schema {
+        flexible_from: 9,
+        fields: &[all(Str), all(I16), all(I32), all(Array(PRODUCE_TOPIC))],
+    };
+}

@@ -38,3 +38,25 @@ pub async fn handle(ctx: &Context, request: SyncGroupRequest, _version: i16) -> 
         }
     }
 }
+
+/// How the guard walks this API's request body before `kafka-protocol`
+/// decodes it, transcribed from Kafka's message definition (the registry's
+/// tests check it consumes exactly the bytes of every served version).
+pub(crate) mod layout {
+    use crate::codec::guard::Ty::*;
+    use crate::codec::guard::{all, since, Field, Schema};
+
+    const SYNC_GROUP_ASSIGNMENT: &[Field] = &[all(Str), all(Bytes)];
+    pub(crate) const SCHEMA: Schema = Schema {
+        flexible_from: 4,
+        fields: &[
+            all(Str),
+            all(I32),
+            all(Str),
+            since(3, Str),
+            since(5, Str),
+            since(5, Str),
+            all(Array(SYNC_GROUP_ASSIGNMENT)),
+        ],
+    };
+}
