@@ -84,8 +84,8 @@ pub fn validate(batch: &[u8]) -> Result<BatchHeader<'_>, BatchError> {
     Ok(header)
 }
 
-/// A batch that passed [`validate`]: the only way to hand a batch to
-/// [`crate::Log::append_valid`], so a caller that had to validate anyway
+/// A batch that passed [`validate`]: what the log's and the partition
+/// contract's appends take, so a caller that had to validate anyway
 /// (to inspect the header first) does not pay for the CRC twice.
 #[derive(Debug, Clone, Copy)]
 pub struct ValidBatch<'a> {
