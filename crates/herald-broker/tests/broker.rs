@@ -3,12 +3,21 @@
 use std::sync::Arc;
 
 use herald_broker::{
-    Acks, Broker, BrokerConfig, BrokerError, ConfigChange, OffsetSpec, ProduceError,
+    Acks, Broker, BrokerConfig, BrokerError, ConfigChange, OffsetSpec, Partition, ProduceError,
 };
 use herald_records::{testing, BatchHeader};
 
 fn open(dir: &std::path::Path) -> Arc<Broker> {
     Broker::open(BrokerConfig::new(dir)).expect("open broker")
+}
+
+/// The partition's next offset, as ListOffsets(latest) answers it.
+async fn latest_offset(p: &Partition) -> u64 {
+    p.list_offset(OffsetSpec::Latest)
+        .await
+        .expect("lookup")
+        .expect("latest")
+        .offset
 }
 
 /// A valid batch from an idempotent producer.
@@ -87,14 +96,7 @@ async fn appended_batches_are_readable_after_restart_and_offsets_continue() {
             .base_offset,
         3
     );
-    assert_eq!(
-        p.list_offset(OffsetSpec::Latest)
-            .await
-            .expect("lookup")
-            .expect("latest")
-            .offset,
-        5
-    );
+    assert_eq!(latest_offset(&p).await, 5);
 }
 
 #[tokio::test]
@@ -231,14 +233,7 @@ async fn deleted_topic_leaves_no_data_and_can_be_recreated_empty() {
         .topic("gone")
         .and_then(|t| t.partition(0))
         .expect("partition");
-    assert_eq!(
-        p.list_offset(OffsetSpec::Latest)
-            .await
-            .expect("lookup")
-            .expect("latest")
-            .offset,
-        0
-    );
+    assert_eq!(latest_offset(&p).await, 0);
 }
 
 #[test]
@@ -341,14 +336,7 @@ async fn two_batches_in_one_partition_request_are_refused() {
         p.append(&bad, Acks::All).await,
         Err(ProduceError::InvalidBatch(_))
     ));
-    assert_eq!(
-        p.list_offset(OffsetSpec::Latest)
-            .await
-            .expect("lookup")
-            .expect("latest")
-            .offset,
-        0
-    );
+    assert_eq!(latest_offset(&p).await, 0);
 }
 
 #[tokio::test]
