@@ -1,0 +1,28 @@
+//! Subjects and what a push subscription names.
+//!
+//! A subject is a (topic, record key); within a topic it is the key, opaque
+//! bytes. A subscription names either one subject exactly
+//! ([`Selector::Literal`]) or a [`Pattern`] over the key's tokens: the key
+//! split on `.`, where `*` stands for exactly one token and a final `>` for
+//! one or more tokens (the syntax of NATS subjects, so users and tools that
+//! know it need nothing new).
+//!
+//! This crate is sans I/O and allocation-free on the matching path: a
+//! pattern is parsed and checked once, at subscribe time, and matching a
+//! record's key walks the key's bytes once. The routing table that looks
+//! up every subscription a key matches builds on it.
+
+mod pattern;
+mod selector;
+
+pub use pattern::{Pattern, PatternError, Token, PATTERN_BYTES_MAX, PATTERN_TOKENS_MAX};
+pub use selector::{Selector, SelectorError, SUBJECT_BYTES_MAX};
+
+/// The byte that separates a key's tokens.
+pub const TOKEN_SEPARATOR: u8 = b'.';
+
+/// The tokens of `key`: its bytes split on [`TOKEN_SEPARATOR`]. A key with
+/// no separator is one token; an empty key is one empty token.
+pub fn tokens(key: &[u8]) -> impl Iterator<Item = &[u8]> {
+    key.split(|&b| b == TOKEN_SEPARATOR)
+}
