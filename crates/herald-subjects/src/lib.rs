@@ -9,20 +9,22 @@
 //!
 //! This crate is sans I/O and allocation-free on the matching path: a
 //! pattern is parsed and checked once, at subscribe time, and matching a
-//! record's key walks the key's bytes once. The routing table that looks
-//! up every subscription a key matches builds on it.
+//! record's key walks the key's bytes once. [`RoutingTable`] finds every
+//! subscription a key goes to, without a lock on the delivery path.
 
 mod pattern;
 mod selector;
+mod table;
 
 pub use pattern::{Pattern, PatternError, Token, PATTERN_BYTES_MAX, PATTERN_TOKENS_MAX};
 pub use selector::{Selector, SelectorError, SUBJECT_BYTES_MAX};
+pub use table::{RoutingTable, TableSize};
 
 /// The byte that separates a key's tokens.
 pub const TOKEN_SEPARATOR: u8 = b'.';
 
 /// The tokens of `key`: its bytes split on [`TOKEN_SEPARATOR`]. A key with
 /// no separator is one token; an empty key is one empty token.
-pub fn tokens(key: &[u8]) -> impl Iterator<Item = &[u8]> {
+pub fn tokens(key: &[u8]) -> impl Iterator<Item = &[u8]> + Clone {
     key.split(|&b| b == TOKEN_SEPARATOR)
 }

@@ -55,3 +55,80 @@ proptest! {
         }
     }
 }
+
+#[derive(Debug, Clone)]
+enum Op {
+    Insert(String, u8),
+    Remove(String, u8),
+}
+
+fn selector_text() -> impl Strategy<Value = String> {
+    prop::collection::vec(prop::sample::select(vec!["a", "b", "*"]), 1..4).prop_flat_map(|body| {
+        any::<bool>().prop_map(move |rest| {
+            let mut text = body.join(".");
+            if rest {
+                text.push_str(".>");
+            }
+            text
+        })
+    })
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    (selector_text(), 0u8..4, any::<bool>()).prop_map(|(text, sub, insert)| {
+        if insert {
+            Op::Insert(text, sub)
+        } else {
+            Op::Remove(text, sub)
+        }
+    })
+}
+
+proptest! {
+    /// After any sequence of subscribes and unsubscribes, every key goes to
+    /// exactly the subscribers whose selectors match it (checked against a
+    /// list of routes and each selector's own matcher), once per route.
+    #[test]
+    fn the_table_routes_exactly_what_its_routes_match(
+        ops in prop::collection::vec(op(), 0..40),
+        keys in prop::collection::vec(prop::collection::vec(prop::sample::select(vec!["a", "b", "c"]), 1..5), 1..12),
+    ) {
+        let table = herald_subjects::RoutingTable::new();
+        let mut routes: Vec<(Selector, u8)> = Vec::new();
+        for op in ops {
+            match op {
+                Op::Insert(text, sub) => {
+                    let selector = Selector::parse(text.as_bytes()).expect("valid");
+                    let fresh = !routes.contains(&(selector.clone(), sub));
+                    prop_assert_eq!(table.insert(&selector, sub), fresh);
+                    if fresh {
+                        routes.push((selector, sub));
+                    }
+                }
+                Op::Remove(text, sub) => {
+                    let selector = Selector::parse(text.as_bytes()).expect("valid");
+                    let at = routes.iter().position(|r| r == &(selector.clone(), sub));
+                    prop_assert_eq!(table.remove(&selector, &sub), at.is_some());
+                    if let Some(at) = at {
+                        routes.remove(at);
+                    }
+                }
+            }
+        }
+        for key in keys {
+            let key = key.join(".");
+            let mut got = Vec::new();
+            table.for_each_match(key.as_bytes(), |&s| got.push(s));
+            got.sort_unstable();
+            let mut want: Vec<u8> = routes
+                .iter()
+                .filter(|(selector, _)| selector.matches(key.as_bytes()))
+                .map(|&(_, sub)| sub)
+                .collect();
+            want.sort_unstable();
+            prop_assert_eq!(got, want, "key {}", key);
+        }
+        let size = table.size();
+        prop_assert_eq!(size.literal_routes + size.pattern_routes, routes.len());
+    }
+}

@@ -1,0 +1,363 @@
+//! The routing table of one topic: which subscriptions a record key goes to.
+//!
+//! Read on the delivery path by every partition's tailer, once per record,
+//! and written when a subscription comes or goes. Reads take no lock:
+//! - literal subjects live in a concurrent hash map with lock-free reads
+//!   (`papaya`), each key holding an immutable list of subscribers that a
+//!   write replaces whole, so a reader sees the list before or after a
+//!   change and never half of one;
+//! - patterns live in a token trie published as an immutable snapshot
+//!   (`arc-swap`); a write copies the path from the root to the changed
+//!   node and swaps the root, leaving every other node shared.
+//!
+//! Writers are serialised by one mutex per table, off the delivery path. A
+//! literal subscribe or unsubscribe costs the subscriber list of its own
+//! key; a pattern one costs the children maps along its path.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use parking_lot::Mutex;
+
+use crate::pattern::Token;
+use crate::selector::Selector;
+use crate::tokens;
+
+/// The subscriptions of one topic, by subject and by pattern. `V` names a
+/// subscription (for example a connection and its subscription id); the
+/// same `V` may be routed by several selectors and is then called once for
+/// each that matches.
+pub struct RoutingTable<V> {
+    literals: papaya::HashMap<Box<[u8]>, Arc<[V]>>,
+    patterns: ArcSwap<Node<V>>,
+    writer: Mutex<()>,
+    literal_routes: AtomicUsize,
+    pattern_routes: AtomicUsize,
+}
+
+/// How many routes a table holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TableSize {
+    /// Distinct literal subjects with at least one subscriber.
+    pub subjects: usize,
+    /// (literal subject, subscriber) routes.
+    pub literal_routes: usize,
+    /// (pattern, subscriber) routes.
+    pub pattern_routes: usize,
+}
+
+/// One node of the pattern trie: the patterns that reach it, by what comes
+/// next.
+struct Node<V> {
+    /// Children by a literal token.
+    literal: HashMap<Box<[u8]>, Arc<Node<V>>>,
+    /// The child for `*`.
+    one: Option<Arc<Node<V>>>,
+    /// Subscribers of patterns that end here with `>`.
+    rest: Arc<[V]>,
+    /// Subscribers of patterns that end exactly here.
+    end: Arc<[V]>,
+}
+
+impl<V> Node<V> {
+    fn empty() -> Self {
+        Self {
+            literal: HashMap::new(),
+            one: None,
+            rest: Arc::from(Vec::new()),
+            end: Arc::from(Vec::new()),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.literal.is_empty() && self.one.is_none() && self.rest.is_empty() && self.end.is_empty()
+    }
+}
+
+impl<V> Clone for Node<V> {
+    fn clone(&self) -> Self {
+        Self {
+            literal: self.literal.clone(),
+            one: self.one.clone(),
+            rest: Arc::clone(&self.rest),
+            end: Arc::clone(&self.end),
+        }
+    }
+}
+
+impl<V: Clone + PartialEq + Send + Sync + 'static> Default for RoutingTable<V> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<V: Clone + PartialEq + Send + Sync + 'static> RoutingTable<V> {
+    /// An empty table.
+    pub fn new() -> Self {
+        Self {
+            literals: papaya::HashMap::new(),
+            patterns: ArcSwap::from_pointee(Node::empty()),
+            writer: Mutex::new(()),
+            literal_routes: AtomicUsize::new(0),
+            pattern_routes: AtomicUsize::new(0),
+        }
+    }
+
+    /// Routes the records `selector` names to `subscriber`. False if that
+    /// route was already there (nothing changes).
+    pub fn insert(&self, selector: &Selector, subscriber: V) -> bool {
+        let _writer = self.writer.lock();
+        match selector {
+            Selector::Literal(subject) => {
+                let literals = self.literals.pin();
+                let list = match literals.get(&subject[..]) {
+                    Some(list) if list.contains(&subscriber) => return false,
+                    Some(list) => with(list, subscriber),
+                    None => Arc::from(vec![subscriber]),
+                };
+                literals.insert(subject.clone(), list);
+                self.literal_routes.fetch_add(1, Ordering::Relaxed);
+                true
+            }
+            Selector::Pattern(pattern) => {
+                let root = self.patterns.load_full();
+                let Some(root) = inserted(&root, pattern.tokens(), subscriber) else {
+                    return false;
+                };
+                self.patterns.store(root);
+                self.pattern_routes.fetch_add(1, Ordering::Relaxed);
+                true
+            }
+        }
+    }
+
+    /// Stops routing the records `selector` names to `subscriber`. False if
+    /// there was no such route.
+    pub fn remove(&self, selector: &Selector, subscriber: &V) -> bool {
+        let _writer = self.writer.lock();
+        match selector {
+            Selector::Literal(subject) => {
+                let literals = self.literals.pin();
+                let Some(list) = literals.get(&subject[..]) else {
+                    return false;
+                };
+                let Some(rest) = without(list, subscriber) else {
+                    return false;
+                };
+                if rest.is_empty() {
+                    literals.remove(&subject[..]);
+                } else {
+                    literals.insert(subject.clone(), rest);
+                }
+                self.literal_routes.fetch_sub(1, Ordering::Relaxed);
+                true
+            }
+            Selector::Pattern(pattern) => {
+                let root = self.patterns.load_full();
+                let Some(root) = removed(&root, pattern.tokens(), subscriber) else {
+                    return false;
+                };
+                self.patterns
+                    .store(root.unwrap_or_else(|| Arc::new(Node::empty())));
+                self.pattern_routes.fetch_sub(1, Ordering::Relaxed);
+                true
+            }
+        }
+    }
+
+    /// Calls `deliver` with every subscriber a record with `key` goes to:
+    /// those of the literal subject first, then those of each matching
+    /// pattern. Takes no lock and allocates nothing.
+    pub fn for_each_match(&self, key: &[u8], mut deliver: impl FnMut(&V)) {
+        if let Some(list) = self.literals.pin().get(key) {
+            list.iter().for_each(&mut deliver);
+        }
+        let root = self.patterns.load();
+        if !root.is_empty() {
+            walk(&root, tokens(key), &mut deliver);
+        }
+    }
+
+    /// How many routes the table holds now.
+    pub fn size(&self) -> TableSize {
+        TableSize {
+            subjects: self.literals.len(),
+            literal_routes: self.literal_routes.load(Ordering::Relaxed),
+            pattern_routes: self.pattern_routes.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// `list` with `subscriber` appended.
+fn with<V: Clone>(list: &[V], subscriber: V) -> Arc<[V]> {
+    let mut next = Vec::with_capacity(list.len() + 1);
+    next.extend_from_slice(list);
+    next.push(subscriber);
+    Arc::from(next)
+}
+
+/// `list` without `subscriber`, or `None` if it is not there.
+fn without<V: Clone + PartialEq>(list: &[V], subscriber: &V) -> Option<Arc<[V]>> {
+    let at = list.iter().position(|s| s == subscriber)?;
+    let mut next = Vec::with_capacity(list.len() - 1);
+    next.extend_from_slice(&list[..at]);
+    next.extend_from_slice(&list[at + 1..]);
+    Some(Arc::from(next))
+}
+
+/// A copy of the path from `node` along `rest` with `subscriber` added at
+/// its end, or `None` if it was there already.
+fn inserted<V: Clone + PartialEq>(
+    node: &Node<V>,
+    rest: &[Token],
+    subscriber: V,
+) -> Option<Arc<Node<V>>> {
+    let mut next = node.clone();
+    match rest.split_first() {
+        None => {
+            if next.end.contains(&subscriber) {
+                return None;
+            }
+            next.end = with(&next.end, subscriber);
+        }
+        // The parser only lets `>` be last.
+        Some((Token::Rest, _)) => {
+            if next.rest.contains(&subscriber) {
+                return None;
+            }
+            next.rest = with(&next.rest, subscriber);
+        }
+        Some((Token::One, tail)) => {
+            let child = next.one.take();
+            let child = child.as_deref().map_or_else(Node::empty, Node::clone);
+            next.one = Some(inserted(&child, tail, subscriber)?);
+        }
+        Some((Token::Literal(token), tail)) => {
+            let child = next
+                .literal
+                .get(token)
+                .map_or_else(Node::empty, |c| Node::clone(c));
+            let child = inserted(&child, tail, subscriber)?;
+            next.literal.insert(token.clone(), child);
+        }
+    }
+    Some(Arc::new(next))
+}
+
+/// A copy of the path from `node` along `rest` with `subscriber` removed at
+/// its end (`Some(None)` when the node is left empty and can go), or `None`
+/// if there was no such route.
+fn removed<V: Clone + PartialEq>(
+    node: &Node<V>,
+    rest: &[Token],
+    subscriber: &V,
+) -> Option<Option<Arc<Node<V>>>> {
+    let mut next = node.clone();
+    match rest.split_first() {
+        None => next.end = without(&next.end, subscriber)?,
+        Some((Token::Rest, _)) => next.rest = without(&next.rest, subscriber)?,
+        Some((Token::One, tail)) => {
+            let child = next.one.as_deref()?;
+            next.one = removed(child, tail, subscriber)?;
+        }
+        Some((Token::Literal(token), tail)) => {
+            let child = next.literal.get(token)?;
+            match removed(child, tail, subscriber)? {
+                Some(child) => next.literal.insert(token.clone(), child),
+                None => next.literal.remove(token),
+            };
+        }
+    }
+    Some((!next.is_empty()).then(|| Arc::new(next)))
+}
+
+/// Delivers the subscribers of every pattern under `node` that the key
+/// tokens left (`key`) complete. Depth is bounded by the longest pattern.
+fn walk<'k, V>(
+    node: &Node<V>,
+    mut key: impl Iterator<Item = &'k [u8]> + Clone,
+    deliver: &mut impl FnMut(&V),
+) {
+    let Some(token) = key.next() else {
+        node.end.iter().for_each(&mut *deliver);
+        return;
+    };
+    node.rest.iter().for_each(&mut *deliver);
+    if let Some(child) = node.literal.get(token) {
+        walk(child, key.clone(), deliver);
+    }
+    if let Some(child) = &node.one {
+        walk(child, key, deliver);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sel(text: &str) -> Selector {
+        Selector::parse(text.as_bytes()).expect("valid selector")
+    }
+
+    fn routed(table: &RoutingTable<u32>, key: &str) -> Vec<u32> {
+        let mut out = Vec::new();
+        table.for_each_match(key.as_bytes(), |&v| out.push(v));
+        out.sort_unstable();
+        out
+    }
+
+    #[test]
+    fn literals_and_patterns_route_to_their_subscribers_only() {
+        let table = RoutingTable::new();
+        assert!(table.insert(&sel("orders.eu.paid"), 1));
+        assert!(table.insert(&sel("orders.*.paid"), 2));
+        assert!(table.insert(&sel("orders.>"), 3));
+        assert!(table.insert(&sel("orders.eu.paid"), 4));
+        assert!(table.insert(&sel("*"), 5));
+        assert_eq!(routed(&table, "orders.eu.paid"), vec![1, 2, 3, 4]);
+        assert_eq!(routed(&table, "orders.us.paid"), vec![2, 3]);
+        assert_eq!(routed(&table, "orders"), vec![5]);
+        assert_eq!(routed(&table, "orders.eu.paid.late"), vec![3]);
+        assert_eq!(routed(&table, "other"), vec![5]);
+        assert_eq!(routed(&table, "other.x"), Vec::<u32>::new());
+        assert_eq!(
+            table.size(),
+            TableSize {
+                subjects: 1,
+                literal_routes: 2,
+                pattern_routes: 3
+            }
+        );
+    }
+
+    #[test]
+    fn a_route_is_added_once_and_removed_once() {
+        let table = RoutingTable::new();
+        assert!(table.insert(&sel("a.*"), 7));
+        assert!(!table.insert(&sel("a.*"), 7));
+        assert!(table.insert(&sel("k"), 7));
+        assert!(!table.insert(&sel("k"), 7));
+        assert!(table.remove(&sel("a.*"), &7));
+        assert!(!table.remove(&sel("a.*"), &7));
+        assert!(!table.remove(&sel("a.b.*"), &7));
+        assert!(table.remove(&sel("k"), &7));
+        assert!(!table.remove(&sel("k"), &7));
+        assert_eq!(table.size(), TableSize::default());
+        assert_eq!(routed(&table, "a.x"), Vec::<u32>::new());
+        // The trie is pruned back to an empty root.
+        assert!(table.patterns.load().is_empty());
+    }
+
+    #[test]
+    fn removing_one_pattern_leaves_its_neighbours() {
+        let table = RoutingTable::new();
+        table.insert(&sel("a.b.>"), 1);
+        table.insert(&sel("a.*.c"), 2);
+        table.insert(&sel("a.b.c"), 3);
+        table.remove(&sel("a.b.>"), &1);
+        assert_eq!(routed(&table, "a.b.c"), vec![2, 3]);
+        assert_eq!(routed(&table, "a.b.d"), Vec::<u32>::new());
+    }
+}
