@@ -69,6 +69,26 @@ impl<'a> Record<'a> {
     pub fn header_count(&self) -> u32 {
         self.header_count
     }
+
+    /// The bytes of the record's headers as stored, for a caller that keeps
+    /// them (in a shared buffer) and reads them later with
+    /// [`Headers::from_section`].
+    pub fn header_section(&self) -> &'a [u8] {
+        self.headers
+    }
+}
+
+impl<'a> Headers<'a> {
+    /// The `count` headers stored in `section` (a
+    /// [`Record::header_section`]), read as they are iterated; malformed
+    /// bytes end the iteration with an error, as for a record's own.
+    pub fn from_section(section: &'a [u8], count: u32) -> Self {
+        Self {
+            rest: section,
+            remaining: count,
+            record: 0,
+        }
+    }
 }
 
 /// The headers of one record: (key, value), value `None` for Kafka's null.

@@ -1,0 +1,91 @@
+//! Publishing one record through the push API: encoded as a Kafka batch
+//! and appended through the partition contract, exactly as a Kafka
+//! producer's record would be.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use herald_broker::{Acks, ProduceError};
+use herald_records::{BatchBuilder, RecordFields};
+
+use crate::engine::PushEngine;
+use crate::error::PublishError;
+
+/// A record to publish.
+#[derive(Debug, Clone, Default)]
+pub struct PublishRecord {
+    /// The topic (created if the broker creates topics on first use).
+    pub topic: String,
+    /// The subject (`None`: no key).
+    pub key: Option<Vec<u8>>,
+    /// The value (`None`: a tombstone).
+    pub value: Option<Vec<u8>>,
+    /// Headers in order.
+    pub headers: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    /// The partition; `None`: from the key, as Kafka's default partitioner
+    /// chooses, or round robin without a key.
+    pub partition: Option<u32>,
+    /// Ms since the Unix epoch; `None`: now.
+    pub timestamp_ms: Option<i64>,
+}
+
+/// Where a record was stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Published {
+    /// Its partition.
+    pub partition: u32,
+    /// Its offset.
+    pub offset: u64,
+}
+
+/// Round-robin position for records without a key.
+static NEXT_UNKEYED: AtomicU32 = AtomicU32::new(0);
+
+impl PushEngine {
+    /// Stores one record; resolves once it is as durable as a Kafka
+    /// producer's acks=all would make it.
+    pub async fn publish(&self, record: PublishRecord) -> Result<Published, PublishError> {
+        let topic = self
+            .broker
+            .topic_or_auto_create(&record.topic)
+            .map_err(|_| PublishError::UnknownTopic(record.topic.clone()))?;
+        let count = topic.partition_count();
+        let partition = match (record.partition, &record.key) {
+            (Some(p), _) => p,
+            (None, Some(key)) => herald_client::partitioner::partition_for_key(key, count),
+            (None, None) => NEXT_UNKEYED.fetch_add(1, Ordering::Relaxed) % count.max(1),
+        };
+        let target =
+            topic
+                .partition(partition as i32)
+                .ok_or_else(|| PublishError::UnknownPartition {
+                    topic: record.topic.clone(),
+                    partition,
+                })?;
+        let timestamp_ms = record.timestamp_ms.unwrap_or_else(|| {
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as i64)
+        });
+        let headers: Vec<(&[u8], Option<&[u8]>)> = record
+            .headers
+            .iter()
+            .map(|(k, v)| (k.as_slice(), v.as_deref()))
+            .collect();
+        let mut builder = BatchBuilder::new(timestamp_ms);
+        builder.push(RecordFields {
+            timestamp_ms,
+            key: record.key.as_deref(),
+            value: record.value.as_deref(),
+            headers: &headers,
+        });
+        let batch = builder
+            .finish()
+            .map_err(|_| ProduceError::InvalidRecords("the record could not be encoded"))?;
+        let outcome = target.append(&batch, Acks::All).await?;
+        Ok(Published {
+            partition,
+            offset: outcome.base_offset,
+        })
+    }
+}

@@ -1,0 +1,370 @@
+//! One client's session: its subscriptions, its outbox, its subscribe
+//! rate; what every transport (gRPC, WebSocket, SSE) drives.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use herald_broker::{OffsetSpec, Topic};
+use herald_subjects::Selector;
+
+use crate::engine::PushEngine;
+use crate::error::{AckError, SubscribeError};
+use crate::event::Event;
+use crate::outbox::Outbox;
+use crate::stats::PushStats;
+use crate::subscription::{AckMode, Subscription};
+use crate::token::ResumePoint;
+
+/// Where a new subscription starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Start {
+    /// Records published from now on.
+    Now,
+    /// Every record still stored.
+    Earliest,
+    /// From these (partition, offset); partitions not listed start at the
+    /// earliest.
+    Offsets(HashMap<u32, u64>),
+    /// The first record of each partition at or after this time (ms since
+    /// the Unix epoch).
+    Timestamp(i64),
+    /// Right after what this resume token covers.
+    Token(Vec<u8>),
+}
+
+/// A subscribe request, checked for syntax by the transport.
+#[derive(Debug, Clone)]
+pub struct SubscribeRequest {
+    /// The client's id for it.
+    pub id: u64,
+    /// The topic.
+    pub topic: String,
+    /// What it receives.
+    pub selector: Selector,
+    /// Where it starts.
+    pub start: Start,
+    /// How it acknowledges.
+    pub ack_mode: AckMode,
+    /// Lag limit (0: none).
+    pub max_lag: u64,
+}
+
+/// One client's session. Dropping it ends every subscription.
+pub struct Session {
+    engine: Arc<PushEngine>,
+    outbox: Arc<Outbox>,
+    subscriptions: HashMap<u64, Arc<Subscription>>,
+    /// Token bucket for subscribes: (tokens, when last refilled).
+    rate: (f64, Instant),
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("subscriptions", &self.subscriptions.len())
+            .finish()
+    }
+}
+
+impl Session {
+    pub(crate) fn new(engine: Arc<PushEngine>, outbox: Arc<Outbox>) -> Self {
+        let burst = f64::from(engine.config.subscribes_per_second);
+        Self {
+            engine,
+            outbox,
+            subscriptions: HashMap::new(),
+            rate: (burst, Instant::now()),
+        }
+    }
+
+    /// The session's outbox: its writer drains it with [`Outbox::take`].
+    pub fn outbox(&self) -> &Arc<Outbox> {
+        &self.outbox
+    }
+
+    /// How many subscriptions it holds.
+    pub fn subscription_count(&self) -> usize {
+        self.subscriptions.len()
+    }
+
+    /// Adds a subscription. On success `Subscribed` is queued before any of
+    /// its deliveries.
+    pub async fn subscribe(&mut self, request: SubscribeRequest) -> Result<(), SubscribeError> {
+        self.admit(request.id)?;
+        let topic = self
+            .engine
+            .broker
+            .topic(&request.topic)
+            .ok_or_else(|| SubscribeError::UnknownTopic(request.topic.clone()))?;
+        if request.topic.starts_with("__") {
+            return Err(SubscribeError::Invalid(format!(
+                "{} is an internal topic",
+                request.topic
+            )));
+        }
+        let starts = match &request.start {
+            Start::Token(token) => {
+                let point = self.verify(token, &topic)?;
+                if point.selector != selector_text(&request.selector) {
+                    return Err(SubscribeError::StaleToken(
+                        "the token is for another selector".into(),
+                    ));
+                }
+                positions_from(&topic, &point.positions)?
+            }
+            start => start_offsets(&topic, start).await?,
+        };
+        self.add(
+            request.id,
+            topic,
+            request.selector,
+            request.ack_mode,
+            request.max_lag,
+            &starts,
+        );
+        Ok(())
+    }
+
+    /// Subscribes again what a resume token covers, under its old id;
+    /// answers that id.
+    pub async fn resume(&mut self, token: &[u8]) -> Result<u64, SubscribeError> {
+        let preview = self.engine.keys.verify(token, SystemTime::now())?;
+        self.admit(preview.subscription_id)?;
+        let topic = self.engine.broker.topic(&preview.topic).ok_or_else(|| {
+            SubscribeError::StaleToken(format!("topic {} no longer exists", preview.topic))
+        })?;
+        let point = self.verify(token, &topic)?;
+        let selector = Selector::parse(&point.selector).map_err(|e| {
+            SubscribeError::StaleToken(format!("its selector no longer parses: {e}"))
+        })?;
+        let starts = positions_from(&topic, &point.positions)?;
+        self.add(
+            point.subscription_id,
+            topic,
+            selector,
+            point.ack_mode,
+            point.max_lag,
+            &starts,
+        );
+        Ok(point.subscription_id)
+    }
+
+    /// Ends a subscription; `Unsubscribed` is queued after its last
+    /// delivery. False if there was no such subscription.
+    pub fn unsubscribe(&mut self, id: u64) -> bool {
+        let Some(subscription) = self.subscriptions.remove(&id) else {
+            return false;
+        };
+        self.end(&subscription);
+        self.outbox.push_event(Event::Unsubscribed {
+            subscription_id: id,
+        });
+        true
+    }
+
+    /// Acknowledges a subscription's deliveries of `partition` up to
+    /// `offset`; answers the checkpoint token that now covers them.
+    pub fn ack(&mut self, id: u64, partition: u32, offset: u64) -> Result<Vec<u8>, AckError> {
+        let subscription = self
+            .subscriptions
+            .get(&id)
+            .ok_or(AckError::UnknownSubscription(id))?;
+        if !subscription.ack(partition, offset) {
+            return Err(AckError::NotDelivered {
+                subscription_id: id,
+                partition,
+                offset,
+            });
+        }
+        Ok(self.token_of(subscription))
+    }
+
+    /// The resume token of a subscription now; `None` if there is none
+    /// with that id.
+    pub fn checkpoint(&self, id: u64) -> Option<Vec<u8>> {
+        self.subscriptions.get(&id).map(|s| self.token_of(s))
+    }
+
+    /// Adds to the client's credit.
+    pub fn grant(&self, messages: u64, bytes: u64) {
+        self.outbox.grant(messages, bytes);
+    }
+
+    fn token_of(&self, subscription: &Subscription) -> Vec<u8> {
+        self.engine.keys.sign(&ResumePoint {
+            issued_ms: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as i64),
+            topic: subscription.topic.name().to_owned(),
+            topic_id: subscription.topic.id(),
+            subscription_id: subscription.id,
+            selector: selector_text(&subscription.selector),
+            ack_mode: subscription.ack_mode,
+            max_lag: subscription.max_lag,
+            positions: subscription.positions(),
+        })
+    }
+
+    /// Checks the limits a new subscription must pass.
+    fn admit(&mut self, id: u64) -> Result<(), SubscribeError> {
+        if self.subscriptions.contains_key(&id) {
+            return Err(SubscribeError::DuplicateId(id));
+        }
+        let max = self.engine.config.max_subscriptions_per_session;
+        if self.subscriptions.len() >= max {
+            return Err(SubscribeError::TooManySubscriptions { max });
+        }
+        let per_second = self.engine.config.subscribes_per_second;
+        let (tokens, since) = &mut self.rate;
+        let now = Instant::now();
+        *tokens = (*tokens + now.duration_since(*since).as_secs_f64() * f64::from(per_second))
+            .min(f64::from(per_second));
+        *since = now;
+        if *tokens < 1.0 {
+            return Err(SubscribeError::SubscribeRate { per_second });
+        }
+        *tokens -= 1.0;
+        Ok(())
+    }
+
+    fn verify(&self, token: &[u8], topic: &Topic) -> Result<ResumePoint, SubscribeError> {
+        let point = self.engine.keys.verify(token, SystemTime::now())?;
+        if point.topic != topic.name() {
+            return Err(SubscribeError::StaleToken(format!(
+                "the token is for topic {}",
+                point.topic
+            )));
+        }
+        if point.topic_id != topic.id() {
+            return Err(SubscribeError::StaleToken(format!(
+                "topic {} was deleted since the token was issued",
+                point.topic
+            )));
+        }
+        Ok(point)
+    }
+
+    fn add(
+        &mut self,
+        id: u64,
+        topic: Arc<Topic>,
+        selector: Selector,
+        ack_mode: AckMode,
+        max_lag: u64,
+        starts: &[u64],
+    ) {
+        let partitions = topic.partitions();
+        let subscription = Arc::new(Subscription::new(
+            id,
+            topic,
+            Arc::clone(&partitions),
+            selector,
+            ack_mode,
+            max_lag,
+            Arc::clone(&self.outbox),
+            starts,
+        ));
+        self.outbox.push_event(Event::Subscribed {
+            subscription_id: id,
+            start_offsets: starts
+                .iter()
+                .enumerate()
+                .map(|(p, &o)| (p as u32, o))
+                .collect(),
+        });
+        let frontiers = self.engine.route(&subscription);
+        for (partition, frontier) in frontiers.into_iter().enumerate() {
+            let partition = partition as u32;
+            // Most subscriptions start at the tail: live at once, no reader.
+            if subscription.go_live_or_next(partition, &frontier).is_some() {
+                self.engine
+                    .pool
+                    .start(Arc::clone(&subscription), partition, frontier);
+            }
+        }
+        self.subscriptions.insert(id, subscription);
+    }
+
+    fn end(&self, subscription: &Arc<Subscription>) {
+        subscription.close();
+        self.engine.unroute(subscription);
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        for subscription in std::mem::take(&mut self.subscriptions).into_values() {
+            self.end(&subscription);
+        }
+        self.outbox.close();
+        PushStats::sub(&self.engine.stats.sessions, 1);
+    }
+}
+
+/// How a selector is written in a token: as the client wrote it.
+fn selector_text(selector: &Selector) -> Vec<u8> {
+    match selector {
+        Selector::Literal(subject) => subject.to_vec(),
+        Selector::Pattern(pattern) => pattern.to_string().into_bytes(),
+    }
+}
+
+/// A token's positions for the topic's partitions now; partitions created
+/// since the token start at the earliest.
+fn positions_from(topic: &Topic, positions: &[(u32, u64)]) -> Result<Vec<u64>, SubscribeError> {
+    let partitions = topic.partitions();
+    let mut starts: Vec<u64> = partitions
+        .iter()
+        .map(|p| p.watermarks().log_start_offset)
+        .collect();
+    for &(partition, offset) in positions {
+        let Some(start) = starts.get_mut(partition as usize) else {
+            return Err(SubscribeError::StaleToken(format!(
+                "partition {partition} no longer exists"
+            )));
+        };
+        // Below the log start is reported as a gap by the catch-up reader;
+        // past the end cannot have been acknowledged here.
+        let high = partitions[partition as usize].watermarks().high_watermark;
+        *start = offset.min(high);
+    }
+    Ok(starts)
+}
+
+/// Each partition's first offset for `start`.
+async fn start_offsets(topic: &Topic, start: &Start) -> Result<Vec<u64>, SubscribeError> {
+    let partitions = topic.partitions();
+    let mut starts = Vec::with_capacity(partitions.len());
+    if let Start::Offsets(offsets) = start {
+        if let Some(bad) = offsets.keys().find(|&&p| p as usize >= partitions.len()) {
+            return Err(SubscribeError::Invalid(format!(
+                "topic {} has no partition {bad}",
+                topic.name()
+            )));
+        }
+    }
+    for partition in partitions.iter() {
+        let watermarks = partition.watermarks();
+        let offset = match start {
+            Start::Now => watermarks.high_watermark,
+            Start::Earliest => watermarks.log_start_offset,
+            Start::Offsets(offsets) => offsets
+                .get(&partition.index())
+                .copied()
+                .unwrap_or(watermarks.log_start_offset)
+                .min(watermarks.high_watermark),
+            Start::Timestamp(ms) => partition
+                .list_offset(OffsetSpec::Timestamp(*ms))
+                .await?
+                .map_or(watermarks.high_watermark, |found| found.offset),
+            Start::Token(_) => {
+                return Err(SubscribeError::Invalid(
+                    "a token start is read by its caller".into(),
+                ))
+            }
+        };
+        starts.push(offset);
+    }
+    Ok(starts)
+}

@@ -1,0 +1,274 @@
+//! One subscription: its selector, and for each partition of its topic a
+//! cursor that is either live (fed by the partition's tailer) or catching
+//! up (fed by a catch-up reader from the log).
+//!
+//! The hand-over between the two is the one subtle part. A tailer
+//! publishes its `frontier` (it will offer every record at or past it)
+//! before it offers any record of a batch, and offers under the cursor's
+//! lock. A catch-up reader turns its cursor live, under the same lock, only
+//! once its position has reached the frontier. So a record the tailer
+//! skipped because the cursor was catching up lies below a frontier the
+//! reader saw, and the reader delivered it; a record past the reader's
+//! position is offered by the tailer once live. Nothing is skipped and
+//! nothing is sent twice.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use herald_broker::{Partition, Topic};
+use herald_subjects::Selector;
+use parking_lot::Mutex;
+
+use crate::event::{Delivery, Event, SharedRecord};
+use crate::outbox::{Outbox, Refusal};
+use crate::tailer::Frontier;
+
+/// How a subscriber acknowledges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AckMode {
+    /// What was sent counts as processed.
+    None,
+    /// The client acknowledges each partition's deliveries cumulatively.
+    Cumulative,
+}
+
+/// Who feeds a cursor now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Feed {
+    /// The partition's tailer, as records arrive.
+    Live,
+    /// A catch-up reader, from the log.
+    CatchingUp,
+}
+
+/// A subscription's place in one partition.
+#[derive(Debug)]
+pub(crate) struct Cursor {
+    pub(crate) feed: Feed,
+    /// The next offset to consider: every matching record below it was
+    /// queued for the client (or reported in a gap).
+    pub(crate) next: u64,
+    /// Ack mode cumulative: every delivery below this was acknowledged.
+    pub(crate) acked: u64,
+}
+
+/// What an offer of a record by a tailer came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Offered {
+    /// Not for this cursor now (catching up, already past it, closed).
+    Skipped,
+    /// Queued; true if the session's queue was empty (wake its writer).
+    Queued(bool),
+    /// The session had no room: the cursor now catches up from this
+    /// record, and the caller starts its reader.
+    Overflowed,
+}
+
+/// One subscription of one session.
+pub struct Subscription {
+    pub(crate) id: u64,
+    pub(crate) topic: Arc<Topic>,
+    pub(crate) partitions: Arc<Vec<Arc<Partition>>>,
+    pub(crate) selector: Selector,
+    pub(crate) ack_mode: AckMode,
+    pub(crate) max_lag: u64,
+    pub(crate) outbox: Arc<Outbox>,
+    pub(crate) cursors: Box<[Mutex<Cursor>]>,
+    closed: AtomicBool,
+}
+
+impl std::fmt::Debug for Subscription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subscription")
+            .field("id", &self.id)
+            .field("topic", &self.topic.name())
+            .field("selector", &self.selector)
+            .finish()
+    }
+}
+
+/// A subscription as a routing-table entry: equal only to itself.
+#[derive(Debug, Clone)]
+pub(crate) struct Route(pub(crate) Arc<Subscription>);
+
+impl PartialEq for Route {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Subscription {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        id: u64,
+        topic: Arc<Topic>,
+        partitions: Arc<Vec<Arc<Partition>>>,
+        selector: Selector,
+        ack_mode: AckMode,
+        max_lag: u64,
+        outbox: Arc<Outbox>,
+        starts: &[u64],
+    ) -> Self {
+        let cursors = starts
+            .iter()
+            .map(|&start| {
+                Mutex::new(Cursor {
+                    feed: Feed::CatchingUp,
+                    next: start,
+                    acked: start,
+                })
+            })
+            .collect();
+        Self {
+            id,
+            topic,
+            partitions,
+            selector,
+            ack_mode,
+            max_lag,
+            outbox,
+            cursors,
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    /// The client's id for this subscription.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// A tailer offers a record that matched this subscription's selector.
+    pub(crate) fn offer(&self, partition: u32, record: &Arc<SharedRecord>) -> Offered {
+        let Some(cursor) = self.cursors.get(partition as usize) else {
+            return Offered::Skipped;
+        };
+        let mut cursor = cursor.lock();
+        if cursor.feed != Feed::Live || record.offset < cursor.next || self.is_closed() {
+            return Offered::Skipped;
+        }
+        let delivery = Delivery {
+            subscription_id: self.id,
+            partition,
+            record: Arc::clone(record),
+        };
+        match self.outbox.push_delivery(delivery) {
+            Ok(was_empty) => {
+                cursor.next = record.offset + 1;
+                Offered::Queued(was_empty)
+            }
+            Err(Refusal::Full) => {
+                // Every record between `next` and this one was offered and
+                // did not match, so the reader starts here.
+                cursor.next = record.offset;
+                cursor.feed = Feed::CatchingUp;
+                Offered::Overflowed
+            }
+            Err(Refusal::Closed) => Offered::Skipped,
+        }
+    }
+
+    /// Turns the cursor of `partition` live if its position reached the
+    /// tailer's frontier; otherwise answers where to read from.
+    pub(crate) fn go_live_or_next(&self, partition: u32, frontier: &Frontier) -> Option<u64> {
+        let mut cursor = self.cursors[partition as usize].lock();
+        if cursor.next >= frontier.get() {
+            cursor.feed = Feed::Live;
+            None
+        } else {
+            Some(cursor.next)
+        }
+    }
+
+    /// A catch-up reader queues a delivery and moves its cursor past it.
+    pub(crate) fn deliver_caught_up(
+        &self,
+        partition: u32,
+        delivery: Delivery,
+    ) -> Result<bool, Refusal> {
+        let mut cursor = self.cursors[partition as usize].lock();
+        if self.is_closed() {
+            return Err(Refusal::Closed);
+        }
+        let offset = delivery.record.offset;
+        let was_empty = self.outbox.push_delivery(delivery)?;
+        cursor.next = cursor.next.max(offset + 1);
+        Ok(was_empty)
+    }
+
+    /// Moves a catching-up cursor's position (the reader's progress).
+    pub(crate) fn advance(&self, partition: u32, next: u64) {
+        let mut cursor = self.cursors[partition as usize].lock();
+        cursor.next = cursor.next.max(next);
+    }
+
+    /// Records that `[from, to)` of `partition` will not be delivered,
+    /// tells the client, and moves the cursor to `to`.
+    pub(crate) fn skip(&self, partition: u32, from: u64, to: u64, reason: crate::GapReason) {
+        let mut cursor = self.cursors[partition as usize].lock();
+        if to <= cursor.next {
+            return;
+        }
+        // `acked` stays: a resume from before the gap meets it again and is
+        // told again, rather than losing deliveries not yet acknowledged.
+        cursor.next = to;
+        drop(cursor);
+        self.outbox.push_event(Event::Gap {
+            subscription_id: self.id,
+            partition,
+            from_offset: from,
+            to_offset: to,
+            reason,
+        });
+    }
+
+    /// Acknowledges every delivery of `partition` up to `offset`. Refused
+    /// (false) for an offset not yet delivered.
+    pub(crate) fn ack(&self, partition: u32, offset: u64) -> bool {
+        let Some(cursor) = self.cursors.get(partition as usize) else {
+            return false;
+        };
+        let mut cursor = cursor.lock();
+        if offset >= cursor.next {
+            return false;
+        }
+        cursor.acked = cursor.acked.max(offset + 1);
+        true
+    }
+
+    /// Each partition's resume position: what was acknowledged (ack mode
+    /// cumulative) or sent (ack mode none).
+    pub(crate) fn positions(&self) -> Vec<(u32, u64)> {
+        self.cursors
+            .iter()
+            .enumerate()
+            .map(|(partition, cursor)| {
+                let cursor = cursor.lock();
+                let position = match self.ack_mode {
+                    AckMode::None => cursor.next,
+                    AckMode::Cumulative => cursor.acked,
+                };
+                (partition as u32, position)
+            })
+            .collect()
+    }
+
+    /// Stops every feed: after this returns, no tailer or reader queues
+    /// anything more for it.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        // Taking each lock once waits out an offer in progress.
+        for cursor in self.cursors.iter() {
+            drop(cursor.lock());
+        }
+    }
+
+    /// True once closed.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    /// True when every partition is live.
+    pub fn is_live(&self) -> bool {
+        self.cursors.iter().all(|c| c.lock().feed == Feed::Live)
+    }
+}

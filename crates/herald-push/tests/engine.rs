@@ -1,0 +1,361 @@
+//! The push engine over a real broker in a temporary directory: routing,
+//! slow subscribers, gaps, acks and resume tokens.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use herald_broker::{Broker, BrokerConfig};
+use herald_push::{
+    AckMode, Credit, Event, GapReason, PublishRecord, PushConfig, PushEngine, Session, Start,
+    SubscribeError, SubscribeRequest, TokenError,
+};
+use herald_subjects::Selector;
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    broker: Arc<Broker>,
+    engine: Arc<PushEngine>,
+}
+
+fn fixture(config: PushConfig) -> Fixture {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let broker = Broker::open(BrokerConfig::new(dir.path())).expect("broker");
+    broker
+        .create_topic("orders", Some(3), &[], false)
+        .expect("topic");
+    let engine = PushEngine::new(Arc::clone(&broker), config).expect("engine");
+    Fixture {
+        _dir: dir,
+        broker,
+        engine,
+    }
+}
+
+async fn publish(engine: &PushEngine, key: &str, value: &str) -> (u32, u64) {
+    let published = engine
+        .publish(PublishRecord {
+            topic: "orders".into(),
+            key: Some(key.as_bytes().to_vec()),
+            value: Some(value.as_bytes().to_vec()),
+            ..Default::default()
+        })
+        .await
+        .expect("publish");
+    (published.partition, published.offset)
+}
+
+fn request(id: u64, selector: &str, start: Start, ack_mode: AckMode) -> SubscribeRequest {
+    SubscribeRequest {
+        id,
+        topic: "orders".into(),
+        selector: Selector::parse(selector.as_bytes()).expect("selector"),
+        start,
+        ack_mode,
+        max_lag: 0,
+    }
+}
+
+/// Deliveries as (subscription, key, value), and other events, until
+/// `want` deliveries arrived or a quiet second passed.
+async fn drain(session: &Session, want: usize) -> (Vec<(u64, String, String)>, Vec<Event>) {
+    let mut deliveries = Vec::new();
+    let mut others = Vec::new();
+    while deliveries.len() < want {
+        let taken =
+            tokio::time::timeout(Duration::from_secs(2), session.outbox().take(1 << 20)).await;
+        let Ok(Some(events)) = taken else { break };
+        for event in events {
+            match event {
+                Event::Delivery(d) => deliveries.push((
+                    d.subscription_id,
+                    String::from_utf8_lossy(d.record.key.as_deref().unwrap_or_default())
+                        .into_owned(),
+                    String::from_utf8_lossy(d.record.value.as_deref().unwrap_or_default())
+                        .into_owned(),
+                )),
+                other => others.push(other),
+            }
+        }
+    }
+    (deliveries, others)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_subscription_receives_exactly_its_subjects_in_order() {
+    let f = fixture(PushConfig::default());
+    let mut session = f.engine.open_session(Credit::default()).expect("session");
+    session
+        .subscribe(request(1, "user.7", Start::Now, AckMode::None))
+        .await
+        .expect("literal");
+    session
+        .subscribe(request(2, "user.*", Start::Now, AckMode::None))
+        .await
+        .expect("pattern");
+    session
+        .subscribe(request(3, "eu.>", Start::Now, AckMode::None))
+        .await
+        .expect("tail pattern");
+    for i in 0..20 {
+        publish(&f.engine, "user.7", &format!("a{i}")).await;
+        publish(&f.engine, "user.8", &format!("b{i}")).await;
+        publish(&f.engine, "eu.fr.paris", &format!("c{i}")).await;
+        publish(&f.engine, "us.ny", &format!("d{i}")).await;
+    }
+    let (got, others) = drain(&session, 20 + 40 + 20).await;
+    let of = |id: u64| -> Vec<(String, String)> {
+        got.iter()
+            .filter(|d| d.0 == id)
+            .map(|d| (d.1.clone(), d.2.clone()))
+            .collect()
+    };
+    let expect = |key: &str, prefix: &str| -> Vec<(String, String)> {
+        (0..20)
+            .map(|i| (key.to_owned(), format!("{prefix}{i}")))
+            .collect()
+    };
+    assert_eq!(of(1), expect("user.7", "a"));
+    let mut two = of(2);
+    two.sort_by_key(|(k, v)| (k.clone(), v[1..].parse::<u32>().unwrap_or(0)));
+    let mut want = expect("user.7", "a");
+    want.extend(expect("user.8", "b"));
+    assert_eq!(two, want);
+    // Per subject, in publish order (each subject lives in one partition).
+    let user8: Vec<_> = of(2).into_iter().filter(|(k, _)| k == "user.8").collect();
+    assert_eq!(user8, expect("user.8", "b"));
+    assert_eq!(of(3), expect("eu.fr.paris", "c"));
+    assert_eq!(got.len(), 80, "nothing else: {got:?}");
+    assert!(matches!(
+        others[0],
+        Event::Subscribed {
+            subscription_id: 1,
+            ..
+        }
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_subscriber_catches_up_from_the_log_without_slowing_others() {
+    let config = PushConfig {
+        queue_bytes: 4096,
+        ..PushConfig::default()
+    };
+    let f = fixture(config);
+    let mut slow = f.engine.open_session(Credit::default()).expect("slow");
+    let mut fast = f.engine.open_session(Credit::default()).expect("fast");
+    slow.subscribe(request(1, "k.>", Start::Now, AckMode::None))
+        .await
+        .expect("slow sub");
+    fast.subscribe(request(1, "k.>", Start::Now, AckMode::None))
+        .await
+        .expect("fast sub");
+    let value = "x".repeat(200);
+    let reader = tokio::spawn(async move {
+        let (got, _) = drain(&fast, 3000).await;
+        got
+    });
+    for i in 0..3000 {
+        publish(&f.engine, &format!("k.{}", i % 5), &format!("{i}:{value}")).await;
+    }
+    let fast_got = reader.await.expect("reader");
+    assert_eq!(
+        fast_got.len(),
+        3000,
+        "the fast subscriber got everything live"
+    );
+    // The slow one never read: its queue stayed within its bound.
+    assert!(
+        slow.outbox().queued_bytes() <= 4096 + 512,
+        "queue {}",
+        slow.outbox().queued_bytes()
+    );
+    assert!(
+        f.engine
+            .stats()
+            .overflows
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= 1
+    );
+    // Now it reads: everything arrives, in order per subject, once.
+    let (slow_got, others) = drain(&slow, 3000).await;
+    assert_eq!(slow_got.len(), 3000);
+    let mut by_key: HashMap<String, Vec<u32>> = HashMap::new();
+    for (_, key, value) in &slow_got {
+        let n: u32 = value
+            .split(':')
+            .next()
+            .and_then(|n| n.parse().ok())
+            .expect("n");
+        by_key.entry(key.clone()).or_default().push(n);
+    }
+    for (key, ns) in by_key {
+        let expected: Vec<u32> = (0..3000)
+            .filter(|i| format!("k.{}", i % 5) == key)
+            .collect();
+        assert_eq!(ns, expected, "subject {key}");
+    }
+    assert!(others
+        .iter()
+        .any(|e| matches!(e, Event::State { live: false, .. })));
+    let _ = slow
+        .subscribe(request(9, "z", Start::Now, AckMode::None))
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_token_continues_right_after_the_last_ack() {
+    let f = fixture(PushConfig::default());
+    for i in 0..10 {
+        publish(&f.engine, "acct.1", &format!("{i}")).await;
+    }
+    let token = {
+        let mut session = f.engine.open_session(Credit::default()).expect("session");
+        session
+            .subscribe(request(5, "acct.1", Start::Earliest, AckMode::Cumulative))
+            .await
+            .expect("subscribe");
+        let (got, others) = drain(&session, 10).await;
+        assert_eq!(got.len(), 10);
+        let Some(Event::Subscribed { .. }) = others.first() else {
+            panic!("{others:?}")
+        };
+        // Acknowledge the first four only.
+        let (partition, base) = {
+            let p = herald_client::partitioner::partition_for_key(b"acct.1", 3);
+            (
+                p,
+                f.broker
+                    .topic("orders")
+                    .expect("topic")
+                    .partition(p as i32)
+                    .expect("p")
+                    .watermarks()
+                    .high_watermark
+                    - 10,
+            )
+        };
+        assert!(matches!(
+            session.ack(5, partition, base + 10),
+            Err(herald_push::AckError::NotDelivered { .. })
+        ));
+        session.ack(5, partition, base + 3).expect("ack")
+    };
+    for i in 10..15 {
+        publish(&f.engine, "acct.1", &format!("{i}")).await;
+    }
+    let mut again = f.engine.open_session(Credit::default()).expect("again");
+    assert_eq!(again.resume(&token).await.expect("resume"), 5);
+    let (got, _) = drain(&again, 11).await;
+    let values: Vec<String> = got.into_iter().map(|d| d.2).collect();
+    let expected: Vec<String> = (4..15).map(|i| i.to_string()).collect();
+    assert_eq!(values, expected);
+
+    // A forged token, and one for another selector, are refused.
+    let mut forged = token.clone();
+    forged[10] ^= 0xff;
+    let mut third = f.engine.open_session(Credit::default()).expect("third");
+    assert!(matches!(
+        third.resume(&forged).await,
+        Err(SubscribeError::InvalidToken(TokenError::Forged))
+    ));
+    assert!(matches!(
+        third
+            .subscribe(request(
+                6,
+                "acct.2",
+                Start::Token(token.clone()),
+                AckMode::Cumulative
+            ))
+            .await,
+        Err(SubscribeError::StaleToken(_))
+    ));
+    // After the topic is deleted and created again, the token is stale.
+    f.broker.delete_topic("orders").expect("delete");
+    f.broker
+        .create_topic("orders", Some(3), &[], false)
+        .expect("again");
+    assert!(matches!(
+        third.resume(&token).await,
+        Err(SubscribeError::StaleToken(_))
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_removed_before_they_were_read_are_reported_as_a_gap() {
+    let f = fixture(PushConfig::default());
+    let (partition, _) = publish(&f.engine, "g.1", "0").await;
+    for i in 1..10 {
+        publish(&f.engine, "g.1", &i.to_string()).await;
+    }
+    let log = f
+        .broker
+        .topic("orders")
+        .expect("topic")
+        .partition(partition as i32)
+        .expect("partition");
+    let end = log.watermarks().high_watermark;
+    log.truncate_before(end - 3).await.expect("truncate");
+    let mut session = f.engine.open_session(Credit::default()).expect("session");
+    let mut offsets = HashMap::new();
+    offsets.insert(partition, end - 10);
+    session
+        .subscribe(request(1, "g.1", Start::Offsets(offsets), AckMode::None))
+        .await
+        .expect("subscribe");
+    let (got, others) = drain(&session, 3).await;
+    let values: Vec<_> = got.into_iter().map(|d| d.2).collect();
+    assert_eq!(values, vec!["7", "8", "9"]);
+    assert!(
+        others.iter().any(|e| matches!(
+            e,
+            Event::Gap { reason: GapReason::Retention, from_offset, to_offset, .. }
+                if *from_offset == end - 10 && *to_offset == end - 3
+        )),
+        "{others:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_refuse_cleanly() {
+    let config = PushConfig {
+        max_sessions: 1,
+        max_subscriptions_per_session: 2,
+        ..PushConfig::default()
+    };
+    let f = fixture(config);
+    let mut session = f.engine.open_session(Credit::default()).expect("first");
+    assert!(f.engine.open_session(Credit::default()).is_err());
+    session
+        .subscribe(request(1, "a", Start::Now, AckMode::None))
+        .await
+        .expect("1");
+    assert!(matches!(
+        session
+            .subscribe(request(1, "b", Start::Now, AckMode::None))
+            .await,
+        Err(SubscribeError::DuplicateId(1))
+    ));
+    session
+        .subscribe(request(2, "b", Start::Now, AckMode::None))
+        .await
+        .expect("2");
+    assert!(matches!(
+        session
+            .subscribe(request(3, "c", Start::Now, AckMode::None))
+            .await,
+        Err(SubscribeError::TooManySubscriptions { max: 2 })
+    ));
+    let mut unknown = request(4, "c", Start::Now, AckMode::None);
+    unknown.topic = "nope".into();
+    session.unsubscribe(1);
+    assert!(matches!(
+        session.subscribe(unknown).await,
+        Err(SubscribeError::UnknownTopic(_))
+    ));
+    drop(session);
+    assert!(
+        f.engine.open_session(Credit::default()).is_ok(),
+        "a closed session frees its place"
+    );
+}
