@@ -59,8 +59,10 @@ run() {  # binary label out-file suite-args...
   local bin=$1 label=$2 out=$3
   shift 3
   rm -rf "$DATA"
+  local push_flags=()  # older binaries have no push listener
+  "$bin" serve --help | grep -q -- --push-listen && push_flags=(--push-listen 127.0.0.1:0)
   "$bin" serve --data-dir "$DATA" --kafka-listen "$ADDR" --admin-listen 127.0.0.1:0 \
-    > "$OUT/$label.log" 2>&1 &
+    "${push_flags[@]}" > "$OUT/$label.log" 2>&1 &
   PID=$!
   for _ in $(seq 1 50); do
     (exec 3<>"/dev/tcp/${ADDR%:*}/${ADDR#*:}") 2>/dev/null && break

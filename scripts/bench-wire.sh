@@ -107,8 +107,9 @@ crosscheck kafka "$BOOTSTRAP"
 
 echo "== herald"
 rm -rf "$HERALD_DATA"
-ADMIN_FLAGS=()  # keep off the default admin port, which another herald may hold
+ADMIN_FLAGS=()  # keep off the default admin and push ports, which another herald may hold
 "$ROOT/target/release/herald" serve --help | grep -q -- --admin-listen && ADMIN_FLAGS=(--admin-listen 127.0.0.1:0)
+"$ROOT/target/release/herald" serve --help | grep -q -- --push-listen && ADMIN_FLAGS+=(--push-listen 127.0.0.1:0)
 "$ROOT/target/release/herald" serve --data-dir "$HERALD_DATA" --kafka-listen "$HERALD_ADDR" \
   "${ADMIN_FLAGS[@]}" > "$OUT/herald.log" 2>&1 &
 HERALD_PID=$!

@@ -64,6 +64,9 @@ class HeraldBroker:
         self.extra_args = list(extra_args)
         self.port = free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
+        # The push listener (gRPC, WebSocket, SSE), on a port of its own.
+        self.push_port = free_port()
+        self.push_address = f"127.0.0.1:{self.push_port}"
         self.proc = None
         self.starts = 0
         self.ready_once = False
@@ -80,6 +83,8 @@ class HeraldBroker:
             # suite never needs it here.
             "--admin-listen",
             "127.0.0.1:0",
+            "--push-listen",
+            self.push_address,
             *self.extra_args,
         ]
 
@@ -105,6 +110,8 @@ class HeraldBroker:
                 else:
                     self.port = free_port()
                     self.bootstrap = f"127.0.0.1:{self.port}"
+                    self.push_port = free_port()
+                    self.push_address = f"127.0.0.1:{self.push_port}"
 
     def _start_once(self):
         assert self.proc is None, "broker already running"
@@ -133,7 +140,7 @@ class HeraldBroker:
                 taken = "Address already in use" in this_start
                 error = PortTaken if taken else RuntimeError
                 raise error(f"herald exited with {code} before listening:\n{tail}")
-            if port_accepts("127.0.0.1", self.port):
+            if port_accepts("127.0.0.1", self.port) and port_accepts("127.0.0.1", self.push_port):
                 return
             time.sleep(0.05)
         raise RuntimeError(

@@ -91,6 +91,7 @@ VENV_PYTHON = REPO_ROOT / ".venv" / "bin" / "python"
 
 KAFKA_PORT = 9092  # the defaults the README promises
 ADMIN_PORT = 9644
+PUSH_PORT = 9093
 DATA_DIR = "herald-data"
 
 COMMAND_TIMEOUT_S = 60.0
@@ -580,7 +581,8 @@ def start_broker(command, workdir, env, log_path):
     for attempt in range(3):
         ports, extra, rewrites, notes = {}, [], {}, []
         for default, flag, name in ((KAFKA_PORT, "--kafka-listen", "Kafka"),
-                                    (ADMIN_PORT, "--admin-listen", "admin HTTP")):
+                                    (ADMIN_PORT, "--admin-listen", "admin HTTP"),
+                                    (PUSH_PORT, "--push-listen", "push")):
             port = default if port_free(default) else free_port()
             ports[default] = port
             if port != default:

@@ -137,6 +137,13 @@ impl Outbox {
         self.room.notify_waiters();
     }
 
+    /// Replaces the client's credit (its first grant, in a session's
+    /// opening message) and wakes readers waiting for it.
+    pub fn set_credit(&self, credit: Credit) {
+        self.queue.lock().credit = credit;
+        self.room.notify_waiters();
+    }
+
     /// True when a catch-up reader may push again: the queue is at most
     /// half full and there is credit left. Half, so a reader that was
     /// refused does not wake for every delivery the writer takes out.

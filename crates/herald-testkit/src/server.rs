@@ -21,11 +21,13 @@ pub struct Server {
     pub addr: SocketAddr,
     /// The bound admin HTTP address.
     pub admin_addr: SocketAddr,
+    /// The bound push address (gRPC, WebSocket, SSE).
+    pub push_addr: SocketAddr,
 }
 
 impl Server {
     /// Starts `binary` (see [`herald_binary`]) on `data_dir` with `extra`
-    /// flags, both listeners on free ports; returns once both are ready.
+    /// flags, every listener on a free port; returns once all are ready.
     /// Set `HERALD_TEST_LOG` to see the broker's log on stderr.
     pub fn start(binary: &Path, data_dir: &Path, extra: &[&str]) -> Server {
         let mut child = Command::new(binary)
@@ -34,6 +36,8 @@ impl Server {
                 "--kafka-listen",
                 "127.0.0.1:0",
                 "--admin-listen",
+                "127.0.0.1:0",
+                "--push-listen",
                 "127.0.0.1:0",
                 "--data-dir",
             ])
@@ -46,13 +50,16 @@ impl Server {
             .unwrap_or_else(|e| panic!("spawn {}: {e}", binary.display()));
         let stderr = child.stderr.take().expect("stderr is piped");
         let ready = watch_log(stderr);
-        // The admin listener is reported first, then the Kafka listener.
+        // The admin listener is reported first, then the push listener,
+        // then the Kafka listener.
         let admin_addr = next_addr(&ready, "admin");
+        let push_addr = next_addr(&ready, "push");
         let addr = next_addr(&ready, "kafka");
         Server {
             child,
             addr,
             admin_addr,
+            push_addr,
         }
     }
 
@@ -100,8 +107,9 @@ fn watch_log(stderr: std::process::ChildStderr) -> Receiver<String> {
         let echo = std::env::var_os("HERALD_TEST_LOG").is_some();
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
             let admin = line.split("admin listener ready on ").nth(1);
+            let push = line.split("push listener ready on ").nth(1);
             let kafka = line.split("kafka listener ready on ").nth(1);
-            let reported = admin.or(if kafka_sent { None } else { kafka });
+            let reported = admin.or(push).or(if kafka_sent { None } else { kafka });
             if let Some(rest) = reported {
                 kafka_sent |= kafka.is_some();
                 let addr = rest.split_whitespace().next().unwrap_or_default();

@@ -125,6 +125,20 @@ pub struct ServeArgs {
     /// (Kafka's producer.id.expiration.ms) [default: 86400000].
     #[arg(long, env = "HERALD_PRODUCER_ID_EXPIRATION_MS", value_name = "N")]
     pub producer_id_expiration_ms: Option<u64>,
+    /// Address of the push listener: gRPC, WebSocket and Server-Sent Events [default: 127.0.0.1:9093].
+    #[arg(long, env = "HERALD_PUSH_LISTEN", value_name = "ADDR")]
+    pub push_listen: Option<String>,
+    /// Most push connections at once [default: the open-file limit, less
+    /// 1024 and the Kafka listener's max_connections].
+    #[arg(long, env = "HERALD_PUSH_MAX_CONNECTIONS", value_name = "N")]
+    pub push_max_connections: Option<u64>,
+    /// Bytes of deliveries queued per push session before its subscriptions
+    /// continue from the log [default: 1048576].
+    #[arg(long, env = "HERALD_PUSH_QUEUE_BYTES", value_name = "N")]
+    pub push_queue_bytes: Option<u64>,
+    /// Most subscriptions one push session may hold [default: 10000].
+    #[arg(long, env = "HERALD_PUSH_MAX_SUBSCRIPTIONS", value_name = "N")]
+    pub push_max_subscriptions: Option<u64>,
     /// Print the effective configuration as TOML and exit.
     #[arg(long)]
     pub print_config: bool,
@@ -169,4 +183,12 @@ pub struct FileSettings {
     pub group_max_size: Option<u32>,
     /// See [`ServeArgs::producer_id_expiration_ms`].
     pub producer_id_expiration_ms: Option<u64>,
+    /// See [`ServeArgs::push_listen`].
+    pub push_listen: Option<String>,
+    /// See [`ServeArgs::push_max_connections`].
+    pub push_max_connections: Option<u64>,
+    /// See [`ServeArgs::push_queue_bytes`].
+    pub push_queue_bytes: Option<u64>,
+    /// See [`ServeArgs::push_max_subscriptions`].
+    pub push_max_subscriptions: Option<u64>,
 }

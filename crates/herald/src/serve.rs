@@ -1,15 +1,17 @@
 //! `herald serve`: start the admin listener (not ready yet), open the
-//! broker, start maintenance, serve Kafka clients (ready) until SIGTERM or
-//! SIGINT, then shut down cleanly (not ready; answer what was read, close
-//! every log).
+//! broker, start maintenance, serve Kafka and push clients (ready) until
+//! SIGTERM or SIGINT, then shut down cleanly (not ready; push sessions told
+//! to go away; answer what was read, close every log).
 
 use std::sync::{Arc, OnceLock};
 
 use anyhow::Context as _;
 use herald_admin::{AdminServer, Readiness};
 use herald_broker::{Broker, Maintenance};
+use herald_gateway::GatewayServer;
 use herald_kafka::KafkaServer;
 use herald_metrics::Metrics;
+use herald_push::PushEngine;
 use tokio_util::sync::CancellationToken;
 
 use crate::scrape;
@@ -56,6 +58,13 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding the Kafka listener on {listen}"))?
         .with_metrics(Arc::clone(&metrics.kafka));
+    let engine =
+        PushEngine::new(Arc::clone(&broker), settings.push).context("starting the push engine")?;
+    let push_listen = settings.gateway.listen;
+    let gateway = GatewayServer::bind(settings.gateway, Arc::clone(&engine))
+        .await
+        .with_context(|| format!("binding the push listener on {push_listen}"))?;
+    let push_addr = gateway.local_addr().context("reading the push address")?;
     let _ = opened.set(Arc::clone(&broker));
     // `/ready` names every partition whose storage failed; weak, so the
     // check never keeps the broker alive past its close.
@@ -75,6 +84,8 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
 
     let shutdown = CancellationToken::new();
     let serving = tokio::spawn(server.run(shutdown.clone()));
+    let pushing = tokio::spawn(gateway.run(shutdown.clone()));
+    tracing::info!(%push_addr, "push listener ready on {push_addr}");
     // The listener is bound (connections queue) and every log is open. Ready
     // before the log line, which scripts and tests wait for.
     readiness.set_ready();
@@ -86,6 +97,10 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     if let Err(e) = serving.await {
         tracing::error!(error = %e, "listener task failed");
     }
+    if let Err(e) = pushing.await {
+        tracing::error!(error = %e, "push listener task failed");
+    }
+    drop(engine);
     admin_shutdown.cancel();
     if let Err(e) = admin_task.await {
         tracing::error!(error = %e, "admin listener task failed");

@@ -10,8 +10,10 @@ use anyhow::{anyhow, bail, Context as _};
 use herald_broker::config::{GROUP_SIZE_MAX_DEFAULT, PARTITIONS_MAX};
 use herald_broker::BrokerConfig;
 use herald_broker::FlushPolicy;
+use herald_gateway::{GatewayConfig, MAX_MESSAGE_BYTES_DEFAULT, PUSH_LISTEN_DEFAULT};
 use herald_kafka::config::MAX_FRAME_BYTES_DEFAULT;
 use herald_kafka::KafkaConfig;
+use herald_push::PushConfig;
 
 use crate::cli::{FileSettings, FlushMode, ServeArgs};
 
@@ -23,6 +25,14 @@ const MAX_FRAME_BYTES_MIN: u64 = 64 * 1024;
 /// of the same order): longer would only stall new groups.
 const REBALANCE_DELAY_MS_MAX: u32 = 300_000;
 
+/// Open files kept back from the push listener's default connection bound:
+/// segment and index files, the admin listener, metadata.
+const OPEN_FILES_RESERVE: u64 = 1024;
+
+/// Smallest push queue accepted: below this, one ordinary delivery batch
+/// would not fit.
+const PUSH_QUEUE_BYTES_MIN: u64 = 4096;
+
 /// Everything `serve` needs.
 #[derive(Debug)]
 pub struct Settings {
@@ -30,6 +40,10 @@ pub struct Settings {
     pub broker: BrokerConfig,
     /// Kafka listener settings.
     pub kafka: KafkaConfig,
+    /// Push engine limits.
+    pub push: PushConfig,
+    /// Push listener settings.
+    pub gateway: GatewayConfig,
     /// Log filter directives.
     pub log_level: String,
     /// Address of the admin HTTP listener.
@@ -206,6 +220,48 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
             "must be at least 1",
         ));
     }
+    let push_text = args
+        .push_listen
+        .or(file.push_listen)
+        .unwrap_or_else(|| PUSH_LISTEN_DEFAULT.to_owned());
+    let push_listen = parse_listen("push_listen", &push_text)?;
+    let open_files = raise_open_file_limit();
+    let push_connections_max = open_files.saturating_sub(OPEN_FILES_RESERVE + max_connections);
+    let push_max_connections = match args.push_max_connections.or(file.push_max_connections) {
+        Some(n) if !(1..=push_connections_max.max(1)).contains(&n) => {
+            return Err(invalid(
+                "push_max_connections",
+                n,
+                format!(
+                    "must be between 1 and {push_connections_max} (the open-file limit {open_files}, less {OPEN_FILES_RESERVE} and max_connections {max_connections})"
+                ),
+            ));
+        }
+        Some(n) => n,
+        None => push_connections_max.max(64),
+    };
+    let push_queue_bytes = args
+        .push_queue_bytes
+        .or(file.push_queue_bytes)
+        .unwrap_or(1024 * 1024);
+    if !(PUSH_QUEUE_BYTES_MIN..=1 << 32).contains(&push_queue_bytes) {
+        return Err(invalid(
+            "push_queue_bytes",
+            push_queue_bytes,
+            format!("must be between {PUSH_QUEUE_BYTES_MIN} and {}", 1u64 << 32),
+        ));
+    }
+    let push_max_subscriptions = args
+        .push_max_subscriptions
+        .or(file.push_max_subscriptions)
+        .unwrap_or(10_000);
+    if !(1..=1_000_000).contains(&push_max_subscriptions) {
+        return Err(invalid(
+            "push_max_subscriptions",
+            push_max_subscriptions,
+            "must be between 1 and 1000000",
+        ));
+    }
 
     let effective = FileSettings {
         data_dir: Some(data_dir.clone()),
@@ -225,6 +281,10 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
         offsets_retention_minutes: Some(retention_minutes),
         group_max_size: Some(group_max_size),
         producer_id_expiration_ms: Some(producer_id_expiration_ms),
+        push_listen: Some(push_text),
+        push_max_connections: Some(push_max_connections),
+        push_queue_bytes: Some(push_queue_bytes),
+        push_max_subscriptions: Some(push_max_subscriptions),
     };
     let mut broker = BrokerConfig::new(data_dir);
     broker.auto_create_topics = auto_create_topics;
@@ -242,13 +302,53 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
     kafka.advertised_port = advertised_port;
     kafka.max_frame_bytes = max_frame_bytes as usize;
     kafka.max_connections = max_connections as usize;
+    let push = PushConfig {
+        queue_bytes: push_queue_bytes as usize,
+        max_subscriptions_per_session: push_max_subscriptions as usize,
+        max_sessions: push_max_connections as usize,
+        ..PushConfig::default()
+    };
+    // A few connections past the session limit, so a client refused a
+    // session is told why (a go-away) rather than cut off.
+    let gateway = GatewayConfig {
+        listen: push_listen,
+        max_connections: push_max_connections as usize + 64,
+        max_message_bytes: MAX_MESSAGE_BYTES_DEFAULT,
+    };
     Ok(Settings {
         broker,
         kafka,
+        push,
+        gateway,
         log_level,
         admin_listen,
         effective,
     })
+}
+
+/// Raises the soft open-file limit to the hard one (a broker holds a file
+/// per connection and per segment) and answers the limit now.
+fn raise_open_file_limit() -> u64 {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit read and write only `limit`.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return 1024;
+        }
+        if limit.rlim_cur < limit.rlim_max {
+            let raised = libc::rlimit {
+                rlim_cur: limit.rlim_max,
+                rlim_max: limit.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                limit = raised;
+            }
+        }
+    }
+    limit.rlim_cur
 }
 
 /// The effective configuration as TOML (keys as in the config file).

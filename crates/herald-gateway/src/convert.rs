@@ -1,0 +1,254 @@
+//! Between the session protocol's messages and the push engine's types:
+//! requests checked and read, events and errors written. Every protocol
+//! code is chosen here and nowhere else.
+
+use std::collections::HashMap;
+
+use herald_push::{
+    AckError, AckMode, Event, GapReason, PublishError, PublishRecord, Start, SubscribeError,
+    SubscribeRequest,
+};
+use herald_subjects::Selector;
+
+use crate::proto::{self, server_message::Kind, ErrorCode, ServerMessage};
+
+/// A request the session cannot take, with the code to answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Refused {
+    pub(crate) code: ErrorCode,
+    pub(crate) message: String,
+}
+
+impl Refused {
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
+        Self {
+            code: ErrorCode::InvalidRequest,
+            message: message.into(),
+        }
+    }
+
+    /// The `Error` message for it.
+    pub(crate) fn to_message(&self, subscription_id: u64, request_id: u64) -> ServerMessage {
+        message(Kind::Error(proto::Error {
+            code: self.code as i32,
+            message: self.message.clone(),
+            subscription_id,
+            request_id,
+        }))
+    }
+}
+
+pub(crate) fn message(kind: Kind) -> ServerMessage {
+    ServerMessage { kind: Some(kind) }
+}
+
+/// Reads a `Subscribe`.
+pub(crate) fn subscribe_request(request: proto::Subscribe) -> Result<SubscribeRequest, Refused> {
+    let selector = match &request.selector {
+        Some(proto::subscribe::Selector::Subject(subject)) => Selector::literal(subject),
+        Some(proto::subscribe::Selector::Pattern(pattern)) => Selector::parse(pattern.as_bytes()),
+        None => {
+            return Err(Refused::invalid(
+                "a subscription names a subject or a pattern",
+            ))
+        }
+    }
+    .map_err(|e| Refused {
+        code: ErrorCode::InvalidSelector,
+        message: e.to_string(),
+    })?;
+    if request.topic.is_empty() {
+        return Err(Refused::invalid("a subscription names a topic"));
+    }
+    let start = match request.start.and_then(|s| s.from) {
+        None | Some(proto::start_at::From::Now(_)) => Start::Now,
+        Some(proto::start_at::From::Earliest(_)) => Start::Earliest,
+        Some(proto::start_at::From::Offsets(offsets)) => {
+            Start::Offsets(offsets.offsets.into_iter().collect::<HashMap<_, _>>())
+        }
+        Some(proto::start_at::From::TimestampMs(ms)) => Start::Timestamp(ms),
+        Some(proto::start_at::From::ResumeToken(token)) => Start::Token(token.to_vec()),
+    };
+    let ack_mode = match proto::AckMode::try_from(request.ack_mode) {
+        Ok(proto::AckMode::None) => AckMode::None,
+        Ok(proto::AckMode::Cumulative) => AckMode::Cumulative,
+        Err(_) => {
+            return Err(Refused::invalid(format!(
+                "unknown ack mode {}",
+                request.ack_mode
+            )))
+        }
+    };
+    Ok(SubscribeRequest {
+        id: request.subscription_id,
+        topic: request.topic,
+        selector,
+        start,
+        ack_mode,
+        max_lag: request.max_lag,
+    })
+}
+
+/// Reads a `PublishRequest`.
+pub(crate) fn publish_record(request: proto::PublishRequest) -> Result<PublishRecord, Refused> {
+    if request.topic.is_empty() {
+        return Err(Refused::invalid("a publish names a topic"));
+    }
+    Ok(PublishRecord {
+        topic: request.topic,
+        key: request.key.map(|k| k.to_vec()),
+        value: request.value.map(|v| v.to_vec()),
+        headers: request
+            .headers
+            .into_iter()
+            .map(|h| (h.key.into_bytes(), h.value.map(|v| v.to_vec())))
+            .collect(),
+        partition: request.partition,
+        timestamp_ms: request.timestamp_ms,
+    })
+}
+
+pub(crate) fn subscribe_refused(error: &SubscribeError) -> Refused {
+    let code = match error {
+        SubscribeError::UnknownTopic(_) => ErrorCode::UnknownTopic,
+        SubscribeError::TooManySubscriptions { .. } => ErrorCode::TooManySubscriptions,
+        SubscribeError::SubscribeRate { .. } => ErrorCode::SubscribeRate,
+        SubscribeError::DuplicateId(_) => ErrorCode::DuplicateSubscriptionId,
+        SubscribeError::InvalidToken(_) => ErrorCode::InvalidToken,
+        SubscribeError::StaleToken(_) => ErrorCode::StaleToken,
+        SubscribeError::Invalid(_) => ErrorCode::InvalidRequest,
+        SubscribeError::Storage(_) => ErrorCode::Storage,
+    };
+    Refused {
+        code,
+        message: error.to_string(),
+    }
+}
+
+pub(crate) fn ack_refused(error: &AckError) -> Refused {
+    let code = match error {
+        AckError::UnknownSubscription(_) => ErrorCode::UnknownSubscription,
+        AckError::NotDelivered { .. } => ErrorCode::InvalidRequest,
+    };
+    Refused {
+        code,
+        message: error.to_string(),
+    }
+}
+
+pub(crate) fn publish_refused(error: &PublishError) -> Refused {
+    use herald_broker::ProduceError;
+    let code = match error {
+        PublishError::UnknownTopic(_) => ErrorCode::UnknownTopic,
+        PublishError::UnknownPartition { .. } => ErrorCode::InvalidRequest,
+        PublishError::Produce(ProduceError::TooLarge { .. }) => ErrorCode::RecordTooLarge,
+        PublishError::Produce(_) => ErrorCode::Storage,
+    };
+    Refused {
+        code,
+        message: error.to_string(),
+    }
+}
+
+/// Appends the messages for `events` to `out`: consecutive deliveries go
+/// in one `Deliveries` message.
+pub(crate) fn server_messages(events: Vec<Event>, out: &mut Vec<ServerMessage>) {
+    let mut batch: Vec<proto::Delivery> = Vec::new();
+    let flush = |batch: &mut Vec<proto::Delivery>, out: &mut Vec<ServerMessage>| {
+        if !batch.is_empty() {
+            out.push(message(Kind::Deliveries(proto::Deliveries {
+                deliveries: std::mem::take(batch),
+            })));
+        }
+    };
+    for event in events {
+        let kind = match event {
+            Event::Delivery(delivery) => {
+                batch.push(delivery_message(&delivery));
+                continue;
+            }
+            Event::Subscribed {
+                subscription_id,
+                start_offsets,
+            } => Kind::Subscribed(proto::Subscribed {
+                subscription_id,
+                start_offsets: start_offsets.into_iter().collect(),
+            }),
+            Event::Gap {
+                subscription_id,
+                partition,
+                from_offset,
+                to_offset,
+                reason,
+            } => Kind::Gap(proto::Gap {
+                subscription_id,
+                partition,
+                from_offset,
+                to_offset,
+                reason: gap_reason(reason) as i32,
+            }),
+            Event::State {
+                subscription_id,
+                live,
+                lag,
+                ..
+            } => Kind::Status(proto::Status {
+                subscription_id,
+                state: if live {
+                    proto::SubscriptionState::Live
+                } else {
+                    proto::SubscriptionState::CatchingUp
+                } as i32,
+                lag,
+            }),
+            Event::Unsubscribed { subscription_id } => {
+                Kind::Unsubscribed(proto::Unsubscribed { subscription_id })
+            }
+            Event::Ended {
+                subscription_id,
+                reason,
+            } => {
+                // The subscription is over: an error naming it, then the
+                // same end marker an unsubscribe gets.
+                flush(&mut batch, out);
+                out.push(message(Kind::Error(proto::Error {
+                    code: ErrorCode::UnknownTopic as i32,
+                    message: reason,
+                    subscription_id,
+                    request_id: 0,
+                })));
+                Kind::Unsubscribed(proto::Unsubscribed { subscription_id })
+            }
+        };
+        flush(&mut batch, out);
+        out.push(message(kind));
+    }
+    flush(&mut batch, out);
+}
+
+pub(crate) fn gap_reason(reason: GapReason) -> proto::GapReason {
+    match reason {
+        GapReason::Retention => proto::GapReason::Retention,
+        GapReason::LagLimit => proto::GapReason::LagLimit,
+    }
+}
+
+fn delivery_message(delivery: &herald_push::Delivery) -> proto::Delivery {
+    let record = &delivery.record;
+    proto::Delivery {
+        subscription_id: delivery.subscription_id,
+        partition: delivery.partition,
+        offset: record.offset,
+        timestamp_ms: record.timestamp,
+        key: record.key.clone(),
+        value: record.value.clone(),
+        headers: record
+            .headers()
+            .map_while(Result::ok)
+            .map(|(key, value)| proto::Header {
+                key: String::from_utf8_lossy(key).into_owned(),
+                value: value.map(bytes::Bytes::copy_from_slice),
+            })
+            .collect(),
+    }
+}

@@ -1,0 +1,29 @@
+//! herald's push listener: the session protocol of
+//! `proto/herald/v1/herald.proto` over gRPC and WebSocket, and a read-only
+//! Server-Sent Events endpoint, all on one port, in front of the push
+//! engine (`herald-push`).
+//!
+//! | path | transport |
+//! |---|---|
+//! | `/herald.v1.Herald/*` | gRPC (HTTP/2): `Session`, `Publish`, `PublishStream` |
+//! | `/v1/session` | WebSocket: one encoded message per binary frame |
+//! | `/v1/events` | Server-Sent Events, one subject or pattern, `Last-Event-ID` resume |
+
+mod config;
+mod convert;
+mod driver;
+mod grpc;
+mod server;
+mod sse;
+mod websocket;
+
+pub use config::{GatewayConfig, MAX_MESSAGE_BYTES_DEFAULT, PUSH_LISTEN_DEFAULT};
+pub use server::{GatewayCounters, GatewayServer};
+
+/// The session protocol's messages and the gRPC service, generated from
+/// `proto/herald/v1/herald.proto` at build time (by protox and prost: no
+/// system `protoc`).
+pub mod proto {
+    #![allow(missing_docs, clippy::all, clippy::pedantic)]
+    tonic::include_proto!("herald.v1");
+}
