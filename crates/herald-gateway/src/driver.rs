@@ -32,8 +32,9 @@ const REPLIES_QUEUED: usize = 256;
 pub(crate) enum Unreadable {
     /// Bytes that are not a `ClientMessage` (or a frame of the wrong kind).
     Malformed(String),
-    /// A message larger than the limit.
-    TooLarge(usize),
+    /// A message larger than the limit (its size, when the transport
+    /// says).
+    TooLarge(Option<usize>),
 }
 
 /// How a session ends on the broker's side.
@@ -94,8 +95,12 @@ pub(crate) async fn drive<S>(
             None => break,
             Some(Ok(message)) => message,
             Some(Err(Unreadable::TooLarge(size))) => {
-                let text =
-                    format!("a message of {size} bytes exceeds the limit of {max_message_bytes}");
+                let text = match size {
+                    Some(size) => format!(
+                        "a message of {size} bytes exceeds the limit of {max_message_bytes} bytes"
+                    ),
+                    None => format!("a message exceeds the limit of {max_message_bytes} bytes"),
+                };
                 let _ = replies
                     .send(go_away(GoAwayReason::MessageTooLarge, text, 0))
                     .await;

@@ -29,7 +29,7 @@ type Boxed<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
 
 fn unreadable(status: Status) -> Unreadable {
     match status.code() {
-        Code::OutOfRange | Code::ResourceExhausted => Unreadable::TooLarge(0),
+        Code::OutOfRange | Code::ResourceExhausted => Unreadable::TooLarge(None),
         _ => Unreadable::Malformed(status.message().to_owned()),
     }
 }

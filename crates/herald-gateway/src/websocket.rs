@@ -33,7 +33,7 @@ async fn run(shared: Arc<Shared>, socket: WebSocket) {
     let incoming = stream.filter_map(move |frame| async move {
         match frame {
             Ok(Message::Binary(bytes)) if bytes.len() > limit => {
-                Some(Err(Unreadable::TooLarge(bytes.len())))
+                Some(Err(Unreadable::TooLarge(Some(bytes.len()))))
             }
             Ok(Message::Binary(bytes)) => Some(
                 ClientMessage::decode(bytes)

@@ -141,6 +141,11 @@ impl PartitionStorage for LocalStorage {
     ) -> Result<StoredBatches, StorageError> {
         self.check_serving()?;
         let slice = self.log.read(from_offset, max_bytes).map_err(read_error)?;
+        if slice.bytes.is_empty() && self.log.is_closed() {
+            // Nothing more will come: a reader woken by `wait_for_data`
+            // learns that here instead of waking again at once.
+            return Err(StorageError::Closed);
+        }
         Ok(StoredBatches {
             bytes: slice.bytes,
             region: slice.region,
@@ -323,6 +328,25 @@ mod conformance_tests {
                 )*
             }
         };
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reading_at_the_end_of_a_closed_log_says_closed() {
+        let mut harness = LocalHarness::new(FlushPolicy::Never);
+        let storage = harness.create();
+        let batch = herald_records::testing::batch(3, b"v", 1_000);
+        let valid = ValidBatch::new(&batch).expect("valid");
+        storage.append(valid, Acks::Leader).expect("append");
+        storage.close().expect("close");
+        // Stored records still read; the end says the log is gone.
+        assert!(!storage
+            .read(0, 1 << 20)
+            .await
+            .expect("records")
+            .bytes
+            .is_empty());
+        assert_eq!(storage.read(3, 1 << 20).await, Err(StorageError::Closed));
+        storage.wait_for_data(3).await;
     }
 
     conformance!(

@@ -141,8 +141,11 @@ pub trait PartitionStorage: Send + Sync {
 
     /// Whole batches from the one holding `from_offset`, up to `max_bytes`
     /// (at least one batch, however large, if any is there). Reading at the
-    /// high watermark returns nothing; outside `[log start, high
-    /// watermark]` is [`StorageError::OffsetOutOfRange`].
+    /// high watermark returns nothing, or [`StorageError::Closed`] once the
+    /// partition is closed (so a reader woken by
+    /// [`PartitionStorage::wait_for_data`] can tell the end from new data);
+    /// outside `[log start, high watermark]` is
+    /// [`StorageError::OffsetOutOfRange`].
     fn read(
         &self,
         from_offset: u64,

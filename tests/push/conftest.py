@@ -1,0 +1,78 @@
+"""Fixtures of the push suite: the real herald binary per test, and the
+Python client generated from proto/herald/v1/herald.proto with grpcio-tools
+at the start of the run (the way a user of another language would make
+theirs)."""
+
+import importlib
+import os
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO_ROOT / "tests" / "compat"))
+
+from broker import HeraldBroker  # noqa: E402
+
+
+def herald_binary_path() -> Path:
+    return Path(os.environ.get("HERALD_BIN", REPO_ROOT / "target" / "release" / "herald"))
+
+
+@pytest.fixture(scope="session")
+def proto(tmp_path_factory):
+    """The generated modules: `proto.pb` (messages) and `proto.rpc` (stub)."""
+    from grpc_tools import protoc
+
+    out = tmp_path_factory.mktemp("generated")
+    include = REPO_ROOT / "proto"
+    grpc_include = Path(protoc.__file__).parent / "_proto"
+    code = protoc.main([
+        "grpc_tools.protoc",
+        f"-I{include}",
+        f"-I{grpc_include}",
+        f"--python_out={out}",
+        f"--grpc_python_out={out}",
+        str(include / "herald" / "v1" / "herald.proto"),
+    ])
+    assert code == 0, "grpc_tools.protoc failed on proto/herald/v1/herald.proto"
+    sys.path.insert(0, str(out))
+    pb = importlib.import_module("herald.v1.herald_pb2")
+    rpc = importlib.import_module("herald.v1.herald_pb2_grpc")
+    return SimpleNamespace(pb=pb, rpc=rpc)
+
+
+@pytest.fixture
+def herald(request, tmp_path):
+    """A running herald; `.bootstrap` is its Kafka address, `.push_address`
+    its push listener. Restartable on the same ports and data."""
+    args = []
+    for marker in request.node.iter_markers("herald_args"):
+        args.extend(marker.args)
+    binary = herald_binary_path()
+    if not binary.is_file():
+        pytest.fail(f"{binary} is missing: run `cargo build --release -p herald` first")
+    server = HeraldBroker(binary, tmp_path / "data", tmp_path / "broker.log", args)
+    server.start()
+    crashed = None
+    try:
+        yield server
+    finally:
+        if server.proc is not None and server.proc.poll() is not None:
+            crashed = server.proc.returncode
+            server.proc = None
+        server.stop()
+        call_report = getattr(request.node, "report_call", None)
+        if call_report is not None and call_report.failed:
+            print(f"--- broker log ({server.log_path}) ---\n{server.log_tail(80)}")
+    if crashed is not None:
+        pytest.fail(f"the broker exited with {crashed} during the test:\n{server.log_tail()}")
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    setattr(item, f"report_{report.when}", report)
+    return report

@@ -1,0 +1,45 @@
+"""The Kafka side of the push tests: topics made and records published
+with confluent-kafka (librdkafka), as any producer would."""
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+TIMEOUT_S = 30.0
+
+
+def create_topic(bootstrap: str, name: str, partitions: int):
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
+    futures[name].result(timeout=TIMEOUT_S)
+
+
+def delete_topic(bootstrap: str, name: str):
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([name])[name].result(timeout=TIMEOUT_S)
+
+
+def produce(bootstrap: str, topic: str, records):
+    """Publishes (key, value) pairs with acks=all; returns once all are
+    acknowledged."""
+    producer = Producer({
+        "bootstrap.servers": bootstrap,
+        "acks": "all",
+        "linger.ms": 5,
+        "enable.idempotence": True,
+    })
+    failures = []
+
+    def report(err, _msg):
+        if err is not None:
+            failures.append(err)
+
+    for key, value in records:
+        while True:
+            try:
+                producer.produce(topic, key=key, value=value, on_delivery=report)
+                break
+            except BufferError:
+                producer.poll(0.1)
+        producer.poll(0)
+    left = producer.flush(TIMEOUT_S)
+    assert left == 0 and not failures, f"{left} records unsent, failures: {failures[:3]}"
