@@ -4,6 +4,7 @@
 #   - kcat, from Debian;
 #   - the Java Kafka client (tests/compat/java/pom.xml) fetched by Maven into
 #     tests/compat/.deps/java/lib, and tests/compat/java/HeraldCompat.java compiled;
+#   - Debian's chromium, the browser the push suite drives with Playwright;
 #   - cargo-fuzz, when the repository has a fuzz target (fuzz/ or scripts/fuzz.sh).
 # Works as root on Debian 12 with no standard input (CI).
 set -euo pipefail
@@ -75,6 +76,13 @@ java_client() {
   fi
 }
 
+chromium_browser() {
+  if ! command -v chromium >/dev/null; then
+    say "installing chromium from Debian (for the push suite's browser tests)"
+    apt_install chromium
+  fi
+}
+
 fuzz_tool() {
   if [ ! -d "$ROOT/fuzz" ] && [ ! -x "$ROOT/scripts/fuzz.sh" ]; then
     return
@@ -92,5 +100,6 @@ fuzz_tool() {
 python_env
 kcat_tool
 java_client
+chromium_browser
 fuzz_tool
 say "ready"

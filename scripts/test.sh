@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Runs every test of herald, installing what the tests need first:
-#   1. scripts/install-test-deps.sh (Python venv, kcat, Java client, cargo-fuzz)
+#   1. scripts/install-test-deps.sh (Python venv, kcat, Java client, chromium, cargo-fuzz)
 #   2. cargo build --release -p herald   (the binary the compatibility suite starts)
 #   3. cargo test --workspace            (unit, property and integration tests)
 #   4. loom models of herald-log         (when the crate has loom-gated code)
 #   5. scripts/fuzz.sh 60                (a bounded fuzz run, when the script exists)
 #   6. pytest tests/compat               (real Kafka clients against the real binary)
+#   7. pytest tests/push                 (push subscriptions: grpcio client, a real browser)
 # Stops at the first failure with a non-zero exit code.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -52,13 +53,21 @@ else
   step "fuzzing: skipped (no scripts/fuzz.sh)"
 fi
 
-step "pytest tests/compat"
-set +e
-.venv/bin/python -m pytest tests/compat
-status=$?
-set -e
-if [ "$status" = 5 ]; then
-  echo "pytest collected no tests in tests/compat: that is a failure" >&2
-fi
+# Each suite runs even when the one before failed; the first failure's
+# status is the script's.
+status=0
+for suite in tests/compat tests/push; do
+  step "pytest $suite"
+  set +e
+  .venv/bin/python -m pytest "$suite"
+  code=$?
+  set -e
+  if [ "$code" = 5 ]; then
+    echo "pytest collected no tests in $suite: that is a failure" >&2
+  fi
+  if [ "$status" = 0 ]; then
+    status=$code
+  fi
+done
 # On success pytest's summary stays the last line of the output.
 exit "$status"

@@ -199,12 +199,13 @@ async fn stream(mut session: Session, tx: Sent, shutdown: tokio_util::sync::Canc
                         .map(|(p, o)| (p.to_string(), json!(o)))
                         .collect();
                     let data = json!({ "start_offsets": offsets });
-                    (
-                        SseEvent::default()
-                            .event("subscribed")
-                            .data(data.to_string()),
-                        false,
-                    )
+                    // Reconnect soon after a broker restart (browsers wait
+                    // 3 s by default).
+                    let sse = SseEvent::default()
+                        .event("subscribed")
+                        .retry(Duration::from_secs(1))
+                        .data(data.to_string());
+                    (sse, false)
                 }
                 Event::Gap {
                     partition,
