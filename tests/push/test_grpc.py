@@ -50,7 +50,32 @@ def test_each_subscription_receives_exactly_its_subjects(herald, proto):
         for key in {k for k, _ in want}:
             assert [r for r in got[sid] if r[0] == key] == [r for r in want if r[0] == key], (sid, key)
         assert len(got[sid]) == len(want), sid
+    metrics = scrape(herald)
+    assert metrics["herald_push_sessions"] == 1
+    assert metrics["herald_push_subscriptions"] == 4
+    assert metrics['herald_push_routing_routes{kind="literal"}'] == 2
+    assert metrics['herald_push_routing_routes{kind="pattern"}'] == 2
+    assert metrics["herald_push_routing_subjects"] == 2
+    assert metrics["herald_push_deliveries_written_total"] == total
+    assert metrics['herald_push_cursors{kind="live"}'] == 12
     s.close()
+
+
+def scrape(herald):
+    """The broker's /metrics as {series: value}; the admin address is read
+    from the broker's log."""
+    import re
+    import urllib.request
+
+    found = re.findall(r"admin listener ready on (\S+)", herald.log_path.read_text())
+    with urllib.request.urlopen(f"http://{found[-1]}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    series = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            series[name] = float(value)
+    return series
 
 
 def ack_some(session, sid, count):

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::{Stream, StreamExt};
-use herald_push::{Credit, PushEngine, Session};
+use herald_push::{Credit, PushEngine, PushStats, Session};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -81,20 +81,31 @@ pub(crate) async fn drive<S>(
         return;
     }
     let (replies, replies_rx) = mpsc::channel(REPLIES_QUEUED);
-    let writer = tokio::spawn(write(Arc::clone(session.outbox()), replies_rx, out));
+    let stats = Arc::clone(engine.stats());
+    let writer = tokio::spawn(write(
+        Arc::clone(session.outbox()),
+        replies_rx,
+        out,
+        Arc::clone(&stats),
+    ));
     let mut first = true;
     loop {
         let next = tokio::select! {
             next = incoming.next() => next,
             _ = shutdown.cancelled() => {
+                PushStats::add(&stats.disconnects_shutdown, 1);
                 let _ = replies.send(go_away(GoAwayReason::Shutdown, "the broker is shutting down", 1000)).await;
                 break;
             }
         };
         let client_message = match next {
-            None => break,
+            None => {
+                PushStats::add(&stats.disconnects_client, 1);
+                break;
+            }
             Some(Ok(message)) => message,
             Some(Err(Unreadable::TooLarge(size))) => {
+                PushStats::add(&stats.disconnects_message_too_large, 1);
                 let text = match size {
                     Some(size) => format!(
                         "a message of {size} bytes exceeds the limit of {max_message_bytes} bytes"
@@ -107,6 +118,7 @@ pub(crate) async fn drive<S>(
                 break;
             }
             Some(Err(Unreadable::Malformed(why))) => {
+                PushStats::add(&stats.disconnects_protocol_error, 1);
                 let _ = replies
                     .send(go_away(GoAwayReason::ProtocolError, why, 0))
                     .await;
@@ -250,6 +262,7 @@ async fn write(
     outbox: Arc<herald_push::Outbox>,
     mut replies: mpsc::Receiver<ServerMessage>,
     out: mpsc::Sender<ServerMessage>,
+    stats: Arc<PushStats>,
 ) {
     let mut outbox_open = true;
     let mut messages = Vec::new();
@@ -266,6 +279,7 @@ async fn write(
             },
             events = outbox.take(DELIVERIES_MESSAGE_BYTES), if outbox_open => match events {
                 Some(events) => {
+                    stats.record_written(&events);
                     convert::server_messages(events, &mut messages);
                     for m in messages.drain(..) {
                         if out.send(m).await.is_err() {

@@ -19,7 +19,9 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
-use herald_push::{AckMode, Credit, Event, Session, Start, SubscribeError, SubscribeRequest};
+use herald_push::{
+    AckMode, Credit, Event, PushStats, Session, Start, SubscribeError, SubscribeRequest,
+};
 use herald_subjects::Selector;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -152,16 +154,22 @@ type Sent = mpsc::Sender<Result<SseEvent, Infallible>>;
 
 async fn stream(mut session: Session, tx: Sent, shutdown: tokio_util::sync::CancellationToken) {
     let outbox = Arc::clone(session.outbox());
+    let stats = Arc::clone(session.stats());
     loop {
         let events = tokio::select! {
             events = outbox.take(DELIVERIES_MESSAGE_BYTES) => events,
             _ = shutdown.cancelled() => {
+                PushStats::add(&stats.disconnects_shutdown, 1);
                 let _ = tx.send(Ok(SseEvent::default().event("goaway").data("{\"reason\":\"shutdown\"}"))).await;
                 return;
             }
-            _ = tx.closed() => return,
+            _ = tx.closed() => {
+                PushStats::add(&stats.disconnects_client, 1);
+                return;
+            }
         };
         let Some(events) = events else { return };
+        stats.record_written(&events);
         for event in events {
             let (sse, last) = match event {
                 Event::Delivery(delivery) => {

@@ -13,6 +13,7 @@ pub mod fsync;
 pub mod groups;
 pub mod kafka;
 pub mod partitions;
+pub mod push;
 
 use std::sync::Arc;
 
@@ -23,6 +24,7 @@ pub use fsync::{FsyncMetrics, HistogramSample, PartitionFsyncSample, SampledHist
 pub use groups::{GroupMetrics, GroupOffsetSample};
 pub use kafka::KafkaMetrics;
 pub use partitions::{PartitionMetrics, PartitionSample};
+pub use push::{PushMetrics, PushSample};
 
 /// The registry and every metric herald exports.
 #[derive(Debug)]
@@ -36,6 +38,8 @@ pub struct Metrics {
     pub fsync: Arc<FsyncMetrics>,
     /// Consumer group committed offsets and lag.
     pub groups: Arc<GroupMetrics>,
+    /// Push delivery.
+    pub push: Arc<PushMetrics>,
     /// Serialises scrapes, so a refresh of the partition gauges never
     /// interleaves with another scrape's rendering.
     scrape_lock: Mutex<()>,
@@ -53,12 +57,15 @@ impl Metrics {
         fsync.register(&mut registry);
         let groups = Arc::new(GroupMetrics::new());
         groups.register(&mut registry);
+        let push = Arc::new(PushMetrics::new());
+        push.register(&mut registry);
         Self {
             registry,
             kafka,
             partitions,
             fsync,
             groups,
+            push,
             scrape_lock: Mutex::new(()),
         }
     }

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use herald_broker::{Broker, Topic};
-use herald_subjects::RoutingTable;
+use herald_subjects::{RoutingTable, TableSize};
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
@@ -109,7 +109,11 @@ impl PushEngine {
             PushStats::add(&self.stats.sessions_refused, 1);
             return Err(TooManySessions { max });
         }
-        let outbox = Arc::new(Outbox::new(self.config.queue_bytes, credit));
+        let outbox = Arc::new(Outbox::new(
+            self.config.queue_bytes,
+            credit,
+            Arc::clone(&self.stats),
+        ));
         Ok(Session::new(Arc::clone(self), outbox))
     }
 
@@ -138,6 +142,7 @@ impl PushEngine {
             .lock()
             .insert(Arc::as_ptr(subscription) as usize, Arc::clone(subscription));
         PushStats::add(&self.stats.subscriptions, 1);
+        PushStats::add(&self.stats.cursors, subscription.cursors.len() as u64);
         routes.frontiers.clone()
     }
 
@@ -164,10 +169,25 @@ impl PushEngine {
             .table
             .remove(&subscription.selector, &Route(Arc::clone(subscription)));
         PushStats::sub(&self.stats.subscriptions, 1);
+        PushStats::sub(&self.stats.cursors, subscription.cursors.len() as u64);
         if routes.members.lock().is_empty() {
             routes.stop.cancel();
             topics.remove(name);
         }
+    }
+
+    /// The routing tables of every subscribed topic, summed.
+    pub fn routing_size(&self) -> TableSize {
+        let topics: Vec<_> = self.topics.lock().values().cloned().collect();
+        topics.iter().fold(TableSize::default(), |sum, routes| {
+            let size = routes.table.size();
+            TableSize {
+                subjects: sum.subjects + size.subjects,
+                literal_routes: sum.literal_routes + size.literal_routes,
+                pattern_routes: sum.pattern_routes + size.pattern_routes,
+                approximate_bytes: sum.approximate_bytes + size.approximate_bytes,
+            }
+        })
     }
 
     fn start_topic(

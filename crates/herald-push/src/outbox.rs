@@ -9,10 +9,13 @@
 
 use std::collections::VecDeque;
 
+use std::sync::Arc;
+
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 use crate::event::{Delivery, Event};
+use crate::stats::PushStats;
 
 /// How much the client lets the broker send; `None` is no limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -47,6 +50,7 @@ pub struct Outbox {
     ready: Notify,
     /// Wakes catch-up readers waiting for room.
     room: Notify,
+    stats: Arc<PushStats>,
 }
 
 impl std::fmt::Debug for Outbox {
@@ -62,8 +66,8 @@ impl std::fmt::Debug for Outbox {
 
 impl Outbox {
     /// An empty outbox holding at most `limit` bytes of deliveries, with
-    /// `credit` to spend.
-    pub fn new(limit: usize, credit: Credit) -> Self {
+    /// `credit` to spend; its queued bytes count in `stats`.
+    pub fn new(limit: usize, credit: Credit, stats: Arc<PushStats>) -> Self {
         Self {
             queue: Mutex::new(Queue {
                 events: VecDeque::new(),
@@ -74,6 +78,7 @@ impl Outbox {
             limit,
             ready: Notify::new(),
             room: Notify::new(),
+            stats,
         }
     }
 
@@ -102,6 +107,7 @@ impl Outbox {
         let was_empty = queue.events.is_empty();
         queue.bytes += cost;
         queue.events.push_back(Event::Delivery(delivery));
+        PushStats::add(&self.stats.queued_bytes, cost as u64);
         Ok(was_empty)
     }
 
@@ -113,9 +119,11 @@ impl Outbox {
         if queue.closed {
             return;
         }
-        queue.bytes += event.cost();
+        let cost = event.cost();
+        queue.bytes += cost;
         queue.events.push_back(event);
         drop(queue);
+        PushStats::add(&self.stats.queued_bytes, cost as u64);
         self.ready.notify_one();
     }
 
@@ -189,6 +197,7 @@ impl Outbox {
                     }
                     queue.bytes -= bytes;
                     drop(queue);
+                    PushStats::sub(&self.stats.queued_bytes, bytes as u64);
                     self.room.notify_waiters();
                     return Some(taken);
                 }
@@ -211,8 +220,9 @@ impl Outbox {
         let mut queue = self.queue.lock();
         queue.closed = true;
         queue.events.clear();
-        queue.bytes = 0;
+        let dropped = std::mem::take(&mut queue.bytes);
         drop(queue);
+        PushStats::sub(&self.stats.queued_bytes, dropped as u64);
         self.ready.notify_one();
         self.room.notify_waiters();
     }

@@ -83,6 +83,11 @@ impl Session {
         &self.outbox
     }
 
+    /// The engine's counters.
+    pub fn stats(&self) -> &Arc<crate::PushStats> {
+        &self.engine.stats
+    }
+
     /// How many subscriptions it holds.
     pub fn subscription_count(&self) -> usize {
         self.subscriptions.len()

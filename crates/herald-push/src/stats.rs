@@ -28,15 +28,47 @@ pub struct PushStats {
     pub gaps_lag_limit: AtomicU64,
     /// Bytes of catch-up reads.
     pub catch_up_read_bytes: AtomicU64,
+    /// Gauge: (subscription, partition) cursors, live or catching up.
+    pub cursors: AtomicU64,
+    /// Gauge: bytes queued in every session's outbox.
+    pub queued_bytes: AtomicU64,
+    /// Deliveries written to clients.
+    pub written_deliveries: AtomicU64,
+    /// Bytes of deliveries written to clients (key, value, headers and a
+    /// fixed overhead, as queues count them).
+    pub written_bytes: AtomicU64,
+    /// Sessions that ended because the client closed them.
+    pub disconnects_client: AtomicU64,
+    /// Sessions ended with a go-away for a protocol error.
+    pub disconnects_protocol_error: AtomicU64,
+    /// Sessions ended with a go-away for an oversized message.
+    pub disconnects_message_too_large: AtomicU64,
+    /// Sessions ended with a go-away because the broker shut down.
+    pub disconnects_shutdown: AtomicU64,
 }
 
 impl PushStats {
-    pub(crate) fn add(counter: &AtomicU64, n: u64) {
+    /// Adds to a counter.
+    pub fn add(counter: &AtomicU64, n: u64) {
         counter.fetch_add(n, Ordering::Relaxed);
     }
 
-    pub(crate) fn sub(counter: &AtomicU64, n: u64) {
+    /// Subtracts from a gauge.
+    pub fn sub(counter: &AtomicU64, n: u64) {
         counter.fetch_sub(n, Ordering::Relaxed);
+    }
+
+    /// Counts what a transport wrote of `events`.
+    pub fn record_written(&self, events: &[crate::Event]) {
+        let (mut count, mut bytes) = (0, 0);
+        for event in events {
+            if let crate::Event::Delivery(delivery) = event {
+                count += 1;
+                bytes += delivery.record.cost() as u64;
+            }
+        }
+        Self::add(&self.written_deliveries, count);
+        Self::add(&self.written_bytes, bytes);
     }
 
     /// Reads one counter.

@@ -130,8 +130,13 @@ impl Tailer {
                             Arc::new(SharedRecord::slice_of(batch.section(), &record))
                         });
                         match route.0.offer(index, shared) {
-                            Offered::Queued(true) => woken.push(Arc::clone(&route.0.outbox)),
-                            Offered::Queued(false) | Offered::Skipped => {}
+                            Offered::Queued(was_empty) => {
+                                self.stats.live_deliveries.fetch_add(1, Ordering::Relaxed);
+                                if was_empty {
+                                    woken.push(Arc::clone(&route.0.outbox));
+                                }
+                            }
+                            Offered::Skipped => {}
                             Offered::Overflowed => {
                                 self.stats.overflows.fetch_add(1, Ordering::Relaxed);
                                 self.pool.start(

@@ -35,6 +35,10 @@ pub struct RoutingTable<V> {
     writer: Mutex<()>,
     literal_routes: AtomicUsize,
     pattern_routes: AtomicUsize,
+    /// Bytes of the literal subjects held as keys.
+    literal_key_bytes: AtomicUsize,
+    /// Bytes of the tokens of the patterns held (each route counted).
+    pattern_bytes: AtomicUsize,
 }
 
 /// How many routes a table holds.
@@ -46,7 +50,17 @@ pub struct TableSize {
     pub literal_routes: usize,
     /// (pattern, subscriber) routes.
     pub pattern_routes: usize,
+    /// Estimated heap bytes: the subject and pattern bytes, a subscriber
+    /// entry per route, and a fixed cost per map entry and trie node.
+    pub approximate_bytes: usize,
 }
+
+/// Estimated bytes of one literal subject's map entry beyond its key and
+/// subscribers (the map slot, the key's and the list's allocations).
+const LITERAL_ENTRY_BYTES: usize = 96;
+/// Estimated bytes of one pattern route beyond its tokens (its share of a
+/// trie node and its children map).
+const PATTERN_ROUTE_BYTES: usize = 160;
 
 /// One node of the pattern trie: the patterns that reach it, by what comes
 /// next.
@@ -102,6 +116,8 @@ impl<V: Clone + PartialEq + Send + Sync + 'static> RoutingTable<V> {
             writer: Mutex::new(()),
             literal_routes: AtomicUsize::new(0),
             pattern_routes: AtomicUsize::new(0),
+            literal_key_bytes: AtomicUsize::new(0),
+            pattern_bytes: AtomicUsize::new(0),
         }
     }
 
@@ -115,7 +131,11 @@ impl<V: Clone + PartialEq + Send + Sync + 'static> RoutingTable<V> {
                 let list = match literals.get(&subject[..]) {
                     Some(list) if list.contains(&subscriber) => return false,
                     Some(list) => with(list, subscriber),
-                    None => Arc::from(vec![subscriber]),
+                    None => {
+                        self.literal_key_bytes
+                            .fetch_add(subject.len(), Ordering::Relaxed);
+                        Arc::from(vec![subscriber])
+                    }
                 };
                 literals.insert(subject.clone(), list);
                 self.literal_routes.fetch_add(1, Ordering::Relaxed);
@@ -128,6 +148,8 @@ impl<V: Clone + PartialEq + Send + Sync + 'static> RoutingTable<V> {
                 };
                 self.patterns.store(root);
                 self.pattern_routes.fetch_add(1, Ordering::Relaxed);
+                self.pattern_bytes
+                    .fetch_add(pattern_len(pattern), Ordering::Relaxed);
                 true
             }
         }
@@ -148,6 +170,8 @@ impl<V: Clone + PartialEq + Send + Sync + 'static> RoutingTable<V> {
                 };
                 if rest.is_empty() {
                     literals.remove(&subject[..]);
+                    self.literal_key_bytes
+                        .fetch_sub(subject.len(), Ordering::Relaxed);
                 } else {
                     literals.insert(subject.clone(), rest);
                 }
@@ -162,6 +186,8 @@ impl<V: Clone + PartialEq + Send + Sync + 'static> RoutingTable<V> {
                 self.patterns
                     .store(root.unwrap_or_else(|| Arc::new(Node::empty())));
                 self.pattern_routes.fetch_sub(1, Ordering::Relaxed);
+                self.pattern_bytes
+                    .fetch_sub(pattern_len(pattern), Ordering::Relaxed);
                 true
             }
         }
@@ -182,12 +208,33 @@ impl<V: Clone + PartialEq + Send + Sync + 'static> RoutingTable<V> {
 
     /// How many routes the table holds now.
     pub fn size(&self) -> TableSize {
+        let subjects = self.literals.len();
+        let literal_routes = self.literal_routes.load(Ordering::Relaxed);
+        let pattern_routes = self.pattern_routes.load(Ordering::Relaxed);
+        let approximate_bytes = subjects * LITERAL_ENTRY_BYTES
+            + self.literal_key_bytes.load(Ordering::Relaxed)
+            + (literal_routes + pattern_routes) * std::mem::size_of::<V>()
+            + pattern_routes * PATTERN_ROUTE_BYTES
+            + self.pattern_bytes.load(Ordering::Relaxed);
         TableSize {
-            subjects: self.literals.len(),
-            literal_routes: self.literal_routes.load(Ordering::Relaxed),
-            pattern_routes: self.pattern_routes.load(Ordering::Relaxed),
+            subjects,
+            literal_routes,
+            pattern_routes,
+            approximate_bytes,
         }
     }
+}
+
+/// Bytes of a pattern's tokens.
+fn pattern_len(pattern: &crate::Pattern) -> usize {
+    pattern
+        .tokens()
+        .iter()
+        .map(|token| match token {
+            Token::Literal(bytes) => bytes.len() + 1,
+            _ => 2,
+        })
+        .sum()
 }
 
 /// `list` with `subscriber` appended.
@@ -322,14 +369,12 @@ mod tests {
         assert_eq!(routed(&table, "orders.eu.paid.late"), vec![3]);
         assert_eq!(routed(&table, "other"), vec![5]);
         assert_eq!(routed(&table, "other.x"), Vec::<u32>::new());
+        let size = table.size();
         assert_eq!(
-            table.size(),
-            TableSize {
-                subjects: 1,
-                literal_routes: 2,
-                pattern_routes: 3
-            }
+            (size.subjects, size.literal_routes, size.pattern_routes),
+            (1, 2, 3)
         );
+        assert!(size.approximate_bytes > 0);
     }
 
     #[test]

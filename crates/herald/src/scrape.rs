@@ -9,9 +9,11 @@ use std::time::Duration;
 use herald_broker::groups::CommittedOffsetEntry;
 use herald_broker::storage::{FlushStats, FlushStatsSnapshot};
 use herald_broker::{Broker, OFFSETS_TOPIC};
+use herald_gateway::GatewayCounters;
 use herald_metrics::{
-    GroupOffsetSample, HistogramSample, Metrics, PartitionFsyncSample, PartitionSample,
+    GroupOffsetSample, HistogramSample, Metrics, PartitionFsyncSample, PartitionSample, PushSample,
 };
+use herald_push::{PushEngine, PushStats};
 
 /// Longest a scrape waits for the group coordinator's committed offsets;
 /// past it the group gauges are left out of that scrape.
@@ -44,6 +46,41 @@ pub fn refresh(broker: &Broker, metrics: &Metrics) {
         .set_latency(latency_sample(&FlushStats::global().snapshot()));
     metrics.fsync.replace_partitions(fsync_samples(broker));
     metrics.partitions.replace(partitions);
+}
+
+/// Refreshes the push metrics from the engine and its listener.
+pub fn refresh_push(engine: &PushEngine, listener: &GatewayCounters, metrics: &Metrics) {
+    let stats = engine.stats();
+    let get = PushStats::get;
+    let routing = engine.routing_size();
+    let cursors = get(&stats.cursors);
+    let catching_up = get(&stats.catching_up).min(cursors);
+    metrics.push.set(&PushSample {
+        sessions: get(&stats.sessions),
+        connections: listener.open() as u64,
+        subscriptions: get(&stats.subscriptions),
+        cursors_live: cursors - catching_up,
+        cursors_catching_up: catching_up,
+        queued_bytes: get(&stats.queued_bytes),
+        live_deliveries: get(&stats.live_deliveries),
+        catch_up_deliveries: get(&stats.catch_up_deliveries),
+        written_deliveries: get(&stats.written_deliveries),
+        written_bytes: get(&stats.written_bytes),
+        overflows: get(&stats.overflows),
+        catch_up_read_bytes: get(&stats.catch_up_read_bytes),
+        gaps_retention: get(&stats.gaps_retention),
+        gaps_lag_limit: get(&stats.gaps_lag_limit),
+        disconnects_client: get(&stats.disconnects_client),
+        disconnects_protocol_error: get(&stats.disconnects_protocol_error),
+        disconnects_message_too_large: get(&stats.disconnects_message_too_large),
+        disconnects_shutdown: get(&stats.disconnects_shutdown),
+        sessions_refused: get(&stats.sessions_refused),
+        connections_refused: listener.refused(),
+        routing_subjects: routing.subjects as u64,
+        routing_literal_routes: routing.literal_routes as u64,
+        routing_pattern_routes: routing.pattern_routes as u64,
+        routing_bytes: routing.approximate_bytes as u64,
+    });
 }
 
 /// The current state of every partition of every topic.

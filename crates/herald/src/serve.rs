@@ -8,7 +8,7 @@ use std::sync::{Arc, OnceLock};
 use anyhow::Context as _;
 use herald_admin::{AdminServer, Readiness};
 use herald_broker::{Broker, Maintenance};
-use herald_gateway::GatewayServer;
+use herald_gateway::{GatewayCounters, GatewayServer};
 use herald_kafka::KafkaServer;
 use herald_metrics::Metrics;
 use herald_push::PushEngine;
@@ -22,13 +22,18 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     let metrics = Arc::new(Metrics::new());
     let readiness = Readiness::new();
     let opened: Arc<OnceLock<Arc<Broker>>> = Arc::new(OnceLock::new());
+    let pushing: Arc<OnceLock<(Arc<PushEngine>, GatewayCounters)>> = Arc::new(OnceLock::new());
     let admin = {
         let opened = Arc::clone(&opened);
+        let pushing = Arc::clone(&pushing);
         // Called on a blocking thread for each scrape (see herald-admin);
         // its only wait, for the group coordinator, is bounded.
         let refresh = Box::new(move |metrics: &Metrics| {
             if let Some(broker) = opened.get() {
                 scrape::refresh(broker, metrics);
+            }
+            if let Some((engine, listener)) = pushing.get() {
+                scrape::refresh_push(engine, listener, metrics);
             }
         });
         AdminServer::bind(
@@ -65,6 +70,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding the push listener on {push_listen}"))?;
     let push_addr = gateway.local_addr().context("reading the push address")?;
+    let _ = pushing.set((Arc::clone(&engine), gateway.counters()));
     let _ = opened.set(Arc::clone(&broker));
     // `/ready` names every partition whose storage failed; weak, so the
     // check never keeps the broker alive past its close.
@@ -84,7 +90,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
 
     let shutdown = CancellationToken::new();
     let serving = tokio::spawn(server.run(shutdown.clone()));
-    let pushing = tokio::spawn(gateway.run(shutdown.clone()));
+    let push_task = tokio::spawn(gateway.run(shutdown.clone()));
     tracing::info!(%push_addr, "push listener ready on {push_addr}");
     // The listener is bound (connections queue) and every log is open. Ready
     // before the log line, which scripts and tests wait for.
@@ -97,7 +103,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     if let Err(e) = serving.await {
         tracing::error!(error = %e, "listener task failed");
     }
-    if let Err(e) = pushing.await {
+    if let Err(e) = push_task.await {
         tracing::error!(error = %e, "push listener task failed");
     }
     drop(engine);
