@@ -7,7 +7,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed={}", file.display());
     let descriptors = protox::compile([&file], [&root])?;
     tonic_prost_build::configure()
-        .build_client(false)
         .bytes(".")
         .compile_fds(descriptors)?;
     Ok(())

@@ -668,6 +668,8 @@ def tour(request, tmp_path):
                                                            workdir, env, log_path)
     if kafka_port != KAFKA_PORT:
         env["HERALD_BOOTSTRAP"] = f"127.0.0.1:{kafka_port}"
+    if PUSH_PORT in rewrites:
+        env["HERALD_PUSH_SERVER"] = rewrites[PUSH_PORT]
     state = Tour(workdir, control, env, f"127.0.0.1:{kafka_port}", f"127.0.0.1:{admin_port}",
                  rewrites, proc, log_path)
     try:

@@ -9,8 +9,8 @@ use clap::{Parser, Subcommand, ValueEnum};
 use serde::{Deserialize, Serialize};
 
 pub use crate::cli_client::{
-    BenchArgs, ConsumeArgs, GroupCommand, OutputFormat, ProduceArgs, ResetTo, StartFrom,
-    TopicCommand,
+    BenchArgs, ConsumeArgs, GroupCommand, OutputFormat, ProduceArgs, PublishArgs, ResetTo,
+    StartFrom, SubscribeArgs, TopicCommand,
 };
 
 /// herald: a publish/subscribe broker that speaks the Kafka protocol.
@@ -46,6 +46,18 @@ pub enum Command {
         after_help = "Example:\n  herald consume greetings --from beginning --format json --max-messages 10"
     )]
     Consume(ConsumeArgs),
+    /// Print the records of a subject or pattern as they are published
+    /// (push delivery); on exit, print a token that resumes right after.
+    #[command(
+        after_help = "Example:\n  herald subscribe orders 'eu.*.paid' --from beginning --max-messages 10\n  herald subscribe orders 'eu.*.paid' --resume <TOKEN>"
+    )]
+    Subscribe(SubscribeArgs),
+    /// Publish records through the push API (values as arguments or lines
+    /// of stdin); prints where each was stored.
+    #[command(
+        after_help = "Example:\n  herald publish orders --key eu.fr.paid 'order 1' 'order 2'"
+    )]
+    Publish(PublishArgs),
     /// A quick local produce-then-consume run with a summary table.
     #[command(after_help = "Example:\n  herald bench --records 100000 --record-bytes 100")]
     Bench(BenchArgs),

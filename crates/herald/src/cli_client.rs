@@ -326,3 +326,62 @@ mod tests {
         assert!(parse_key_value("=x").is_err());
     }
 }
+
+/// Default address of the push listener for `subscribe` and `publish`.
+pub const PUSH_SERVER_DEFAULT: &str = "127.0.0.1:9093";
+
+/// Where the push commands connect.
+#[derive(Debug, Args)]
+pub struct PushArgs {
+    /// The broker's push listener, HOST:PORT.
+    #[arg(
+        long,
+        env = "HERALD_PUSH_SERVER",
+        default_value = PUSH_SERVER_DEFAULT,
+        value_name = "HOST:PORT"
+    )]
+    pub push_server: String,
+}
+
+/// `herald subscribe`.
+#[derive(Debug, Args)]
+pub struct SubscribeArgs {
+    /// Topic to subscribe to.
+    pub topic: String,
+    /// A subject (a record key, exactly) or a pattern: `.`-separated
+    /// tokens, `*` for one token, a final `>` for the rest.
+    pub selector: String,
+    /// Where to start: beginning, end (only new records) or timestamp:MS.
+    #[arg(long, default_value = "end", value_parser = parse_start, value_name = "POSITION")]
+    pub from: StartFrom,
+    /// Continue right after what an earlier run printed: the resume token it
+    /// gave on exit (instead of --from).
+    #[arg(long, value_name = "TOKEN")]
+    pub resume: Option<String>,
+    /// Stop after this many records.
+    #[arg(long, value_name = "N")]
+    pub max_messages: Option<u64>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "plain")]
+    pub format: OutputFormat,
+    #[command(flatten)]
+    pub push: PushArgs,
+}
+
+/// `herald publish`.
+#[derive(Debug, Args)]
+pub struct PublishArgs {
+    /// Topic to publish to (created if the broker creates topics on use).
+    pub topic: String,
+    /// Values to publish, one record each; without any, each line of
+    /// standard input is one.
+    pub values: Vec<String>,
+    /// The subject: the key of every record.
+    #[arg(long, value_name = "KEY")]
+    pub key: Option<String>,
+    /// A header of every record, KEY=VALUE (repeatable).
+    #[arg(long = "header", value_name = "KEY=VALUE", value_parser = parse_key_value)]
+    pub headers: Vec<(String, String)>,
+    #[command(flatten)]
+    pub push: PushArgs,
+}

@@ -34,6 +34,8 @@ fn main() -> ExitCode {
         Command::Produce(args) => run_client(commands::produce::run(args)),
         Command::Consume(args) => run_client(commands::consume::run(args)),
         Command::Bench(args) => run_client(commands::bench::run(args)),
+        Command::Subscribe(args) => run_client(commands::subscribe::run(args)),
+        Command::Publish(args) => run_client(commands::publish::run(args)),
     }
 }
 

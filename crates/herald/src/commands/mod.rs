@@ -5,6 +5,8 @@ pub mod bench;
 pub mod consume;
 pub mod group;
 pub mod produce;
+pub mod publish;
+pub mod subscribe;
 pub mod topic;
 
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -1,0 +1,87 @@
+//! `herald publish` and `herald subscribe` against a running broker: what
+//! is published to a subject is printed by its subscriber, and the token
+//! printed on exit resumes right after the last printed record.
+
+mod common;
+
+use std::process::{Command, Output};
+
+fn herald(push_addr: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_herald"))
+        .args(args)
+        .args(["--push-server", push_addr])
+        .output()
+        .expect("run herald")
+}
+
+fn ok(output: &Output) -> String {
+    assert!(
+        output.status.success(),
+        "failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn resume_token(output: &Output) -> String {
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    stderr
+        .split("--resume ")
+        .nth(1)
+        .map(|rest| rest.trim().to_owned())
+        .unwrap_or_else(|| panic!("no resume token in {stderr:?}"))
+}
+
+#[test]
+fn a_subscriber_prints_its_subjects_and_resumes_from_its_token() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = common::start(dir.path(), &[]);
+    let push = server.push_addr.to_string();
+    let published = ok(&herald(
+        &push,
+        &["publish", "orders", "--key", "eu.fr.paid", "one", "two"],
+    ));
+    assert_eq!(published, "partition 0 offset 0\npartition 0 offset 1\n");
+    ok(&herald(
+        &push,
+        &["publish", "orders", "--key", "us.ny.paid", "other"],
+    ));
+
+    let first = herald(
+        &push,
+        &[
+            "subscribe",
+            "orders",
+            "eu.*.paid",
+            "--from",
+            "beginning",
+            "--max-messages",
+            "2",
+        ],
+    );
+    assert_eq!(ok(&first), "one\ntwo\n");
+    let token = resume_token(&first);
+
+    ok(&herald(
+        &push,
+        &["publish", "orders", "--key", "eu.de.paid", "three"],
+    ));
+    let resumed = herald(
+        &push,
+        &[
+            "subscribe",
+            "orders",
+            "eu.*.paid",
+            "--resume",
+            &token,
+            "--max-messages",
+            "1",
+        ],
+    );
+    assert_eq!(ok(&resumed), "three\n", "continues right after `two`");
+
+    // A token for another selector is refused with a one-line reason.
+    let refused = herald(&push, &["subscribe", "orders", "us.>", "--resume", &token]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("stale resume token"));
+}
