@@ -60,7 +60,9 @@ pub(crate) fn subscribe_request(request: proto::Subscribe) -> Result<SubscribeRe
     if request.topic.is_empty() {
         return Err(Refused::invalid("a subscription names a topic"));
     }
+    let name = (!request.name.is_empty()).then_some(request.name);
     let start = match request.start.and_then(|s| s.from) {
+        None if name.is_some() => Start::Stored,
         None | Some(proto::start_at::From::Now(_)) => Start::Now,
         Some(proto::start_at::From::Earliest(_)) => Start::Earliest,
         Some(proto::start_at::From::Offsets(offsets)) => {
@@ -86,6 +88,7 @@ pub(crate) fn subscribe_request(request: proto::Subscribe) -> Result<SubscribeRe
         start,
         ack_mode,
         max_lag: request.max_lag,
+        name,
     })
 }
 

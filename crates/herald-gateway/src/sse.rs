@@ -114,6 +114,7 @@ pub(crate) async fn events(
         start,
         ack_mode: AckMode::Cumulative,
         max_lag: 0,
+        name: None,
     };
     if let Err(e) = session.subscribe(request).await {
         let status = match e {

@@ -19,6 +19,7 @@
 mod batches;
 mod catch_up;
 mod config;
+mod durable;
 mod engine;
 mod error;
 mod event;
@@ -31,6 +32,7 @@ mod tailer;
 mod token;
 
 pub use config::PushConfig;
+pub use durable::{check_name, stored_positions, StoreError, GROUP_PREFIX, NAME_BYTES_MAX};
 pub use engine::{PushEngine, TooManySessions, PUSH_DIR};
 pub use error::{AckError, PublishError, SubscribeError};
 pub use event::{Delivery, Event, GapReason, SharedRecord, DELIVERY_OVERHEAD_BYTES};

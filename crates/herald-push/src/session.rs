@@ -31,6 +31,10 @@ pub enum Start {
     Timestamp(i64),
     /// Right after what this resume token covers.
     Token(Vec<u8>),
+    /// Where the named subscription left off (its stored positions);
+    /// partitions without one, or a subscription without a name, start
+    /// now.
+    Stored,
 }
 
 /// A subscribe request, checked for syntax by the transport.
@@ -48,6 +52,9 @@ pub struct SubscribeRequest {
     pub ack_mode: AckMode,
     /// Lag limit (0: none).
     pub max_lag: u64,
+    /// A durable name: the subscription's acknowledged positions are kept
+    /// under it (see `durable`).
+    pub name: Option<String>,
 }
 
 /// One client's session. Dropping it ends every subscription.
@@ -108,7 +115,32 @@ impl Session {
                 request.topic
             )));
         }
+        if let Some(name) = &request.name {
+            crate::durable::check_name(name).map_err(SubscribeError::Invalid)?;
+        }
         let starts = match &request.start {
+            Start::Stored => {
+                let stored = match &request.name {
+                    Some(name) => {
+                        crate::durable::stored_positions(&self.engine.broker, name, topic.name())
+                            .await
+                            .map_err(|e| SubscribeError::Invalid(e.to_string()))?
+                    }
+                    None => HashMap::new(),
+                };
+                topic
+                    .partitions()
+                    .iter()
+                    .map(|p| {
+                        let watermarks = p.watermarks();
+                        stored
+                            .get(&p.index())
+                            .map_or(watermarks.high_watermark, |&o| {
+                                o.min(watermarks.high_watermark)
+                            })
+                    })
+                    .collect()
+            }
             Start::Token(token) => {
                 let point = self.verify(token, &topic)?;
                 if point.selector != selector_text(&request.selector) {
@@ -120,6 +152,9 @@ impl Session {
             }
             start => start_offsets(&topic, start).await?,
         };
+        let durable = request
+            .name
+            .map(|name| Arc::new(crate::durable::Durable::new(name, request.topic.clone())));
         self.add(
             request.id,
             topic,
@@ -127,6 +162,7 @@ impl Session {
             request.ack_mode,
             request.max_lag,
             &starts,
+            durable,
         );
         Ok(())
     }
@@ -151,6 +187,7 @@ impl Session {
             point.ack_mode,
             point.max_lag,
             &starts,
+            None,
         );
         Ok(point.subscription_id)
     }
@@ -181,6 +218,9 @@ impl Session {
                 partition,
                 offset,
             });
+        }
+        if let Some(durable) = &subscription.durable {
+            durable.save(&self.engine.broker, subscription.positions());
         }
         Ok(self.token_of(subscription))
     }
@@ -258,6 +298,7 @@ impl Session {
         ack_mode: AckMode,
         max_lag: u64,
         starts: &[u64],
+        durable: Option<Arc<crate::durable::Durable>>,
     ) {
         let partitions = topic.partitions();
         let subscription = Arc::new(Subscription::new(
@@ -269,6 +310,7 @@ impl Session {
             max_lag,
             Arc::clone(&self.outbox),
             starts,
+            durable,
         ));
         self.outbox.push_event(Event::Subscribed {
             subscription_id: id,
@@ -294,6 +336,9 @@ impl Session {
     fn end(&self, subscription: &Arc<Subscription>) {
         subscription.close();
         self.engine.unroute(subscription);
+        if let Some(durable) = &subscription.durable {
+            durable.save(&self.engine.broker, subscription.positions());
+        }
     }
 }
 
@@ -363,9 +408,9 @@ async fn start_offsets(topic: &Topic, start: &Start) -> Result<Vec<u64>, Subscri
                 .list_offset(OffsetSpec::Timestamp(*ms))
                 .await?
                 .map_or(watermarks.high_watermark, |found| found.offset),
-            Start::Token(_) => {
+            Start::Token(_) | Start::Stored => {
                 return Err(SubscribeError::Invalid(
-                    "a token start is read by its caller".into(),
+                    "a token or stored start is read by its caller".into(),
                 ))
             }
         };

@@ -74,6 +74,8 @@ pub struct Subscription {
     pub(crate) max_lag: u64,
     pub(crate) outbox: Arc<Outbox>,
     pub(crate) cursors: Box<[Mutex<Cursor>]>,
+    /// Where a named subscription keeps its positions.
+    pub(crate) durable: Option<Arc<crate::durable::Durable>>,
     closed: AtomicBool,
 }
 
@@ -108,6 +110,7 @@ impl Subscription {
         max_lag: u64,
         outbox: Arc<Outbox>,
         starts: &[u64],
+        durable: Option<Arc<crate::durable::Durable>>,
     ) -> Self {
         let cursors = starts
             .iter()
@@ -128,6 +131,7 @@ impl Subscription {
             max_lag,
             outbox,
             cursors,
+            durable,
             closed: AtomicBool::new(false),
         }
     }

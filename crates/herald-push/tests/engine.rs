@@ -53,6 +53,7 @@ fn request(id: u64, selector: &str, start: Start, ack_mode: AckMode) -> Subscrib
         start,
         ack_mode,
         max_lag: 0,
+        name: None,
     }
 }
 
@@ -358,4 +359,63 @@ async fn limits_refuse_cleanly() {
         f.engine.open_session(Credit::default()).is_ok(),
         "a closed session frees its place"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_named_subscription_continues_where_it_left_off_without_a_token() {
+    let f = fixture(PushConfig::default());
+    for i in 0..6 {
+        publish(&f.engine, "named.1", &i.to_string()).await;
+    }
+    let partition = herald_client::partitioner::partition_for_key(b"named.1", 3);
+    let named = |start: Start| SubscribeRequest {
+        name: Some("billing-worker".into()),
+        ..request(1, "named.1", start, AckMode::Cumulative)
+    };
+    {
+        let mut session = f.engine.open_session(Credit::default()).expect("session");
+        session
+            .subscribe(named(Start::Earliest))
+            .await
+            .expect("subscribe");
+        let (got, _) = drain(&session, 6).await;
+        assert_eq!(got.len(), 6);
+        let base = f
+            .broker
+            .topic("orders")
+            .expect("topic")
+            .partition(partition as i32)
+            .expect("p")
+            .watermarks()
+            .high_watermark
+            - 6;
+        session.ack(1, partition, base + 2).expect("ack");
+    }
+    // The position is stored as the session ends: wait for it to land.
+    let mut stored = HashMap::new();
+    for _ in 0..100 {
+        stored = herald_push::stored_positions(&f.broker, "billing-worker", "orders")
+            .await
+            .expect("stored");
+        if !stored.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(stored.len(), 3, "every partition's position: {stored:?}");
+    let mut again = f.engine.open_session(Credit::default()).expect("again");
+    again
+        .subscribe(named(Start::Stored))
+        .await
+        .expect("by name");
+    let (got, _) = drain(&again, 3).await;
+    let values: Vec<String> = got.into_iter().map(|d| d.2).collect();
+    assert_eq!(values, vec!["3", "4", "5"]);
+    let mut bad = named(Start::Stored);
+    bad.id = 2;
+    bad.name = Some("no spaces allowed".into());
+    assert!(matches!(
+        again.subscribe(bad).await,
+        Err(SubscribeError::Invalid(_))
+    ));
 }

@@ -351,9 +351,14 @@ pub struct SubscribeArgs {
     /// A subject (a record key, exactly) or a pattern: `.`-separated
     /// tokens, `*` for one token, a final `>` for the rest.
     pub selector: String,
-    /// Where to start: beginning, end (only new records) or timestamp:MS.
-    #[arg(long, default_value = "end", value_parser = parse_start, value_name = "POSITION")]
-    pub from: StartFrom,
+    /// Where to start: beginning, end (only new records) or timestamp:MS
+    /// [default: end, or where the --name subscription left off].
+    #[arg(long, value_parser = parse_start, value_name = "POSITION")]
+    pub from: Option<StartFrom>,
+    /// A durable name: the broker keeps what was printed under it, and a
+    /// later run with the same name (and no --from) continues from there.
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
     /// Continue right after what an earlier run printed: the resume token it
     /// gave on exit (instead of --from).
     #[arg(long, value_name = "TOKEN")]

@@ -80,6 +80,64 @@ fn a_subscriber_prints_its_subjects_and_resumes_from_its_token() {
     );
     assert_eq!(ok(&resumed), "three\n", "continues right after `two`");
 
+    // A named subscriber needs no token: the broker keeps its place.
+    let named = |max: &str| {
+        herald(
+            &push,
+            &[
+                "subscribe",
+                "orders",
+                "eu.>",
+                "--name",
+                "tail",
+                "--max-messages",
+                max,
+            ],
+        )
+    };
+    ok(&herald(
+        &push,
+        &["publish", "orders", "--key", "eu.it.paid", "four"],
+    ));
+    let first_named = herald(
+        &push,
+        &[
+            "subscribe",
+            "orders",
+            "eu.>",
+            "--name",
+            "tail",
+            "--from",
+            "beginning",
+            "--max-messages",
+            "2",
+        ],
+    );
+    assert_eq!(ok(&first_named), "one\ntwo\n");
+    // Its position is stored (as consumer group herald-push.tail, so
+    // Kafka's tools show it) as acks arrive and when it ends.
+    let kafka = server.addr.to_string();
+    let mut described = String::new();
+    for _ in 0..100 {
+        let output = Command::new(env!("CARGO_BIN_EXE_herald"))
+            .args([
+                "group",
+                "describe",
+                "herald-push.tail",
+                "--bootstrap",
+                &kafka,
+            ])
+            .output()
+            .expect("run herald");
+        described = String::from_utf8_lossy(&output.stdout).into_owned();
+        if described.contains("orders\t0\t2\t") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(described.contains("orders\t0\t2\t"), "{described}");
+    assert_eq!(ok(&named("2")), "three\nfour\n");
+
     // A token for another selector is refused with a one-line reason.
     let refused = herald(&push, &["subscribe", "orders", "us.>", "--resume", &token]);
     assert!(!refused.status.success());

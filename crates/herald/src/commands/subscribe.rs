@@ -28,16 +28,20 @@ pub const TOKEN_CODEC: base64::engine::GeneralPurpose =
 /// Runs `herald subscribe`.
 pub async fn run(args: SubscribeArgs) -> anyhow::Result<()> {
     let start = match (&args.resume, args.from) {
-        (Some(token), _) => proto::start_at::From::ResumeToken(
+        (Some(token), _) => Some(proto::start_at::From::ResumeToken(
             TOKEN_CODEC
                 .decode(token.trim())
                 .context("--resume is not a token herald printed")?
                 .into(),
-        ),
-        (None, StartFrom::Beginning) => proto::start_at::From::Earliest(proto::Empty {}),
-        (None, StartFrom::End) => proto::start_at::From::Now(proto::Empty {}),
-        (None, StartFrom::Timestamp(ms)) => proto::start_at::From::TimestampMs(ms),
-        (None, StartFrom::Offset(_)) => {
+        )),
+        // A named subscription continues where it left off.
+        (None, None) if args.name.is_some() => None,
+        (None, None | Some(StartFrom::End)) => Some(proto::start_at::From::Now(proto::Empty {})),
+        (None, Some(StartFrom::Beginning)) => {
+            Some(proto::start_at::From::Earliest(proto::Empty {}))
+        }
+        (None, Some(StartFrom::Timestamp(ms))) => Some(proto::start_at::From::TimestampMs(ms)),
+        (None, Some(StartFrom::Offset(_))) => {
             bail!(
                 "subscribe starts at beginning, end or timestamp:MS (offsets differ by partition)"
             )
@@ -61,9 +65,10 @@ pub async fn run(args: SubscribeArgs) -> anyhow::Result<()> {
         topic: args.topic.clone(),
         // The broker reads a text without wildcard tokens as a subject.
         selector: Some(proto::subscribe::Selector::Pattern(args.selector.clone())),
-        start: Some(proto::StartAt { from: Some(start) }),
+        start: start.map(|from| proto::StartAt { from: Some(from) }),
         ack_mode: proto::AckMode::Cumulative as i32,
         max_lag: 0,
+        name: args.name.clone().unwrap_or_default(),
     };
     send(&requests, client_message::Kind::Subscribe(subscribe)).await?;
     let mut stream = client
