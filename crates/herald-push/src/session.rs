@@ -13,7 +13,7 @@ use crate::error::{AckError, SubscribeError};
 use crate::event::Event;
 use crate::outbox::Outbox;
 use crate::stats::PushStats;
-use crate::subscription::{AckMode, Subscription};
+use crate::subscription::{AckMode, Spec, Subscription};
 use crate::token::ResumePoint;
 
 /// Where a new subscription starts.
@@ -155,15 +155,15 @@ impl Session {
         let durable = request
             .name
             .map(|name| Arc::new(crate::durable::Durable::new(name, request.topic.clone())));
-        self.add(
-            request.id,
+        let spec = Spec {
+            id: request.id,
             topic,
-            request.selector,
-            request.ack_mode,
-            request.max_lag,
-            &starts,
+            selector: request.selector,
+            ack_mode: request.ack_mode,
+            max_lag: request.max_lag,
             durable,
-        );
+        };
+        self.add(spec, &starts);
         Ok(())
     }
 
@@ -180,15 +180,15 @@ impl Session {
             SubscribeError::StaleToken(format!("its selector no longer parses: {e}"))
         })?;
         let starts = positions_from(&topic, &point.positions)?;
-        self.add(
-            point.subscription_id,
+        let spec = Spec {
+            id: point.subscription_id,
             topic,
             selector,
-            point.ack_mode,
-            point.max_lag,
-            &starts,
-            None,
-        );
+            ack_mode: point.ack_mode,
+            max_lag: point.max_lag,
+            durable: None,
+        };
+        self.add(spec, &starts);
         Ok(point.subscription_id)
     }
 
@@ -290,28 +290,9 @@ impl Session {
         Ok(point)
     }
 
-    fn add(
-        &mut self,
-        id: u64,
-        topic: Arc<Topic>,
-        selector: Selector,
-        ack_mode: AckMode,
-        max_lag: u64,
-        starts: &[u64],
-        durable: Option<Arc<crate::durable::Durable>>,
-    ) {
-        let partitions = topic.partitions();
-        let subscription = Arc::new(Subscription::new(
-            id,
-            topic,
-            Arc::clone(&partitions),
-            selector,
-            ack_mode,
-            max_lag,
-            Arc::clone(&self.outbox),
-            starts,
-            durable,
-        ));
+    fn add(&mut self, spec: Spec, starts: &[u64]) {
+        let id = spec.id;
+        let subscription = Arc::new(Subscription::new(spec, Arc::clone(&self.outbox), starts));
         self.outbox.push_event(Event::Subscribed {
             subscription_id: id,
             start_offsets: starts

@@ -64,6 +64,16 @@ pub(crate) enum Offered {
     Overflowed,
 }
 
+/// What a new subscription is, before it has cursors.
+pub(crate) struct Spec {
+    pub(crate) id: u64,
+    pub(crate) topic: Arc<Topic>,
+    pub(crate) selector: Selector,
+    pub(crate) ack_mode: AckMode,
+    pub(crate) max_lag: u64,
+    pub(crate) durable: Option<Arc<crate::durable::Durable>>,
+}
+
 /// One subscription of one session.
 pub struct Subscription {
     pub(crate) id: u64,
@@ -100,18 +110,7 @@ impl PartialEq for Route {
 }
 
 impl Subscription {
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn new(
-        id: u64,
-        topic: Arc<Topic>,
-        partitions: Arc<Vec<Arc<Partition>>>,
-        selector: Selector,
-        ack_mode: AckMode,
-        max_lag: u64,
-        outbox: Arc<Outbox>,
-        starts: &[u64],
-        durable: Option<Arc<crate::durable::Durable>>,
-    ) -> Self {
+    pub(crate) fn new(spec: Spec, outbox: Arc<Outbox>, starts: &[u64]) -> Self {
         let cursors = starts
             .iter()
             .map(|&start| {
@@ -123,15 +122,15 @@ impl Subscription {
             })
             .collect();
         Self {
-            id,
-            topic,
-            partitions,
-            selector,
-            ack_mode,
-            max_lag,
+            id: spec.id,
+            partitions: spec.topic.partitions(),
+            topic: spec.topic,
+            selector: spec.selector,
+            ack_mode: spec.ack_mode,
+            max_lag: spec.max_lag,
             outbox,
             cursors,
-            durable,
+            durable: spec.durable,
             closed: AtomicBool::new(false),
         }
     }
