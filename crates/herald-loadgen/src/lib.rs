@@ -32,6 +32,7 @@ pub mod loopback;
 pub mod plan;
 pub mod produce;
 pub mod progress;
+pub mod push;
 pub mod records;
 pub mod report;
 pub mod row;

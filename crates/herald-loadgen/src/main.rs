@@ -4,7 +4,10 @@
 //!   rows appended to a JSON-lines file;
 //! - `loopback`: the TCP bound, one row;
 //! - `floor`: the kernel floors of produce and consume, two rows;
-//! - `report`: rows of both brokers to `wire.md`, `wire.csv`, `wire.png`.
+//! - `report`: rows of both brokers to `wire.md`, `wire.csv`, `wire.png`;
+//! - `push ...`: the push benchmarks (`push_cli`).
+
+mod push_cli;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -101,6 +104,9 @@ enum Command {
         #[arg(long)]
         out: PathBuf,
     },
+    /// Push delivery benchmarks against herald's push listener.
+    #[command(subcommand)]
+    Push(push_cli::PushCommand),
     /// Writes wire.md, wire.csv and wire.png from result files.
     Report {
         /// JSON-lines result files.
@@ -187,6 +193,7 @@ fn main() -> anyhow::Result<()> {
             eprintln!("loopback TCP, median: {:.0} MB/s", row.mb_per_s);
             append_rows(&out, &[row])?;
         }
+        Command::Push(command) => push_cli::run(command)?,
         Command::Floor {
             dir,
             secs,

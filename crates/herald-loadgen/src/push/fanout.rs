@@ -1,0 +1,151 @@
+//! Seed 002's experiment: N subscribers of one subject, a publisher at a
+//! fixed rate, the publish-to-deliver latency of every delivery and the
+//! subscribers that did not get every message ("dropped").
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use herald_gateway::proto::{server_message::Kind, PublishRequest};
+use serde::Serialize;
+use tokio::sync::Mutex;
+
+use super::session::{connect, Session};
+use super::{now_ns, PushBenchError};
+use crate::histogram;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct Fanout {
+    /// The push listener.
+    pub push: String,
+    /// The topic (it must exist).
+    pub topic: String,
+    /// Subscribers, each on a connection of its own.
+    pub subscribers: usize,
+    /// Messages published per second.
+    pub rate: u32,
+    /// Seconds of publishing.
+    pub secs: f64,
+    /// Sessions opened at once while setting up.
+    pub open_parallel: usize,
+}
+
+/// One run's figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct FanoutRow {
+    /// `fanout`.
+    pub scenario: &'static str,
+    /// Subscribers.
+    pub subscribers: usize,
+    /// Messages published.
+    pub published: u64,
+    /// Deliveries received, over all subscribers.
+    pub delivered: u64,
+    /// Subscribers that missed at least one message or lost their session.
+    pub dropped_subscribers: usize,
+    /// Mean publish-to-deliver latency, µs.
+    pub mean_us: f64,
+    /// Median, µs.
+    pub p50_us: f64,
+    /// 99th percentile, µs.
+    pub p99_us: f64,
+    /// Largest, µs.
+    pub max_us: f64,
+}
+
+/// The subject every subscriber listens to.
+const SUBJECT: &[u8] = b"fanout.subject";
+
+/// Runs one fan-out measurement.
+pub async fn run(plan: &Fanout) -> Result<FanoutRow, PushBenchError> {
+    let latencies = Arc::new(Mutex::new(histogram::new()));
+    let mut sessions = Vec::with_capacity(plan.subscribers);
+    for chunk in (0..plan.subscribers)
+        .collect::<Vec<_>>()
+        .chunks(plan.open_parallel.max(1))
+    {
+        let opened = futures_util::future::join_all(chunk.iter().map(|_| async {
+            let mut session = Session::open(&plan.push).await?;
+            session
+                .subscribe_all(&plan.topic, std::iter::once(1), |_| SUBJECT.to_vec())
+                .await?;
+            Ok::<_, PushBenchError>(session)
+        }))
+        .await;
+        for session in opened {
+            sessions.push(session?);
+        }
+    }
+    let published = (plan.rate as f64 * plan.secs).round().max(1.0) as u64;
+    let readers: Vec<_> = sessions
+        .into_iter()
+        .map(|mut session| {
+            let latencies = Arc::clone(&latencies);
+            tokio::spawn(async move {
+                let mut local = histogram::new();
+                let mut got = 0u64;
+                let deadline = tokio::time::Instant::now()
+                    + Duration::from_secs_f64(published as f64 * 2.0 + 30.0);
+                while got < published {
+                    let next = tokio::time::timeout_at(deadline, session.next()).await;
+                    let Ok(Ok(kind)) = next else { break };
+                    if let Kind::Deliveries(batch) = kind {
+                        let now = now_ns();
+                        for delivery in batch.deliveries {
+                            let sent = delivery
+                                .value
+                                .as_ref()
+                                .and_then(|v| v.get(..8))
+                                .map_or(now, |b| {
+                                    u64::from_be_bytes(b.try_into().unwrap_or([0; 8]))
+                                });
+                            let _ = local.record(now.saturating_sub(sent) / 1000);
+                            got += 1;
+                        }
+                    }
+                }
+                let _ = latencies.lock().await.add(&local);
+                got
+            })
+        })
+        .collect();
+    let mut publisher = connect(&plan.push).await?;
+    let mut tick =
+        tokio::time::interval(Duration::from_secs_f64(1.0 / f64::from(plan.rate.max(1))));
+    for i in 0..published {
+        tick.tick().await;
+        let request = PublishRequest {
+            request_id: i,
+            topic: plan.topic.clone(),
+            key: Some(SUBJECT.to_vec().into()),
+            value: Some(now_ns().to_be_bytes().to_vec().into()),
+            ..Default::default()
+        };
+        let answer = publisher.publish(request).await?.into_inner();
+        if let Some(error) = answer.error {
+            return Err(PushBenchError::Refused(error.message));
+        }
+    }
+    let mut delivered = 0;
+    let mut dropped = 0;
+    for reader in readers {
+        let got = reader.await.unwrap_or(0);
+        delivered += got;
+        if got < published {
+            dropped += 1;
+        }
+    }
+    let latencies = latencies.lock().await;
+    let (p50, p99, _) = histogram::percentiles(&latencies).unwrap_or_default();
+    Ok(FanoutRow {
+        scenario: "fanout",
+        subscribers: plan.subscribers,
+        published,
+        delivered,
+        dropped_subscribers: dropped,
+        mean_us: latencies.mean(),
+        p50_us: p50,
+        p99_us: p99,
+        max_us: latencies.max() as f64,
+    })
+}

@@ -1,0 +1,79 @@
+//! Push benchmarks: herald's push delivery measured the way the source
+//! documents measured theirs.
+//!
+//! - [`fanout`]: seed 002's table, publish-to-deliver latency and dropped
+//!   subscribers for N subscribers of one subject at a fixed rate;
+//! - [`rounds`]: seed 003's round, many clients each receiving 20 messages
+//!   on their own subject per round, the share of clients late by 1 s;
+//! - [`subjects`]: routing throughput with 1M subjects against 1, the same
+//!   subscriptions and deliveries;
+//! - [`memory`]: broker memory per idle session and per subscription.
+//!
+//! Every scenario is bounded in time and count, prints one JSON row, and
+//! asserts nothing about timings; a benchmark script takes medians.
+
+pub mod fanout;
+pub mod memory;
+pub mod publish;
+pub mod rounds;
+pub mod session;
+pub mod subjects;
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Why a push benchmark could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum PushBenchError {
+    /// The push listener could not be reached.
+    #[error("connecting to the push listener at {addr}: {reason}")]
+    Connect {
+        /// The address.
+        addr: String,
+        /// Why.
+        reason: String,
+    },
+    /// A gRPC call failed.
+    #[error("push call failed: {0}")]
+    Rpc(#[from] tonic::Status),
+    /// The broker refused something the benchmark needs.
+    #[error("the broker refused: {0}")]
+    Refused(String),
+    /// The Kafka side (topic setup, producing) failed.
+    #[error(transparent)]
+    Kafka(#[from] herald_client::ClientError),
+    /// Reading the broker's memory failed.
+    #[error("reading /proc/{pid}/status: {reason}")]
+    Proc {
+        /// The broker's pid.
+        pid: u32,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Nanoseconds since the Unix epoch: the send time carried in a record.
+pub fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// The anonymous resident memory of process `pid`, in bytes (the log's
+/// mapped files are page cache and counted apart).
+pub fn anon_rss_bytes(pid: u32) -> Result<u64, PushBenchError> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).map_err(|e| {
+        PushBenchError::Proc {
+            pid,
+            reason: e.to_string(),
+        }
+    })?;
+    text.lines()
+        .find_map(|line| line.strip_prefix("RssAnon:"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|kib| kib.parse::<u64>().ok())
+        .map(|kib| kib * 1024)
+        .ok_or(PushBenchError::Proc {
+            pid,
+            reason: "no RssAnon line".into(),
+        })
+}

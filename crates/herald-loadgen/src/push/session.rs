@@ -1,0 +1,93 @@
+//! A benchmark client's push session over gRPC: one connection, one
+//! session stream.
+
+use herald_gateway::proto::herald_client::HeraldClient;
+use herald_gateway::proto::{
+    self, client_message, server_message::Kind, ClientMessage, ServerMessage,
+};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::{Channel, Endpoint};
+
+use super::PushBenchError;
+
+/// One connection to the push listener.
+pub async fn connect(addr: &str) -> Result<HeraldClient<Channel>, PushBenchError> {
+    let failed = |reason: String| PushBenchError::Connect {
+        addr: addr.to_owned(),
+        reason,
+    };
+    let channel = Endpoint::from_shared(format!("http://{addr}"))
+        .map_err(|e| failed(e.to_string()))?
+        .connect()
+        .await
+        .map_err(|e| failed(e.to_string()))?;
+    Ok(HeraldClient::new(channel))
+}
+
+/// An open session: what to send and what arrives.
+pub struct Session {
+    /// Requests to the broker.
+    pub requests: mpsc::Sender<ClientMessage>,
+    /// What the broker sends.
+    pub stream: tonic::Streaming<ServerMessage>,
+}
+
+impl Session {
+    /// Opens a session on its own connection.
+    pub async fn open(addr: &str) -> Result<Self, PushBenchError> {
+        let mut client = connect(addr).await?;
+        let (requests, rx) = mpsc::channel(64);
+        let stream = client.session(ReceiverStream::new(rx)).await?.into_inner();
+        Ok(Self { requests, stream })
+    }
+
+    /// Subscribes `ids` to the subjects `subject(id)` of `topic` from now,
+    /// and waits until every one is confirmed.
+    pub async fn subscribe_all(
+        &mut self,
+        topic: &str,
+        ids: impl Iterator<Item = u64>,
+        subject: impl Fn(u64) -> Vec<u8>,
+    ) -> Result<(), PushBenchError> {
+        let mut waiting = 0usize;
+        for id in ids {
+            let subscribe = proto::Subscribe {
+                subscription_id: id,
+                topic: topic.to_owned(),
+                selector: Some(proto::subscribe::Selector::Subject(subject(id).into())),
+                ..Default::default()
+            };
+            self.send(client_message::Kind::Subscribe(subscribe))
+                .await?;
+            waiting += 1;
+        }
+        while waiting > 0 {
+            match self.next().await? {
+                Kind::Subscribed(_) => waiting -= 1,
+                Kind::Error(e) => return Err(PushBenchError::Refused(e.message)),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends one message.
+    pub async fn send(&self, kind: client_message::Kind) -> Result<(), PushBenchError> {
+        self.requests
+            .send(ClientMessage { kind: Some(kind) })
+            .await
+            .map_err(|_| PushBenchError::Refused("the session closed".into()))
+    }
+
+    /// The next message's kind; an error once the session ends.
+    pub async fn next(&mut self) -> Result<Kind, PushBenchError> {
+        loop {
+            match self.stream.message().await? {
+                Some(ServerMessage { kind: Some(kind) }) => return Ok(kind),
+                Some(ServerMessage { kind: None }) => continue,
+                None => return Err(PushBenchError::Refused("the session ended".into())),
+            }
+        }
+    }
+}

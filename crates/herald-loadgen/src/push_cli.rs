@@ -1,0 +1,232 @@
+//! `herald-loadgen push ...`: the push benchmarks' command line. Each run
+//! makes a fresh topic, prints one JSON row and appends it to `--out`.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{Args, Subcommand};
+use herald_loadgen::push::{fanout, memory, rounds, subjects};
+
+/// Where the broker listens, and where rows go.
+#[derive(Debug, Args)]
+pub struct Target {
+    /// The broker's push listener.
+    #[arg(long, default_value = "127.0.0.1:9093")]
+    push: String,
+    /// The broker's Kafka listener (topic setup, publishing).
+    #[arg(long, default_value = "127.0.0.1:9092")]
+    bootstrap: String,
+    /// JSON-lines file the row is appended to.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Runtime worker threads of the load generator.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+}
+
+/// The push scenarios.
+#[derive(Debug, Subcommand)]
+pub enum PushCommand {
+    /// Seed 002: N subscribers of one subject at a fixed publish rate.
+    Fanout {
+        #[command(flatten)]
+        target: Target,
+        /// Subscribers, a connection each.
+        #[arg(long)]
+        subscribers: usize,
+        /// Messages per second.
+        #[arg(long, default_value_t = 10)]
+        rate: u32,
+        /// Seconds of publishing.
+        #[arg(long, default_value_t = 10.0)]
+        secs: f64,
+    },
+    /// Seed 003: clients each receiving `messages` on their own subject per
+    /// round; the share late by `deadline_ms`.
+    Rounds {
+        #[command(flatten)]
+        target: Target,
+        /// Clients, a connection each.
+        #[arg(long)]
+        clients: usize,
+        /// Messages per client per round.
+        #[arg(long, default_value_t = 20)]
+        messages: u32,
+        /// Rounds.
+        #[arg(long, default_value_t = 10)]
+        rounds: u32,
+        /// A client is late past this many ms after the round's start.
+        #[arg(long, default_value_t = 1000)]
+        deadline_ms: u64,
+        /// Partitions of the topic.
+        #[arg(long, default_value_t = 8)]
+        partitions: u32,
+    },
+    /// Routing throughput with many subjects (`--keys many`) or one
+    /// (`--keys one`), the same subscriptions and deliveries.
+    Subjects {
+        #[command(flatten)]
+        target: Target,
+        /// Key distribution.
+        #[arg(long, value_enum)]
+        keys: subjects::Keys,
+        /// Distinct subjects.
+        #[arg(long, default_value_t = 1_000_000)]
+        subjects: u64,
+        /// Subscriptions, each to one subject.
+        #[arg(long, default_value_t = 100_000)]
+        subscriptions: u64,
+        /// Connections the subscriptions are spread over.
+        #[arg(long, default_value_t = 100)]
+        connections: u64,
+        /// Records published.
+        #[arg(long, default_value_t = 2_000_000)]
+        records: u64,
+        /// Partitions of the topic.
+        #[arg(long, default_value_t = 4)]
+        partitions: u32,
+    },
+    /// Broker memory per idle session and per subscription.
+    Memory {
+        #[command(flatten)]
+        target: Target,
+        /// The broker's pid.
+        #[arg(long)]
+        broker_pid: u32,
+        /// Idle sessions.
+        #[arg(long, default_value_t = 2000)]
+        connections: usize,
+        /// Subscriptions each session then makes.
+        #[arg(long, default_value_t = 50)]
+        subscriptions_per_connection: u64,
+    },
+}
+
+impl PushCommand {
+    fn target(&self) -> &Target {
+        match self {
+            PushCommand::Fanout { target, .. }
+            | PushCommand::Rounds { target, .. }
+            | PushCommand::Subjects { target, .. }
+            | PushCommand::Memory { target, .. } => target,
+        }
+    }
+}
+
+/// A fresh topic for one run.
+async fn fresh_topic(bootstrap: &str, scenario: &str, partitions: i32) -> anyhow::Result<String> {
+    let name = format!("push-{scenario}-{}", std::process::id());
+    let mut connection = herald_client::Connection::connect(bootstrap).await?;
+    let _ = herald_client::admin::delete_topic(&mut connection, &name).await;
+    herald_client::admin::create_topic(&mut connection, &name, Some(partitions), &[])
+        .await
+        .with_context(|| format!("creating topic {name}"))?;
+    Ok(name)
+}
+
+/// Runs one scenario and writes its row.
+pub fn run(command: PushCommand) -> anyhow::Result<()> {
+    let target = command.target();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(target.threads.max(1))
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    let out = target.out.clone();
+    let row = runtime.block_on(async {
+        let row: serde_json::Value = match &command {
+            PushCommand::Fanout {
+                target,
+                subscribers,
+                rate,
+                secs,
+            } => {
+                let topic = fresh_topic(&target.bootstrap, "fanout", 1).await?;
+                let plan = fanout::Fanout {
+                    push: target.push.clone(),
+                    topic,
+                    subscribers: *subscribers,
+                    rate: *rate,
+                    secs: *secs,
+                    open_parallel: 200,
+                };
+                serde_json::to_value(fanout::run(&plan).await?)?
+            }
+            PushCommand::Rounds {
+                target,
+                clients,
+                messages,
+                rounds,
+                deadline_ms,
+                partitions,
+            } => {
+                let topic = fresh_topic(&target.bootstrap, "rounds", *partitions as i32).await?;
+                let plan = rounds::Rounds {
+                    push: target.push.clone(),
+                    bootstrap: target.bootstrap.clone(),
+                    topic,
+                    partitions: *partitions,
+                    clients: *clients,
+                    messages: *messages,
+                    rounds: *rounds,
+                    deadline: Duration::from_millis(*deadline_ms),
+                    open_parallel: 200,
+                };
+                serde_json::to_value(rounds::run(&plan).await?)?
+            }
+            PushCommand::Subjects {
+                target,
+                keys,
+                subjects: count,
+                subscriptions,
+                connections,
+                records,
+                partitions,
+            } => {
+                let topic = fresh_topic(&target.bootstrap, "subjects", *partitions as i32).await?;
+                let plan = subjects::Subjects {
+                    push: target.push.clone(),
+                    bootstrap: target.bootstrap.clone(),
+                    topic,
+                    partitions: *partitions,
+                    subjects: *count,
+                    subscriptions: *subscriptions,
+                    connections: *connections,
+                    records: *records,
+                    keys: *keys,
+                };
+                serde_json::to_value(subjects::run(&plan).await?)?
+            }
+            PushCommand::Memory {
+                target,
+                broker_pid,
+                connections,
+                subscriptions_per_connection,
+            } => {
+                let topic = fresh_topic(&target.bootstrap, "memory", 1).await?;
+                let plan = memory::Memory {
+                    push: target.push.clone(),
+                    topic,
+                    broker_pid: *broker_pid,
+                    connections: *connections,
+                    subscriptions_per_connection: *subscriptions_per_connection,
+                };
+                serde_json::to_value(memory::run(&plan).await?)?
+            }
+        };
+        Ok::<_, anyhow::Error>(row)
+    })?;
+    let line = row.to_string();
+    println!("{line}");
+    if let Some(out) = out {
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&out)
+            .with_context(|| format!("opening {}", out.display()))?;
+        writeln!(file, "{line}")?;
+    }
+    Ok(())
+}

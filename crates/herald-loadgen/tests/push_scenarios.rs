@@ -1,0 +1,81 @@
+//! Every push scenario at a small scale against a real `herald serve`:
+//! each completes and nothing is lost. No timing is asserted.
+
+use std::time::Duration;
+
+use herald_loadgen::push::{fanout, memory, rounds, subjects};
+use herald_testkit::{herald_binary, Server};
+
+async fn topic(server: &Server, name: &str, partitions: i32) -> String {
+    let mut connection = herald_client::Connection::connect(&server.addr.to_string())
+        .await
+        .expect("connect");
+    herald_client::admin::create_topic(&mut connection, name, Some(partitions), &[])
+        .await
+        .expect("create topic");
+    name.to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_push_scenario_runs_and_loses_nothing() {
+    let data = tempfile::tempdir().expect("temp dir");
+    let server = Server::start(&herald_binary(), data.path(), &[]);
+    let push = server.push_addr.to_string();
+    let bootstrap = server.addr.to_string();
+
+    let row = fanout::run(&fanout::Fanout {
+        push: push.clone(),
+        topic: topic(&server, "fanout", 1).await,
+        subscribers: 20,
+        rate: 20,
+        secs: 0.5,
+        open_parallel: 10,
+    })
+    .await
+    .expect("fanout");
+    assert_eq!(row.dropped_subscribers, 0);
+    assert_eq!(row.delivered, row.published * 20);
+
+    let row = rounds::run(&rounds::Rounds {
+        push: push.clone(),
+        bootstrap: bootstrap.clone(),
+        topic: topic(&server, "rounds", 3).await,
+        partitions: 3,
+        clients: 30,
+        messages: 20,
+        rounds: 2,
+        deadline: Duration::from_secs(5),
+        open_parallel: 10,
+    })
+    .await
+    .expect("rounds");
+    assert_eq!(row.late, 0, "{row:?}");
+
+    for keys in [subjects::Keys::Many, subjects::Keys::One] {
+        let row = subjects::run(&subjects::Subjects {
+            push: push.clone(),
+            bootstrap: bootstrap.clone(),
+            topic: topic(&server, &format!("subjects-{keys:?}"), 2).await,
+            partitions: 2,
+            subjects: 10_000,
+            subscriptions: 1_000,
+            connections: 4,
+            records: 20_000,
+            keys,
+        })
+        .await
+        .expect("subjects");
+        assert_eq!(row.delivered, 2_000, "one record in ten: {row:?}");
+    }
+
+    let row = memory::run(&memory::Memory {
+        push,
+        topic: topic(&server, "memory", 1).await,
+        broker_pid: server.pid(),
+        connections: 20,
+        subscriptions_per_connection: 5,
+    })
+    .await
+    .expect("memory");
+    assert_eq!(row.subscriptions, 100);
+}

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# The push benchmark: herald alone (comparisons with other brokers are a
+# later issue), every scenario run REPEATS times against one broker on
+# /dev/shm, and a table of medians.
+#
+#   scripts/bench-push.sh [--quick] [--repeats N]
+#
+# Scenarios (see `herald-loadgen push --help`):
+#   fanout    seed 002's table: 10 to 10,000 subscribers of one subject at
+#             10 msg/s, publish-to-deliver latency and dropped subscribers;
+#   rounds    seed 003's round: 2,000 to ~18,000 clients, 20 messages each
+#             per round on their own subject, the share of clients late by 1 s;
+#   subjects  1M subjects against 1, 100k subscriptions, the same deliveries;
+#   memory    broker memory per idle session and per subscription.
+# --quick runs each at a small scale (a minute in all). Rows go to
+# $OUT/push.jsonl (default /tmp/herald-bench-push) and the table to
+# $OUT/push.md; the broker started here is stopped here, by its PID.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$ROOT"
+
+QUICK=0
+REPEATS=3
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) QUICK=1; shift ;;
+    --repeats) REPEATS="$2"; shift 2 ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+done
+OUT="${OUT:-/tmp/herald-bench-push}"
+DATA="/dev/shm/herald-bench-push"
+mkdir -p "$OUT"
+ROWS="$OUT/push.jsonl"
+rm -f "$ROWS"
+
+# Each connection costs a file on both sides.
+ulimit -n "$(ulimit -Hn)"
+cargo build --release -p herald -p herald-loadgen
+HERALD="$ROOT/target/release/herald"
+LOADGEN="$ROOT/target/release/herald-loadgen"
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+KAFKA="127.0.0.1:$(free_port)"
+PUSH="127.0.0.1:$(free_port)"
+PID=""
+cleanup() {
+  if [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null; then
+    kill "$PID"
+    wait "$PID" 2>/dev/null || true
+  fi
+  rm -rf "$DATA"
+}
+trap cleanup EXIT
+
+rm -rf "$DATA"
+# Few Kafka connections are needed; the rest of the open-file limit goes
+# to push sessions.
+"$HERALD" serve --data-dir "$DATA" --kafka-listen "$KAFKA" --push-listen "$PUSH" \
+  --admin-listen 127.0.0.1:0 --max-connections 64 --log-level warn > "$OUT/herald.log" 2>&1 &
+PID=$!
+for _ in $(seq 1 50); do
+  (exec 3<>"/dev/tcp/${PUSH%:*}/${PUSH#*:}") 2>/dev/null && break
+  sleep 0.2
+done
+
+run() {  # scenario args...
+  for _ in $(seq 1 "$REPEATS"); do
+    "$LOADGEN" push "$@" --push "$PUSH" --bootstrap "$KAFKA" --out "$ROWS" >/dev/null
+  done
+  echo "   $*: done"
+}
+
+# The load generator and the broker share this machine's open-file limit
+# per process; leave room for each side's own files.
+MAX_CLIENTS=$(( $(ulimit -n) - 1500 ))
+if [ "$QUICK" = 1 ]; then
+  FANOUT=(10 100 1000)
+  FANOUT_SECS=3
+  ROUNDS_CLIENTS=(500 2000)
+  ROUNDS=3
+  SUBJECTS=(--subjects 100000 --subscriptions 10000 --connections 20 --records 400000)
+  MEMORY=(--connections 500 --subscriptions-per-connection 20)
+else
+  FANOUT=(10 50 100 250 500 750 1000 10000)
+  FANOUT_SECS=10
+  ROUNDS_CLIENTS=(2000 10000 "$MAX_CLIENTS")
+  ROUNDS=10
+  SUBJECTS=(--subjects 1000000 --subscriptions 100000 --connections 100 --records 4000000)
+  MEMORY=(--connections 2000 --subscriptions-per-connection 50)
+fi
+
+echo "== fanout (seed 002)"
+for n in "${FANOUT[@]}"; do
+  run fanout --subscribers "$n" --rate 10 --secs "$FANOUT_SECS"
+done
+echo "== rounds (seed 003)"
+for c in "${ROUNDS_CLIENTS[@]}"; do
+  run rounds --clients "$c" --messages 20 --rounds "$ROUNDS"
+done
+echo "== subjects"
+run subjects --keys one "${SUBJECTS[@]}"
+run subjects --keys many "${SUBJECTS[@]}"
+echo "== memory"
+run memory --broker-pid "$PID" "${MEMORY[@]}"
+
+python3 "$ROOT/scripts/bench_push_table.py" "$ROWS" > "$OUT/push.md"
+cat "$OUT/push.md"

@@ -1,0 +1,81 @@
+"""Medians of the push benchmark's rows (scripts/bench-push.sh), as Markdown.
+
+    python3 scripts/bench_push_table.py push.jsonl
+"""
+
+import json
+import statistics
+import sys
+from collections import defaultdict
+
+# Seed 002's second table (department machine to department machine):
+# subscribers -> (average latency in µs, dropped subscribers).
+SEED_002 = {10: (786, 0), 50: (843.32, 0), 100: (9991.47, 0), 250: (36815.612, 0),
+            500: (70309.902, 0), 750: (100300.1813, 0), 1000: (137854.281, 0),
+            10000: (1369857.456, 0)}
+
+
+def med(rows, field):
+    return statistics.median(r[field] for r in rows)
+
+
+def main(path):
+    groups = defaultdict(list)
+    with open(path) as f:
+        for line in f:
+            row = json.loads(line)
+            key = {
+                "fanout": lambda r: ("fanout", r["subscribers"]),
+                "rounds": lambda r: ("rounds", r["clients"]),
+                "subjects": lambda r: ("subjects", r["keys"]),
+                "memory": lambda r: ("memory", r["connections"]),
+            }[row["scenario"]](row)
+            groups[key].append(row)
+    out = ["# Push benchmark", "", f"Medians of {max(len(v) for v in groups.values())} runs each.", ""]
+    fanout = sorted((k[1], v) for k, v in groups.items() if k[0] == "fanout")
+    if fanout:
+        out += ["## Fan-out (seed 002): one subject, 10 msg/s", "",
+                "| subscribers | mean µs | p50 µs | p99 µs | max µs | dropped subscribers | delivered / expected | seed 002 mean µs | seed 002 dropped |",
+                "|---|---|---|---|---|---|---|---|---|"]
+        for n, rows in fanout:
+            seed = SEED_002.get(n, ("", ""))
+            expected = med(rows, "published") * n
+            out.append(f"| {n} | {med(rows, 'mean_us'):.0f} | {med(rows, 'p50_us'):.0f} | {med(rows, 'p99_us'):.0f} | "
+                       f"{med(rows, 'max_us'):.0f} | {med(rows, 'dropped_subscribers'):.0f} | "
+                       f"{med(rows, 'delivered'):.0f} / {expected:.0f} | {seed[0]} | {seed[1]} |")
+        out.append("")
+    rounds = sorted((k[1], v) for k, v in groups.items() if k[0] == "rounds")
+    if rounds:
+        out += ["## Rounds (seed 003): 20 messages per client per round, late past 1 s", "",
+                "| clients | rounds | round p50 ms | slowest round ms | publish p50 ms | rounds all on time | late share |",
+                "|---|---|---|---|---|---|---|"]
+        for c, rows in rounds:
+            out.append(f"| {c} | {rows[0]['rounds']} | {med(rows, 'round_ms_p50'):.0f} | {med(rows, 'round_ms_max'):.0f} | "
+                       f"{med(rows, 'publish_ms_p50'):.0f} | {med(rows, 'rounds_on_time'):.0f} | {med(rows, 'late_share'):.2%} |")
+        out.append("")
+    subjects = {k[1]: v for k, v in groups.items() if k[0] == "subjects"}
+    if subjects:
+        out += ["## Subjects: many against one, same subscriptions and deliveries", "",
+                "| keys | distinct keys | subscriptions | records | delivered | records/s (median) |",
+                "|---|---|---|---|---|---|"]
+        for keys in ("one", "many"):
+            rows = subjects.get(keys)
+            if rows:
+                out.append(f"| {keys} | {rows[0]['distinct_keys']} | {rows[0]['subscriptions']} | {rows[0]['records']} | "
+                           f"{med(rows, 'delivered'):.0f} | {med(rows, 'records_per_sec'):,.0f} |")
+        if "one" in subjects and "many" in subjects:
+            ratio = med(subjects["many"], "records_per_sec") / med(subjects["one"], "records_per_sec")
+            out += ["", f"many / one: {ratio:.2f}"]
+        out.append("")
+    memory = [v for k, v in groups.items() if k[0] == "memory"]
+    for rows in memory:
+        out += ["## Memory", "",
+                "| sessions | subscriptions | bytes per idle session | bytes per subscription |",
+                "|---|---|---|---|",
+                f"| {rows[0]['connections']} | {rows[0]['subscriptions']} | {med(rows, 'bytes_per_idle_connection'):.0f} | "
+                f"{med(rows, 'bytes_per_subscription'):.0f} |", ""]
+    print("\n".join(out))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
