@@ -468,7 +468,7 @@ async fn overflow_and_rejoin_never_skip_or_repeat_a_record() {
         bursts += 1;
         // Pauses long enough for the queue to fill: the cursors overflow,
         // catch up from the log, and rejoin, again and again.
-        if bursts % 10 == 0 {
+        if bursts.is_multiple_of(10) {
             tokio::time::sleep(Duration::from_millis(15)).await;
         }
     }
