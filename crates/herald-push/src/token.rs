@@ -210,6 +210,15 @@ impl<'a> Reader<'a> {
     }
 }
 
+impl ResumePoint {
+    /// Reads a token's body (the token without its signature). Only for a
+    /// body whose signature was checked ([`TokenKeys::verify`] does both),
+    /// or for tests and fuzzing of the layout; `None` if it is not one.
+    pub fn decode_body(body: &[u8]) -> Option<ResumePoint> {
+        read_point(body)
+    }
+}
+
 fn read_point(body: &[u8]) -> Option<ResumePoint> {
     let mut r = Reader(body);
     if r.take(MAGIC.len())? != MAGIC {
