@@ -43,6 +43,7 @@ LOADGEN="$ROOT/target/release/herald-loadgen"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 KAFKA="127.0.0.1:$(free_port)"
 PUSH="127.0.0.1:$(free_port)"
+ADMIN="127.0.0.1:$(free_port)"
 PID=""
 cleanup() {
   if [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null; then
@@ -57,7 +58,7 @@ rm -rf "$DATA"
 # Few Kafka connections are needed; the rest of the open-file limit goes
 # to push sessions.
 "$HERALD" serve --data-dir "$DATA" --kafka-listen "$KAFKA" --push-listen "$PUSH" \
-  --admin-listen 127.0.0.1:0 --max-connections 64 --log-level warn > "$OUT/herald.log" 2>&1 &
+  --admin-listen "$ADMIN" --max-connections 64 --log-level warn > "$OUT/herald.log" 2>&1 &
 PID=$!
 for _ in $(seq 1 50); do
   (exec 3<>"/dev/tcp/${PUSH%:*}/${PUSH#*:}") 2>/dev/null && break
@@ -102,7 +103,7 @@ echo "== subjects"
 run subjects --keys one "${SUBJECTS[@]}"
 run subjects --keys many "${SUBJECTS[@]}"
 echo "== memory"
-run memory --broker-pid "$PID" "${MEMORY[@]}"
+run memory --broker-pid "$PID" --admin "$ADMIN" "${MEMORY[@]}"
 
 python3 "$ROOT/scripts/bench_push_table.py" "$ROWS" > "$OUT/push.md"
 cat "$OUT/push.md"

@@ -70,10 +70,11 @@ def main(path):
     memory = [v for k, v in groups.items() if k[0] == "memory"]
     for rows in memory:
         out += ["## Memory", "",
-                "| sessions | subscriptions | bytes per idle session | bytes per subscription |",
-                "|---|---|---|---|",
+                "| sessions | subscriptions | heap bytes per idle session | heap bytes per subscription | resident bytes per idle session | resident bytes per subscription |",
+                "|---|---|---|---|---|---|",
                 f"| {rows[0]['connections']} | {rows[0]['subscriptions']} | {med(rows, 'bytes_per_idle_connection'):.0f} | "
-                f"{med(rows, 'bytes_per_subscription'):.0f} |", ""]
+                f"{med(rows, 'bytes_per_subscription'):.0f} | {med(rows, 'rss_per_idle_connection'):.0f} | "
+                f"{med(rows, 'rss_per_subscription'):.0f} |", ""]
     print("\n".join(out))
 
 

@@ -8,6 +8,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let descriptors = protox::compile([&file], [&root])?;
     tonic_prost_build::configure()
         .bytes(".")
+        .codec_path("crate::codec::SessionCodec")
         .compile_fds(descriptors)?;
     Ok(())
 }

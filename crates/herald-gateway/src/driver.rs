@@ -37,13 +37,18 @@ pub(crate) enum Unreadable {
     TooLarge(Option<usize>),
 }
 
+/// A message on its way to the transport, boxed so that the channels
+/// between the session's tasks cost a pointer per slot: their buffers are
+/// allocated per session, and most sessions sit idle.
+pub(crate) type Outgoing = Box<ServerMessage>;
+
 /// How a session ends on the broker's side.
-fn go_away(reason: GoAwayReason, text: impl Into<String>, retry_after_ms: u32) -> ServerMessage {
-    message(Kind::GoAway(proto::GoAway {
+fn go_away(reason: GoAwayReason, text: impl Into<String>, retry_after_ms: u32) -> Outgoing {
+    Box::new(message(Kind::GoAway(proto::GoAway {
         reason: reason as i32,
         message: text.into(),
         retry_after_ms,
-    }))
+    })))
 }
 
 /// Runs one session until the client closes its stream, sends something
@@ -52,7 +57,7 @@ fn go_away(reason: GoAwayReason, text: impl Into<String>, retry_after_ms: u32) -
 pub(crate) async fn drive<S>(
     engine: Arc<PushEngine>,
     mut incoming: S,
-    out: mpsc::Sender<ServerMessage>,
+    out: mpsc::Sender<Outgoing>,
     max_message_bytes: usize,
     shutdown: CancellationToken,
 ) where
@@ -77,7 +82,7 @@ pub(crate) async fn drive<S>(
         max_message_bytes: u32::try_from(max_message_bytes).unwrap_or(u32::MAX),
         queue_bytes: config.queue_bytes as u64,
     }));
-    if out.send(welcome).await.is_err() {
+    if out.send(Box::new(welcome)).await.is_err() {
         return;
     }
     let (replies, replies_rx) = mpsc::channel(REPLIES_QUEUED);
@@ -143,9 +148,9 @@ async fn handle(
     session: &mut Session,
     request: ClientMessage,
     opening: bool,
-    replies: &mpsc::Sender<ServerMessage>,
+    replies: &mpsc::Sender<Outgoing>,
 ) -> bool {
-    let reply = |m: ServerMessage| async move { replies.send(m).await.is_ok() };
+    let reply = |m: ServerMessage| async move { replies.send(Box::new(m)).await.is_ok() };
     match request.kind {
         None => {
             let text = "a message without a kind (sent by a newer client?)";
@@ -260,8 +265,8 @@ pub(crate) async fn publish_result(
 /// as few messages as fit.
 async fn write(
     outbox: Arc<herald_push::Outbox>,
-    mut replies: mpsc::Receiver<ServerMessage>,
-    out: mpsc::Sender<ServerMessage>,
+    mut replies: mpsc::Receiver<Outgoing>,
+    out: mpsc::Sender<Outgoing>,
     stats: Arc<PushStats>,
 ) {
     let mut outbox_open = true;
@@ -282,7 +287,7 @@ async fn write(
                     stats.record_written(&events);
                     convert::server_messages(events, &mut messages);
                     for m in messages.drain(..) {
-                        if out.send(m).await.is_err() {
+                        if out.send(Box::new(m)).await.is_err() {
                             return;
                         }
                     }

@@ -51,7 +51,9 @@ impl Herald for HeraldService {
             self.max_message_bytes,
             self.shutdown.clone(),
         ));
-        Ok(Response::new(Box::pin(ReceiverStream::new(out_rx).map(Ok))))
+        Ok(Response::new(Box::pin(
+            ReceiverStream::new(out_rx).map(|message| Ok(*message)),
+        )))
     }
 
     async fn publish(

@@ -9,6 +9,7 @@
 //! | `/v1/session` | WebSocket: one encoded message per binary frame |
 //! | `/v1/events` | Server-Sent Events, one subject or pattern, `Last-Event-ID` resume |
 
+mod codec;
 mod config;
 mod convert;
 mod driver;
@@ -17,6 +18,7 @@ mod server;
 mod sse;
 mod websocket;
 
+pub use codec::SessionCodec;
 pub use config::{GatewayConfig, MAX_MESSAGE_BYTES_DEFAULT, PUSH_LISTEN_DEFAULT};
 pub use server::{GatewayCounters, GatewayServer};
 

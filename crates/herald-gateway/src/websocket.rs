@@ -54,10 +54,10 @@ async fn run(shared: Arc<Shared>, socket: WebSocket) {
         let closed = matches!(item, Err(Unreadable::Malformed(why)) if why.is_empty());
         std::future::ready(!closed)
     }));
-    let (out, mut out_rx) = mpsc::channel(SOCKET_QUEUE);
+    let (out, mut out_rx) = mpsc::channel::<driver::Outgoing>(SOCKET_QUEUE);
     let sender = tokio::spawn(async move {
         while let Some(message) = out_rx.recv().await {
-            let frame = Message::Binary(prost::Message::encode_to_vec(&message).into());
+            let frame = Message::Binary(prost::Message::encode_to_vec(&*message).into());
             if sink.send(frame).await.is_err() {
                 return;
             }

@@ -95,6 +95,9 @@ pub enum PushCommand {
         /// The broker's pid.
         #[arg(long)]
         broker_pid: u32,
+        /// The broker's admin listener (its heap gauge).
+        #[arg(long, default_value = "127.0.0.1:9644")]
+        admin: String,
         /// Idle sessions.
         #[arg(long, default_value_t = 2000)]
         connections: usize,
@@ -202,12 +205,14 @@ pub fn run(command: PushCommand) -> anyhow::Result<()> {
             PushCommand::Memory {
                 target,
                 broker_pid,
+                admin,
                 connections,
                 subscriptions_per_connection,
             } => {
                 let topic = fresh_topic(&target.bootstrap, "memory", 1).await?;
                 let plan = memory::Memory {
                     push: target.push.clone(),
+                    admin: admin.clone(),
                     topic,
                     broker_pid: *broker_pid,
                     connections: *connections,

@@ -70,6 +70,7 @@ async fn every_push_scenario_runs_and_loses_nothing() {
 
     let row = memory::run(&memory::Memory {
         push,
+        admin: server.admin_addr.to_string(),
         topic: topic(&server, "memory", 1).await,
         broker_pid: server.pid(),
         connections: 20,

@@ -13,6 +13,7 @@ pub mod fsync;
 pub mod groups;
 pub mod kafka;
 pub mod partitions;
+pub mod process;
 pub mod push;
 
 use std::sync::Arc;
@@ -24,6 +25,7 @@ pub use fsync::{FsyncMetrics, HistogramSample, PartitionFsyncSample, SampledHist
 pub use groups::{GroupMetrics, GroupOffsetSample};
 pub use kafka::KafkaMetrics;
 pub use partitions::{PartitionMetrics, PartitionSample};
+pub use process::ProcessMetrics;
 pub use push::{PushMetrics, PushSample};
 
 /// The registry and every metric herald exports.
@@ -40,6 +42,8 @@ pub struct Metrics {
     pub groups: Arc<GroupMetrics>,
     /// Push delivery.
     pub push: Arc<PushMetrics>,
+    /// Process-wide figures.
+    pub process: Arc<ProcessMetrics>,
     /// Serialises scrapes, so a refresh of the partition gauges never
     /// interleaves with another scrape's rendering.
     scrape_lock: Mutex<()>,
@@ -59,6 +63,8 @@ impl Metrics {
         groups.register(&mut registry);
         let push = Arc::new(PushMetrics::new());
         push.register(&mut registry);
+        let process = Arc::new(ProcessMetrics::new());
+        process.register(&mut registry);
         Self {
             registry,
             kafka,
@@ -66,6 +72,7 @@ impl Metrics {
             fsync,
             groups,
             push,
+            process,
             scrape_lock: Mutex::new(()),
         }
     }

@@ -48,6 +48,21 @@ pub fn refresh(broker: &Broker, metrics: &Metrics) {
     metrics.partitions.replace(partitions);
 }
 
+/// Sets the process heap gauge: what glibc's allocator has in use, over
+/// every arena and large mapping.
+pub fn refresh_process(metrics: &Metrics) {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: mallinfo2 only reads the allocator's own statistics.
+        let info = unsafe { libc::mallinfo2() };
+        metrics
+            .process
+            .set_heap_bytes((info.uordblks + info.hblkhd) as u64);
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    let _ = metrics;
+}
+
 /// Refreshes the push metrics from the engine and its listener.
 pub fn refresh_push(engine: &PushEngine, listener: &GatewayCounters, metrics: &Metrics) {
     let stats = engine.stats();

@@ -35,6 +35,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
             if let Some((engine, listener)) = pushing.get() {
                 scrape::refresh_push(engine, listener, metrics);
             }
+            scrape::refresh_process(metrics);
         });
         AdminServer::bind(
             settings.admin_listen,

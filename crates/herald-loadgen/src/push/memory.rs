@@ -1,7 +1,11 @@
-//! Broker memory per idle session and per subscription: the broker's
-//! anonymous resident memory before and after opening idle sessions, then
-//! after subscribing each to literal subjects.
+//! Broker memory per idle session and per subscription: the heap the
+//! broker's allocator has in use (its `herald_process_heap_bytes` gauge)
+//! before and after opening idle sessions, then after subscribing each to
+//! literal subjects. The resident anonymous memory is reported too, but it
+//! also holds what the allocator keeps for reuse, so it overstates a first
+//! run and understates a later one.
 
+use std::io::{Read as _, Write as _};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -14,6 +18,8 @@ use super::{anon_rss_bytes, PushBenchError};
 pub struct Memory {
     /// The push listener.
     pub push: String,
+    /// The broker's admin listener (its heap gauge).
+    pub admin: String,
     /// The topic (it must exist).
     pub topic: String,
     /// The broker's pid.
@@ -33,19 +39,52 @@ pub struct MemoryRow {
     pub connections: usize,
     /// Subscriptions made.
     pub subscriptions: u64,
-    /// Broker bytes per idle session (connection, HTTP/2 state, session).
+    /// Broker heap bytes per idle session (connection, HTTP/2 and gRPC
+    /// state, session).
     pub bytes_per_idle_connection: f64,
-    /// Broker bytes per subscription (routing entry, cursors, session map).
+    /// Broker heap bytes per subscription (routing entry, cursors, session
+    /// map).
     pub bytes_per_subscription: f64,
+    /// Resident anonymous bytes per idle session.
+    pub rss_per_idle_connection: f64,
+    /// Resident anonymous bytes per subscription.
+    pub rss_per_subscription: f64,
 }
 
 /// How long the broker gets to settle before each reading.
 const SETTLE: Duration = Duration::from_secs(2);
 
+/// The broker's heap gauge, read from its `/metrics`.
+fn heap_bytes(admin: &str) -> Result<u64, PushBenchError> {
+    let failed = |reason: String| {
+        PushBenchError::Refused(format!("reading http://{admin}/metrics: {reason}"))
+    };
+    let mut stream = std::net::TcpStream::connect(admin).map_err(|e| failed(e.to_string()))?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(|e| failed(e.to_string()))?;
+    write!(stream, "GET /metrics HTTP/1.0\r\nHost: {admin}\r\n\r\n")
+        .map_err(|e| failed(e.to_string()))?;
+    let mut text = String::new();
+    stream
+        .read_to_string(&mut text)
+        .map_err(|e| failed(e.to_string()))?;
+    text.lines()
+        .find_map(|line| line.strip_prefix("herald_process_heap_bytes "))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map(|v| v as u64)
+        .ok_or_else(|| failed("no herald_process_heap_bytes".into()))
+}
+
+/// Both readings of the broker's memory.
+fn reading(plan: &Memory) -> Result<(u64, u64), PushBenchError> {
+    Ok((heap_bytes(&plan.admin)?, anon_rss_bytes(plan.broker_pid)?))
+}
+
 /// Runs one measurement.
 pub async fn run(plan: &Memory) -> Result<MemoryRow, PushBenchError> {
     tokio::time::sleep(SETTLE).await;
-    let before = anon_rss_bytes(plan.broker_pid)?;
+    let before = reading(plan)?;
     let mut sessions = Vec::with_capacity(plan.connections);
     for _ in 0..plan.connections {
         sessions.push(Session::open(&plan.push).await?);
@@ -56,7 +95,7 @@ pub async fn run(plan: &Memory) -> Result<MemoryRow, PushBenchError> {
         session.next().await?;
     }
     tokio::time::sleep(SETTLE).await;
-    let idle = anon_rss_bytes(plan.broker_pid)?;
+    let idle = reading(plan)?;
     for (i, session) in sessions.iter_mut().enumerate() {
         let first = i as u64 * plan.subscriptions_per_connection;
         session
@@ -68,16 +107,18 @@ pub async fn run(plan: &Memory) -> Result<MemoryRow, PushBenchError> {
             .await?;
     }
     tokio::time::sleep(SETTLE).await;
-    let subscribed = anon_rss_bytes(plan.broker_pid)?;
+    let subscribed = reading(plan)?;
     let subscriptions = plan.connections as u64 * plan.subscriptions_per_connection;
     drop(sessions);
+    let per = |after: u64, before: u64, n: f64| after.saturating_sub(before) as f64 / n.max(1.0);
+    let sessions = plan.connections as f64;
     Ok(MemoryRow {
         scenario: "memory",
         connections: plan.connections,
         subscriptions,
-        bytes_per_idle_connection: idle.saturating_sub(before) as f64
-            / plan.connections.max(1) as f64,
-        bytes_per_subscription: subscribed.saturating_sub(idle) as f64
-            / subscriptions.max(1) as f64,
+        bytes_per_idle_connection: per(idle.0, before.0, sessions),
+        bytes_per_subscription: per(subscribed.0, idle.0, subscriptions as f64),
+        rss_per_idle_connection: per(idle.1, before.1, sessions),
+        rss_per_subscription: per(subscribed.1, idle.1, subscriptions as f64),
     })
 }
