@@ -28,7 +28,7 @@ def main(path):
                 "fanout": lambda r: ("fanout", r["subscribers"]),
                 "rounds": lambda r: ("rounds", r["clients"]),
                 "subjects": lambda r: ("subjects", r["keys"]),
-                "memory": lambda r: ("memory", r["connections"]),
+                "memory": lambda r: ("memory", r.get("transport", "grpc")),
             }[row["scenario"]](row)
             groups[key].append(row)
     out = ["# Push benchmark", "", f"Medians of {max(len(v) for v in groups.values())} runs each.", ""]
@@ -67,14 +67,16 @@ def main(path):
             ratio = med(subjects["many"], "records_per_sec") / med(subjects["one"], "records_per_sec")
             out += ["", f"many / one: {ratio:.2f}"]
         out.append("")
-    memory = [v for k, v in groups.items() if k[0] == "memory"]
-    for rows in memory:
+    memory = sorted((k[1], v) for k, v in groups.items() if k[0] == "memory")
+    if memory:
         out += ["## Memory", "",
-                "| sessions | subscriptions | heap bytes per idle session | heap bytes per subscription | resident bytes per idle session | resident bytes per subscription |",
-                "|---|---|---|---|---|---|",
-                f"| {rows[0]['connections']} | {rows[0]['subscriptions']} | {med(rows, 'bytes_per_idle_connection'):.0f} | "
-                f"{med(rows, 'bytes_per_subscription'):.0f} | {med(rows, 'rss_per_idle_connection'):.0f} | "
-                f"{med(rows, 'rss_per_subscription'):.0f} |", ""]
+                "| transport | sessions | subscriptions | heap bytes per idle session | heap bytes per subscription | resident bytes per idle session | resident bytes per subscription |",
+                "|---|---|---|---|---|---|---|"]
+        for transport, rows in memory:
+            out.append(f"| {transport} | {rows[0]['connections']} | {rows[0]['subscriptions']} | {med(rows, 'bytes_per_idle_connection'):.0f} | "
+                       f"{med(rows, 'bytes_per_subscription'):.0f} | {med(rows, 'rss_per_idle_connection'):.0f} | "
+                       f"{med(rows, 'rss_per_subscription'):.0f} |")
+        out.append("")
     print("\n".join(out))
 
 

@@ -2,11 +2,12 @@
 //! on them, and writes what the engine queued. gRPC and WebSocket both
 //! hand their streams to [`drive`].
 //!
-//! Two tasks: this one reads (and may wait on a subscribe's lookups or a
-//! publish's append), the writer drains the session's outbox and the
-//! replies, taking everything queued in one go. A slow client therefore
-//! never holds up the tailers: they queue into the bounded outbox and the
-//! engine moves the client to catch-up when it is full.
+//! One task per session, which reads the client's messages, answers them,
+//! and writes everything the session's outbox holds in one go. A slow
+//! client therefore never holds up the tailers: they queue into the
+//! bounded outbox and the engine moves the client to catch-up when it is
+//! full. One task, not a reader and a writer, because most sessions sit
+//! idle and each task and queue is memory per connection.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,9 +25,6 @@ use crate::proto::{
 /// Most bytes of deliveries written in one message.
 pub(crate) const DELIVERIES_MESSAGE_BYTES: usize = 1024 * 1024;
 
-/// Replies the reader may queue for the writer before it waits.
-const REPLIES_QUEUED: usize = 256;
-
 /// What a transport read instead of a message.
 #[derive(Debug)]
 pub(crate) enum Unreadable {
@@ -37,8 +35,25 @@ pub(crate) enum Unreadable {
     TooLarge(Option<usize>),
 }
 
-/// A message on its way to the transport, boxed so that the channels
-/// between the session's tasks cost a pointer per slot: their buffers are
+/// Where a session's messages go: the transport's side of the writer.
+pub(crate) trait Transmit: Send + 'static {
+    /// Sends one message; false once the client is gone.
+    fn transmit(&mut self, message: Outgoing) -> impl std::future::Future<Output = bool> + Send;
+
+    /// Ends the stream once the session is over (a close frame, say).
+    fn close(&mut self) -> impl std::future::Future<Output = ()> + Send {
+        async {}
+    }
+}
+
+impl Transmit for mpsc::Sender<Outgoing> {
+    async fn transmit(&mut self, message: Outgoing) -> bool {
+        self.send(message).await.is_ok()
+    }
+}
+
+/// A message on its way to the transport, boxed so that a transport's
+/// queue (gRPC's response stream) costs a pointer per slot: its buffer is
 /// allocated per session, and most sessions sit idle.
 pub(crate) type Outgoing = Box<ServerMessage>;
 
@@ -52,27 +67,30 @@ fn go_away(reason: GoAwayReason, text: impl Into<String>, retry_after_ms: u32) -
 }
 
 /// Runs one session until the client closes its stream, sends something
-/// unreadable, or `shutdown` fires; writes into `out` (whose receiver the
-/// transport sends from).
-pub(crate) async fn drive<S>(
+/// unreadable, or `shutdown` fires; writes through `out`.
+///
+/// One task does everything: it waits for the client's next message, for
+/// events in the session's outbox, or for shutdown, whichever comes first,
+/// and writes all the outbox holds in one go. While it handles a request
+/// (a subscribe's lookups, a publish's append) it does not write; the
+/// outbox holds what arrives meanwhile, up to its bound.
+pub(crate) async fn drive<S, T>(
     engine: Arc<PushEngine>,
     mut incoming: S,
-    out: mpsc::Sender<Outgoing>,
+    mut out: T,
     max_message_bytes: usize,
     shutdown: CancellationToken,
 ) where
     S: Stream<Item = Result<ClientMessage, Unreadable>> + Unpin,
+    T: Transmit,
 {
     let mut session = match engine.open_session(Credit::default()) {
         Ok(session) => session,
         Err(full) => {
-            let _ = out
-                .send(go_away(
-                    GoAwayReason::TooManyConnections,
-                    full.to_string(),
-                    1000,
-                ))
-                .await;
+            let away = go_away(GoAwayReason::TooManyConnections, full.to_string(), 1000);
+            if out.transmit(away).await {
+                out.close().await;
+            }
             return;
         }
     };
@@ -82,86 +100,94 @@ pub(crate) async fn drive<S>(
         max_message_bytes: u32::try_from(max_message_bytes).unwrap_or(u32::MAX),
         queue_bytes: config.queue_bytes as u64,
     }));
-    if out.send(Box::new(welcome)).await.is_err() {
+    if !out.transmit(Box::new(welcome)).await {
         return;
     }
-    let (replies, replies_rx) = mpsc::channel(REPLIES_QUEUED);
     let stats = Arc::clone(engine.stats());
-    let writer = tokio::spawn(write(
-        Arc::clone(session.outbox()),
-        replies_rx,
-        out,
-        Arc::clone(&stats),
-    ));
+    let outbox = Arc::clone(session.outbox());
     let mut first = true;
-    loop {
-        let next = tokio::select! {
-            next = incoming.next() => next,
+    let mut messages = Vec::new();
+    let ending = loop {
+        tokio::select! {
             _ = shutdown.cancelled() => {
                 PushStats::add(&stats.disconnects_shutdown, 1);
-                let _ = replies.send(go_away(GoAwayReason::Shutdown, "the broker is shutting down", 1000)).await;
-                break;
+                break Some(go_away(GoAwayReason::Shutdown, "the broker is shutting down", 1000));
             }
-        };
-        let client_message = match next {
-            None => {
-                PushStats::add(&stats.disconnects_client, 1);
-                break;
+            events = outbox.take(DELIVERIES_MESSAGE_BYTES) => {
+                let Some(events) = events else { break None };
+                stats.record_written(&events);
+                convert::server_messages(events, &mut messages);
+                let mut sent = true;
+                for m in messages.drain(..) {
+                    sent = sent && out.transmit(Box::new(m)).await;
+                }
+                if !sent {
+                    break None;
+                }
             }
-            Some(Ok(message)) => message,
-            Some(Err(Unreadable::TooLarge(size))) => {
-                PushStats::add(&stats.disconnects_message_too_large, 1);
-                let text = match size {
-                    Some(size) => format!(
-                        "a message of {size} bytes exceeds the limit of {max_message_bytes} bytes"
-                    ),
-                    None => format!("a message exceeds the limit of {max_message_bytes} bytes"),
+            next = incoming.next() => {
+                let client_message = match next {
+                    None => {
+                        PushStats::add(&stats.disconnects_client, 1);
+                        break None;
+                    }
+                    Some(Ok(message)) => message,
+                    Some(Err(Unreadable::TooLarge(size))) => {
+                        PushStats::add(&stats.disconnects_message_too_large, 1);
+                        let text = match size {
+                            Some(size) => format!(
+                                "a message of {size} bytes exceeds the limit of {max_message_bytes} bytes"
+                            ),
+                            None => format!("a message exceeds the limit of {max_message_bytes} bytes"),
+                        };
+                        break Some(go_away(GoAwayReason::MessageTooLarge, text, 0));
+                    }
+                    Some(Err(Unreadable::Malformed(why))) => {
+                        PushStats::add(&stats.disconnects_protocol_error, 1);
+                        break Some(go_away(GoAwayReason::ProtocolError, why, 0));
+                    }
                 };
-                let _ = replies
-                    .send(go_away(GoAwayReason::MessageTooLarge, text, 0))
-                    .await;
-                break;
+                let opening = std::mem::replace(&mut first, false);
+                // Boxed: handling a request needs far more state than
+                // waiting for one, and most sessions wait; inline, every
+                // idle session would carry it.
+                let handled = Box::pin(handle(&engine, &mut session, client_message, opening, &mut out));
+                if !handled.await {
+                    break None;
+                }
             }
-            Some(Err(Unreadable::Malformed(why))) => {
-                PushStats::add(&stats.disconnects_protocol_error, 1);
-                let _ = replies
-                    .send(go_away(GoAwayReason::ProtocolError, why, 0))
-                    .await;
-                break;
-            }
-        };
-        let opening = std::mem::replace(&mut first, false);
-        if !handle(&engine, &mut session, client_message, opening, &replies).await {
-            break;
         }
-    }
-    // Closing the session closes its outbox; the writer sends what replies
-    // remain (a go-away) and stops.
-    drop(replies);
+    };
     drop(session);
-    let _ = writer.await;
+    if let Some(away) = ending {
+        let _ = out.transmit(away).await;
+    }
+    out.close().await;
 }
 
 /// Acts on one client message; false if the session must end.
-async fn handle(
+async fn handle<T: Transmit>(
     engine: &PushEngine,
     session: &mut Session,
     request: ClientMessage,
     opening: bool,
-    replies: &mpsc::Sender<Outgoing>,
+    out: &mut T,
 ) -> bool {
-    let reply = |m: ServerMessage| async move { replies.send(Box::new(m)).await.is_ok() };
     match request.kind {
         None => {
             let text = "a message without a kind (sent by a newer client?)";
-            return reply(Refused::invalid(text).to_message(0, 0)).await;
+            return out
+                .transmit(Box::new(Refused::invalid(text).to_message(0, 0)))
+                .await;
         }
         Some(client_message::Kind::Hello(hello)) => {
             if !opening {
-                return reply(
-                    Refused::invalid("hello must be a session's first message").to_message(0, 0),
-                )
-                .await;
+                return out
+                    .transmit(Box::new(
+                        Refused::invalid("hello must be a session's first message")
+                            .to_message(0, 0),
+                    ))
+                    .await;
             }
             if let Some(credit) = hello.initial_credit {
                 session.outbox().set_credit(Credit {
@@ -174,7 +200,10 @@ async fn handle(
             }
             for token in hello.resume_tokens {
                 if let Err(e) = session.resume(&token).await {
-                    if !reply(convert::subscribe_refused(&e).to_message(0, 0)).await {
+                    if !out
+                        .transmit(Box::new(convert::subscribe_refused(&e).to_message(0, 0)))
+                        .await
+                    {
                         return false;
                     }
                 }
@@ -190,7 +219,7 @@ async fn handle(
                 Err(refused) => Err(refused),
             };
             if let Err(refused) = result {
-                return reply(refused.to_message(id, 0)).await;
+                return out.transmit(Box::new(refused.to_message(id, 0))).await;
             }
         }
         Some(client_message::Kind::Unsubscribe(unsubscribe)) => {
@@ -200,7 +229,7 @@ async fn handle(
                     code: proto::ErrorCode::UnknownSubscription,
                     message: format!("no subscription {id} on this session"),
                 };
-                return reply(refused.to_message(id, 0)).await;
+                return out.transmit(Box::new(refused.to_message(id, 0))).await;
             }
         }
         Some(client_message::Kind::Ack(ack)) => {
@@ -212,11 +241,11 @@ async fn handle(
                 })),
                 Err(e) => convert::ack_refused(&e).to_message(id, 0),
             };
-            return reply(answer).await;
+            return out.transmit(Box::new(answer)).await;
         }
         Some(client_message::Kind::Credit(credit)) => session.grant(credit.messages, credit.bytes),
         Some(client_message::Kind::Publish(request)) => {
-            return reply(publish(engine, request).await).await;
+            return out.transmit(Box::new(publish(engine, request).await)).await;
         }
     }
     true
@@ -258,43 +287,6 @@ pub(crate) async fn publish_result(
                 request_id,
             }),
         },
-    }
-}
-
-/// The writer: replies first, then whatever the outbox holds, all of it in
-/// as few messages as fit.
-async fn write(
-    outbox: Arc<herald_push::Outbox>,
-    mut replies: mpsc::Receiver<Outgoing>,
-    out: mpsc::Sender<Outgoing>,
-    stats: Arc<PushStats>,
-) {
-    let mut outbox_open = true;
-    let mut messages = Vec::new();
-    loop {
-        tokio::select! {
-            biased;
-            reply = replies.recv() => match reply {
-                Some(reply) => {
-                    if out.send(reply).await.is_err() {
-                        return;
-                    }
-                }
-                None => return,
-            },
-            events = outbox.take(DELIVERIES_MESSAGE_BYTES), if outbox_open => match events {
-                Some(events) => {
-                    stats.record_written(&events);
-                    convert::server_messages(events, &mut messages);
-                    for m in messages.drain(..) {
-                        if out.send(Box::new(m)).await.is_err() {
-                            return;
-                        }
-                    }
-                }
-                None => outbox_open = false,
-            },
-        }
     }
 }
 

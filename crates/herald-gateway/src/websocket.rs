@@ -8,14 +8,16 @@ use axum::extract::State;
 use axum::response::Response;
 use futures_util::{SinkExt, StreamExt};
 use prost::Message as _;
-use tokio::sync::mpsc;
 
 use crate::driver::{self, Unreadable};
 use crate::proto::ClientMessage;
 use crate::server::Shared;
 
-/// Messages queued between a session's writer and the socket.
-const SOCKET_QUEUE: usize = 4;
+/// Bytes a socket's read buffer holds at a time.
+const READ_BUFFER_BYTES: usize = 1024;
+
+/// Most bytes waiting in a socket's write buffer (only when writes fail).
+const MAX_WRITE_BUFFER_BYTES: usize = 8 * 1024 * 1024;
 
 /// Upgrades the request and runs a session on the socket.
 pub(crate) async fn upgrade(State(shared): State<Arc<Shared>>, ws: WebSocketUpgrade) -> Response {
@@ -24,12 +26,18 @@ pub(crate) async fn upgrade(State(shared): State<Arc<Shared>>, ws: WebSocketUpgr
     // naming the limit; larger ones close the socket at once.
     ws.max_message_size(limit.saturating_mul(2))
         .max_frame_size(limit.saturating_mul(2))
+        // tungstenite starts each socket with 128 KiB read and write
+        // buffers; most sessions sit idle, so start small (a read grows
+        // its buffer for a large message) and write each frame as it goes.
+        .read_buffer_size(READ_BUFFER_BYTES)
+        .write_buffer_size(0)
+        .max_write_buffer_size(MAX_WRITE_BUFFER_BYTES)
         .on_upgrade(move |socket| run(shared, socket))
 }
 
 async fn run(shared: Arc<Shared>, socket: WebSocket) {
     let limit = shared.max_message_bytes;
-    let (mut sink, stream) = socket.split();
+    let (sink, stream) = socket.split();
     let incoming = stream.filter_map(move |frame| async move {
         match frame {
             Ok(Message::Binary(bytes)) if bytes.len() > limit => {
@@ -54,16 +62,9 @@ async fn run(shared: Arc<Shared>, socket: WebSocket) {
         let closed = matches!(item, Err(Unreadable::Malformed(why)) if why.is_empty());
         std::future::ready(!closed)
     }));
-    let (out, mut out_rx) = mpsc::channel::<driver::Outgoing>(SOCKET_QUEUE);
-    let sender = tokio::spawn(async move {
-        while let Some(message) = out_rx.recv().await {
-            let frame = Message::Binary(prost::Message::encode_to_vec(&*message).into());
-            if sink.send(frame).await.is_err() {
-                return;
-            }
-        }
-        let _ = sink.close().await;
-    });
+    // The session's writer writes straight to the socket: no task or queue
+    // of its own per connection.
+    let out = SocketWriter { sink };
     driver::drive(
         Arc::clone(&shared.engine),
         incoming,
@@ -72,5 +73,20 @@ async fn run(shared: Arc<Shared>, socket: WebSocket) {
         shared.shutdown.clone(),
     )
     .await;
-    let _ = tokio::time::timeout(driver::CLOSE_GRACE, sender).await;
+}
+
+/// The socket's sending half, as a session's writer uses it.
+struct SocketWriter {
+    sink: futures_util::stream::SplitSink<WebSocket, Message>,
+}
+
+impl driver::Transmit for SocketWriter {
+    async fn transmit(&mut self, message: driver::Outgoing) -> bool {
+        let frame = Message::Binary(prost::Message::encode_to_vec(&*message).into());
+        self.sink.send(frame).await.is_ok()
+    }
+
+    async fn close(&mut self) {
+        let _ = self.sink.close().await;
+    }
 }

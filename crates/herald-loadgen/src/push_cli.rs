@@ -104,6 +104,9 @@ pub enum PushCommand {
         /// Subscriptions each session then makes.
         #[arg(long, default_value_t = 50)]
         subscriptions_per_connection: u64,
+        /// The sessions' transport.
+        #[arg(long, value_enum, default_value = "grpc")]
+        transport: memory::Transport,
     },
 }
 
@@ -208,6 +211,7 @@ pub fn run(command: PushCommand) -> anyhow::Result<()> {
                 admin,
                 connections,
                 subscriptions_per_connection,
+                transport,
             } => {
                 let topic = fresh_topic(&target.bootstrap, "memory", 1).await?;
                 let plan = memory::Memory {
@@ -217,6 +221,7 @@ pub fn run(command: PushCommand) -> anyhow::Result<()> {
                     broker_pid: *broker_pid,
                     connections: *connections,
                     subscriptions_per_connection: *subscriptions_per_connection,
+                    transport: *transport,
                 };
                 serde_json::to_value(memory::run(&plan).await?)?
             }

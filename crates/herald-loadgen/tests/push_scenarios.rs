@@ -68,15 +68,18 @@ async fn every_push_scenario_runs_and_loses_nothing() {
         assert_eq!(row.delivered, 2_000, "one record in ten: {row:?}");
     }
 
-    let row = memory::run(&memory::Memory {
-        push,
-        admin: server.admin_addr.to_string(),
-        topic: topic(&server, "memory", 1).await,
-        broker_pid: server.pid(),
-        connections: 20,
-        subscriptions_per_connection: 5,
-    })
-    .await
-    .expect("memory");
-    assert_eq!(row.subscriptions, 100);
+    for transport in [memory::Transport::Grpc, memory::Transport::Websocket] {
+        let row = memory::run(&memory::Memory {
+            push: push.clone(),
+            admin: server.admin_addr.to_string(),
+            topic: topic(&server, &format!("memory-{transport:?}"), 1).await,
+            broker_pid: server.pid(),
+            connections: 20,
+            subscriptions_per_connection: 5,
+            transport,
+        })
+        .await
+        .expect("memory");
+        assert_eq!(row.subscriptions, 100);
+    }
 }

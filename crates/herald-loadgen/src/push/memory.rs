@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::session::Session;
+use super::session::{Session, WsSession};
 use super::{anon_rss_bytes, PushBenchError};
 
 /// What to run.
@@ -28,6 +28,52 @@ pub struct Memory {
     pub connections: usize,
     /// Subscriptions each session then makes.
     pub subscriptions_per_connection: u64,
+    /// The sessions' transport.
+    pub transport: Transport,
+}
+
+/// How the benchmark's sessions reach the broker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    /// gRPC (HTTP/2).
+    Grpc,
+    /// WebSocket (HTTP/1.1 upgraded).
+    Websocket,
+}
+
+/// A session over either transport.
+enum AnySession {
+    Grpc(Session),
+    Ws(WsSession),
+}
+
+impl AnySession {
+    async fn open(transport: Transport, addr: &str) -> Result<Self, PushBenchError> {
+        Ok(match transport {
+            Transport::Grpc => AnySession::Grpc(Session::open(addr).await?),
+            Transport::Websocket => AnySession::Ws(WsSession::open(addr).await?),
+        })
+    }
+
+    async fn welcome(&mut self) -> Result<(), PushBenchError> {
+        match self {
+            AnySession::Grpc(s) => s.next().await.map(drop),
+            AnySession::Ws(s) => s.next().await.map(drop),
+        }
+    }
+
+    async fn subscribe_all(
+        &mut self,
+        topic: &str,
+        ids: std::ops::Range<u64>,
+    ) -> Result<(), PushBenchError> {
+        let subject = |id: u64| format!("memory.subject.{id}").into_bytes();
+        match self {
+            AnySession::Grpc(s) => s.subscribe_all(topic, ids, subject).await,
+            AnySession::Ws(s) => s.subscribe_all(topic, ids, subject).await,
+        }
+    }
 }
 
 /// One run's figures.
@@ -35,6 +81,8 @@ pub struct Memory {
 pub struct MemoryRow {
     /// `memory`.
     pub scenario: &'static str,
+    /// The sessions' transport.
+    pub transport: Transport,
     /// Sessions opened.
     pub connections: usize,
     /// Subscriptions made.
@@ -87,12 +135,12 @@ pub async fn run(plan: &Memory) -> Result<MemoryRow, PushBenchError> {
     let before = reading(plan)?;
     let mut sessions = Vec::with_capacity(plan.connections);
     for _ in 0..plan.connections {
-        sessions.push(Session::open(&plan.push).await?);
+        sessions.push(AnySession::open(plan.transport, &plan.push).await?);
     }
     // The broker opens a session as its stream starts and greets it at
     // once: after the welcome, the session exists.
     for session in &mut sessions {
-        session.next().await?;
+        session.welcome().await?;
     }
     tokio::time::sleep(SETTLE).await;
     let idle = reading(plan)?;
@@ -102,7 +150,6 @@ pub async fn run(plan: &Memory) -> Result<MemoryRow, PushBenchError> {
             .subscribe_all(
                 &plan.topic,
                 first..first + plan.subscriptions_per_connection,
-                |id| format!("memory.subject.{id}").into_bytes(),
             )
             .await?;
     }
@@ -114,6 +161,7 @@ pub async fn run(plan: &Memory) -> Result<MemoryRow, PushBenchError> {
     let sessions = plan.connections as f64;
     Ok(MemoryRow {
         scenario: "memory",
+        transport: plan.transport,
         connections: plan.connections,
         subscriptions,
         bytes_per_idle_connection: per(idle.0, before.0, sessions),

@@ -91,3 +91,85 @@ impl Session {
         }
     }
 }
+
+/// A session over WebSocket (`/v1/session`): the same messages, one per
+/// binary frame.
+pub struct WsSession {
+    socket: tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >,
+}
+
+impl WsSession {
+    /// Opens a session on its own connection.
+    pub async fn open(addr: &str) -> Result<Self, PushBenchError> {
+        let (socket, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/v1/session"))
+            .await
+            .map_err(|e| PushBenchError::Connect {
+                addr: addr.to_owned(),
+                reason: e.to_string(),
+            })?;
+        Ok(Self { socket })
+    }
+
+    /// Sends one message.
+    pub async fn send(&mut self, kind: client_message::Kind) -> Result<(), PushBenchError> {
+        use futures_util::SinkExt as _;
+        let bytes = prost::Message::encode_to_vec(&ClientMessage { kind: Some(kind) });
+        self.socket
+            .send(tokio_tungstenite::tungstenite::Message::Binary(
+                bytes.into(),
+            ))
+            .await
+            .map_err(|e| PushBenchError::Refused(format!("the session closed: {e}")))
+    }
+
+    /// The next message's kind; an error once the session ends.
+    pub async fn next(&mut self) -> Result<Kind, PushBenchError> {
+        use futures_util::StreamExt as _;
+        use tokio_tungstenite::tungstenite::Message;
+        loop {
+            match self.socket.next().await {
+                Some(Ok(Message::Binary(bytes))) => {
+                    let message: ServerMessage = prost::Message::decode(bytes)
+                        .map_err(|e| PushBenchError::Refused(format!("undecodable frame: {e}")))?;
+                    if let Some(kind) = message.kind {
+                        return Ok(kind);
+                    }
+                }
+                Some(Ok(_)) => continue,
+                Some(Err(e)) => return Err(PushBenchError::Refused(e.to_string())),
+                None => return Err(PushBenchError::Refused("the session ended".into())),
+            }
+        }
+    }
+
+    /// As [`Session::subscribe_all`].
+    pub async fn subscribe_all(
+        &mut self,
+        topic: &str,
+        ids: impl Iterator<Item = u64>,
+        subject: impl Fn(u64) -> Vec<u8>,
+    ) -> Result<(), PushBenchError> {
+        let mut waiting = 0usize;
+        for id in ids {
+            let subscribe = proto::Subscribe {
+                subscription_id: id,
+                topic: topic.to_owned(),
+                selector: Some(proto::subscribe::Selector::Subject(subject(id).into())),
+                ..Default::default()
+            };
+            self.send(client_message::Kind::Subscribe(subscribe))
+                .await?;
+            waiting += 1;
+        }
+        while waiting > 0 {
+            match self.next().await? {
+                Kind::Subscribed(_) => waiting -= 1,
+                Kind::Error(e) => return Err(PushBenchError::Refused(e.message)),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
