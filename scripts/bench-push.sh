@@ -92,8 +92,10 @@ else
 fi
 
 echo "== fanout (seed 002)"
-for n in "${FANOUT[@]}"; do
-  run fanout --subscribers "$n" --rate 10 --secs "$FANOUT_SECS"
+for transport in grpc websocket; do
+  for n in "${FANOUT[@]}"; do
+    run fanout --subscribers "$n" --rate 10 --secs "$FANOUT_SECS" --transport "$transport"
+  done
 done
 echo "== rounds (seed 003)"
 for c in "${ROUNDS_CLIENTS[@]}"; do

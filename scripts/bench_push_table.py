@@ -25,7 +25,7 @@ def main(path):
         for line in f:
             row = json.loads(line)
             key = {
-                "fanout": lambda r: ("fanout", r["subscribers"]),
+                "fanout": lambda r: ("fanout", (r.get("transport", "grpc"), r["subscribers"])),
                 "rounds": lambda r: ("rounds", r["clients"]),
                 "subjects": lambda r: ("subjects", r["keys"]),
                 "memory": lambda r: ("memory", r.get("transport", "grpc")),
@@ -35,12 +35,12 @@ def main(path):
     fanout = sorted((k[1], v) for k, v in groups.items() if k[0] == "fanout")
     if fanout:
         out += ["## Fan-out (seed 002): one subject, 10 msg/s", "",
-                "| subscribers | mean µs | p50 µs | p99 µs | max µs | dropped subscribers | delivered / expected | seed 002 mean µs | seed 002 dropped |",
-                "|---|---|---|---|---|---|---|---|---|"]
-        for n, rows in fanout:
+                "| transport | subscribers | mean µs | p50 µs | p99 µs | max µs | dropped subscribers | delivered / expected | seed 002 mean µs | seed 002 dropped |",
+                "|---|---|---|---|---|---|---|---|---|---|"]
+        for (transport, n), rows in fanout:
             seed = SEED_002.get(n, ("", ""))
             expected = med(rows, "published") * n
-            out.append(f"| {n} | {med(rows, 'mean_us'):.0f} | {med(rows, 'p50_us'):.0f} | {med(rows, 'p99_us'):.0f} | "
+            out.append(f"| {transport} | {n} | {med(rows, 'mean_us'):.0f} | {med(rows, 'p50_us'):.0f} | {med(rows, 'p99_us'):.0f} | "
                        f"{med(rows, 'max_us'):.0f} | {med(rows, 'dropped_subscribers'):.0f} | "
                        f"{med(rows, 'delivered'):.0f} / {expected:.0f} | {seed[0]} | {seed[1]} |")
         out.append("")

@@ -70,6 +70,7 @@ pub(crate) fn subscribe_request(request: proto::Subscribe) -> Result<SubscribeRe
         }
         Some(proto::start_at::From::TimestampMs(ms)) => Start::Timestamp(ms),
         Some(proto::start_at::From::ResumeToken(token)) => Start::Token(token.to_vec()),
+        Some(proto::start_at::From::LastPerSubject(n)) => Start::LastPerSubject(n),
     };
     let ack_mode = match proto::AckMode::try_from(request.ack_mode) {
         Ok(proto::AckMode::None) => AckMode::None,

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
-use herald_loadgen::push::{fanout, memory, rounds, subjects};
+use herald_loadgen::push::{fanout, memory, rounds, session, subjects};
 
 /// Where the broker listens, and where rows go.
 #[derive(Debug, Args)]
@@ -42,6 +42,9 @@ pub enum PushCommand {
         /// Seconds of publishing.
         #[arg(long, default_value_t = 10.0)]
         secs: f64,
+        /// The subscribers' transport.
+        #[arg(long, value_enum, default_value = "grpc")]
+        transport: session::Transport,
     },
     /// Seed 003: clients each receiving `messages` on their own subject per
     /// round; the share late by `deadline_ms`.
@@ -106,7 +109,7 @@ pub enum PushCommand {
         subscriptions_per_connection: u64,
         /// The sessions' transport.
         #[arg(long, value_enum, default_value = "grpc")]
-        transport: memory::Transport,
+        transport: session::Transport,
     },
 }
 
@@ -148,6 +151,7 @@ pub fn run(command: PushCommand) -> anyhow::Result<()> {
                 subscribers,
                 rate,
                 secs,
+                transport,
             } => {
                 let topic = fresh_topic(&target.bootstrap, "fanout", 1).await?;
                 let plan = fanout::Fanout {
@@ -157,6 +161,7 @@ pub fn run(command: PushCommand) -> anyhow::Result<()> {
                     rate: *rate,
                     secs: *secs,
                     open_parallel: 200,
+                    transport: *transport,
                 };
                 serde_json::to_value(fanout::run(&plan).await?)?
             }

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use herald_loadgen::push::session::Transport;
 use herald_loadgen::push::{fanout, memory, rounds, subjects};
 use herald_testkit::{herald_binary, Server};
 
@@ -23,18 +24,21 @@ async fn every_push_scenario_runs_and_loses_nothing() {
     let push = server.push_addr.to_string();
     let bootstrap = server.addr.to_string();
 
-    let row = fanout::run(&fanout::Fanout {
-        push: push.clone(),
-        topic: topic(&server, "fanout", 1).await,
-        subscribers: 20,
-        rate: 20,
-        secs: 0.5,
-        open_parallel: 10,
-    })
-    .await
-    .expect("fanout");
-    assert_eq!(row.dropped_subscribers, 0);
-    assert_eq!(row.delivered, row.published * 20);
+    for transport in [Transport::Grpc, Transport::Websocket] {
+        let row = fanout::run(&fanout::Fanout {
+            push: push.clone(),
+            topic: topic(&server, &format!("fanout-{transport:?}"), 1).await,
+            subscribers: 20,
+            rate: 20,
+            secs: 0.5,
+            open_parallel: 10,
+            transport,
+        })
+        .await
+        .expect("fanout");
+        assert_eq!(row.dropped_subscribers, 0);
+        assert_eq!(row.delivered, row.published * 20);
+    }
 
     let row = rounds::run(&rounds::Rounds {
         push: push.clone(),
@@ -68,7 +72,7 @@ async fn every_push_scenario_runs_and_loses_nothing() {
         assert_eq!(row.delivered, 2_000, "one record in ten: {row:?}");
     }
 
-    for transport in [memory::Transport::Grpc, memory::Transport::Websocket] {
+    for transport in [Transport::Grpc, Transport::Websocket] {
         let row = memory::run(&memory::Memory {
             push: push.clone(),
             admin: server.admin_addr.to_string(),

@@ -23,6 +23,7 @@ mod durable;
 mod engine;
 mod error;
 mod event;
+mod last;
 mod outbox;
 mod publish;
 mod session;
@@ -36,6 +37,7 @@ pub use durable::{check_name, stored_positions, StoreError, GROUP_PREFIX, NAME_B
 pub use engine::{PushEngine, TooManySessions, PUSH_DIR};
 pub use error::{AckError, PublishError, SubscribeError};
 pub use event::{Delivery, Event, GapReason, SharedRecord, DELIVERY_OVERHEAD_BYTES};
+pub use last::LAST_SCAN_RECORDS_MAX;
 pub use outbox::{Credit, Outbox, Refusal};
 pub use publish::{PublishRecord, Published};
 pub use session::{Session, Start, SubscribeRequest};

@@ -35,6 +35,8 @@ pub enum Start {
     /// partitions without one, or a subscription without a name, start
     /// now.
     Stored,
+    /// The last N records of each subject, then what comes (see `last`).
+    LastPerSubject(u32),
 }
 
 /// A subscribe request, checked for syntax by the transport.
@@ -149,6 +151,14 @@ impl Session {
                     ));
                 }
                 positions_from(&topic, &point.positions)?
+            }
+            Start::LastPerSubject(n) => {
+                let mut starts = Vec::new();
+                for partition in topic.partitions().iter() {
+                    starts
+                        .push(crate::last::start_for_last(partition, &request.selector, *n).await?);
+                }
+                starts
             }
             start => start_offsets(&topic, start).await?,
         };
@@ -389,7 +399,7 @@ async fn start_offsets(topic: &Topic, start: &Start) -> Result<Vec<u64>, Subscri
                 .list_offset(OffsetSpec::Timestamp(*ms))
                 .await?
                 .map_or(watermarks.high_watermark, |found| found.offset),
-            Start::Token(_) | Start::Stored => {
+            Start::Token(_) | Start::Stored | Start::LastPerSubject(_) => {
                 return Err(SubscribeError::Invalid(
                     "a token or stored start is read by its caller".into(),
                 ))

@@ -491,3 +491,63 @@ async fn overflow_and_rejoin_never_skip_or_repeat_a_record() {
         "the test should force many overflows, saw {overflows}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn last_per_subject_starts_with_each_subjects_latest_records() {
+    let f = fixture(PushConfig::default());
+    // Two subjects in the same partition would make the pattern case
+    // trivial; these land wherever the partitioner puts them.
+    for i in 0..10 {
+        publish(&f.engine, "last.a", &format!("a{i}")).await;
+        if i % 3 == 0 {
+            publish(&f.engine, "last.b", &format!("b{i}")).await;
+        }
+    }
+    let mut session = f.engine.open_session(Credit::default()).expect("session");
+    session
+        .subscribe(request(
+            1,
+            "last.a",
+            Start::LastPerSubject(4),
+            AckMode::None,
+        ))
+        .await
+        .expect("literal");
+    let (got, _) = drain(&session, 4).await;
+    let values: Vec<String> = got.into_iter().map(|d| d.2).collect();
+    assert_eq!(
+        values,
+        vec!["a6", "a7", "a8", "a9"],
+        "exactly the last four"
+    );
+
+    let mut patterned = f.engine.open_session(Credit::default()).expect("session");
+    patterned
+        .subscribe(request(
+            2,
+            "last.*",
+            Start::LastPerSubject(2),
+            AckMode::None,
+        ))
+        .await
+        .expect("pattern");
+    let (got, _) = drain(&patterned, 100).await;
+    let of = |key: &str| -> Vec<String> {
+        got.iter()
+            .filter(|d| d.1 == key)
+            .map(|d| d.2.clone())
+            .collect()
+    };
+    let (a, b) = (of("last.a"), of("last.b"));
+    // At least the last two of each, and each a suffix of its subject.
+    assert!(
+        a.len() >= 2 && a.ends_with(&["a8".to_owned(), "a9".to_owned()]),
+        "{a:?}"
+    );
+    assert!(
+        b.len() >= 2 && b.ends_with(&["b6".to_owned(), "b9".to_owned()]),
+        "{b:?}"
+    );
+    let all_a: Vec<String> = (0..10).map(|i| format!("a{i}")).collect();
+    assert!(all_a.ends_with(&a), "{a:?} is not a suffix");
+}

@@ -9,7 +9,7 @@ use herald_gateway::proto::{server_message::Kind, PublishRequest};
 use serde::Serialize;
 use tokio::sync::Mutex;
 
-use super::session::{connect, Session};
+use super::session::{connect, AnySession, Transport};
 use super::{now_ns, PushBenchError};
 use crate::histogram;
 
@@ -28,6 +28,8 @@ pub struct Fanout {
     pub secs: f64,
     /// Sessions opened at once while setting up.
     pub open_parallel: usize,
+    /// The subscribers' transport.
+    pub transport: Transport,
 }
 
 /// One run's figures.
@@ -35,6 +37,8 @@ pub struct Fanout {
 pub struct FanoutRow {
     /// `fanout`.
     pub scenario: &'static str,
+    /// The subscribers' transport.
+    pub transport: Transport,
     /// Subscribers.
     pub subscribers: usize,
     /// Messages published.
@@ -65,7 +69,7 @@ pub async fn run(plan: &Fanout) -> Result<FanoutRow, PushBenchError> {
         .chunks(plan.open_parallel.max(1))
     {
         let opened = futures_util::future::join_all(chunk.iter().map(|_| async {
-            let mut session = Session::open(&plan.push).await?;
+            let mut session = AnySession::open(plan.transport, &plan.push).await?;
             session
                 .subscribe_all(&plan.topic, std::iter::once(1), |_| SUBJECT.to_vec())
                 .await?;
@@ -139,6 +143,7 @@ pub async fn run(plan: &Fanout) -> Result<FanoutRow, PushBenchError> {
     let (p50, p99, _) = histogram::percentiles(&latencies).unwrap_or_default();
     Ok(FanoutRow {
         scenario: "fanout",
+        transport: plan.transport,
         subscribers: plan.subscribers,
         published,
         delivered,

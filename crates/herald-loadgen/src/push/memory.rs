@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::session::{Session, WsSession};
+use super::session::{AnySession, Transport};
 use super::{anon_rss_bytes, PushBenchError};
 
 /// What to run.
@@ -30,50 +30,6 @@ pub struct Memory {
     pub subscriptions_per_connection: u64,
     /// The sessions' transport.
     pub transport: Transport,
-}
-
-/// How the benchmark's sessions reach the broker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum Transport {
-    /// gRPC (HTTP/2).
-    Grpc,
-    /// WebSocket (HTTP/1.1 upgraded).
-    Websocket,
-}
-
-/// A session over either transport.
-enum AnySession {
-    Grpc(Session),
-    Ws(WsSession),
-}
-
-impl AnySession {
-    async fn open(transport: Transport, addr: &str) -> Result<Self, PushBenchError> {
-        Ok(match transport {
-            Transport::Grpc => AnySession::Grpc(Session::open(addr).await?),
-            Transport::Websocket => AnySession::Ws(WsSession::open(addr).await?),
-        })
-    }
-
-    async fn welcome(&mut self) -> Result<(), PushBenchError> {
-        match self {
-            AnySession::Grpc(s) => s.next().await.map(drop),
-            AnySession::Ws(s) => s.next().await.map(drop),
-        }
-    }
-
-    async fn subscribe_all(
-        &mut self,
-        topic: &str,
-        ids: std::ops::Range<u64>,
-    ) -> Result<(), PushBenchError> {
-        let subject = |id: u64| format!("memory.subject.{id}").into_bytes();
-        match self {
-            AnySession::Grpc(s) => s.subscribe_all(topic, ids, subject).await,
-            AnySession::Ws(s) => s.subscribe_all(topic, ids, subject).await,
-        }
-    }
 }
 
 /// One run's figures.
@@ -140,7 +96,7 @@ pub async fn run(plan: &Memory) -> Result<MemoryRow, PushBenchError> {
     // The broker opens a session as its stream starts and greets it at
     // once: after the welcome, the session exists.
     for session in &mut sessions {
-        session.welcome().await?;
+        session.next().await?;
     }
     tokio::time::sleep(SETTLE).await;
     let idle = reading(plan)?;
@@ -150,6 +106,7 @@ pub async fn run(plan: &Memory) -> Result<MemoryRow, PushBenchError> {
             .subscribe_all(
                 &plan.topic,
                 first..first + plan.subscriptions_per_connection,
+                |id| format!("memory.subject.{id}").into_bytes(),
             )
             .await?;
     }

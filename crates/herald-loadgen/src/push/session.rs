@@ -173,3 +173,52 @@ impl WsSession {
         Ok(())
     }
 }
+
+/// How the benchmark's sessions reach the broker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    /// gRPC (HTTP/2).
+    Grpc,
+    /// WebSocket (HTTP/1.1 upgraded).
+    Websocket,
+}
+
+/// A session over either transport.
+pub enum AnySession {
+    /// gRPC.
+    Grpc(Session),
+    /// WebSocket.
+    Ws(WsSession),
+}
+
+impl AnySession {
+    /// Opens a session on its own connection.
+    pub async fn open(transport: Transport, addr: &str) -> Result<Self, PushBenchError> {
+        Ok(match transport {
+            Transport::Grpc => AnySession::Grpc(Session::open(addr).await?),
+            Transport::Websocket => AnySession::Ws(WsSession::open(addr).await?),
+        })
+    }
+
+    /// The next message's kind; an error once the session ends.
+    pub async fn next(&mut self) -> Result<Kind, PushBenchError> {
+        match self {
+            AnySession::Grpc(s) => s.next().await,
+            AnySession::Ws(s) => s.next().await,
+        }
+    }
+
+    /// Subscribes `ids` to `subject(id)` from now and waits for each.
+    pub async fn subscribe_all(
+        &mut self,
+        topic: &str,
+        ids: impl Iterator<Item = u64>,
+        subject: impl Fn(u64) -> Vec<u8>,
+    ) -> Result<(), PushBenchError> {
+        match self {
+            AnySession::Grpc(s) => s.subscribe_all(topic, ids, subject).await,
+            AnySession::Ws(s) => s.subscribe_all(topic, ids, subject).await,
+        }
+    }
+}
