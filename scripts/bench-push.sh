@@ -94,7 +94,7 @@ fi
 echo "== fanout (seed 002)"
 for transport in grpc websocket; do
   for n in "${FANOUT[@]}"; do
-    run fanout --subscribers "$n" --rate 10 --secs "$FANOUT_SECS" --transport "$transport"
+    run fanout --subscribers "$n" --rate 10 --secs "$FANOUT_SECS" --transport "$transport" --broker-pid "$PID"
   done
 done
 echo "== rounds (seed 003)"

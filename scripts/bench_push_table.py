@@ -15,6 +15,11 @@ SEED_002 = {10: (786, 0), 50: (843.32, 0), 100: (9991.47, 0), 250: (36815.612, 0
             10000: (1369857.456, 0)}
 
 
+def cores(rows):
+    values = [r["broker_cores"] for r in rows if r.get("broker_cores") is not None]
+    return f"{statistics.median(values):.2f}" if values else ""
+
+
 def med(rows, field):
     return statistics.median(r[field] for r in rows)
 
@@ -35,14 +40,14 @@ def main(path):
     fanout = sorted((k[1], v) for k, v in groups.items() if k[0] == "fanout")
     if fanout:
         out += ["## Fan-out (seed 002): one subject, 10 msg/s", "",
-                "| transport | subscribers | mean µs | p50 µs | p99 µs | max µs | dropped subscribers | delivered / expected | seed 002 mean µs | seed 002 dropped |",
-                "|---|---|---|---|---|---|---|---|---|---|"]
+                "| transport | subscribers | mean µs | p50 µs | p99 µs | max µs | dropped subscribers | delivered / expected | broker cores | seed 002 mean µs | seed 002 dropped |",
+                "|---|---|---|---|---|---|---|---|---|---|---|"]
         for (transport, n), rows in fanout:
             seed = SEED_002.get(n, ("", ""))
             expected = med(rows, "published") * n
             out.append(f"| {transport} | {n} | {med(rows, 'mean_us'):.0f} | {med(rows, 'p50_us'):.0f} | {med(rows, 'p99_us'):.0f} | "
                        f"{med(rows, 'max_us'):.0f} | {med(rows, 'dropped_subscribers'):.0f} | "
-                       f"{med(rows, 'delivered'):.0f} / {expected:.0f} | {seed[0]} | {seed[1]} |")
+                       f"{med(rows, 'delivered'):.0f} / {expected:.0f} | {cores(rows)} | {seed[0]} | {seed[1]} |")
         out.append("")
     rounds = sorted((k[1], v) for k, v in groups.items() if k[0] == "rounds")
     if rounds:

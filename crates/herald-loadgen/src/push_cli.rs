@@ -45,6 +45,9 @@ pub enum PushCommand {
         /// The subscribers' transport.
         #[arg(long, value_enum, default_value = "grpc")]
         transport: session::Transport,
+        /// The broker's pid, to report its CPU.
+        #[arg(long)]
+        broker_pid: Option<u32>,
     },
     /// Seed 003: clients each receiving `messages` on their own subject per
     /// round; the share late by `deadline_ms`.
@@ -152,6 +155,7 @@ pub fn run(command: PushCommand) -> anyhow::Result<()> {
                 rate,
                 secs,
                 transport,
+                broker_pid,
             } => {
                 let topic = fresh_topic(&target.bootstrap, "fanout", 1).await?;
                 let plan = fanout::Fanout {
@@ -162,6 +166,7 @@ pub fn run(command: PushCommand) -> anyhow::Result<()> {
                     secs: *secs,
                     open_parallel: 200,
                     transport: *transport,
+                    broker_pid: *broker_pid,
                 };
                 serde_json::to_value(fanout::run(&plan).await?)?
             }

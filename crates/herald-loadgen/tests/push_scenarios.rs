@@ -33,6 +33,7 @@ async fn every_push_scenario_runs_and_loses_nothing() {
             secs: 0.5,
             open_parallel: 10,
             transport,
+            broker_pid: Some(server.pid()),
         })
         .await
         .expect("fanout");

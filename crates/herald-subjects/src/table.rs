@@ -30,7 +30,9 @@ use crate::tokens;
 /// same `V` may be routed by several selectors and is then called once for
 /// each that matches.
 pub struct RoutingTable<V> {
-    literals: papaya::HashMap<Box<[u8]>, Arc<[V]>>,
+    /// Keyed with a per-process random seed: record keys come from
+    /// clients, so a fixed hash would let them aim for one bucket.
+    literals: papaya::HashMap<Box<[u8]>, Arc<[V]>, foldhash::fast::RandomState>,
     patterns: ArcSwap<Node<V>>,
     writer: Mutex<()>,
     literal_routes: AtomicUsize,
@@ -111,7 +113,7 @@ impl<V: Clone + PartialEq + Send + Sync + 'static> RoutingTable<V> {
     /// An empty table.
     pub fn new() -> Self {
         Self {
-            literals: papaya::HashMap::new(),
+            literals: papaya::HashMap::with_hasher(foldhash::fast::RandomState::default()),
             patterns: ArcSwap::from_pointee(Node::empty()),
             writer: Mutex::new(()),
             literal_routes: AtomicUsize::new(0),
@@ -147,7 +149,7 @@ impl<V: Clone + PartialEq + Send + Sync + 'static> RoutingTable<V> {
                     return false;
                 };
                 self.patterns.store(root);
-                self.pattern_routes.fetch_add(1, Ordering::Relaxed);
+                self.pattern_routes.fetch_add(1, Ordering::Release);
                 self.pattern_bytes
                     .fetch_add(pattern_len(pattern), Ordering::Relaxed);
                 true
@@ -199,6 +201,12 @@ impl<V: Clone + PartialEq + Send + Sync + 'static> RoutingTable<V> {
     pub fn for_each_match(&self, key: &[u8], mut deliver: impl FnMut(&V)) {
         if let Some(list) = self.literals.pin().get(key) {
             list.iter().for_each(&mut deliver);
+        }
+        // Most tables hold no pattern: skip the snapshot's load then. A
+        // pattern inserted concurrently counts from after its store, so a
+        // reader that misses it here raced its insertion anyway.
+        if self.pattern_routes.load(Ordering::Acquire) == 0 {
+            return;
         }
         let root = self.patterns.load();
         if !root.is_empty() {

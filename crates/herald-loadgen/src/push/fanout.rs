@@ -30,6 +30,8 @@ pub struct Fanout {
     pub open_parallel: usize,
     /// The subscribers' transport.
     pub transport: Transport,
+    /// The broker's pid, to report its CPU while publishing.
+    pub broker_pid: Option<u32>,
 }
 
 /// One run's figures.
@@ -55,6 +57,9 @@ pub struct FanoutRow {
     pub p99_us: f64,
     /// Largest, µs.
     pub max_us: f64,
+    /// Cores the broker kept busy while publishing (the rest of the
+    /// machine went to the subscribers, here on the same 2 cores).
+    pub broker_cores: Option<f64>,
 }
 
 /// The subject every subscriber listens to.
@@ -114,6 +119,7 @@ pub async fn run(plan: &Fanout) -> Result<FanoutRow, PushBenchError> {
         })
         .collect();
     let mut publisher = connect(&plan.push).await?;
+    let cpu_before = plan.broker_pid.and_then(crate::cpu::sample);
     let mut tick =
         tokio::time::interval(Duration::from_secs_f64(1.0 / f64::from(plan.rate.max(1))));
     for i in 0..published {
@@ -130,6 +136,9 @@ pub async fn run(plan: &Fanout) -> Result<FanoutRow, PushBenchError> {
             return Err(PushBenchError::Refused(error.message));
         }
     }
+    let broker_cores = cpu_before
+        .zip(plan.broker_pid.and_then(crate::cpu::sample))
+        .map(|(before, after)| crate::cpu::between(before, after).1);
     let mut delivered = 0;
     let mut dropped = 0;
     for reader in readers {
@@ -152,5 +161,6 @@ pub async fn run(plan: &Fanout) -> Result<FanoutRow, PushBenchError> {
         p50_us: p50,
         p99_us: p99,
         max_us: latencies.max() as f64,
+        broker_cores,
     })
 }
