@@ -50,30 +50,11 @@ impl Session {
         ids: impl Iterator<Item = u64>,
         subject: impl Fn(u64) -> Vec<u8>,
     ) -> Result<(), PushBenchError> {
-        let mut waiting = 0usize;
-        for id in ids {
-            let subscribe = proto::Subscribe {
-                subscription_id: id,
-                topic: topic.to_owned(),
-                selector: Some(proto::subscribe::Selector::Subject(subject(id).into())),
-                ..Default::default()
-            };
-            self.send(client_message::Kind::Subscribe(subscribe))
-                .await?;
-            waiting += 1;
-        }
-        while waiting > 0 {
-            match self.next().await? {
-                Kind::Subscribed(_) => waiting -= 1,
-                Kind::Error(e) => return Err(PushBenchError::Refused(e.message)),
-                _ => {}
-            }
-        }
-        Ok(())
+        subscribe_all(self, topic, ids, subject).await
     }
 
     /// Sends one message.
-    pub async fn send(&self, kind: client_message::Kind) -> Result<(), PushBenchError> {
+    pub async fn send(&mut self, kind: client_message::Kind) -> Result<(), PushBenchError> {
         self.requests
             .send(ClientMessage { kind: Some(kind) })
             .await
@@ -151,26 +132,7 @@ impl WsSession {
         ids: impl Iterator<Item = u64>,
         subject: impl Fn(u64) -> Vec<u8>,
     ) -> Result<(), PushBenchError> {
-        let mut waiting = 0usize;
-        for id in ids {
-            let subscribe = proto::Subscribe {
-                subscription_id: id,
-                topic: topic.to_owned(),
-                selector: Some(proto::subscribe::Selector::Subject(subject(id).into())),
-                ..Default::default()
-            };
-            self.send(client_message::Kind::Subscribe(subscribe))
-                .await?;
-            waiting += 1;
-        }
-        while waiting > 0 {
-            match self.next().await? {
-                Kind::Subscribed(_) => waiting -= 1,
-                Kind::Error(e) => return Err(PushBenchError::Refused(e.message)),
-                _ => {}
-            }
-        }
-        Ok(())
+        subscribe_all(self, topic, ids, subject).await
     }
 }
 
@@ -221,4 +183,66 @@ impl AnySession {
             AnySession::Ws(s) => s.subscribe_all(topic, ids, subject).await,
         }
     }
+}
+
+/// What subscribing needs of a session, whatever carries it.
+pub trait Messages {
+    /// Sends one message.
+    fn send(
+        &mut self,
+        kind: client_message::Kind,
+    ) -> impl std::future::Future<Output = Result<(), PushBenchError>> + Send;
+    /// The next message's kind.
+    fn next(&mut self) -> impl std::future::Future<Output = Result<Kind, PushBenchError>> + Send;
+}
+
+impl Messages for Session {
+    async fn send(&mut self, kind: client_message::Kind) -> Result<(), PushBenchError> {
+        Session::send(self, kind).await
+    }
+
+    async fn next(&mut self) -> Result<Kind, PushBenchError> {
+        Session::next(self).await
+    }
+}
+
+impl Messages for WsSession {
+    async fn send(&mut self, kind: client_message::Kind) -> Result<(), PushBenchError> {
+        WsSession::send(self, kind).await
+    }
+
+    async fn next(&mut self) -> Result<Kind, PushBenchError> {
+        WsSession::next(self).await
+    }
+}
+
+/// Subscribes `ids` to the subjects `subject(id)` of `topic` from now,
+/// and waits until every one is confirmed.
+pub async fn subscribe_all(
+    session: &mut impl Messages,
+    topic: &str,
+    ids: impl Iterator<Item = u64>,
+    subject: impl Fn(u64) -> Vec<u8>,
+) -> Result<(), PushBenchError> {
+    let mut waiting = 0usize;
+    for id in ids {
+        let subscribe = proto::Subscribe {
+            subscription_id: id,
+            topic: topic.to_owned(),
+            selector: Some(proto::subscribe::Selector::Subject(subject(id).into())),
+            ..Default::default()
+        };
+        session
+            .send(client_message::Kind::Subscribe(subscribe))
+            .await?;
+        waiting += 1;
+    }
+    while waiting > 0 {
+        match session.next().await? {
+            Kind::Subscribed(_) => waiting -= 1,
+            Kind::Error(e) => return Err(PushBenchError::Refused(e.message)),
+            _ => {}
+        }
+    }
+    Ok(())
 }

@@ -6,6 +6,7 @@ pub mod consume;
 pub mod group;
 pub mod produce;
 pub mod publish;
+pub mod push_client;
 pub mod subscribe;
 pub mod topic;
 

@@ -4,7 +4,6 @@
 use std::io::BufRead as _;
 
 use anyhow::{bail, Context as _};
-use herald_gateway::proto::herald_client::HeraldClient;
 use herald_gateway::proto::{Header, PublishRequest};
 
 use crate::cli::PublishArgs;
@@ -20,18 +19,7 @@ pub async fn run(args: PublishArgs) -> anyhow::Result<()> {
     } else {
         args.values.clone()
     };
-    let endpoint = format!("http://{}", args.push.push_server);
-    let channel = tonic::transport::Endpoint::from_shared(endpoint)
-        .context("--push-server is not HOST:PORT")?
-        .connect()
-        .await
-        .with_context(|| {
-            format!(
-                "connecting to the push listener at {}",
-                args.push.push_server
-            )
-        })?;
-    let mut client = HeraldClient::new(channel);
+    let mut client = super::push_client::connect(&args.push.push_server).await?;
     let headers: Vec<Header> = args
         .headers
         .iter()

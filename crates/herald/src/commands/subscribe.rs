@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use anyhow::{bail, Context as _};
 use base64::Engine as _;
-use herald_gateway::proto::herald_client::HeraldClient;
 use herald_gateway::proto::{self, client_message, server_message::Kind, ClientMessage};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -47,18 +46,7 @@ pub async fn run(args: SubscribeArgs) -> anyhow::Result<()> {
             )
         }
     };
-    let endpoint = format!("http://{}", args.push.push_server);
-    let channel = tonic::transport::Endpoint::from_shared(endpoint)
-        .context("--push-server is not HOST:PORT")?
-        .connect()
-        .await
-        .with_context(|| {
-            format!(
-                "connecting to the push listener at {}",
-                args.push.push_server
-            )
-        })?;
-    let mut client = HeraldClient::new(channel);
+    let mut client = super::push_client::connect(&args.push.push_server).await?;
     let (requests, requests_rx) = mpsc::channel(16);
     let subscribe = proto::Subscribe {
         subscription_id: SUBSCRIPTION,
