@@ -226,9 +226,4 @@ impl Outbox {
         self.ready.notify_one();
         self.room.notify_waiters();
     }
-
-    /// True once closed.
-    pub fn is_closed(&self) -> bool {
-        self.queue.lock().closed
-    }
 }

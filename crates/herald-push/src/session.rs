@@ -97,11 +97,6 @@ impl Session {
         &self.engine.stats
     }
 
-    /// How many subscriptions it holds.
-    pub fn subscription_count(&self) -> usize {
-        self.subscriptions.len()
-    }
-
     /// Adds a subscription. On success `Subscribed` is queued before any of
     /// its deliveries.
     pub async fn subscribe(&mut self, request: SubscribeRequest) -> Result<(), SubscribeError> {

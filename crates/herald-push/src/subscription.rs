@@ -269,9 +269,4 @@ impl Subscription {
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::SeqCst)
     }
-
-    /// True when every partition is live.
-    pub fn is_live(&self) -> bool {
-        self.cursors.iter().all(|c| c.lock().feed == Feed::Live)
-    }
 }

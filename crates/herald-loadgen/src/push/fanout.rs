@@ -75,9 +75,10 @@ pub async fn run(plan: &Fanout) -> Result<FanoutRow, PushBenchError> {
     {
         let opened = futures_util::future::join_all(chunk.iter().map(|_| async {
             let mut session = AnySession::open(plan.transport, &plan.push).await?;
-            session
-                .subscribe_all(&plan.topic, std::iter::once(1), |_| SUBJECT.to_vec())
-                .await?;
+            super::session::subscribe_all(&mut session, &plan.topic, std::iter::once(1), |_| {
+                SUBJECT.to_vec()
+            })
+            .await?;
             Ok::<_, PushBenchError>(session)
         }))
         .await;

@@ -102,13 +102,13 @@ pub async fn run(plan: &Memory) -> Result<MemoryRow, PushBenchError> {
     let idle = reading(plan)?;
     for (i, session) in sessions.iter_mut().enumerate() {
         let first = i as u64 * plan.subscriptions_per_connection;
-        session
-            .subscribe_all(
-                &plan.topic,
-                first..first + plan.subscriptions_per_connection,
-                |id| format!("memory.subject.{id}").into_bytes(),
-            )
-            .await?;
+        super::session::subscribe_all(
+            session,
+            &plan.topic,
+            first..first + plan.subscriptions_per_connection,
+            |id| format!("memory.subject.{id}").into_bytes(),
+        )
+        .await?;
     }
     tokio::time::sleep(SETTLE).await;
     let subscribed = reading(plan)?;

@@ -79,11 +79,13 @@ pub async fn run(plan: &Rounds) -> Result<RoundsRow, PushBenchError> {
             (opened..(opened + plan.open_parallel.max(1)).min(plan.clients)).collect();
         let sessions = futures_util::future::join_all(batch.iter().map(|&client| async move {
             let mut session = Session::open(&plan.push).await?;
-            session
-                .subscribe_all(&plan.topic, std::iter::once(client as u64), |c| {
-                    subject(c as usize)
-                })
-                .await?;
+            super::session::subscribe_all(
+                &mut session,
+                &plan.topic,
+                std::iter::once(client as u64),
+                |c| subject(c as usize),
+            )
+            .await?;
             Ok::<_, PushBenchError>(session)
         }))
         .await;

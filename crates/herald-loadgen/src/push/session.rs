@@ -42,17 +42,6 @@ impl Session {
         Ok(Self { requests, stream })
     }
 
-    /// Subscribes `ids` to the subjects `subject(id)` of `topic` from now,
-    /// and waits until every one is confirmed.
-    pub async fn subscribe_all(
-        &mut self,
-        topic: &str,
-        ids: impl Iterator<Item = u64>,
-        subject: impl Fn(u64) -> Vec<u8>,
-    ) -> Result<(), PushBenchError> {
-        subscribe_all(self, topic, ids, subject).await
-    }
-
     /// Sends one message.
     pub async fn send(&mut self, kind: client_message::Kind) -> Result<(), PushBenchError> {
         self.requests
@@ -124,16 +113,6 @@ impl WsSession {
             }
         }
     }
-
-    /// As [`Session::subscribe_all`].
-    pub async fn subscribe_all(
-        &mut self,
-        topic: &str,
-        ids: impl Iterator<Item = u64>,
-        subject: impl Fn(u64) -> Vec<u8>,
-    ) -> Result<(), PushBenchError> {
-        subscribe_all(self, topic, ids, subject).await
-    }
 }
 
 /// How the benchmark's sessions reach the broker.
@@ -170,19 +149,6 @@ impl AnySession {
             AnySession::Ws(s) => s.next().await,
         }
     }
-
-    /// Subscribes `ids` to `subject(id)` from now and waits for each.
-    pub async fn subscribe_all(
-        &mut self,
-        topic: &str,
-        ids: impl Iterator<Item = u64>,
-        subject: impl Fn(u64) -> Vec<u8>,
-    ) -> Result<(), PushBenchError> {
-        match self {
-            AnySession::Grpc(s) => s.subscribe_all(topic, ids, subject).await,
-            AnySession::Ws(s) => s.subscribe_all(topic, ids, subject).await,
-        }
-    }
 }
 
 /// What subscribing needs of a session, whatever carries it.
@@ -203,6 +169,19 @@ impl Messages for Session {
 
     async fn next(&mut self) -> Result<Kind, PushBenchError> {
         Session::next(self).await
+    }
+}
+
+impl Messages for AnySession {
+    async fn send(&mut self, kind: client_message::Kind) -> Result<(), PushBenchError> {
+        match self {
+            AnySession::Grpc(s) => s.send(kind).await,
+            AnySession::Ws(s) => s.send(kind).await,
+        }
+    }
+
+    async fn next(&mut self) -> Result<Kind, PushBenchError> {
+        AnySession::next(self).await
     }
 }
 

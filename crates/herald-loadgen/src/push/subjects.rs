@@ -96,11 +96,10 @@ pub async fn run(plan: &Subjects) -> Result<SubjectsRow, PushBenchError> {
             break;
         }
         let mut session = Session::open(&plan.push).await?;
-        session
-            .subscribe_all(&plan.topic, first..last, |i| {
-                format!("k.{}", i * stride).into_bytes()
-            })
-            .await?;
+        super::session::subscribe_all(&mut session, &plan.topic, first..last, |i| {
+            format!("k.{}", i * stride).into_bytes()
+        })
+        .await?;
         let delivered = Arc::clone(&delivered);
         readers.push(tokio::spawn(async move {
             while let Ok(kind) = session.next().await {
