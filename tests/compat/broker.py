@@ -297,3 +297,23 @@ class ExternalBroker:
 
     def log_tail(self, lines=60) -> str:
         return "(external broker: no log)"
+
+
+def serve_for_test(server, request):
+    """Runs `server` for one test (a generator for a fixture to delegate
+    to): starts it, yields it, stops it; prints its log when the test
+    failed and fails the test when the broker exited on its own."""
+    server.start()
+    crashed = None
+    try:
+        yield server
+    finally:
+        if server.proc is not None and server.proc.poll() is not None:
+            crashed = server.proc.returncode
+            server.proc = None
+        server.stop()
+        call_report = getattr(request.node, "report_call", None)
+        if call_report is not None and call_report.failed:
+            print(f"--- broker log ({server.log_path}) ---\n{server.log_tail(80)}")
+    if crashed is not None:
+        pytest.fail(f"the broker exited with {crashed} during the test:\n{server.log_tail()}")

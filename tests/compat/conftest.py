@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from broker import ExternalBroker, HeraldBroker, KafkaBroker
+from broker import ExternalBroker, HeraldBroker, KafkaBroker, serve_for_test
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXTERNAL_BOOTSTRAP = os.environ.get("HERALD_COMPAT_BOOTSTRAP", "").strip()
@@ -87,20 +87,7 @@ def broker(request, tmp_path):
         if not binary.is_file():
             pytest.fail(f"{binary} is missing: run `cargo build --release -p herald` first")
         server = HeraldBroker(binary, data_dir, tmp_path / "broker.log", args)
-    server.start()
-    crashed = None
-    try:
-        yield server
-    finally:
-        if server.proc is not None and server.proc.poll() is not None:
-            crashed = server.proc.returncode
-            server.proc = None
-        server.stop()
-        call_report = getattr(request.node, "report_call", None)
-        if call_report is not None and call_report.failed:
-            print(f"--- broker log ({server.log_path}) ---\n{server.log_tail(80)}")
-    if crashed is not None:
-        pytest.fail(f"the broker exited with {crashed} during the test:\n{server.log_tail()}")
+    yield from serve_for_test(server, request)
 
 
 @pytest.fixture

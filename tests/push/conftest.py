@@ -14,7 +14,7 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT / "tests" / "compat"))
 
-from broker import HeraldBroker  # noqa: E402
+from broker import HeraldBroker, serve_for_test  # noqa: E402
 
 
 def herald_binary_path() -> Path:
@@ -55,20 +55,7 @@ def herald(request, tmp_path):
     if not binary.is_file():
         pytest.fail(f"{binary} is missing: run `cargo build --release -p herald` first")
     server = HeraldBroker(binary, tmp_path / "data", tmp_path / "broker.log", args)
-    server.start()
-    crashed = None
-    try:
-        yield server
-    finally:
-        if server.proc is not None and server.proc.poll() is not None:
-            crashed = server.proc.returncode
-            server.proc = None
-        server.stop()
-        call_report = getattr(request.node, "report_call", None)
-        if call_report is not None and call_report.failed:
-            print(f"--- broker log ({server.log_path}) ---\n{server.log_tail(80)}")
-    if crashed is not None:
-        pytest.fail(f"the broker exited with {crashed} during the test:\n{server.log_tail()}")
+    yield from serve_for_test(server, request)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
