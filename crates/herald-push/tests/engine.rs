@@ -466,10 +466,24 @@ async fn overflow_and_rejoin_never_skip_or_repeat_a_record() {
             }
         }
         bursts += 1;
-        // Pauses long enough for the queue to fill: the cursors overflow,
+        // Pauses until the queue has overflowed or filled (not for a fixed
+        // time, which a loaded machine may not fill): the cursors overflow,
         // catch up from the log, and rejoin, again and again.
-        if bursts.is_multiple_of(10) {
-            tokio::time::sleep(Duration::from_millis(15)).await;
+        if bursts.is_multiple_of(10) && total < per_key * keys / 2 {
+            let overflowed = || {
+                f.engine
+                    .stats()
+                    .overflows
+                    .load(std::sync::atomic::Ordering::Relaxed)
+            };
+            let before = overflowed();
+            let give_up = tokio::time::Instant::now() + Duration::from_secs(2);
+            // A cursor already catching up cannot overflow again; its
+            // reader fills the queue instead.
+            let full = || session.outbox().queued_bytes() > 400;
+            while overflowed() == before && !full() && tokio::time::Instant::now() < give_up {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
         }
     }
     publisher.await.expect("publisher");
