@@ -7,7 +7,9 @@
 #
 # Scenarios (see `herald-loadgen push --help`):
 #   fanout    seed 002's table: 10 to 10,000 subscribers of one subject at
-#             10 msg/s, publish-to-deliver latency and dropped subscribers;
+#             10 msg/s, publish-to-deliver latency and dropped subscribers,
+#             over gRPC, over WebSocket, and with no broker at all (the
+#             floor: plain threads writing to as many loopback sockets);
 #   rounds    seed 003's round: 2,000 to ~18,000 clients, 20 messages each
 #             per round on their own subject, the share of clients late by 1 s;
 #   subjects  1M subjects against 1, 100k subscriptions, the same deliveries;
@@ -92,6 +94,9 @@ else
 fi
 
 echo "== fanout (seed 002)"
+for n in "${FANOUT[@]}"; do
+  run fanout-floor --subscribers "$n" --rate 10 --secs "$FANOUT_SECS"
+done
 for transport in grpc websocket; do
   for n in "${FANOUT[@]}"; do
     run fanout --subscribers "$n" --rate 10 --secs "$FANOUT_SECS" --transport "$transport" --broker-pid "$PID"

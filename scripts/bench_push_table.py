@@ -39,15 +39,22 @@ def main(path):
     out = ["# Push benchmark", "", f"Medians of {max(len(v) for v in groups.values())} runs each.", ""]
     fanout = sorted((k[1], v) for k, v in groups.items() if k[0] == "fanout")
     if fanout:
+        floor = {n: rows for (transport, n), rows in fanout if transport == "kernel"}
         out += ["## Fan-out (seed 002): one subject, 10 msg/s", "",
-                "| transport | subscribers | mean µs | p50 µs | p99 µs | max µs | dropped subscribers | delivered / expected | broker cores | seed 002 mean µs | seed 002 dropped |",
-                "|---|---|---|---|---|---|---|---|---|---|---|"]
-        for (transport, n), rows in fanout:
+                "`kernel` is the floor: no broker, plain threads writing each message's send time "
+                "to as many loopback sockets. The ratios are herald's mean and p99 over the floor's.", "",
+                "| transport | subscribers | mean µs | p50 µs | p99 µs | max µs | dropped subscribers | delivered / expected | "
+                "mean / floor | p99 / floor | broker cores | seed 002 mean µs | seed 002 dropped |",
+                "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for (transport, n), rows in sorted(fanout, key=lambda kv: (kv[0][1], kv[0][0] != "kernel", kv[0][0])):
             seed = SEED_002.get(n, ("", ""))
             expected = med(rows, "published") * n
+            base = floor.get(n) if transport != "kernel" else None
+            mean_ratio = f"{med(rows, 'mean_us') / med(base, 'mean_us'):.1f}" if base else ""
+            p99_ratio = f"{med(rows, 'p99_us') / med(base, 'p99_us'):.1f}" if base else ""
             out.append(f"| {transport} | {n} | {med(rows, 'mean_us'):.0f} | {med(rows, 'p50_us'):.0f} | {med(rows, 'p99_us'):.0f} | "
                        f"{med(rows, 'max_us'):.0f} | {med(rows, 'dropped_subscribers'):.0f} | "
-                       f"{med(rows, 'delivered'):.0f} / {expected:.0f} | {cores(rows)} | {seed[0]} | {seed[1]} |")
+                       f"{med(rows, 'delivered'):.0f} / {expected:.0f} | {mean_ratio} | {p99_ratio} | {cores(rows)} | {seed[0]} | {seed[1]} |")
         out.append("")
     rounds = sorted((k[1], v) for k, v in groups.items() if k[0] == "rounds")
     if rounds:

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
-use herald_loadgen::push::{fanout, memory, rounds, session, subjects};
+use herald_loadgen::push::{fanout, fanout_floor, memory, rounds, session, subjects};
 
 /// Where the broker listens, and where rows go.
 #[derive(Debug, Args)]
@@ -48,6 +48,44 @@ pub enum PushCommand {
         /// The broker's pid, to report its CPU.
         #[arg(long)]
         broker_pid: Option<u32>,
+    },
+    /// Seed 002's experiment with no broker: plain threads write each
+    /// message's send time to N loopback connections, the floor the fan-out
+    /// figures are read against.
+    FanoutFloor {
+        #[command(flatten)]
+        target: Target,
+        /// Subscribers, a connection each.
+        #[arg(long)]
+        subscribers: usize,
+        /// Messages per second.
+        #[arg(long, default_value_t = 10)]
+        rate: u32,
+        /// Seconds of sending.
+        #[arg(long, default_value_t = 10.0)]
+        secs: f64,
+        /// Threads writing to the connections [default: the machine's cores].
+        #[arg(long)]
+        senders: Option<usize>,
+    },
+    /// The floor's broker side, started by `fanout-floor` as a child process.
+    #[command(hide = true)]
+    FanoutFloorSender {
+        /// Where the subscribers listen.
+        #[arg(long)]
+        to: String,
+        /// Connections to open.
+        #[arg(long)]
+        connections: usize,
+        /// Messages per second.
+        #[arg(long)]
+        rate: u32,
+        /// Seconds of sending.
+        #[arg(long)]
+        secs: f64,
+        /// Threads writing.
+        #[arg(long)]
+        senders: usize,
     },
     /// Seed 003: clients each receiving `messages` on their own subject per
     /// round; the share late by `deadline_ms`.
@@ -117,12 +155,16 @@ pub enum PushCommand {
 }
 
 impl PushCommand {
-    fn target(&self) -> &Target {
+    /// The broker and output of a scenario; `None` for the floor's sender,
+    /// which only writes to the connections it is given.
+    fn target(&self) -> Option<&Target> {
         match self {
             PushCommand::Fanout { target, .. }
+            | PushCommand::FanoutFloor { target, .. }
             | PushCommand::Rounds { target, .. }
             | PushCommand::Subjects { target, .. }
-            | PushCommand::Memory { target, .. } => target,
+            | PushCommand::Memory { target, .. } => Some(target),
+            PushCommand::FanoutFloorSender { .. } => None,
         }
     }
 }
@@ -140,7 +182,20 @@ async fn fresh_topic(bootstrap: &str, scenario: &str, partitions: i32) -> anyhow
 
 /// Runs one scenario and writes its row.
 pub fn run(command: PushCommand) -> anyhow::Result<()> {
-    let target = command.target();
+    if let PushCommand::FanoutFloorSender {
+        to,
+        connections,
+        rate,
+        secs,
+        senders,
+    } = &command
+    {
+        return fanout_floor::send(to, *connections, *rate, *secs, *senders)
+            .with_context(|| format!("sending to {to}"));
+    }
+    let target = command
+        .target()
+        .context("a push scenario without a target")?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(target.threads.max(1))
         .enable_all()
@@ -169,6 +224,25 @@ pub fn run(command: PushCommand) -> anyhow::Result<()> {
                     broker_pid: *broker_pid,
                 };
                 serde_json::to_value(fanout::run(&plan).await?)?
+            }
+            PushCommand::FanoutFloor {
+                subscribers,
+                rate,
+                secs,
+                senders,
+                ..
+            } => {
+                let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+                let plan = fanout_floor::FanoutFloor {
+                    subscribers: *subscribers,
+                    rate: *rate,
+                    secs: *secs,
+                    senders: senders.unwrap_or(cores),
+                };
+                serde_json::to_value(fanout_floor::run(&plan).await?)?
+            }
+            PushCommand::FanoutFloorSender { .. } => {
+                anyhow::bail!("the floor's sender writes no row")
             }
             PushCommand::Rounds {
                 target,

@@ -88,3 +88,27 @@ async fn every_push_scenario_runs_and_loses_nothing() {
         assert_eq!(row.subscriptions, 100);
     }
 }
+
+/// The fan-out floor needs no broker: its sender is this package's binary,
+/// started as a child process. Every stamp reaches every subscriber, and
+/// the sender reports the CPU it used.
+#[test]
+fn the_fanout_floor_delivers_every_stamp_to_every_subscriber() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_herald-loadgen"))
+        .args(["push", "fanout-floor", "--subscribers", "20"])
+        .args(["--rate", "20", "--secs", "0.5", "--senders", "2"])
+        .output()
+        .expect("run herald-loadgen");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let row: serde_json::Value =
+        serde_json::from_slice(&output.stdout).expect("one JSON row on stdout");
+    assert_eq!(row["transport"], "kernel");
+    assert_eq!(row["published"], 10);
+    assert_eq!(row["delivered"], 200);
+    assert_eq!(row["dropped_subscribers"], 0);
+    assert!(row["broker_cores"].as_f64().is_some(), "{row}");
+}

@@ -118,6 +118,9 @@ impl Tailer {
                 };
                 // Before any record of the batch is offered: see Frontier.
                 self.frontier.raise(batch.end_offset());
+                // After the raise, so that a route added before a
+                // subscription read the frontier is seen (see Frontier).
+                let table = self.table.reader();
                 for record in batch.records() {
                     let Ok(record) = record else { break };
                     if record.offset < 0 || (record.offset as u64) < position {
@@ -125,7 +128,7 @@ impl Tailer {
                     }
                     let Some(key) = record.key else { continue };
                     let mut shared: Option<Arc<SharedRecord>> = None;
-                    self.table.for_each_match(key, |route| {
+                    table.for_each_match(key, |route| {
                         let shared = shared.get_or_insert_with(|| {
                             Arc::new(SharedRecord::slice_of(batch.section(), &record))
                         });

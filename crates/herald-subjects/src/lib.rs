@@ -12,13 +12,14 @@
 //! record's key walks the key's bytes once. [`RoutingTable`] finds every
 //! subscription a key goes to, without a lock on the delivery path.
 
+mod filter;
 mod pattern;
 mod selector;
 mod table;
 
 pub use pattern::{Pattern, PatternError, Token, PATTERN_BYTES_MAX, PATTERN_TOKENS_MAX};
 pub use selector::{Selector, SelectorError, SUBJECT_BYTES_MAX};
-pub use table::{RoutingTable, TableSize};
+pub use table::{RoutingTable, TableReader, TableSize};
 
 /// The byte that separates a key's tokens.
 pub const TOKEN_SEPARATOR: u8 = b'.';

@@ -10,17 +10,28 @@
 //!   (`arc-swap`); a write copies the path from the root to the changed
 //!   node and swaps the root, leaving every other node shared.
 //!
+//! In front of the literal map sits a [`SubjectFilter`]: most keys no one
+//! subscribes to are turned away from one word of it, without probing a
+//! map far larger than the cache.
+//!
 //! Writers are serialised by one mutex per table, off the delivery path. A
 //! literal subscribe or unsubscribe costs the subscriber list of its own
-//! key; a pattern one costs the children maps along its path.
+//! key (and now and then a rebuild of the filter, linear in the subjects);
+//! a pattern one costs the children maps along its path.
+//!
+//! A tailer reads through a [`TableReader`], taken once per batch after it
+//! has published how far it read: the reader holds the map's epoch guard
+//! and the snapshots for the whole batch instead of taking them per record.
 
 use std::collections::HashMap;
+use std::hash::BuildHasher as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 
+use crate::filter::SubjectFilter;
 use crate::pattern::Token;
 use crate::selector::Selector;
 use crate::tokens;
@@ -33,14 +44,26 @@ pub struct RoutingTable<V> {
     /// Keyed with a per-process random seed: record keys come from
     /// clients, so a fixed hash would let them aim for one bucket.
     literals: papaya::HashMap<Box<[u8]>, Arc<[V]>, foldhash::fast::RandomState>,
+    /// Every subject in `literals` is in it (and some that left since the
+    /// last rebuild); replaced whole when resized.
+    filter: ArcSwap<SubjectFilter>,
+    /// The filter's hash, seeded per process for the same reason.
+    filter_hasher: foldhash::fast::RandomState,
     patterns: ArcSwap<Node<V>>,
-    writer: Mutex<()>,
+    writer: Mutex<Writer>,
     literal_routes: AtomicUsize,
     pattern_routes: AtomicUsize,
     /// Bytes of the literal subjects held as keys.
     literal_key_bytes: AtomicUsize,
     /// Bytes of the tokens of the patterns held (each route counted).
     pattern_bytes: AtomicUsize,
+}
+
+/// What the writers keep under their mutex.
+struct Writer {
+    /// Subjects whose bits are in the current filter, those removed since
+    /// its last rebuild included.
+    in_filter: usize,
 }
 
 /// How many routes a table holds.
@@ -114,8 +137,10 @@ impl<V: Clone + PartialEq + Send + Sync + 'static> RoutingTable<V> {
     pub fn new() -> Self {
         Self {
             literals: papaya::HashMap::with_hasher(foldhash::fast::RandomState::default()),
+            filter: ArcSwap::from_pointee(SubjectFilter::with_capacity(0)),
+            filter_hasher: foldhash::fast::RandomState::default(),
             patterns: ArcSwap::from_pointee(Node::empty()),
-            writer: Mutex::new(()),
+            writer: Mutex::new(Writer { in_filter: 0 }),
             literal_routes: AtomicUsize::new(0),
             pattern_routes: AtomicUsize::new(0),
             literal_key_bytes: AtomicUsize::new(0),
@@ -126,7 +151,7 @@ impl<V: Clone + PartialEq + Send + Sync + 'static> RoutingTable<V> {
     /// Routes the records `selector` names to `subscriber`. False if that
     /// route was already there (nothing changes).
     pub fn insert(&self, selector: &Selector, subscriber: V) -> bool {
-        let _writer = self.writer.lock();
+        let mut writer = self.writer.lock();
         match selector {
             Selector::Literal(subject) => {
                 let literals = self.literals.pin();
@@ -136,6 +161,16 @@ impl<V: Clone + PartialEq + Send + Sync + 'static> RoutingTable<V> {
                     None => {
                         self.literal_key_bytes
                             .fetch_add(subject.len(), Ordering::Relaxed);
+                        // Into the filter before the map: a reader that
+                        // finds the route must not be turned away first.
+                        let hash = self.hash(subject);
+                        let filter = self.filter.load();
+                        if writer.in_filter < filter.capacity() {
+                            filter.insert(hash);
+                            writer.in_filter += 1;
+                        } else {
+                            writer.in_filter = self.rebuild_filter(&literals, Some(hash));
+                        }
                         Arc::from(vec![subscriber])
                     }
                 };
@@ -160,7 +195,7 @@ impl<V: Clone + PartialEq + Send + Sync + 'static> RoutingTable<V> {
     /// Stops routing the records `selector` names to `subscriber`. False if
     /// there was no such route.
     pub fn remove(&self, selector: &Selector, subscriber: &V) -> bool {
-        let _writer = self.writer.lock();
+        let mut writer = self.writer.lock();
         match selector {
             Selector::Literal(subject) => {
                 let literals = self.literals.pin();
@@ -174,6 +209,12 @@ impl<V: Clone + PartialEq + Send + Sync + 'static> RoutingTable<V> {
                     literals.remove(&subject[..]);
                     self.literal_key_bytes
                         .fetch_sub(subject.len(), Ordering::Relaxed);
+                    // Left-over bits only let keys through to the map; once
+                    // half the filter's sizing is left-overs, start afresh.
+                    let stale = writer.in_filter.saturating_sub(literals.len());
+                    if stale > self.filter.load().capacity() / 2 {
+                        writer.in_filter = self.rebuild_filter(&literals, None);
+                    }
                 } else {
                     literals.insert(subject.clone(), rest);
                 }
@@ -197,21 +238,57 @@ impl<V: Clone + PartialEq + Send + Sync + 'static> RoutingTable<V> {
 
     /// Calls `deliver` with every subscriber a record with `key` goes to:
     /// those of the literal subject first, then those of each matching
-    /// pattern. Takes no lock and allocates nothing.
-    pub fn for_each_match(&self, key: &[u8], mut deliver: impl FnMut(&V)) {
-        if let Some(list) = self.literals.pin().get(key) {
-            list.iter().for_each(&mut deliver);
-        }
+    /// pattern. Takes no lock and allocates nothing. To look up many keys,
+    /// take a [`Self::reader`] once instead.
+    pub fn for_each_match(&self, key: &[u8], deliver: impl FnMut(&V)) {
+        self.reader().for_each_match(key, deliver);
+    }
+
+    /// A reader of the table as it is now and as writes change it, except
+    /// that a pattern added after this call may not be seen. Meant to be
+    /// held for one batch of records: it keeps memory that writers free
+    /// from being reclaimed while it lives.
+    pub fn reader(&self) -> TableReader<'_, V> {
         // Most tables hold no pattern: skip the snapshot's load then. A
         // pattern inserted concurrently counts from after its store, so a
         // reader that misses it here raced its insertion anyway.
-        if self.pattern_routes.load(Ordering::Acquire) == 0 {
-            return;
+        let patterns = (self.pattern_routes.load(Ordering::Acquire) != 0)
+            .then(|| self.patterns.load())
+            .filter(|root| !root.is_empty());
+        TableReader {
+            table: self,
+            literals: self.literals.pin(),
+            patterns,
         }
-        let root = self.patterns.load();
-        if !root.is_empty() {
-            walk(&root, tokens(key), &mut deliver);
+    }
+
+    fn hash(&self, subject: &[u8]) -> u64 {
+        self.filter_hasher.hash_one(subject)
+    }
+
+    /// Replaces the filter with one sized for twice the subjects now in
+    /// `literals` (and `extra`, a subject about to be added), holding all
+    /// of them. Returns how many it holds. Called with the writer mutex.
+    fn rebuild_filter(
+        &self,
+        literals: &papaya::HashMapRef<
+            '_,
+            Box<[u8]>,
+            Arc<[V]>,
+            foldhash::fast::RandomState,
+            impl papaya::Guard,
+        >,
+        extra: Option<u64>,
+    ) -> usize {
+        let subjects = literals.len() + usize::from(extra.is_some());
+        let filter = SubjectFilter::with_capacity(subjects.saturating_mul(2));
+        let mut held = 0;
+        for hash in literals.keys().map(|key| self.hash(key)).chain(extra) {
+            filter.insert(hash);
+            held += 1;
         }
+        self.filter.store(Arc::new(filter));
+        held
     }
 
     /// How many routes the table holds now.
@@ -219,7 +296,8 @@ impl<V: Clone + PartialEq + Send + Sync + 'static> RoutingTable<V> {
         let subjects = self.literals.len();
         let literal_routes = self.literal_routes.load(Ordering::Relaxed);
         let pattern_routes = self.pattern_routes.load(Ordering::Relaxed);
-        let approximate_bytes = subjects * LITERAL_ENTRY_BYTES
+        let approximate_bytes = self.filter.load().bytes()
+            + subjects * LITERAL_ENTRY_BYTES
             + self.literal_key_bytes.load(Ordering::Relaxed)
             + (literal_routes + pattern_routes) * std::mem::size_of::<V>()
             + pattern_routes * PATTERN_ROUTE_BYTES
@@ -229,6 +307,39 @@ impl<V: Clone + PartialEq + Send + Sync + 'static> RoutingTable<V> {
             literal_routes,
             pattern_routes,
             approximate_bytes,
+        }
+    }
+}
+
+/// A table read for one batch of records: see [`RoutingTable::reader`].
+pub struct TableReader<'t, V> {
+    table: &'t RoutingTable<V>,
+    literals: papaya::HashMapRef<
+        't,
+        Box<[u8]>,
+        Arc<[V]>,
+        foldhash::fast::RandomState,
+        papaya::LocalGuard<'t>,
+    >,
+    patterns: Option<arc_swap::Guard<Arc<Node<V>>>>,
+}
+
+impl<V> TableReader<'_, V> {
+    /// Calls `deliver` with every subscriber a record with `key` goes to:
+    /// those of the literal subject first, then those of each matching
+    /// pattern. Takes no lock and allocates nothing.
+    #[inline]
+    pub fn for_each_match(&self, key: &[u8], mut deliver: impl FnMut(&V)) {
+        // The filter is loaded per key, not per reader: a rebuild swaps it,
+        // and a subject added with the rebuild is only in the new one.
+        let hash = self.table.filter_hasher.hash_one(key);
+        if self.table.filter.load().may_contain(hash) {
+            if let Some(list) = self.literals.get(key) {
+                list.iter().for_each(&mut deliver);
+            }
+        }
+        if let Some(root) = &self.patterns {
+            walk(root, tokens(key), &mut deliver);
         }
     }
 }
@@ -364,6 +475,40 @@ mod tests {
     }
 
     #[test]
+    fn the_filter_never_hides_a_subject_as_it_grows_and_is_rebuilt() {
+        let table = RoutingTable::new();
+        let initial = table.filter.load().capacity();
+        // Past the first filter's sizing twice over: it is rebuilt larger,
+        // and every subject added before, during and after still routes.
+        let subjects = (initial * 3) as u32;
+        for i in 0..subjects {
+            assert!(table.insert(&sel(&format!("s.{i}")), i));
+        }
+        assert!(table.filter.load().capacity() >= subjects as usize);
+        assert!((0..subjects).all(|i| routed(&table, &format!("s.{i}")) == vec![i]));
+        // Removing most of them leaves stale bits until a rebuild drops
+        // them; the remaining subjects route throughout, the removed ones
+        // never again.
+        for i in 0..subjects {
+            if i % 8 != 0 {
+                assert!(table.remove(&sel(&format!("s.{i}")), &i));
+            }
+        }
+        let writer = table.writer.lock().in_filter;
+        assert!(
+            writer < subjects as usize,
+            "the filter was rebuilt without the removed subjects ({writer} left)"
+        );
+        for i in 0..subjects {
+            let expected = if i % 8 == 0 { vec![i] } else { vec![] };
+            assert_eq!(routed(&table, &format!("s.{i}")), expected);
+        }
+        // Re-adding a removed subject routes it again.
+        assert!(table.insert(&sel("s.1"), 1));
+        assert_eq!(routed(&table, "s.1"), vec![1]);
+    }
+
+    #[test]
     fn literals_and_patterns_route_to_their_subscribers_only() {
         let table = RoutingTable::new();
         assert!(table.insert(&sel("orders.eu.paid"), 1));
@@ -397,7 +542,13 @@ mod tests {
         assert!(!table.remove(&sel("a.b.*"), &7));
         assert!(table.remove(&sel("k"), &7));
         assert!(!table.remove(&sel("k"), &7));
-        assert_eq!(table.size(), TableSize::default());
+        let size = table.size();
+        assert_eq!(
+            (size.subjects, size.literal_routes, size.pattern_routes),
+            (0, 0, 0)
+        );
+        // What is left is the empty filter.
+        assert_eq!(size.approximate_bytes, table.filter.load().bytes());
         assert_eq!(routed(&table, "a.x"), Vec::<u32>::new());
         // The trie is pruned back to an empty root.
         assert!(table.patterns.load().is_empty());

@@ -72,3 +72,60 @@ fn readers_see_stable_routes_and_nothing_foreign_while_writers_churn() {
     let size = table.size();
     assert_eq!((size.literal_routes, size.pattern_routes), (1, 1));
 }
+
+#[test]
+fn a_subject_added_before_a_lookup_is_found_while_the_table_grows() {
+    let table = Arc::new(RoutingTable::<u32>::new());
+    // Subjects are added in order; `added` says how many are in, so every
+    // subject below it was inserted before a reader loads it.
+    let added = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    const SUBJECTS: u32 = 20_000;
+    let writer = {
+        let (table, added) = (Arc::clone(&table), Arc::clone(&added));
+        std::thread::spawn(move || {
+            for i in 0..SUBJECTS {
+                let subject = Selector::parse(format!("s.{i}").as_bytes()).expect("literal");
+                table.insert(&subject, i);
+                added.store(i + 1, Ordering::Release);
+            }
+        })
+    };
+    let readers: Vec<_> = (0..2u32)
+        .map(|seed| {
+            let (table, added) = (Arc::clone(&table), Arc::clone(&added));
+            std::thread::spawn(move || {
+                let mut state = seed.wrapping_mul(2_654_435_761) | 1;
+                let mut checked = 0u64;
+                loop {
+                    let done = added.load(Ordering::Acquire);
+                    if done == 0 {
+                        continue;
+                    }
+                    // One reader per "batch", as a tailer holds it.
+                    let reader = table.reader();
+                    for _ in 0..64 {
+                        state ^= state << 13;
+                        state ^= state >> 17;
+                        state ^= state << 5;
+                        let i = if state % 2 == 0 {
+                            done - 1
+                        } else {
+                            state % done
+                        };
+                        let mut seen = Vec::new();
+                        reader.for_each_match(format!("s.{i}").as_bytes(), |&s| seen.push(s));
+                        assert_eq!(seen, vec![i], "subject s.{i} of {done} added");
+                        checked += 1;
+                    }
+                    if done == SUBJECTS {
+                        return checked;
+                    }
+                }
+            })
+        })
+        .collect();
+    writer.join().expect("writer");
+    for reader in readers {
+        assert!(reader.join().expect("reader") > 0);
+    }
+}

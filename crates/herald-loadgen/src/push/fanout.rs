@@ -2,12 +2,10 @@
 //! fixed rate, the publish-to-deliver latency of every delivery and the
 //! subscribers that did not get every message ("dropped").
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use herald_gateway::proto::{server_message::Kind, PublishRequest};
 use serde::Serialize;
-use tokio::sync::Mutex;
 
 use super::session::{connect, AnySession, Transport};
 use super::{now_ns, PushBenchError};
@@ -39,8 +37,9 @@ pub struct Fanout {
 pub struct FanoutRow {
     /// `fanout`.
     pub scenario: &'static str,
-    /// The subscribers' transport.
-    pub transport: Transport,
+    /// The subscribers' transport (`grpc`, `websocket`), or `kernel` for
+    /// the floor of [`super::fanout_floor`].
+    pub transport: &'static str,
     /// Subscribers.
     pub subscribers: usize,
     /// Messages published.
@@ -67,7 +66,6 @@ const SUBJECT: &[u8] = b"fanout.subject";
 
 /// Runs one fan-out measurement.
 pub async fn run(plan: &Fanout) -> Result<FanoutRow, PushBenchError> {
-    let latencies = Arc::new(Mutex::new(histogram::new()));
     let mut sessions = Vec::with_capacity(plan.subscribers);
     for chunk in (0..plan.subscribers)
         .collect::<Vec<_>>()
@@ -90,9 +88,11 @@ pub async fn run(plan: &Fanout) -> Result<FanoutRow, PushBenchError> {
     let readers: Vec<_> = sessions
         .into_iter()
         .map(|mut session| {
-            let latencies = Arc::clone(&latencies);
             tokio::spawn(async move {
-                let mut local = histogram::new();
+                // A list, not a histogram per subscriber: a histogram is
+                // some 200 KiB to zero, and 10,000 of them zeroed while
+                // the first messages arrive would be what the run measures.
+                let mut local = Vec::with_capacity(published as usize);
                 let mut got = 0u64;
                 let deadline = tokio::time::Instant::now()
                     + Duration::from_secs_f64(published as f64 * 2.0 + 30.0);
@@ -109,13 +109,12 @@ pub async fn run(plan: &Fanout) -> Result<FanoutRow, PushBenchError> {
                                 .map_or(now, |b| {
                                     u64::from_be_bytes(b.try_into().unwrap_or([0; 8]))
                                 });
-                            let _ = local.record(now.saturating_sub(sent) / 1000);
+                            local.push(now.saturating_sub(sent) / 1000);
                             got += 1;
                         }
                     }
                 }
-                let _ = latencies.lock().await.add(&local);
-                got
+                (got, local)
             })
         })
         .collect();
@@ -142,18 +141,21 @@ pub async fn run(plan: &Fanout) -> Result<FanoutRow, PushBenchError> {
         .map(|(before, after)| crate::cpu::between(before, after).1);
     let mut delivered = 0;
     let mut dropped = 0;
+    let mut latencies = histogram::new();
     for reader in readers {
-        let got = reader.await.unwrap_or(0);
+        let (got, local) = reader.await.unwrap_or_default();
+        for latency_us in local {
+            let _ = latencies.record(latency_us);
+        }
         delivered += got;
         if got < published {
             dropped += 1;
         }
     }
-    let latencies = latencies.lock().await;
     let (p50, p99, _) = histogram::percentiles(&latencies).unwrap_or_default();
     Ok(FanoutRow {
         scenario: "fanout",
-        transport: plan.transport,
+        transport: plan.transport.name(),
         subscribers: plan.subscribers,
         published,
         delivered,

@@ -3,6 +3,8 @@
 //!
 //! - [`fanout`]: seed 002's table, publish-to-deliver latency and dropped
 //!   subscribers for N subscribers of one subject at a fixed rate;
+//! - [`fanout_floor`]: the same with no broker, what the kernel alone
+//!   costs on this machine;
 //! - [`rounds`]: seed 003's round, many clients each receiving 20 messages
 //!   on their own subject per round, the share of clients late by 1 s;
 //! - [`subjects`]: routing throughput with 1M subjects against 1, the same
@@ -13,6 +15,7 @@
 //! asserts nothing about timings; a benchmark script takes medians.
 
 pub mod fanout;
+pub mod fanout_floor;
 pub mod memory;
 pub mod publish;
 pub mod rounds;

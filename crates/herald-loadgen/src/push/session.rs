@@ -73,12 +73,21 @@ pub struct WsSession {
 impl WsSession {
     /// Opens a session on its own connection.
     pub async fn open(addr: &str) -> Result<Self, PushBenchError> {
-        let (socket, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/v1/session"))
-            .await
-            .map_err(|e| PushBenchError::Connect {
-                addr: addr.to_owned(),
-                reason: e.to_string(),
-            })?;
+        // tungstenite zeroes its whole read buffer (128 KiB by default) on
+        // every read: with thousands of subscribers that, not the broker,
+        // would be what the benchmark measures.
+        let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+            .read_buffer_size(4096);
+        let (socket, _) = tokio_tungstenite::connect_async_with_config(
+            format!("ws://{addr}/v1/session"),
+            Some(config),
+            true,
+        )
+        .await
+        .map_err(|e| PushBenchError::Connect {
+            addr: addr.to_owned(),
+            reason: e.to_string(),
+        })?;
         Ok(Self { socket })
     }
 
@@ -123,6 +132,16 @@ pub enum Transport {
     Grpc,
     /// WebSocket (HTTP/1.1 upgraded).
     Websocket,
+}
+
+impl Transport {
+    /// The name rows carry.
+    pub fn name(self) -> &'static str {
+        match self {
+            Transport::Grpc => "grpc",
+            Transport::Websocket => "websocket",
+        }
+    }
 }
 
 /// A session over either transport.
