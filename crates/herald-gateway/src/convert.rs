@@ -4,9 +4,10 @@
 
 use std::collections::HashMap;
 
+use herald_filter::Attributes;
 use herald_push::{
-    AckError, AckMode, Event, GapReason, PublishError, PublishRecord, Start, SubscribeError,
-    SubscribeRequest,
+    AckError, AckMode, Event, GapReason, PublishError, PublishRecord, Selection, Start,
+    SubscribeError, SubscribeRequest,
 };
 use herald_subjects::Selector;
 
@@ -82,6 +83,7 @@ pub(crate) fn subscribe_request(request: proto::Subscribe) -> Result<SubscribeRe
             )))
         }
     };
+    let selection = selection(Some(&request.filter), &request.attributes)?;
     Ok(SubscribeRequest {
         id: request.subscription_id,
         topic: request.topic,
@@ -90,7 +92,21 @@ pub(crate) fn subscribe_request(request: proto::Subscribe) -> Result<SubscribeRe
         ack_mode,
         max_lag: request.max_lag,
         name,
+        selection,
     })
+}
+
+/// A subscription's filter and attributes, checked.
+pub(crate) fn selection(
+    filter: Option<&str>,
+    attributes: &[impl AsRef<[u8]>],
+) -> Result<Selection, Refused> {
+    let invalid = |message: String| Refused {
+        code: ErrorCode::InvalidFilter,
+        message,
+    };
+    let attributes = Attributes::new(attributes).map_err(|e| invalid(e.to_string()))?;
+    Selection::new(filter, attributes).map_err(|e| invalid(e.to_string()))
 }
 
 /// Reads a `PublishRequest`.

@@ -1,5 +1,7 @@
 //! Server-Sent Events: `GET /v1/events?topic=T&subject=S` (or `pattern=P`,
-//! and `from=earliest|now|timestamp:MS`), read only, for browsers and curl.
+//! and `from=earliest|now|timestamp:MS`; `filter=EXPR` and
+//! `attributes=A,B` as a session's `Subscribe` has them), read only, for
+//! browsers and curl.
 //!
 //! Each delivery is an event `delivery` whose `data` is one JSON object
 //! (`partition`, `offset`, `timestamp_ms`, `key`, `value`, `headers`; a key,
@@ -45,6 +47,9 @@ pub(crate) struct EventsQuery {
     subject: Option<String>,
     pattern: Option<String>,
     from: Option<String>,
+    filter: Option<String>,
+    /// Comma-separated (an attribute holds no comma).
+    attributes: Option<String>,
 }
 
 fn refuse(status: StatusCode, text: impl Into<String>) -> Response {
@@ -70,6 +75,15 @@ pub(crate) async fn events(
     let selector = match selector {
         Ok(selector) => selector,
         Err(e) => return refuse(StatusCode::BAD_REQUEST, format!("{e}\n")),
+    };
+    let attributes: Vec<&str> = query
+        .attributes
+        .as_deref()
+        .map(|a| a.split(',').filter(|a| !a.is_empty()).collect())
+        .unwrap_or_default();
+    let selection = match convert::selection(query.filter.as_deref(), &attributes) {
+        Ok(selection) => selection,
+        Err(refused) => return refuse(StatusCode::BAD_REQUEST, format!("{}\n", refused.message)),
     };
     let start = match headers.get("last-event-id") {
         Some(id) => match id
@@ -115,6 +129,7 @@ pub(crate) async fn events(
         ack_mode: AckMode::Cumulative,
         max_lag: 0,
         name: None,
+        selection,
     };
     if let Err(e) = session.subscribe(request).await {
         let status = match e {

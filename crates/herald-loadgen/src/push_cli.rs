@@ -71,10 +71,7 @@ pub enum PushCommand {
     /// The floor's broker side, started by `fanout-floor` as a child process.
     #[command(hide = true)]
     FanoutFloorSender {
-        /// Where the subscribers listen.
-        #[arg(long)]
-        to: String,
-        /// Connections to open.
+        /// Connections to accept.
         #[arg(long)]
         connections: usize,
         /// Messages per second.
@@ -183,15 +180,14 @@ async fn fresh_topic(bootstrap: &str, scenario: &str, partitions: i32) -> anyhow
 /// Runs one scenario and writes its row.
 pub fn run(command: PushCommand) -> anyhow::Result<()> {
     if let PushCommand::FanoutFloorSender {
-        to,
         connections,
         rate,
         secs,
         senders,
     } = &command
     {
-        return fanout_floor::send(to, *connections, *rate, *secs, *senders)
-            .with_context(|| format!("sending to {to}"));
+        return fanout_floor::send(*connections, *rate, *secs, *senders)
+            .context("the fan-out floor's sender");
     }
     let target = command
         .target()

@@ -146,7 +146,7 @@ impl CatchUpPool {
                     continue;
                 }
                 let Some(key) = record.key else { continue };
-                if !sub.selector.matches(key) {
+                if !sub.selector.matches(key) || !sub.selection.admits(&record) {
                     continue;
                 }
                 let delivery = Delivery {

@@ -26,6 +26,7 @@ mod event;
 mod last;
 mod outbox;
 mod publish;
+mod selection;
 mod session;
 mod stats;
 mod subscription;
@@ -40,6 +41,7 @@ pub use event::{Delivery, Event, GapReason, SharedRecord, DELIVERY_OVERHEAD_BYTE
 pub use last::LAST_SCAN_RECORDS_MAX;
 pub use outbox::{Credit, Outbox, Refusal};
 pub use publish::{PublishRecord, Published};
+pub use selection::Selection;
 pub use session::{Session, Start, SubscribeRequest};
 pub use stats::PushStats;
 pub use subscription::{AckMode, Subscription};

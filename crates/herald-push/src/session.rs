@@ -6,12 +6,14 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use herald_broker::{OffsetSpec, Topic};
+use herald_filter::Attributes;
 use herald_subjects::Selector;
 
 use crate::engine::PushEngine;
 use crate::error::{AckError, SubscribeError};
 use crate::event::Event;
 use crate::outbox::Outbox;
+use crate::selection::Selection;
 use crate::stats::PushStats;
 use crate::subscription::{AckMode, Spec, Subscription};
 use crate::token::ResumePoint;
@@ -57,6 +59,8 @@ pub struct SubscribeRequest {
     /// A durable name: the subscription's acknowledged positions are kept
     /// under it (see `durable`).
     pub name: Option<String>,
+    /// Which of the records its selector names it receives.
+    pub selection: Selection,
 }
 
 /// One client's session. Dropping it ends every subscription.
@@ -167,6 +171,7 @@ impl Session {
             ack_mode: request.ack_mode,
             max_lag: request.max_lag,
             durable,
+            selection: request.selection,
         };
         self.add(spec, &starts);
         Ok(())
@@ -184,6 +189,11 @@ impl Session {
         let selector = Selector::parse(&point.selector).map_err(|e| {
             SubscribeError::StaleToken(format!("its selector no longer parses: {e}"))
         })?;
+        let attributes = Attributes::new(&point.attributes).map_err(|e| {
+            SubscribeError::StaleToken(format!("its attributes are no longer valid: {e}"))
+        })?;
+        let selection = Selection::new(point.filter.as_deref(), attributes)
+            .map_err(|e| SubscribeError::StaleToken(format!("its filter no longer parses: {e}")))?;
         let starts = positions_from(&topic, &point.positions)?;
         let spec = Spec {
             id: point.subscription_id,
@@ -192,6 +202,7 @@ impl Session {
             ack_mode: point.ack_mode,
             max_lag: point.max_lag,
             durable: None,
+            selection,
         };
         self.add(spec, &starts);
         Ok(point.subscription_id)
@@ -252,6 +263,13 @@ impl Session {
             selector: selector_text(&subscription.selector),
             ack_mode: subscription.ack_mode,
             max_lag: subscription.max_lag,
+            filter: subscription.selection.filter_text().map(str::to_owned),
+            attributes: subscription
+                .selection
+                .attributes()
+                .iter()
+                .map(<[u8]>::to_vec)
+                .collect(),
             positions: subscription.positions(),
         })
     }

@@ -21,6 +21,7 @@ use parking_lot::Mutex;
 
 use crate::event::{Delivery, Event, SharedRecord};
 use crate::outbox::{Outbox, Refusal};
+use crate::selection::Selection;
 use crate::tailer::Frontier;
 
 /// How a subscriber acknowledges.
@@ -50,6 +51,10 @@ pub(crate) struct Cursor {
     pub(crate) next: u64,
     /// Ack mode cumulative: every delivery below this was acknowledged.
     pub(crate) acked: u64,
+    /// Just past the last delivery queued (or gap told): once `acked`
+    /// reaches it, every record below `next` was acknowledged or was not
+    /// for this subscription, and the position is `next`.
+    pub(crate) queued_end: u64,
 }
 
 /// What an offer of a record by a tailer came to.
@@ -72,6 +77,7 @@ pub(crate) struct Spec {
     pub(crate) ack_mode: AckMode,
     pub(crate) max_lag: u64,
     pub(crate) durable: Option<Arc<crate::durable::Durable>>,
+    pub(crate) selection: Selection,
 }
 
 /// One subscription of one session.
@@ -86,6 +92,8 @@ pub struct Subscription {
     pub(crate) cursors: Box<[Mutex<Cursor>]>,
     /// Where a named subscription keeps its positions.
     pub(crate) durable: Option<Arc<crate::durable::Durable>>,
+    /// Its filter and attributes.
+    pub(crate) selection: Selection,
     closed: AtomicBool,
 }
 
@@ -118,6 +126,7 @@ impl Subscription {
                     feed: Feed::CatchingUp,
                     next: start,
                     acked: start,
+                    queued_end: start,
                 })
             })
             .collect();
@@ -131,6 +140,7 @@ impl Subscription {
             outbox,
             cursors,
             durable: spec.durable,
+            selection: spec.selection,
             closed: AtomicBool::new(false),
         }
     }
@@ -157,6 +167,7 @@ impl Subscription {
         match self.outbox.push_delivery(delivery) {
             Ok(was_empty) => {
                 cursor.next = record.offset + 1;
+                cursor.queued_end = cursor.next;
                 Offered::Queued(was_empty)
             }
             Err(Refusal::Full) => {
@@ -167,6 +178,19 @@ impl Subscription {
                 Offered::Overflowed
             }
             Err(Refusal::Closed) => Offered::Skipped,
+        }
+    }
+
+    /// A tailer passes over a record the selector matched but the
+    /// selection does not admit: a live cursor's position moves past it,
+    /// so that an acknowledgement of what came before covers it.
+    pub(crate) fn pass(&self, partition: u32, offset: u64) {
+        let Some(cursor) = self.cursors.get(partition as usize) else {
+            return;
+        };
+        let mut cursor = cursor.lock();
+        if cursor.feed == Feed::Live && offset >= cursor.next {
+            cursor.next = offset + 1;
         }
     }
 
@@ -195,6 +219,7 @@ impl Subscription {
         let offset = delivery.record.offset;
         let was_empty = self.outbox.push_delivery(delivery)?;
         cursor.next = cursor.next.max(offset + 1);
+        cursor.queued_end = cursor.next;
         Ok(was_empty)
     }
 
@@ -213,7 +238,9 @@ impl Subscription {
         }
         // `acked` stays: a resume from before the gap meets it again and is
         // told again, rather than losing deliveries not yet acknowledged.
+        // The gap counts as queued: only an ack past it covers it.
         cursor.next = to;
+        cursor.queued_end = to;
         drop(cursor);
         self.outbox.push_event(Event::Gap {
             subscription_id: self.id,
@@ -239,7 +266,8 @@ impl Subscription {
     }
 
     /// Each partition's resume position: what was acknowledged (ack mode
-    /// cumulative) or sent (ack mode none).
+    /// cumulative) or sent (ack mode none), and once everything queued is
+    /// acknowledged, the records passed over since as well.
     pub(crate) fn positions(&self) -> Vec<(u32, u64)> {
         self.cursors
             .iter()
@@ -248,6 +276,7 @@ impl Subscription {
                 let cursor = cursor.lock();
                 let position = match self.ack_mode {
                     AckMode::None => cursor.next,
+                    AckMode::Cumulative if cursor.acked >= cursor.queued_end => cursor.next,
                     AckMode::Cumulative => cursor.acked,
                 };
                 (partition as u32, position)

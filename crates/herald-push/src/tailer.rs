@@ -129,6 +129,10 @@ impl Tailer {
                     let Some(key) = record.key else { continue };
                     let mut shared: Option<Arc<SharedRecord>> = None;
                     table.for_each_match(key, |route| {
+                        if !route.0.selection.admits(&record) {
+                            route.0.pass(index, record.offset as u64);
+                            return;
+                        }
                         let shared = shared.get_or_insert_with(|| {
                             Arc::new(SharedRecord::slice_of(batch.section(), &record))
                         });

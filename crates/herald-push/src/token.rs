@@ -17,7 +17,11 @@ use uuid::Uuid;
 
 use crate::subscription::AckMode;
 
-const MAGIC: &[u8; 4] = b"HRT1";
+/// The layout written: version 2 carries the subscription's filter and
+/// attributes after its selector.
+const MAGIC: &[u8; 4] = b"HRT2";
+/// Version 1, still read (no filter, no attributes).
+const MAGIC_V1: &[u8; 4] = b"HRT1";
 const MAC_BYTES: usize = 32;
 const KEY_BYTES: usize = 32;
 /// The key file, in the push directory of the data directory.
@@ -40,6 +44,10 @@ pub struct ResumePoint {
     pub ack_mode: AckMode,
     /// Lag limit (0: none).
     pub max_lag: u64,
+    /// The filter as the client wrote it (`None`: every record).
+    pub filter: Option<String>,
+    /// The subscriber's attributes.
+    pub attributes: Vec<Vec<u8>>,
     /// (partition, offset to continue from).
     pub positions: Vec<(u32, u64)>,
 }
@@ -143,6 +151,12 @@ impl TokenKeys {
         out.extend_from_slice(&point.max_lag.to_be_bytes());
         put_bytes(&mut out, point.topic.as_bytes());
         put_bytes(&mut out, &point.selector);
+        // An empty filter is no filter: the empty text is not a valid one.
+        put_bytes(&mut out, point.filter.as_deref().unwrap_or("").as_bytes());
+        out.extend_from_slice(&(point.attributes.len() as u16).to_be_bytes());
+        for attribute in &point.attributes {
+            put_bytes(&mut out, attribute);
+        }
         out.extend_from_slice(&(point.positions.len() as u32).to_be_bytes());
         for &(partition, offset) in &point.positions {
             out.extend_from_slice(&partition.to_be_bytes());
@@ -221,9 +235,11 @@ impl ResumePoint {
 
 fn read_point(body: &[u8]) -> Option<ResumePoint> {
     let mut r = Reader(body);
-    if r.take(MAGIC.len())? != MAGIC {
-        return None;
-    }
+    let version = match r.take(MAGIC.len())? {
+        m if m == MAGIC => 2,
+        m if m == MAGIC_V1 => 1,
+        _ => return None,
+    };
     let issued_ms = i64::from_be_bytes(r.array()?);
     let topic_id = Uuid::from_bytes(r.array()?);
     let subscription_id = u64::from_be_bytes(r.array()?);
@@ -235,6 +251,16 @@ fn read_point(body: &[u8]) -> Option<ResumePoint> {
     let max_lag = u64::from_be_bytes(r.array()?);
     let topic = String::from_utf8(r.bytes()?.to_vec()).ok()?;
     let selector = r.bytes()?.to_vec();
+    let (filter, attributes) = if version >= 2 {
+        let filter = String::from_utf8(r.bytes()?.to_vec()).ok()?;
+        let count = u16::from_be_bytes(r.array()?);
+        let attributes = (0..count)
+            .map(|_| r.bytes().map(<[u8]>::to_vec))
+            .collect::<Option<Vec<_>>>()?;
+        ((!filter.is_empty()).then_some(filter), attributes)
+    } else {
+        (None, Vec::new())
+    };
     let count = u32::from_be_bytes(r.array()?) as usize;
     if r.0.len() != count.checked_mul(12)? {
         return None;
@@ -254,6 +280,8 @@ fn read_point(body: &[u8]) -> Option<ResumePoint> {
         selector,
         ack_mode,
         max_lag,
+        filter,
+        attributes,
         positions,
     })
 }
@@ -293,6 +321,8 @@ mod tests {
             selector: b"eu.*.paid".to_vec(),
             ack_mode: AckMode::Cumulative,
             max_lag: 0,
+            filter: Some(r#"header.region == "eu""#.into()),
+            attributes: vec![b"gold".to_vec(), b"eu".to_vec()],
             positions: vec![(0, 17), (1, 0), (2, 99)],
         }
     }
@@ -305,6 +335,32 @@ mod tests {
     fn a_signed_token_reads_back_to_the_same_point() {
         let token = keys().sign(&point());
         assert_eq!(keys().verify(&token, at(1_700_000_000_500)), Ok(point()));
+    }
+
+    #[test]
+    fn a_version_1_token_still_reads_without_filter_or_attributes() {
+        // Version 1's layout: version 2's without the filter and the
+        // attribute count, as brokers before selective delivery signed it.
+        let keys = keys();
+        let v2 = {
+            let mut p = point();
+            p.filter = None;
+            p.attributes.clear();
+            keys.sign(&p)
+        };
+        let body = &v2[..v2.len() - MAC_BYTES];
+        let selector_end = 4 + 8 + 16 + 8 + 1 + 8 + (2 + 6) + (2 + 9);
+        let mut v1 = MAGIC_V1.to_vec();
+        v1.extend_from_slice(&body[4..selector_end]);
+        // Skip the empty filter (2 bytes) and the attribute count (2).
+        v1.extend_from_slice(&body[selector_end + 4..]);
+        let mut mac = keys.mac();
+        mac.update(&v1);
+        v1.extend_from_slice(&mac.finalize().into_bytes());
+        let mut expected = point();
+        expected.filter = None;
+        expected.attributes.clear();
+        assert_eq!(keys.verify(&v1, at(1_700_000_000_500)), Ok(expected));
     }
 
     #[test]

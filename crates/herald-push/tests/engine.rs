@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use herald_broker::{Broker, BrokerConfig};
 use herald_push::{
-    AckMode, Credit, Event, GapReason, PublishRecord, PushConfig, PushEngine, Session, Start,
-    SubscribeError, SubscribeRequest, TokenError,
+    AckMode, Credit, Event, GapReason, PublishRecord, PushConfig, PushEngine, Selection, Session,
+    Start, SubscribeError, SubscribeRequest, TokenError,
 };
 use herald_subjects::Selector;
 
@@ -54,6 +54,7 @@ fn request(id: u64, selector: &str, start: Start, ack_mode: AckMode) -> Subscrib
         ack_mode,
         max_lag: 0,
         name: None,
+        selection: Selection::default(),
     }
 }
 
@@ -564,4 +565,138 @@ async fn last_per_subject_starts_with_each_subjects_latest_records() {
     );
     let all_a: Vec<String> = (0..10).map(|i| format!("a{i}")).collect();
     assert!(all_a.ends_with(&a), "{a:?} is not a suffix");
+}
+
+async fn publish_with(
+    engine: &PushEngine,
+    key: &str,
+    value: &str,
+    headers: &[(&str, &str)],
+) -> (u32, u64) {
+    let published = engine
+        .publish(PublishRecord {
+            topic: "orders".into(),
+            key: Some(key.as_bytes().to_vec()),
+            value: Some(value.as_bytes().to_vec()),
+            headers: headers
+                .iter()
+                .map(|(k, v)| (k.as_bytes().to_vec(), Some(v.as_bytes().to_vec())))
+                .collect(),
+            ..Default::default()
+        })
+        .await
+        .expect("publish");
+    (published.partition, published.offset)
+}
+
+fn selective(id: u64, start: Start, filter: Option<&str>, attributes: &[&str]) -> SubscribeRequest {
+    SubscribeRequest {
+        selection: Selection::new(
+            filter,
+            herald_filter::Attributes::new(attributes).expect("attributes"),
+        )
+        .expect("filter"),
+        ..request(id, "sel.*", start, AckMode::None)
+    }
+}
+
+/// Six records of one subject, differing in their headers.
+async fn publish_six(engine: &PushEngine, prefix: &str) {
+    let records: [&[(&str, &str)]; 6] = [
+        &[("region", "eu")],
+        &[("region", "us")],
+        &[("region", "eu"), ("herald.audience", "gold")],
+        &[("region", "eu"), ("herald.audience", "silver, bronze")],
+        &[],
+        &[("region", "eu"), ("amount", "150")],
+    ];
+    for (i, headers) in records.iter().enumerate() {
+        publish_with(engine, "sel.1", &format!("{prefix}{i}"), headers).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn filters_and_audiences_select_the_same_records_on_catch_up_and_live() {
+    let f = fixture(PushConfig::default());
+    publish_six(&f.engine, "old").await;
+    let mut session = f.engine.open_session(Credit::default()).expect("session");
+    let eu = r#"header.region == "eu""#;
+    let big_or_bare = "header.amount > 100 or not exists header.region";
+    session
+        .subscribe(selective(1, Start::Earliest, Some(eu), &[]))
+        .await
+        .expect("filter");
+    session
+        .subscribe(selective(2, Start::Earliest, None, &["gold"]))
+        .await
+        .expect("attributes");
+    session
+        .subscribe(selective(3, Start::Earliest, Some(big_or_bare), &[]))
+        .await
+        .expect("or");
+    // Catch-up: what was stored before the subscriptions.
+    let (old, _) = drain(&session, 2 + 5 + 2).await;
+    publish_six(&f.engine, "new").await;
+    let (new, _) = drain(&session, 2 + 5 + 2).await;
+    for (got, prefix) in [(old, "old"), (new, "new")] {
+        let of = |id: u64| -> Vec<String> {
+            got.iter()
+                .filter(|d| d.0 == id)
+                .map(|d| d.2.clone())
+                .collect()
+        };
+        let want = |indexes: &[u32]| -> Vec<String> {
+            indexes.iter().map(|i| format!("{prefix}{i}")).collect()
+        };
+        // No attributes: records with an audience never arrive.
+        assert_eq!(of(1), want(&[0, 5]), "{prefix}");
+        // "gold": every record without an audience, and the gold one.
+        assert_eq!(of(2), want(&[0, 1, 2, 4, 5]), "{prefix}");
+        assert_eq!(of(3), want(&[4, 5]), "{prefix}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_filtered_out_are_covered_by_the_ack_before_them() {
+    let f = fixture(PushConfig::default());
+    let eu = r#"header.region == "eu""#;
+    let subscribe = |start: Start| SubscribeRequest {
+        ack_mode: AckMode::Cumulative,
+        ..selective(7, start, Some(eu), &[])
+    };
+    let mut session = f.engine.open_session(Credit::default()).expect("session");
+    session
+        .subscribe(subscribe(Start::Now))
+        .await
+        .expect("subscribe");
+    let (partition, first) = publish_with(&f.engine, "sel.1", "e0", &[("region", "eu")]).await;
+    publish_with(&f.engine, "sel.1", "u1", &[("region", "us")]).await;
+    let (_, last_filtered) = publish_with(&f.engine, "sel.1", "u2", &[("region", "us")]).await;
+    let (got, _) = drain(&session, 1).await;
+    assert_eq!(got.iter().map(|d| d.2.as_str()).collect::<Vec<_>>(), ["e0"]);
+    // Give the tailer time to pass over the two filtered records.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let token = session.ack(7, partition, first).expect("ack");
+    let point = herald_push::ResumePoint::decode_body(&token[..token.len() - 32]).expect("token");
+    let position = point
+        .positions
+        .iter()
+        .find(|p| p.0 == partition)
+        .expect("partition")
+        .1;
+    assert_eq!(
+        position,
+        last_filtered + 1,
+        "the ack of e0 covers u1 and u2"
+    );
+    assert_eq!(point.filter.as_deref(), Some(eu));
+    drop(session);
+
+    // The resumed subscription keeps its filter and starts after u2.
+    publish_with(&f.engine, "sel.1", "u3", &[("region", "us")]).await;
+    publish_with(&f.engine, "sel.1", "e4", &[("region", "eu")]).await;
+    let mut again = f.engine.open_session(Credit::default()).expect("again");
+    assert_eq!(again.resume(&token).await.expect("resume"), 7);
+    let (got, _) = drain(&again, 2).await;
+    assert_eq!(got.iter().map(|d| d.2.as_str()).collect::<Vec<_>>(), ["e4"]);
 }

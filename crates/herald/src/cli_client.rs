@@ -366,6 +366,16 @@ pub struct SubscribeArgs {
     /// Stop after this many records.
     #[arg(long, value_name = "N")]
     pub max_messages: Option<u64>,
+    /// Only records this expression holds for, over `key` and
+    /// `header.NAME`: `==`, `!=`, `<`, `<=`, `>`, `>=`, `in (...)`,
+    /// `starts_with`, `exists`, with `and`, `or`, `not` (see the .proto's
+    /// `Subscribe.filter`).
+    #[arg(long, value_name = "EXPR")]
+    pub filter: Option<String>,
+    /// An attribute this subscriber holds (repeatable): records whose
+    /// `herald.audience` header names audiences reach only holders of one.
+    #[arg(long = "attribute", value_name = "ATTRIBUTE")]
+    pub attributes: Vec<String>,
     /// Output format.
     #[arg(long, value_enum, default_value = "plain")]
     pub format: OutputFormat,

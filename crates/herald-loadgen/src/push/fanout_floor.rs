@@ -23,7 +23,7 @@ use std::net::TcpStream;
 use std::sync::mpsc as std_mpsc;
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
 
 use super::fanout::FanoutRow;
 use super::{now_ns, PushBenchError};
@@ -50,13 +50,9 @@ const SETUP_TIMEOUT: Duration = Duration::from_secs(120);
 /// row whose transport is `kernel`.
 pub async fn run(plan: &FanoutFloor) -> Result<FanoutRow, PushBenchError> {
     let failed = |what: &str, e: std::io::Error| PushBenchError::Refused(format!("{what}: {e}"));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .map_err(|e| failed("binding", e))?;
-    let addr = listener.local_addr().map_err(|e| failed("binding", e))?;
     let exe = std::env::current_exe().map_err(|e| failed("finding this executable", e))?;
-    let sender = tokio::process::Command::new(exe)
-        .args(["push", "fanout-floor-sender", "--to", &addr.to_string()])
+    let mut sender = tokio::process::Command::new(exe)
+        .args(["push", "fanout-floor-sender"])
         .args(["--connections", &plan.subscribers.to_string()])
         .args(["--rate", &plan.rate.to_string()])
         .args(["--secs", &plan.secs.to_string()])
@@ -65,26 +61,46 @@ pub async fn run(plan: &FanoutFloor) -> Result<FanoutRow, PushBenchError> {
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| failed("starting the sender", e))?;
+    let mut said = tokio::io::BufReader::new(
+        sender
+            .stdout
+            .take()
+            .ok_or_else(|| PushBenchError::Refused("the sender has no output".into()))?,
+    )
+    .lines();
+    // The sender's first line is where it listens.
+    let addr = tokio::time::timeout(SETUP_TIMEOUT, said.next_line())
+        .await
+        .map_err(|_| PushBenchError::Refused("the sender did not start in time".into()))?
+        .map_err(|e| failed("reading the sender", e))?
+        .ok_or_else(|| PushBenchError::Refused("the sender ended before listening".into()))?;
+    // Connected as the real subscribers connect to the broker: a bounded
+    // number of attempts in flight, so the listen backlog never overflows.
     let mut subscribers = Vec::with_capacity(plan.subscribers);
-    let accept_all = async {
+    let connect_all = async {
         while subscribers.len() < plan.subscribers {
-            let (stream, _) = listener.accept().await?;
-            subscribers.push(stream);
+            let batch = OPEN_PARALLEL.min(plan.subscribers - subscribers.len());
+            let opened = futures_util::future::join_all(
+                (0..batch).map(|_| tokio::net::TcpStream::connect(addr.as_str())),
+            )
+            .await;
+            for stream in opened {
+                subscribers.push(stream?);
+            }
+        }
+        // Every subscriber says it is there; the sender starts once it has
+        // heard from all of them, so no stamp waits for a connection.
+        for stream in &mut subscribers {
+            stream.write_all(GO).await?;
         }
         Ok::<_, std::io::Error>(())
     };
-    tokio::time::timeout(SETUP_TIMEOUT, accept_all)
+    tokio::time::timeout(SETUP_TIMEOUT, connect_all)
         .await
-        .map_err(|_| PushBenchError::Refused("the sender did not connect in time".into()))?
-        .map_err(|e| failed("accepting", e))?;
+        .map_err(|_| PushBenchError::Refused("connecting to the sender took too long".into()))?
+        .map_err(|e| failed("connecting to the sender", e))?;
 
     let published = (plan.rate as f64 * plan.secs).round().max(1.0) as u64;
-    if let Some(first) = subscribers.first_mut() {
-        first
-            .write_all(GO)
-            .await
-            .map_err(|e| failed("starting the sender", e))?;
-    }
     let readers: Vec<_> = subscribers
         .into_iter()
         .map(|mut stream| {
@@ -122,18 +138,20 @@ pub async fn run(plan: &FanoutFloor) -> Result<FanoutRow, PushBenchError> {
             dropped += 1;
         }
     }
-    let output = tokio::time::timeout(SETUP_TIMEOUT, sender.wait_with_output())
+    // Its last line is the cores it kept busy while sending.
+    let mut sender_cores = None;
+    while let Ok(Ok(Some(line))) = tokio::time::timeout(SETUP_TIMEOUT, said.next_line()).await {
+        sender_cores = line.trim().parse().ok();
+    }
+    let status = tokio::time::timeout(SETUP_TIMEOUT, sender.wait())
         .await
         .map_err(|_| PushBenchError::Refused("the sender did not finish".into()))?
         .map_err(|e| failed("waiting for the sender", e))?;
-    if !output.status.success() {
+    if !status.success() {
         return Err(PushBenchError::Refused(format!(
-            "the sender failed: {}",
-            output.status
+            "the sender failed: {status}"
         )));
     }
-    // The sender prints the cores it kept busy while sending.
-    let sender_cores = String::from_utf8_lossy(&output.stdout).trim().parse().ok();
     let (p50, p99, _) = histogram::percentiles(&latencies).unwrap_or_default();
     Ok(FanoutRow {
         scenario: "fanout",
@@ -150,31 +168,31 @@ pub async fn run(plan: &FanoutFloor) -> Result<FanoutRow, PushBenchError> {
     })
 }
 
-/// The byte the subscribers' side sends on the first connection once it
-/// has accepted every one, so that no stamp waits for an accept.
+/// The byte each subscriber sends once connected.
 const GO: &[u8] = b"g";
+/// Connection attempts in flight while setting up, as the fan-out
+/// benchmark opens its sessions.
+const OPEN_PARALLEL: usize = 200;
 
-/// The floor's broker side: opens `connections` connections to `to`,
-/// waits for the go byte, then `rate` times a second for `secs` seconds
-/// writes the current time to every connection, from `senders` threads
-/// that each own a share of them. Prints the cores this process kept busy
-/// while sending, the floor's counterpart of the broker's CPU.
-pub fn send(
-    to: &str,
-    connections: usize,
-    rate: u32,
-    secs: f64,
-    senders: usize,
-) -> std::io::Result<()> {
+/// The floor's broker side: listens on a port of 127.0.0.1 and prints it,
+/// accepts `connections` connections and waits for each one's go byte,
+/// then `rate` times a second for `secs` seconds writes the current time
+/// to every connection, from `senders` threads that each own a share of
+/// them. Prints the cores this process kept busy while sending, the
+/// floor's counterpart of the broker's CPU.
+pub fn send(connections: usize, rate: u32, secs: f64, senders: usize) -> std::io::Result<()> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    println!("{}", listener.local_addr()?);
+    std::io::stdout().flush()?;
     let mut streams = Vec::with_capacity(connections);
     for _ in 0..connections {
-        let stream = TcpStream::connect(to)?;
+        let (stream, _) = listener.accept()?;
         stream.set_nodelay(true)?;
         streams.push(stream);
     }
-    if let Some(first) = streams.first_mut() {
+    for stream in &mut streams {
         let mut go = [0u8; 1];
-        first.read_exact(&mut go)?;
+        stream.read_exact(&mut go)?;
     }
     let senders = senders.max(1);
     let mut shares: Vec<Vec<TcpStream>> = (0..senders).map(|_| Vec::new()).collect();

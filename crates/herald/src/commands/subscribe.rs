@@ -57,6 +57,8 @@ pub async fn run(args: SubscribeArgs) -> anyhow::Result<()> {
         ack_mode: proto::AckMode::Cumulative as i32,
         max_lag: 0,
         name: args.name.clone().unwrap_or_default(),
+        filter: args.filter.clone().unwrap_or_default(),
+        attributes: args.attributes.clone(),
     };
     send(&requests, client_message::Kind::Subscribe(subscribe)).await?;
     let mut stream = client
