@@ -3,7 +3,7 @@
 # later issue), every scenario run REPEATS times against one broker on
 # /dev/shm, and a table of medians.
 #
-#   scripts/bench-push.sh [--quick] [--repeats N]
+#   scripts/bench-push.sh [--quick] [--repeats N] [--only fanout,rounds,subjects,memory]
 #
 # Scenarios (see `herald-loadgen push --help`):
 #   fanout    seed 002's table: 10 to 10,000 subscribers of one subject at
@@ -23,10 +23,12 @@ cd "$ROOT"
 
 QUICK=0
 REPEATS=3
+ONLY="fanout,rounds,subjects,memory"
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) QUICK=1; shift ;;
     --repeats) REPEATS="$2"; shift 2 ;;
+    --only) ONLY="$2"; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -93,6 +95,9 @@ else
   MEMORY=(--connections 2000 --subscriptions-per-connection 50)
 fi
 
+wanted() { [[ ",$ONLY," == *",$1,"* ]]; }
+
+if wanted fanout; then
 echo "== fanout (seed 002)"
 for n in "${FANOUT[@]}"; do
   run fanout-floor --subscribers "$n" --rate 10 --secs "$FANOUT_SECS"
@@ -102,16 +107,23 @@ for transport in grpc websocket; do
     run fanout --subscribers "$n" --rate 10 --secs "$FANOUT_SECS" --transport "$transport" --broker-pid "$PID"
   done
 done
-echo "== rounds (seed 003)"
-for c in "${ROUNDS_CLIENTS[@]}"; do
-  run rounds --clients "$c" --messages 20 --rounds "$ROUNDS"
-done
-echo "== subjects"
-run subjects --keys one "${SUBJECTS[@]}"
-run subjects --keys many "${SUBJECTS[@]}"
-echo "== memory"
-run memory --broker-pid "$PID" --admin "$ADMIN" --transport grpc "${MEMORY[@]}"
-run memory --broker-pid "$PID" --admin "$ADMIN" --transport websocket "${MEMORY[@]}"
+fi
+if wanted rounds; then
+  echo "== rounds (seed 003)"
+  for c in "${ROUNDS_CLIENTS[@]}"; do
+    run rounds --clients "$c" --messages 20 --rounds "$ROUNDS"
+  done
+fi
+if wanted subjects; then
+  echo "== subjects"
+  run subjects --keys one "${SUBJECTS[@]}"
+  run subjects --keys many "${SUBJECTS[@]}"
+fi
+if wanted memory; then
+  echo "== memory"
+  run memory --broker-pid "$PID" --admin "$ADMIN" --transport grpc "${MEMORY[@]}"
+  run memory --broker-pid "$PID" --admin "$ADMIN" --transport websocket "${MEMORY[@]}"
+fi
 
 python3 "$ROOT/scripts/bench_push_table.py" "$ROWS" > "$OUT/push.md"
 cat "$OUT/push.md"

@@ -19,8 +19,8 @@ def delete_topic(bootstrap: str, name: str):
 
 
 def produce(bootstrap: str, topic: str, records):
-    """Publishes (key, value) pairs with acks=all; returns once all are
-    acknowledged."""
+    """Publishes (key, value) or (key, value, headers) records with
+    acks=all; returns once all are acknowledged."""
     producer = Producer({
         "bootstrap.servers": bootstrap,
         "acks": "all",
@@ -33,10 +33,13 @@ def produce(bootstrap: str, topic: str, records):
         if err is not None:
             failures.append(err)
 
-    for key, value in records:
+    for record in records:
+        key, value = record[0], record[1]
+        # An optional third item: the record's headers, [(name, value)].
+        headers = record[2] if len(record) > 2 else None
         while True:
             try:
-                producer.produce(topic, key=key, value=value, on_delivery=report)
+                producer.produce(topic, key=key, value=value, headers=headers, on_delivery=report)
                 break
             except BufferError:
                 producer.poll(0.1)

@@ -15,19 +15,19 @@ class Closed(Exception):
     """The session's stream ended."""
 
 
-def channel(address: str) -> grpc.Channel:
+def channel(address: str, options=()) -> grpc.Channel:
     # A connection of its own, not shared with other channels to the
     # same address.
-    return grpc.insecure_channel(address, options=[("grpc.use_local_subchannel_pool", 1)])
+    return grpc.insecure_channel(address, options=[("grpc.use_local_subchannel_pool", 1), *options])
 
 
 class Session:
     """One session. `gate`, when given, is a threading.Event the reader
     waits on before taking each message: clear it to stop reading."""
 
-    def __init__(self, proto, address, hello=None, gate=None):
+    def __init__(self, proto, address, hello=None, gate=None, options=()):
         self.pb = proto.pb
-        self.channel = channel(address)
+        self.channel = channel(address, options)
         self.stub = proto.rpc.HeraldStub(self.channel)
         self.requests = queue.Queue()
         self.messages = queue.Queue()
@@ -63,10 +63,11 @@ class Session:
         self.requests.put(self.pb.ClientMessage(**kind))
 
     def subscribe(self, sid, topic, *, subject=None, pattern=None, start=None,
-                  cumulative=False, max_lag=0):
+                  cumulative=False, max_lag=0, filter="", attributes=()):
         pb = self.pb
         fields = dict(subscription_id=sid, topic=topic, max_lag=max_lag,
-                      ack_mode=pb.ACK_MODE_CUMULATIVE if cumulative else pb.ACK_MODE_NONE)
+                      ack_mode=pb.ACK_MODE_CUMULATIVE if cumulative else pb.ACK_MODE_NONE,
+                      filter=filter, attributes=list(attributes))
         if subject is not None:
             fields["subject"] = subject
         if pattern is not None:

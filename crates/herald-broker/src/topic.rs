@@ -1,6 +1,7 @@
 //! A topic: its name, id, partitions and config overrides.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::RwLock;
@@ -23,7 +24,15 @@ pub struct Topic {
     // snapshot and never hold the lock while using a partition.
     partitions: RwLock<Arc<Vec<Arc<Partition>>>>,
     config: RwLock<TopicConfig>,
+    /// `message.ttl.ms` of `config`, [`NO_TTL`] for none: read per batch on
+    /// the push path, so without the lock and the map.
+    message_ttl_ms: AtomicU64,
+    /// `message.priority` of `config` is `high`; read as the TTL is.
+    message_priority_high: AtomicBool,
 }
+
+/// `message_ttl_ms` when records do not expire.
+const NO_TTL: u64 = u64::MAX;
 
 impl Topic {
     pub(crate) fn new(
@@ -36,6 +45,8 @@ impl Topic {
             name,
             id,
             partitions: RwLock::new(Arc::new(partitions)),
+            message_ttl_ms: AtomicU64::new(config.message_ttl_ms().unwrap_or(NO_TTL)),
+            message_priority_high: AtomicBool::new(config.message_priority_high()),
             config: RwLock::new(config),
         }
     }
@@ -72,7 +83,23 @@ impl Topic {
     }
 
     pub(crate) fn set_config(&self, config: TopicConfig) {
+        self.message_ttl_ms
+            .store(config.message_ttl_ms().unwrap_or(NO_TTL), Ordering::Relaxed);
+        self.message_priority_high
+            .store(config.message_priority_high(), Ordering::Relaxed);
         *self.config.write() = config;
+    }
+
+    /// `message.priority` is `high`: records without a priority header are
+    /// pushed ahead of normal ones.
+    pub fn message_priority_high(&self) -> bool {
+        self.message_priority_high.load(Ordering::Relaxed)
+    }
+
+    /// `message.ttl.ms`: how long after its timestamp a record is still
+    /// delivered by push, unless it says otherwise (`None`: forever).
+    pub fn message_ttl_ms(&self) -> Option<u64> {
+        Some(self.message_ttl_ms.load(Ordering::Relaxed)).filter(|&ms| ms != NO_TTL)
     }
 
     pub(crate) fn add_partitions(&self, more: Vec<Arc<Partition>>) {

@@ -82,6 +82,18 @@ const KEYS: &[KeySpec] = &[
         fixed: None,
     },
     KeySpec {
+        name: "message.ttl.ms",
+        config_type: ConfigType::Long,
+        documentation: "Push delivery skips records older than this (from their timestamp), though they stay in the log until retention removes them; -1 never expires. A record's herald.expires-at or herald.ttl-ms header overrides it.",
+        fixed: None,
+    },
+    KeySpec {
+        name: "message.priority",
+        config_type: ConfigType::String,
+        documentation: "Push delivery class of records without a herald.priority header: normal or high (sent ahead of queued normal records).",
+        fixed: None,
+    },
+    KeySpec {
         name: "message.timestamp.type",
         config_type: ConfigType::String,
         documentation: "Record timestamps are the producer's create time.",
@@ -150,6 +162,21 @@ impl TopicConfig {
     /// The overrides, by key.
     pub fn overrides(&self) -> &BTreeMap<String, String> {
         &self.overrides
+    }
+
+    /// `message.priority`: true if records without a priority header are
+    /// high priority. Checked when set.
+    pub fn message_priority_high(&self) -> bool {
+        self.overrides
+            .get("message.priority")
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("high"))
+    }
+
+    /// `message.ttl.ms` (`None`: records do not expire). Checked when set.
+    pub fn message_ttl_ms(&self) -> Option<u64> {
+        self.overrides
+            .get("message.ttl.ms")
+            .and_then(|v| parse_limit("message.ttl.ms", v).ok().flatten())
     }
 
     /// A copy with `key` set to `value` (or removed for `None`), checked.
@@ -242,6 +269,8 @@ fn default_value(k: &KeySpec, defaults: &LogConfig) -> String {
             .map_or(-1, |b| b as i64)
             .to_string(),
         "retention.ms" => millis_or_minus_one(defaults.retention_age),
+        "message.ttl.ms" => "-1".to_owned(),
+        "message.priority" => "normal".to_owned(),
         "segment.bytes" => defaults.segment_bytes.to_string(),
         "segment.ms" => millis_or_minus_one(defaults.segment_age),
         _ => String::new(),
@@ -293,6 +322,20 @@ fn apply(config: &mut LogConfig, key: &str, value: &str) -> Result<(), BrokerErr
         "retention.bytes" => config.retention_bytes = parse_limit(key, value)?,
         "retention.ms" => {
             config.retention_age = parse_limit(key, value)?.map(Duration::from_millis)
+        }
+        // Read by push delivery, not by the log: only checked here.
+        "message.ttl.ms" => {
+            parse_limit(key, value)?;
+        }
+        "message.priority" => {
+            let v = value.trim();
+            if !v.eq_ignore_ascii_case("normal") && !v.eq_ignore_ascii_case("high") {
+                return Err(BrokerError::invalid_config(
+                    key,
+                    value,
+                    "must be normal or high",
+                ));
+            }
         }
         "segment.ms" => {
             let ms = parse_limit(key, value)?
@@ -405,6 +448,42 @@ mod tests {
             .expect("listed");
         assert_eq!(segment.source, ConfigSource::Default);
         assert_eq!(segment.value.as_deref(), Some("1073741824"));
+    }
+
+    #[test]
+    fn push_settings_are_checked_and_read_without_touching_the_log() {
+        let none = TopicConfig::default();
+        assert_eq!(none.message_ttl_ms(), None);
+        assert!(!none.message_priority_high());
+        let c = TopicConfig::from_pairs(
+            [("message.ttl.ms", "60000"), ("message.priority", "HIGH")],
+            &defaults(),
+        )
+        .expect("valid");
+        assert_eq!(c.message_ttl_ms(), Some(60_000));
+        assert!(c.message_priority_high());
+        assert_eq!(c.log_config(&defaults()).expect("valid"), defaults());
+        let forever = TopicConfig::from_pairs([("message.ttl.ms", "-1")], &defaults());
+        assert_eq!(forever.expect("valid").message_ttl_ms(), None);
+        for (key, value) in [
+            ("message.ttl.ms", "-2"),
+            ("message.ttl.ms", "an hour"),
+            ("message.priority", "urgent"),
+        ] {
+            assert!(
+                TopicConfig::from_pairs([(key, value)], &defaults()).is_err(),
+                "{key}={value}"
+            );
+        }
+        let described = none.describe(&defaults());
+        let value = |name: &str| {
+            described
+                .iter()
+                .find(|e| e.name == name)
+                .and_then(|e| e.value.clone())
+        };
+        assert_eq!(value("message.ttl.ms").as_deref(), Some("-1"));
+        assert_eq!(value("message.priority").as_deref(), Some("normal"));
     }
 
     #[test]

@@ -93,6 +93,7 @@ pub(crate) fn subscribe_request(request: proto::Subscribe) -> Result<SubscribeRe
         max_lag: request.max_lag,
         name,
         selection,
+        report_expired: request.report_expired,
     })
 }
 
@@ -250,6 +251,7 @@ pub(crate) fn gap_reason(reason: GapReason) -> proto::GapReason {
     match reason {
         GapReason::Retention => proto::GapReason::Retention,
         GapReason::LagLimit => proto::GapReason::LagLimit,
+        GapReason::Expired => proto::GapReason::Expired,
     }
 }
 
@@ -270,5 +272,10 @@ fn delivery_message(delivery: &herald_push::Delivery) -> proto::Delivery {
                 value: value.map(bytes::Bytes::copy_from_slice),
             })
             .collect(),
+        priority: if delivery.high_priority {
+            proto::Priority::High
+        } else {
+            proto::Priority::Normal
+        } as i32,
     }
 }

@@ -130,6 +130,7 @@ pub(crate) async fn events(
         max_lag: 0,
         name: None,
         selection,
+        report_expired: false,
     };
     if let Err(e) = session.subscribe(request).await {
         let status = match e {

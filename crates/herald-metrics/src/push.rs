@@ -47,6 +47,8 @@ pub struct PushSample {
     pub gaps_retention: u64,
     /// Gaps reported because of a lag limit.
     pub gaps_lag_limit: u64,
+    /// Records skipped as expired since start.
+    pub expired_records: u64,
     /// Sessions closed by their client.
     pub disconnects_client: u64,
     /// Sessions ended for a protocol error.
@@ -81,6 +83,7 @@ pub struct PushMetrics {
     written: Counter,
     written_bytes: Counter,
     overflows: Counter,
+    expired_records: Counter,
     catch_up_read_bytes: Counter,
     gaps: Family<KindLabel, Counter>,
     disconnects: Family<KindLabel, Counter>,
@@ -132,6 +135,11 @@ impl PushMetrics {
             "delivered_bytes",
             "Bytes of deliveries written to push clients (key, value, headers and a fixed overhead each)",
             self.written_bytes.clone(),
+        );
+        push.register(
+            "expired_records",
+            "Records not pushed to a subscription that would have received them because they were past their expiry",
+            self.expired_records.clone(),
         );
         push.register(
             "overflows",
@@ -199,6 +207,7 @@ impl PushMetrics {
         mirror(&self.written, sample.written_deliveries);
         mirror(&self.written_bytes, sample.written_bytes);
         mirror(&self.overflows, sample.overflows);
+        mirror(&self.expired_records, sample.expired_records);
         mirror(&self.catch_up_read_bytes, sample.catch_up_read_bytes);
         self.gaps.clear();
         counter(&self.gaps, "retention", sample.gaps_retention);

@@ -134,6 +134,17 @@ impl CatchUpPool {
     ) {
         let mut wake = false;
         let mut covered = stored.next_offset;
+        let (ttl_ms, now_ms) = (sub.topic.message_ttl_ms(), crate::expiry::now_ms());
+        let topic_high = sub.topic.message_priority_high();
+        // A run of expired records not told yet: [from, to).
+        let mut expired: Option<(u64, u64)> = None;
+        let tell = |expired: &mut Option<(u64, u64)>| {
+            if let Some((from, to)) = expired.take() {
+                if sub.report_expired {
+                    sub.skip(partition, from, to, GapReason::Expired);
+                }
+            }
+        };
         'batches: for batch in decode(&stored.bytes) {
             let Ok(batch) = batch else {
                 tracing::error!(partition, next, "stored batch unreadable during catch-up");
@@ -149,10 +160,18 @@ impl CatchUpPool {
                 if !sub.selector.matches(key) || !sub.selection.admits(&record) {
                     continue;
                 }
+                if crate::expiry::expired(&record, ttl_ms, now_ms) {
+                    PushStats::add(&self.stats.expired_records, 1);
+                    let from = expired.map_or(offset, |(from, _)| from);
+                    expired = Some((from, offset + 1));
+                    continue;
+                }
+                tell(&mut expired);
                 let delivery = Delivery {
                     subscription_id: sub.id,
                     partition,
                     record: Arc::new(SharedRecord::slice_of(batch.section(), &record)),
+                    high_priority: crate::priority::is_high(&record, topic_high),
                 };
                 match sub.deliver_caught_up(partition, delivery) {
                     Ok(was_empty) => {
@@ -167,6 +186,7 @@ impl CatchUpPool {
                 }
             }
         }
+        tell(&mut expired);
         sub.advance(partition, covered);
         if wake {
             sub.outbox.wake();

@@ -210,6 +210,7 @@ impl PushEngine {
         });
         for (partition, frontier) in partitions.iter().zip(frontiers) {
             let tailer = Tailer {
+                topic: Arc::clone(topic),
                 partition: Arc::clone(partition),
                 table: Arc::clone(&table),
                 frontier,

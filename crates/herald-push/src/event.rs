@@ -48,6 +48,19 @@ impl SharedRecord {
         }
     }
 
+    /// A record with no key and no headers, for tests of what queues it.
+    #[cfg(test)]
+    pub(crate) fn for_test(offset: u64, value: &'static [u8]) -> Self {
+        Self {
+            offset,
+            timestamp: 0,
+            key: None,
+            value: Some(Bytes::from_static(value)),
+            header_section: Bytes::new(),
+            header_count: 0,
+        }
+    }
+
     /// The record's headers, read as they are iterated.
     pub fn headers(&self) -> Headers<'_> {
         Headers::from_section(&self.header_section, self.header_count)
@@ -71,6 +84,9 @@ pub struct Delivery {
     pub partition: u32,
     /// The record.
     pub record: Arc<SharedRecord>,
+    /// High priority: sent ahead of queued normal deliveries, possibly
+    /// ahead of normal records with lower offsets.
+    pub high_priority: bool,
 }
 
 /// Why records were not delivered.
@@ -81,6 +97,9 @@ pub enum GapReason {
     /// Skipped because the subscription fell behind by more than its lag
     /// limit.
     LagLimit,
+    /// Past their expiry when they would have been pushed (told only to a
+    /// subscription that asked for it).
+    Expired,
 }
 
 /// Something the engine queued for a session's client.

@@ -6,6 +6,13 @@
 //! queue holds `limit` bytes, or the client's credit is spent) is refused,
 //! and its subscription continues from the log instead: the outbox never
 //! grows past its bound, and nothing refused is lost.
+//!
+//! Two queues share the bound: high-priority deliveries (and the
+//! `Subscribed` that must precede any delivery of its subscription) go in
+//! the urgent one, and each take starts with it, then fills with normal
+//! events. So that a steady stream of high-priority records cannot starve
+//! the rest, after [`STARVATION_BOUND`] takes in a row that left normal
+//! events waiting, the next take starts with the normal queue.
 
 use std::collections::VecDeque;
 
@@ -35,14 +42,24 @@ pub enum Refusal {
     Closed,
 }
 
+/// Takes in a row that may leave normal events behind urgent ones before
+/// one take starts with the normal queue.
+pub const STARVATION_BOUND: u32 = 4;
+
 struct Queue {
+    /// Normal deliveries and every control event but `Subscribed`.
     events: VecDeque<Event>,
+    /// High-priority deliveries and `Subscribed`.
+    urgent: VecDeque<Event>,
+    /// Takes in a row that left normal events waiting.
+    starved: u32,
     bytes: usize,
     credit: Credit,
     closed: bool,
 }
 
-/// The bounded queue of one session.
+/// The bounded queue of one session: at most its limit of normal
+/// deliveries, and a quarter more of high-priority ones.
 pub struct Outbox {
     queue: Mutex<Queue>,
     limit: usize,
@@ -58,6 +75,7 @@ impl std::fmt::Debug for Outbox {
         let queue = self.queue.lock();
         f.debug_struct("Outbox")
             .field("events", &queue.events.len())
+            .field("urgent", &queue.urgent.len())
             .field("bytes", &queue.bytes)
             .field("limit", &self.limit)
             .finish()
@@ -71,6 +89,8 @@ impl Outbox {
         Self {
             queue: Mutex::new(Queue {
                 events: VecDeque::new(),
+                urgent: VecDeque::new(),
+                starved: 0,
                 bytes: 0,
                 credit,
                 closed: false,
@@ -91,8 +111,16 @@ impl Outbox {
         if queue.closed {
             return Err(Refusal::Closed);
         }
-        // One delivery larger than the whole bound still goes, alone.
-        let fits = queue.bytes == 0 || queue.bytes + cost <= self.limit;
+        // One delivery larger than the whole bound still goes, alone. A
+        // high-priority one may use a reserve a quarter of the bound that
+        // normal ones leave free, so it still goes out ahead when a
+        // subscriber is behind on normal records.
+        let limit = if delivery.high_priority {
+            self.limit + self.limit / 4
+        } else {
+            self.limit
+        };
+        let fits = queue.bytes == 0 || queue.bytes + cost <= limit;
         let credited =
             queue.credit.messages.is_none_or(|m| m > 0) && queue.credit.bytes.is_none_or(|b| b > 0);
         if !fits || !credited {
@@ -104,9 +132,13 @@ impl Outbox {
         if let Some(b) = queue.credit.bytes.as_mut() {
             *b = b.saturating_sub(cost as u64);
         }
-        let was_empty = queue.events.is_empty();
+        let was_empty = queue.events.is_empty() && queue.urgent.is_empty();
         queue.bytes += cost;
-        queue.events.push_back(Event::Delivery(delivery));
+        if delivery.high_priority {
+            queue.urgent.push_back(Event::Delivery(delivery));
+        } else {
+            queue.events.push_back(Event::Delivery(delivery));
+        }
         PushStats::add(&self.stats.queued_bytes, cost as u64);
         Ok(was_empty)
     }
@@ -121,7 +153,13 @@ impl Outbox {
         }
         let cost = event.cost();
         queue.bytes += cost;
-        queue.events.push_back(event);
+        // A subscription's deliveries may be urgent: what announces it
+        // must not be overtaken by them.
+        if matches!(event, Event::Subscribed { .. }) {
+            queue.urgent.push_back(event);
+        } else {
+            queue.events.push_back(event);
+        }
         drop(queue);
         PushStats::add(&self.stats.queued_bytes, cost as u64);
         self.ready.notify_one();
@@ -183,20 +221,37 @@ impl Outbox {
         loop {
             let notified = self.ready.notified();
             {
-                let mut queue = self.queue.lock();
-                if !queue.events.is_empty() {
-                    let mut taken = Vec::with_capacity(queue.events.len().min(1024));
+                let mut guard = self.queue.lock();
+                let queue = &mut *guard;
+                if !queue.events.is_empty() || !queue.urgent.is_empty() {
+                    let normal_first = queue.starved >= STARVATION_BOUND;
+                    let had_urgent = !queue.urgent.is_empty();
+                    let (first, second) = if normal_first {
+                        (&mut queue.events, &mut queue.urgent)
+                    } else {
+                        (&mut queue.urgent, &mut queue.events)
+                    };
+                    let mut taken = Vec::with_capacity((first.len() + second.len()).min(1024));
                     let mut bytes = 0;
-                    while let Some(event) = queue.events.front() {
-                        let cost = event.cost();
-                        if !taken.is_empty() && bytes + cost > max_bytes {
-                            break;
+                    for from in [first, second] {
+                        while let Some(event) = from.front() {
+                            let cost = event.cost();
+                            if !taken.is_empty() && bytes + cost > max_bytes {
+                                break;
+                            }
+                            bytes += cost;
+                            taken.extend(from.pop_front());
                         }
-                        bytes += cost;
-                        taken.extend(queue.events.pop_front());
                     }
+                    // Counts takes where urgent events went first and normal
+                    // ones were left waiting.
+                    queue.starved = if normal_first || !had_urgent || queue.events.is_empty() {
+                        0
+                    } else {
+                        queue.starved + 1
+                    };
                     queue.bytes -= bytes;
-                    drop(queue);
+                    drop(guard);
                     PushStats::sub(&self.stats.queued_bytes, bytes as u64);
                     self.room.notify_waiters();
                     return Some(taken);
@@ -220,10 +275,104 @@ impl Outbox {
         let mut queue = self.queue.lock();
         queue.closed = true;
         queue.events.clear();
+        queue.urgent.clear();
         let dropped = std::mem::take(&mut queue.bytes);
         drop(queue);
         PushStats::sub(&self.stats.queued_bytes, dropped as u64);
         self.ready.notify_one();
         self.room.notify_waiters();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::SharedRecord;
+
+    fn delivery(offset: u64, high_priority: bool) -> Delivery {
+        Delivery {
+            subscription_id: 1,
+            partition: 0,
+            record: Arc::new(SharedRecord::for_test(offset, b"v")),
+            high_priority,
+        }
+    }
+
+    fn outbox() -> Outbox {
+        Outbox::new(1 << 20, Credit::default(), Arc::new(PushStats::default()))
+    }
+
+    /// What one take returns, as (offset, high) for deliveries and
+    /// (u64::MAX, false) for any other event.
+    async fn take(outbox: &Outbox, max_bytes: usize) -> Vec<(u64, bool)> {
+        outbox
+            .take(max_bytes)
+            .await
+            .expect("open")
+            .into_iter()
+            .map(|event| match event {
+                Event::Delivery(d) => (d.record.offset, d.high_priority),
+                _ => (u64::MAX, false),
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn high_priority_goes_ahead_of_queued_normal_deliveries() {
+        let outbox = outbox();
+        for offset in 0..3 {
+            outbox.push_delivery(delivery(offset, false)).expect("room");
+        }
+        outbox.push_delivery(delivery(10, true)).expect("room");
+        outbox.push_delivery(delivery(3, false)).expect("room");
+        outbox.push_delivery(delivery(11, true)).expect("room");
+        assert_eq!(
+            take(&outbox, 1 << 20).await,
+            [
+                (10, true),
+                (11, true),
+                (0, false),
+                (1, false),
+                (2, false),
+                (3, false)
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_stream_of_high_priority_lets_one_normal_take_through_every_few() {
+        let outbox = outbox();
+        // Each take holds one delivery: max_bytes below two deliveries.
+        let one = SharedRecord::for_test(0, b"v").cost();
+        outbox.push_delivery(delivery(0, false)).expect("room");
+        outbox.push_delivery(delivery(1, false)).expect("room");
+        for offset in 100..110 {
+            outbox.push_delivery(delivery(offset, true)).expect("room");
+        }
+        let mut order = Vec::new();
+        for _ in 0..12 {
+            order.extend(take(&outbox, one).await);
+        }
+        let offsets: Vec<u64> = order.iter().map(|d| d.0).collect();
+        assert_eq!(
+            offsets,
+            [100, 101, 102, 103, 0, 104, 105, 106, 107, 1, 108, 109],
+            "one normal take after every {STARVATION_BOUND} urgent ones"
+        );
+    }
+
+    #[tokio::test]
+    async fn subscribed_is_never_overtaken_by_its_urgent_deliveries() {
+        let outbox = outbox();
+        outbox.push_delivery(delivery(0, false)).expect("room");
+        outbox.push_event(Event::Subscribed {
+            subscription_id: 1,
+            start_offsets: Vec::new(),
+        });
+        outbox.push_delivery(delivery(5, true)).expect("room");
+        assert_eq!(
+            take(&outbox, 1 << 20).await,
+            [(u64::MAX, false), (5, true), (0, false)]
+        );
     }
 }

@@ -61,6 +61,8 @@ pub struct SubscribeRequest {
     pub name: Option<String>,
     /// Which of the records its selector names it receives.
     pub selection: Selection,
+    /// Tell the client of records skipped as expired, with gaps.
+    pub report_expired: bool,
 }
 
 /// One client's session. Dropping it ends every subscription.
@@ -172,6 +174,7 @@ impl Session {
             max_lag: request.max_lag,
             durable,
             selection: request.selection,
+            report_expired: request.report_expired,
         };
         self.add(spec, &starts);
         Ok(())
@@ -203,6 +206,7 @@ impl Session {
             max_lag: point.max_lag,
             durable: None,
             selection,
+            report_expired: point.report_expired,
         };
         self.add(spec, &starts);
         Ok(point.subscription_id)
@@ -264,6 +268,7 @@ impl Session {
             ack_mode: subscription.ack_mode,
             max_lag: subscription.max_lag,
             filter: subscription.selection.filter_text().map(str::to_owned),
+            report_expired: subscription.report_expired,
             attributes: subscription
                 .selection
                 .attributes()

@@ -26,6 +26,9 @@ pub struct PushStats {
     pub gaps_retention: AtomicU64,
     /// Gaps reported because of a lag limit.
     pub gaps_lag_limit: AtomicU64,
+    /// Records a subscription would have received but were past their
+    /// expiry, live or on catch-up.
+    pub expired_records: AtomicU64,
     /// Bytes of catch-up reads.
     pub catch_up_read_bytes: AtomicU64,
     /// Gauge: (subscription, partition) cursors, live or catching up.

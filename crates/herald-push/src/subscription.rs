@@ -55,7 +55,15 @@ pub(crate) struct Cursor {
     /// reaches it, every record below `next` was acknowledged or was not
     /// for this subscription, and the position is `next`.
     pub(crate) queued_end: u64,
+    /// While catching up: offsets of high-priority records the tailer
+    /// delivered ahead of the reader, ascending; the reader passes over
+    /// them. At most [`AHEAD_MAX`].
+    pub(crate) ahead: Vec<u64>,
 }
+
+/// The most high-priority records delivered ahead of a catch-up reader at
+/// once; past it, the reader delivers the rest in their turn.
+pub(crate) const AHEAD_MAX: usize = 1024;
 
 /// What an offer of a record by a tailer came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,6 +86,7 @@ pub(crate) struct Spec {
     pub(crate) max_lag: u64,
     pub(crate) durable: Option<Arc<crate::durable::Durable>>,
     pub(crate) selection: Selection,
+    pub(crate) report_expired: bool,
 }
 
 /// One subscription of one session.
@@ -94,6 +103,8 @@ pub struct Subscription {
     pub(crate) durable: Option<Arc<crate::durable::Durable>>,
     /// Its filter and attributes.
     pub(crate) selection: Selection,
+    /// Tell the client of expired records with a gap.
+    pub(crate) report_expired: bool,
     closed: AtomicBool,
 }
 
@@ -127,6 +138,7 @@ impl Subscription {
                     next: start,
                     acked: start,
                     queued_end: start,
+                    ahead: Vec::new(),
                 })
             })
             .collect();
@@ -141,6 +153,7 @@ impl Subscription {
             cursors,
             durable: spec.durable,
             selection: spec.selection,
+            report_expired: spec.report_expired,
             closed: AtomicBool::new(false),
         }
     }
@@ -150,20 +163,41 @@ impl Subscription {
         self.id
     }
 
-    /// A tailer offers a record that matched this subscription's selector.
-    pub(crate) fn offer(&self, partition: u32, record: &Arc<SharedRecord>) -> Offered {
+    /// A tailer offers a record that matched this subscription's selector
+    /// and selection. A high-priority one goes out even while the cursor
+    /// catches up (ahead of the reader, which then passes over it).
+    pub(crate) fn offer(
+        &self,
+        partition: u32,
+        record: &Arc<SharedRecord>,
+        high_priority: bool,
+    ) -> Offered {
         let Some(cursor) = self.cursors.get(partition as usize) else {
             return Offered::Skipped;
         };
         let mut cursor = cursor.lock();
-        if cursor.feed != Feed::Live || record.offset < cursor.next || self.is_closed() {
+        if record.offset < cursor.next || self.is_closed() {
             return Offered::Skipped;
         }
         let delivery = Delivery {
             subscription_id: self.id,
             partition,
             record: Arc::clone(record),
+            high_priority,
         };
+        if cursor.feed != Feed::Live {
+            if !high_priority || cursor.ahead.len() >= AHEAD_MAX {
+                return Offered::Skipped;
+            }
+            // Refused: the reader delivers it in its turn.
+            return match self.outbox.push_delivery(delivery) {
+                Ok(was_empty) => {
+                    cursor.ahead.push(record.offset);
+                    Offered::Queued(was_empty)
+                }
+                Err(_) => Offered::Skipped,
+            };
+        }
         match self.outbox.push_delivery(delivery) {
             Ok(was_empty) => {
                 cursor.next = record.offset + 1;
@@ -194,12 +228,40 @@ impl Subscription {
         }
     }
 
+    /// A tailer passes over an expired record the subscription would have
+    /// received: as [`Self::pass`], and with a one-record gap if the
+    /// client asked to be told.
+    pub(crate) fn expire(&self, partition: u32, offset: u64) {
+        let Some(cursor) = self.cursors.get(partition as usize) else {
+            return;
+        };
+        let mut cursor = cursor.lock();
+        if cursor.feed != Feed::Live || offset < cursor.next || self.is_closed() {
+            return;
+        }
+        cursor.next = offset + 1;
+        if !self.report_expired {
+            return;
+        }
+        cursor.queued_end = cursor.next;
+        self.outbox.push_event(Event::Gap {
+            subscription_id: self.id,
+            partition,
+            from_offset: offset,
+            to_offset: offset + 1,
+            reason: crate::GapReason::Expired,
+        });
+    }
+
     /// Turns the cursor of `partition` live if its position reached the
     /// tailer's frontier; otherwise answers where to read from.
     pub(crate) fn go_live_or_next(&self, partition: u32, frontier: &Frontier) -> Option<u64> {
         let mut cursor = self.cursors[partition as usize].lock();
         if cursor.next >= frontier.get() {
             cursor.feed = Feed::Live;
+            // Whatever went ahead lies below the frontier, so below `next`:
+            // the reader passed it.
+            cursor.ahead.clear();
             None
         } else {
             Some(cursor.next)
@@ -217,6 +279,14 @@ impl Subscription {
             return Err(Refusal::Closed);
         }
         let offset = delivery.record.offset;
+        // Delivered ahead already (high priority, by the tailer).
+        let passed = cursor.ahead.partition_point(|&o| o < offset);
+        cursor.ahead.drain(..passed);
+        if cursor.ahead.first() == Some(&offset) {
+            cursor.ahead.remove(0);
+            cursor.next = cursor.next.max(offset + 1);
+            return Ok(false);
+        }
         let was_empty = self.outbox.push_delivery(delivery)?;
         cursor.next = cursor.next.max(offset + 1);
         cursor.queued_end = cursor.next;
@@ -227,6 +297,8 @@ impl Subscription {
     pub(crate) fn advance(&self, partition: u32, next: u64) {
         let mut cursor = self.cursors[partition as usize].lock();
         cursor.next = cursor.next.max(next);
+        let passed = cursor.ahead.partition_point(|&o| o < cursor.next);
+        cursor.ahead.drain(..passed);
     }
 
     /// Records that `[from, to)` of `partition` will not be delivered,

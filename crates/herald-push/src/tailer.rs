@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use herald_broker::{Partition, StorageError};
+use herald_broker::{Partition, StorageError, Topic};
 use herald_subjects::RoutingTable;
 use tokio_util::sync::CancellationToken;
 
@@ -41,6 +41,8 @@ impl Frontier {
 
 /// What a tailer needs to run.
 pub(crate) struct Tailer {
+    /// Its topic, for `message.ttl.ms`.
+    pub(crate) topic: Arc<Topic>,
     pub(crate) partition: Arc<Partition>,
     pub(crate) table: Arc<RoutingTable<Route>>,
     pub(crate) frontier: Arc<Frontier>,
@@ -121,6 +123,8 @@ impl Tailer {
                 // After the raise, so that a route added before a
                 // subscription read the frontier is seen (see Frontier).
                 let table = self.table.reader();
+                let (ttl_ms, now_ms) = (self.topic.message_ttl_ms(), crate::expiry::now_ms());
+                let topic_high = self.topic.message_priority_high();
                 for record in batch.records() {
                     let Ok(record) = record else { break };
                     if record.offset < 0 || (record.offset as u64) < position {
@@ -128,15 +132,28 @@ impl Tailer {
                     }
                     let Some(key) = record.key else { continue };
                     let mut shared: Option<Arc<SharedRecord>> = None;
+                    // Read once per record, and only for a routed one.
+                    let mut expired: Option<bool> = None;
+                    let mut high: Option<bool> = None;
                     table.for_each_match(key, |route| {
                         if !route.0.selection.admits(&record) {
                             route.0.pass(index, record.offset as u64);
                             return;
                         }
+                        if *expired
+                            .get_or_insert_with(|| crate::expiry::expired(&record, ttl_ms, now_ms))
+                        {
+                            // A gap, if any, wakes the session itself.
+                            route.0.expire(index, record.offset as u64);
+                            self.stats.expired_records.fetch_add(1, Ordering::Relaxed);
+                            return;
+                        }
                         let shared = shared.get_or_insert_with(|| {
                             Arc::new(SharedRecord::slice_of(batch.section(), &record))
                         });
-                        match route.0.offer(index, shared) {
+                        let high = *high
+                            .get_or_insert_with(|| crate::priority::is_high(&record, topic_high));
+                        match route.0.offer(index, shared, high) {
                             Offered::Queued(was_empty) => {
                                 self.stats.live_deliveries.fetch_add(1, Ordering::Relaxed);
                                 if was_empty {

@@ -46,6 +46,8 @@ pub struct ResumePoint {
     pub max_lag: u64,
     /// The filter as the client wrote it (`None`: every record).
     pub filter: Option<String>,
+    /// Whether skipped expired records are told as gaps.
+    pub report_expired: bool,
     /// The subscriber's attributes.
     pub attributes: Vec<Vec<u8>>,
     /// (partition, offset to continue from).
@@ -153,6 +155,7 @@ impl TokenKeys {
         put_bytes(&mut out, &point.selector);
         // An empty filter is no filter: the empty text is not a valid one.
         put_bytes(&mut out, point.filter.as_deref().unwrap_or("").as_bytes());
+        out.push(u8::from(point.report_expired));
         out.extend_from_slice(&(point.attributes.len() as u16).to_be_bytes());
         for attribute in &point.attributes {
             put_bytes(&mut out, attribute);
@@ -251,15 +254,24 @@ fn read_point(body: &[u8]) -> Option<ResumePoint> {
     let max_lag = u64::from_be_bytes(r.array()?);
     let topic = String::from_utf8(r.bytes()?.to_vec()).ok()?;
     let selector = r.bytes()?.to_vec();
-    let (filter, attributes) = if version >= 2 {
+    let (filter, report_expired, attributes) = if version >= 2 {
         let filter = String::from_utf8(r.bytes()?.to_vec()).ok()?;
+        let report_expired = match r.array::<1>()?[0] {
+            0 => false,
+            1 => true,
+            _ => return None,
+        };
         let count = u16::from_be_bytes(r.array()?);
         let attributes = (0..count)
             .map(|_| r.bytes().map(<[u8]>::to_vec))
             .collect::<Option<Vec<_>>>()?;
-        ((!filter.is_empty()).then_some(filter), attributes)
+        (
+            (!filter.is_empty()).then_some(filter),
+            report_expired,
+            attributes,
+        )
     } else {
-        (None, Vec::new())
+        (None, false, Vec::new())
     };
     let count = u32::from_be_bytes(r.array()?) as usize;
     if r.0.len() != count.checked_mul(12)? {
@@ -281,6 +293,7 @@ fn read_point(body: &[u8]) -> Option<ResumePoint> {
         ack_mode,
         max_lag,
         filter,
+        report_expired,
         attributes,
         positions,
     })
@@ -322,6 +335,7 @@ mod tests {
             ack_mode: AckMode::Cumulative,
             max_lag: 0,
             filter: Some(r#"header.region == "eu""#.into()),
+            report_expired: true,
             attributes: vec![b"gold".to_vec(), b"eu".to_vec()],
             positions: vec![(0, 17), (1, 0), (2, 99)],
         }
@@ -345,6 +359,7 @@ mod tests {
         let v2 = {
             let mut p = point();
             p.filter = None;
+            p.report_expired = false;
             p.attributes.clear();
             keys.sign(&p)
         };
@@ -352,13 +367,15 @@ mod tests {
         let selector_end = 4 + 8 + 16 + 8 + 1 + 8 + (2 + 6) + (2 + 9);
         let mut v1 = MAGIC_V1.to_vec();
         v1.extend_from_slice(&body[4..selector_end]);
-        // Skip the empty filter (2 bytes) and the attribute count (2).
-        v1.extend_from_slice(&body[selector_end + 4..]);
+        // Skip the empty filter (2 bytes), the expiry flag (1) and the
+        // attribute count (2).
+        v1.extend_from_slice(&body[selector_end + 5..]);
         let mut mac = keys.mac();
         mac.update(&v1);
         v1.extend_from_slice(&mac.finalize().into_bytes());
         let mut expected = point();
         expected.filter = None;
+        expected.report_expired = false;
         expected.attributes.clear();
         assert_eq!(keys.verify(&v1, at(1_700_000_000_500)), Ok(expected));
     }

@@ -55,6 +55,7 @@ fn request(id: u64, selector: &str, start: Start, ack_mode: AckMode) -> Subscrib
         max_lag: 0,
         name: None,
         selection: Selection::default(),
+        report_expired: false,
     }
 }
 
@@ -699,4 +700,132 @@ async fn records_filtered_out_are_covered_by_the_ack_before_them() {
     assert_eq!(again.resume(&token).await.expect("resume"), 7);
     let (got, _) = drain(&again, 2).await;
     assert_eq!(got.iter().map(|d| d.2.as_str()).collect::<Vec<_>>(), ["e4"]);
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as i64
+}
+
+fn expired_gaps(events: &[Event], id: u64) -> Vec<(u64, u64)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Gap {
+                subscription_id,
+                from_offset,
+                to_offset,
+                reason: GapReason::Expired,
+                ..
+            } if *subscription_id == id => Some((*from_offset, *to_offset)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_records_are_never_pushed_and_told_only_when_asked() {
+    let f = fixture(PushConfig::default());
+    let past = (now_ms() - 1).to_string();
+    let (_, a) = publish_with(&f.engine, "exp.1", "a", &[("herald.ttl-ms", "1")]).await;
+    publish_with(&f.engine, "exp.1", "b", &[]).await;
+    let (_, c) = publish_with(&f.engine, "exp.1", "c", &[("herald.expires-at", &past)]).await;
+    let (_, d) = publish_with(&f.engine, "exp.1", "d", &[("herald.ttl-ms", "60000")]).await;
+    publish_with(&f.engine, "exp.1", "e", &[("herald.ttl-ms", "soon")]).await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let mut session = f.engine.open_session(Credit::default()).expect("session");
+    session
+        .subscribe(request(1, "exp.1", Start::Earliest, AckMode::None))
+        .await
+        .expect("silent");
+    session
+        .subscribe(SubscribeRequest {
+            report_expired: true,
+            ..request(2, "exp.1", Start::Earliest, AckMode::None)
+        })
+        .await
+        .expect("told");
+    // Catch-up: a and c expired; a malformed header expires nothing.
+    let (got, others) = drain(&session, 6).await;
+    let of = |got: &[(u64, String, String)], id: u64| -> Vec<String> {
+        got.iter()
+            .filter(|d| d.0 == id)
+            .map(|d| d.2.clone())
+            .collect()
+    };
+    assert_eq!(of(&got, 1), ["b", "d", "e"]);
+    assert_eq!(of(&got, 2), ["b", "d", "e"]);
+    assert_eq!(expired_gaps(&others, 1), []);
+    assert_eq!(expired_gaps(&others, 2), [(a, a + 1), (c, c + 1)]);
+    assert!(d > c);
+
+    // Live: one already past its expiry, and one past the topic's
+    // message.ttl.ms (its timestamp is a minute old).
+    f.broker
+        .alter_topic_config(
+            "orders",
+            &[herald_broker::ConfigChange::Set {
+                key: "message.ttl.ms".into(),
+                value: "1000".into(),
+            }],
+            false,
+            false,
+        )
+        .expect("message.ttl.ms");
+    let (_, g) = publish_with(&f.engine, "exp.1", "g", &[("herald.expires-at", &past)]).await;
+    let old = f
+        .engine
+        .publish(PublishRecord {
+            topic: "orders".into(),
+            key: Some(b"exp.1".to_vec()),
+            value: Some(b"h".to_vec()),
+            timestamp_ms: Some(now_ms() - 60_000),
+            ..Default::default()
+        })
+        .await
+        .expect("publish");
+    publish_with(&f.engine, "exp.1", "i", &[("herald.ttl-ms", "60000")]).await;
+    let (got, others) = drain(&session, 2).await;
+    assert_eq!(of(&got, 1), ["i"]);
+    assert_eq!(of(&got, 2), ["i"]);
+    assert_eq!(expired_gaps(&others, 1), []);
+    assert_eq!(
+        expired_gaps(&others, 2),
+        [(g, g + 1), (old.offset, old.offset + 1)]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_high_priority_record_overtakes_a_normal_backlog_that_keeps_its_order() {
+    let f = fixture(PushConfig {
+        queue_bytes: 4096,
+        ..PushConfig::default()
+    });
+    let mut session = f.engine.open_session(Credit::default()).expect("session");
+    session
+        .subscribe(request(1, "pri.1", Start::Now, AckMode::None))
+        .await
+        .expect("subscribe");
+    let first = session.outbox().take(1 << 20).await.expect("open");
+    assert!(matches!(first.first(), Some(Event::Subscribed { .. })));
+    // A flood the subscriber does not read: its queue fills, its cursor
+    // goes back to the log.
+    for i in 0..500 {
+        publish(&f.engine, "pri.1", &format!("n{i:03}")).await;
+    }
+    publish_with(&f.engine, "pri.1", "urgent", &[("herald.priority", "high")]).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (got, _) = drain(&session, 501).await;
+    let values: Vec<&str> = got.iter().map(|d| d.2.as_str()).collect();
+    assert_eq!(
+        values.first(),
+        Some(&"urgent"),
+        "first of {} deliveries",
+        values.len()
+    );
+    let normal: Vec<String> = values.iter().skip(1).map(|v| (*v).to_owned()).collect();
+    let expected: Vec<String> = (0..500).map(|i| format!("n{i:03}")).collect();
+    assert_eq!(normal, expected, "the normal backlog, in order, once");
 }

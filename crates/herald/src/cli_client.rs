@@ -376,6 +376,9 @@ pub struct SubscribeArgs {
     /// `herald.audience` header names audiences reach only holders of one.
     #[arg(long = "attribute", value_name = "ATTRIBUTE")]
     pub attributes: Vec<String>,
+    /// Say so (on standard error) when records are skipped as expired.
+    #[arg(long)]
+    pub report_expired: bool,
     /// Output format.
     #[arg(long, value_enum, default_value = "plain")]
     pub format: OutputFormat,

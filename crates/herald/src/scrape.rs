@@ -85,6 +85,7 @@ pub fn refresh_push(engine: &PushEngine, listener: &GatewayCounters, metrics: &M
         catch_up_read_bytes: get(&stats.catch_up_read_bytes),
         gaps_retention: get(&stats.gaps_retention),
         gaps_lag_limit: get(&stats.gaps_lag_limit),
+        expired_records: get(&stats.expired_records),
         disconnects_client: get(&stats.disconnects_client),
         disconnects_protocol_error: get(&stats.disconnects_protocol_error),
         disconnects_message_too_large: get(&stats.disconnects_message_too_large),

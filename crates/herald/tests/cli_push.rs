@@ -143,3 +143,78 @@ fn a_subscriber_prints_its_subjects_and_resumes_from_its_token() {
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("stale resume token"));
 }
+
+#[test]
+fn a_subscriber_with_a_filter_prints_only_what_it_holds_for() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = common::start(dir.path(), &[]);
+    let push = server.push_addr.to_string();
+    for (value, region) in [("a", "us"), ("b", "eu"), ("c", "us"), ("d", "eu")] {
+        ok(&herald(
+            &push,
+            &[
+                "publish",
+                "orders",
+                "--key",
+                "k",
+                "--header",
+                &format!("region={region}"),
+                value,
+            ],
+        ));
+    }
+    ok(&herald(
+        &push,
+        &[
+            "publish",
+            "orders",
+            "--key",
+            "k",
+            "--header",
+            "herald.audience=gold",
+            "e",
+        ],
+    ));
+    let filtered = herald(
+        &push,
+        &[
+            "subscribe",
+            "orders",
+            "k",
+            "--from",
+            "beginning",
+            "--max-messages",
+            "2",
+            "--filter",
+            r#"header.region == "eu""#,
+        ],
+    );
+    assert_eq!(ok(&filtered), "b\nd\n");
+    let gold = herald(
+        &push,
+        &[
+            "subscribe",
+            "orders",
+            "k",
+            "--from",
+            "beginning",
+            "--max-messages",
+            "1",
+            "--filter",
+            "not exists header.region",
+            "--attribute",
+            "gold",
+        ],
+    );
+    assert_eq!(ok(&gold), "e\n");
+    let invalid = herald(
+        &push,
+        &["subscribe", "orders", "k", "--filter", "header.region = 1"],
+    );
+    assert!(!invalid.status.success());
+    let stderr = String::from_utf8_lossy(&invalid.stderr);
+    assert!(
+        stderr.contains("filter syntax error at byte 14"),
+        "{stderr}"
+    );
+}

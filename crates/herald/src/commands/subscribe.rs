@@ -59,6 +59,7 @@ pub async fn run(args: SubscribeArgs) -> anyhow::Result<()> {
         name: args.name.clone().unwrap_or_default(),
         filter: args.filter.clone().unwrap_or_default(),
         attributes: args.attributes.clone(),
+        report_expired: args.report_expired,
     };
     send(&requests, client_message::Kind::Subscribe(subscribe)).await?;
     let mut stream = client
