@@ -3,7 +3,7 @@
 # later issue), every scenario run REPEATS times against one broker on
 # /dev/shm, and a table of medians.
 #
-#   scripts/bench-push.sh [--quick] [--repeats N] [--only fanout,rounds,subjects,memory]
+#   scripts/bench-push.sh [--quick] [--repeats N] [--only fanout,rounds,subjects,memory,features,priority]
 #
 # Scenarios (see `herald-loadgen push --help`):
 #   fanout    seed 002's table: 10 to 10,000 subscribers of one subject at
@@ -13,7 +13,10 @@
 #   rounds    seed 003's round: 2,000 to ~18,000 clients, 20 messages each
 #             per round on their own subject, the share of clients late by 1 s;
 #   subjects  1M subjects against 1, 100k subscriptions, the same deliveries;
-#   memory    broker memory per idle session and per subscription.
+#   memory    broker memory per idle session and per subscription;
+#   features  what a filter (10% matching), priority (1% high) and expiry
+#             (5% expired) cost the broker against plain delivery;
+#   priority  high-priority latency under a normal flood against idle.
 # --quick runs each at a small scale (a minute in all). Rows go to
 # $OUT/push.jsonl (default /tmp/herald-bench-push) and the table to
 # $OUT/push.md; the broker started here is stopped here, by its PID.
@@ -23,7 +26,7 @@ cd "$ROOT"
 
 QUICK=0
 REPEATS=3
-ONLY="fanout,rounds,subjects,memory"
+ONLY="fanout,rounds,subjects,memory,features,priority"
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) QUICK=1; shift ;;
@@ -86,6 +89,8 @@ if [ "$QUICK" = 1 ]; then
   ROUNDS=3
   SUBJECTS=(--subjects 100000 --subscriptions 10000 --connections 20 --records 400000)
   MEMORY=(--connections 500 --subscriptions-per-connection 20)
+  FEATURE_RECORDS=200000
+  PRIORITY_SECS=3
 else
   FANOUT=(10 50 100 250 500 750 1000 10000)
   FANOUT_SECS=10
@@ -93,6 +98,8 @@ else
   ROUNDS=10
   SUBJECTS=(--subjects 1000000 --subscriptions 100000 --connections 100 --records 4000000)
   MEMORY=(--connections 2000 --subscriptions-per-connection 50)
+  FEATURE_RECORDS=2000000
+  PRIORITY_SECS=10
 fi
 
 wanted() { [[ ",$ONLY," == *",$1,"* ]]; }
@@ -118,6 +125,17 @@ if wanted subjects; then
   echo "== subjects"
   run subjects --keys one "${SUBJECTS[@]}"
   run subjects --keys many "${SUBJECTS[@]}"
+fi
+if wanted features; then
+  echo "== features"
+  for feature in plain filter priority expiry; do
+    run features --feature "$feature" --records "$FEATURE_RECORDS" --broker-pid "$PID"
+  done
+fi
+if wanted priority; then
+  echo "== priority"
+  run priority --secs "$PRIORITY_SECS"
+  run priority --flood --secs "$PRIORITY_SECS"
 fi
 if wanted memory; then
   echo "== memory"

@@ -34,6 +34,8 @@ def main(path):
                 "rounds": lambda r: ("rounds", r["clients"]),
                 "subjects": lambda r: ("subjects", r["keys"]),
                 "memory": lambda r: ("memory", r.get("transport", "grpc")),
+                "features": lambda r: ("features", r["feature"]),
+                "priority": lambda r: ("priority", r["flood"]),
             }[row["scenario"]](row)
             groups[key].append(row)
     out = ["# Push benchmark", "", f"Medians of {max(len(v) for v in groups.values())} runs each.", ""]
@@ -78,6 +80,39 @@ def main(path):
         if "one" in subjects and "many" in subjects:
             ratio = med(subjects["many"], "records_per_sec") / med(subjects["one"], "records_per_sec")
             out += ["", f"many / one: {ratio:.2f}"]
+        out.append("")
+    features = {k[1]: v for k, v in groups.items() if k[0] == "features"}
+    if features:
+        out += ["## Features against plain delivery (same records, same subscribers)", "",
+                "| feature | records | delivered | records/s | broker ns per record | records/s vs plain | CPU vs plain |",
+                "|---|---|---|---|---|---|---|"]
+        plain = features.get("plain")
+        for feature in ("plain", "filter", "priority", "expiry"):
+            rows = features.get(feature)
+            if not rows:
+                continue
+            rate = med(rows, "records_per_sec")
+            cpu_rows = [r for r in rows if r.get("broker_ns_per_record") is not None]
+            cpu = statistics.median(r["broker_ns_per_record"] for r in cpu_rows) if cpu_rows else None
+            plain_cpu = [r["broker_ns_per_record"] for r in (plain or []) if r.get("broker_ns_per_record") is not None]
+            rate_ratio = f"{rate / med(plain, 'records_per_sec'):.2f}" if plain else ""
+            cpu_ratio = f"{cpu / statistics.median(plain_cpu):.2f}" if cpu is not None and plain_cpu else ""
+            out.append(f"| {feature} | {rows[0]['records']} | {med(rows, 'delivered'):.0f} | {rate:,.0f} | "
+                       f"{'' if cpu is None else f'{cpu:.0f}'} | {rate_ratio} | {cpu_ratio} |")
+        out.append("")
+    priority = {k[1]: v for k, v in groups.items() if k[0] == "priority"}
+    if priority:
+        out += ["## High-priority latency: idle subscriber against one flooded with normal records", "",
+                "| subscriber | probes received / sent | p50 µs | p99 µs | max µs | normal published / received meanwhile |",
+                "|---|---|---|---|---|---|"]
+        for flood in (False, True):
+            rows = priority.get(flood)
+            if rows:
+                out.append(f"| {'flooded' if flood else 'idle'} | {med(rows, 'probes_received'):.0f} / {med(rows, 'probes'):.0f} | "
+                           f"{med(rows, 'p50_us'):.0f} | {med(rows, 'p99_us'):.0f} | {med(rows, 'max_us'):.0f} | "
+                           f"{med(rows, 'flood_published'):.0f} / {med(rows, 'flood_received'):.0f} |")
+        if False in priority and True in priority:
+            out += ["", f"p99 flooded / idle: {med(priority[True], 'p99_us') / med(priority[False], 'p99_us'):.2f}"]
         out.append("")
     memory = sorted((k[1], v) for k, v in groups.items() if k[0] == "memory")
     if memory:

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
-use herald_loadgen::push::{fanout, fanout_floor, memory, rounds, session, subjects};
+use herald_loadgen::push::{
+    fanout, fanout_floor, features, memory, priority, rounds, session, subjects,
+};
 
 /// Where the broker listens, and where rows go.
 #[derive(Debug, Args)]
@@ -129,6 +131,49 @@ pub enum PushCommand {
         #[arg(long, default_value_t = 4)]
         partitions: u32,
     },
+    /// What a filter (10% matching), priority (1% high) or expiry (5%
+    /// expired) costs the broker against plain delivery.
+    Features {
+        #[command(flatten)]
+        target: Target,
+        /// The feature exercised.
+        #[arg(long, value_enum)]
+        feature: features::Feature,
+        /// Records published.
+        #[arg(long, default_value_t = 1_000_000)]
+        records: u64,
+        /// Subscribers, a session each, every one receiving every record
+        /// its feature lets through.
+        #[arg(long, default_value_t = 4)]
+        subscribers: u32,
+        /// Partitions of the topic.
+        #[arg(long, default_value_t = 4)]
+        partitions: u32,
+        /// The subscribers' transport.
+        #[arg(long, value_enum, default_value = "websocket")]
+        transport: session::Transport,
+        /// The broker's pid, for its CPU per record.
+        #[arg(long)]
+        broker_pid: Option<u32>,
+    },
+    /// Latency of high-priority records to a subscriber flooded with
+    /// normal ones (`--flood`) or idle.
+    Priority {
+        #[command(flatten)]
+        target: Target,
+        /// Flood the subscriber with normal records meanwhile.
+        #[arg(long)]
+        flood: bool,
+        /// Seconds of probing.
+        #[arg(long, default_value_t = 10.0)]
+        secs: f64,
+        /// High-priority probes per second.
+        #[arg(long, default_value_t = 20)]
+        probe_rate: u32,
+        /// The subscriber's transport.
+        #[arg(long, value_enum, default_value = "websocket")]
+        transport: session::Transport,
+    },
     /// Broker memory per idle session and per subscription.
     Memory {
         #[command(flatten)]
@@ -160,6 +205,8 @@ impl PushCommand {
             | PushCommand::FanoutFloor { target, .. }
             | PushCommand::Rounds { target, .. }
             | PushCommand::Subjects { target, .. }
+            | PushCommand::Features { target, .. }
+            | PushCommand::Priority { target, .. }
             | PushCommand::Memory { target, .. } => Some(target),
             PushCommand::FanoutFloorSender { .. } => None,
         }
@@ -284,6 +331,48 @@ pub fn run(command: PushCommand) -> anyhow::Result<()> {
                     keys: *keys,
                 };
                 serde_json::to_value(subjects::run(&plan).await?)?
+            }
+            PushCommand::Features {
+                target,
+                feature,
+                records,
+                subscribers,
+                partitions,
+                transport,
+                broker_pid,
+            } => {
+                let topic = fresh_topic(&target.bootstrap, "features", *partitions as i32).await?;
+                let plan = features::Features {
+                    push: target.push.clone(),
+                    bootstrap: target.bootstrap.clone(),
+                    topic,
+                    partitions: *partitions,
+                    records: *records,
+                    subscribers: *subscribers,
+                    feature: *feature,
+                    transport: *transport,
+                    broker_pid: *broker_pid,
+                };
+                serde_json::to_value(features::run(&plan).await?)?
+            }
+            PushCommand::Priority {
+                target,
+                flood,
+                secs,
+                probe_rate,
+                transport,
+            } => {
+                let topic = fresh_topic(&target.bootstrap, "priority", 1).await?;
+                let plan = priority::Priority {
+                    push: target.push.clone(),
+                    bootstrap: target.bootstrap.clone(),
+                    topic,
+                    flood: *flood,
+                    secs: *secs,
+                    probe_rate: *probe_rate,
+                    transport: *transport,
+                };
+                serde_json::to_value(priority::run(&plan).await?)?
             }
             PushCommand::Memory {
                 target,

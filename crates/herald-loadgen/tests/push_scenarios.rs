@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use herald_loadgen::push::session::Transport;
-use herald_loadgen::push::{fanout, memory, rounds, subjects};
+use herald_loadgen::push::{fanout, features, memory, priority, rounds, subjects};
 use herald_testkit::{herald_binary, Server};
 
 async fn topic(server: &Server, name: &str, partitions: i32) -> String {
@@ -86,6 +86,46 @@ async fn every_push_scenario_runs_and_loses_nothing() {
         .await
         .expect("memory");
         assert_eq!(row.subscriptions, 100);
+    }
+
+    // Each feature lets through what it should: all, a tenth, all (1%
+    // high), all but a twentieth.
+    for (feature, each) in [
+        (features::Feature::Plain, 2_000),
+        (features::Feature::Filter, 200),
+        (features::Feature::Priority, 2_000),
+        (features::Feature::Expiry, 1_900),
+    ] {
+        let row = features::run(&features::Features {
+            push: push.clone(),
+            bootstrap: bootstrap.clone(),
+            topic: topic(&server, &format!("features-{feature:?}"), 2).await,
+            partitions: 2,
+            records: 2_000,
+            subscribers: 2,
+            feature,
+            transport: Transport::Websocket,
+            broker_pid: Some(server.pid()),
+        })
+        .await
+        .expect("features");
+        assert_eq!(row.delivered, 2 * each, "{row:?}");
+    }
+
+    for flood in [false, true] {
+        let row = priority::run(&priority::Priority {
+            push: push.clone(),
+            bootstrap: bootstrap.clone(),
+            topic: topic(&server, &format!("priority-{flood}"), 1).await,
+            flood,
+            secs: 0.5,
+            probe_rate: 20,
+            transport: Transport::Websocket,
+        })
+        .await
+        .expect("priority");
+        assert_eq!(row.probes_received, row.probes, "{row:?}");
+        assert_eq!(row.flood_published > 0, flood, "{row:?}");
     }
 }
 

@@ -9,14 +9,20 @@
 //!   on their own subject per round, the share of clients late by 1 s;
 //! - [`subjects`]: routing throughput with 1M subjects against 1, the same
 //!   subscriptions and deliveries;
-//! - [`memory`]: broker memory per idle session and per subscription.
+//! - [`memory`]: broker memory per idle session and per subscription;
+//! - [`features`]: what filters, priority and expiry cost against plain
+//!   delivery;
+//! - [`priority`]: high-priority latency under a normal flood against an
+//!   idle subscriber.
 //!
 //! Every scenario is bounded in time and count, prints one JSON row, and
 //! asserts nothing about timings; a benchmark script takes medians.
 
 pub mod fanout;
 pub mod fanout_floor;
+pub mod features;
 pub mod memory;
+pub mod priority;
 pub mod publish;
 pub mod rounds;
 pub mod session;

@@ -17,10 +17,26 @@ pub fn batches<'a>(
     records: impl IntoIterator<Item = (Vec<u8>, &'a [u8])>,
     partitions: u32,
 ) -> Vec<(u32, Bytes)> {
+    batches_with_headers(
+        records
+            .into_iter()
+            .map(|(key, value)| (key, value, Vec::new())),
+        partitions,
+    )
+}
+
+/// One header of a benchmark record.
+pub type Header<'a> = (&'a [u8], Option<&'a [u8]>);
+
+/// As [`batches`], each record with its headers.
+pub fn batches_with_headers<'a>(
+    records: impl IntoIterator<Item = (Vec<u8>, &'a [u8], Vec<Header<'a>>)>,
+    partitions: u32,
+) -> Vec<(u32, Bytes)> {
     let now = super::now_ns() as i64 / 1_000_000;
     let mut open: HashMap<u32, (BatchBuilder, u32)> = HashMap::new();
     let mut done = Vec::new();
-    for (key, value) in records {
+    for (key, value, headers) in records {
         let partition = partition_for_key(&key, partitions);
         let (builder, count) = open
             .entry(partition)
@@ -29,7 +45,7 @@ pub fn batches<'a>(
             timestamp_ms: now,
             key: Some(&key),
             value: Some(value),
-            headers: &[],
+            headers: &headers,
         });
         *count += 1;
         if *count == BATCH_RECORDS {
