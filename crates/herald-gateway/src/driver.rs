@@ -24,6 +24,10 @@ use crate::proto::{
 
 /// Most bytes of deliveries written in one message.
 pub(crate) const DELIVERIES_MESSAGE_BYTES: usize = 1024 * 1024;
+/// Most bytes of events taken from the outbox for one write: large enough
+/// to batch, small enough that a high-priority delivery queued meanwhile
+/// waits for little.
+const TAKE_BYTES: usize = 256 * 1024;
 
 /// What a transport read instead of a message.
 #[derive(Debug)]
@@ -113,7 +117,7 @@ pub(crate) async fn drive<S, T>(
                 PushStats::add(&stats.disconnects_shutdown, 1);
                 break Some(go_away(GoAwayReason::Shutdown, "the broker is shutting down", 1000));
             }
-            events = outbox.take(DELIVERIES_MESSAGE_BYTES) => {
+            events = outbox.take(TAKE_BYTES) => {
                 let Some(events) = events else { break None };
                 stats.record_written(&events);
                 convert::server_messages(events, &mut messages);

@@ -137,6 +137,34 @@ impl GatewayServer {
 /// The TCP listener with a bound on open connections: past it, a new
 /// connection is closed at once (sessions past the engine's own session
 /// limit get a go-away instead, so the bound here is a little higher).
+/// Bytes a push connection may hold in its kernel send queue not yet
+/// sent. What is queued there cannot be overtaken: with the default (no
+/// limit, megabytes with autotuning) a high-priority delivery would wait
+/// behind every normal one written before it. Beyond this, the queue stays
+/// in the session's outbox, where priority applies.
+const UNSENT_BYTES_MAX: libc::c_int = 128 * 1024;
+
+/// Sets `TCP_NOTSENT_LOWAT` on `stream`; a kernel without it keeps its
+/// default, which costs only the ordering above.
+fn limit_unsent(stream: &tokio::net::TcpStream) {
+    use std::os::fd::AsRawFd as _;
+    let value = UNSENT_BYTES_MAX;
+    // SAFETY: the fd is open for the call's duration (borrowed from
+    // `stream`), and the option value is a c_int of the size given.
+    let rc = unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_NOTSENT_LOWAT,
+            std::ptr::addr_of!(value).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        tracing::debug!(error = %std::io::Error::last_os_error(), "TCP_NOTSENT_LOWAT not set");
+    }
+}
+
 struct Limited {
     inner: TcpListener,
     shared: Arc<Shared>,
@@ -159,6 +187,7 @@ impl axum::serve::Listener for Limited {
                         continue;
                     }
                     let _ = stream.set_nodelay(true);
+                    limit_unsent(&stream);
                     let counted = Counted {
                         stream,
                         shared: Arc::clone(&self.shared),
