@@ -61,6 +61,42 @@ pub struct FanoutRow {
     pub broker_cores: Option<f64>,
 }
 
+/// What every subscriber of a fan-out run got.
+pub(crate) struct Tally {
+    /// Deliveries, over all subscribers.
+    pub(crate) delivered: u64,
+    /// Subscribers that got fewer than every message.
+    pub(crate) dropped: usize,
+    /// Every delivery's latency, µs.
+    pub(crate) latencies: hdrhistogram::Histogram<u64>,
+}
+
+/// Waits for every subscriber's (deliveries, latencies in µs) and merges
+/// them. Subscribers keep a list, not a histogram each: a histogram is
+/// some 200 KiB to zero, and 10,000 of them zeroed while the first
+/// messages arrive would be what the run measures.
+pub(crate) async fn tally(
+    readers: Vec<tokio::task::JoinHandle<(u64, Vec<u64>)>>,
+    published: u64,
+) -> Tally {
+    let mut tally = Tally {
+        delivered: 0,
+        dropped: 0,
+        latencies: histogram::new(),
+    };
+    for reader in readers {
+        let (got, local) = reader.await.unwrap_or_default();
+        for latency_us in local {
+            let _ = tally.latencies.record(latency_us);
+        }
+        tally.delivered += got;
+        if got < published {
+            tally.dropped += 1;
+        }
+    }
+    tally
+}
+
 /// The subject every subscriber listens to.
 const SUBJECT: &[u8] = b"fanout.subject";
 
@@ -89,9 +125,7 @@ pub async fn run(plan: &Fanout) -> Result<FanoutRow, PushBenchError> {
         .into_iter()
         .map(|mut session| {
             tokio::spawn(async move {
-                // A list, not a histogram per subscriber: a histogram is
-                // some 200 KiB to zero, and 10,000 of them zeroed while
-                // the first messages arrive would be what the run measures.
+                // A list: see `tally`.
                 let mut local = Vec::with_capacity(published as usize);
                 let mut got = 0u64;
                 let deadline = tokio::time::Instant::now()
@@ -139,19 +173,11 @@ pub async fn run(plan: &Fanout) -> Result<FanoutRow, PushBenchError> {
     let broker_cores = cpu_before
         .zip(plan.broker_pid.and_then(crate::cpu::sample))
         .map(|(before, after)| crate::cpu::between(before, after).1);
-    let mut delivered = 0;
-    let mut dropped = 0;
-    let mut latencies = histogram::new();
-    for reader in readers {
-        let (got, local) = reader.await.unwrap_or_default();
-        for latency_us in local {
-            let _ = latencies.record(latency_us);
-        }
-        delivered += got;
-        if got < published {
-            dropped += 1;
-        }
-    }
+    let Tally {
+        delivered,
+        dropped,
+        latencies,
+    } = tally(readers, published).await;
     let (p50, p99, _) = histogram::percentiles(&latencies).unwrap_or_default();
     Ok(FanoutRow {
         scenario: "fanout",

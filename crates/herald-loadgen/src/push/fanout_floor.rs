@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
 
-use super::fanout::FanoutRow;
+use super::fanout::{tally, FanoutRow, Tally};
 use super::{now_ns, PushBenchError};
 use crate::histogram;
 
@@ -105,9 +105,7 @@ pub async fn run(plan: &FanoutFloor) -> Result<FanoutRow, PushBenchError> {
         .into_iter()
         .map(|mut stream| {
             tokio::spawn(async move {
-                // A list, not a histogram per subscriber: a histogram is
-                // some 200 KiB to zero, and 10,000 of them zeroed while
-                // the first messages arrive would be what the run measures.
+                // A list: see `tally`.
                 let mut local = Vec::with_capacity(published as usize);
                 let mut got = 0u64;
                 let deadline = tokio::time::Instant::now()
@@ -125,19 +123,11 @@ pub async fn run(plan: &FanoutFloor) -> Result<FanoutRow, PushBenchError> {
             })
         })
         .collect();
-    let mut delivered = 0;
-    let mut dropped = 0;
-    let mut latencies = histogram::new();
-    for reader in readers {
-        let (got, local) = reader.await.unwrap_or_default();
-        for latency_us in local {
-            let _ = latencies.record(latency_us);
-        }
-        delivered += got;
-        if got < published {
-            dropped += 1;
-        }
-    }
+    let Tally {
+        delivered,
+        dropped,
+        latencies,
+    } = tally(readers, published).await;
     // Its last line is the cores it kept busy while sending.
     let mut sender_cores = None;
     while let Ok(Ok(Some(line))) = tokio::time::timeout(SETUP_TIMEOUT, said.next_line()).await {

@@ -17,10 +17,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use herald_client::Connection;
-use herald_gateway::proto::{self, client_message, server_message::Kind};
+use herald_gateway::proto::server_message::Kind;
 use serde::Serialize;
 
-use super::session::{AnySession, Messages as _, Transport};
+use super::session::{AnySession, Transport};
 use super::PushBenchError;
 
 /// Which feature the records and subscriptions exercise.
@@ -113,26 +113,11 @@ pub async fn run(plan: &Features) -> Result<FeaturesRow, PushBenchError> {
     let mut readers = Vec::new();
     for _ in 0..plan.subscribers {
         let mut session = AnySession::open(plan.transport, &plan.push).await?;
-        session
-            .send(client_message::Kind::Subscribe(proto::Subscribe {
-                subscription_id: 1,
-                topic: plan.topic.clone(),
-                selector: Some(proto::subscribe::Selector::Pattern("feat.>".into())),
-                filter: if plan.feature == Feature::Filter {
-                    r#"header.f == "y""#.into()
-                } else {
-                    String::new()
-                },
-                ..Default::default()
-            }))
-            .await?;
-        loop {
-            match session.next().await? {
-                Kind::Subscribed(_) => break,
-                Kind::Error(e) => return Err(PushBenchError::Refused(e.message)),
-                _ => {}
-            }
-        }
+        let filter = match plan.feature {
+            Feature::Filter => r#"header.f == "y""#,
+            _ => "",
+        };
+        super::session::subscribe_pattern(&mut session, &plan.topic, "feat.>", filter).await?;
         let delivered = Arc::clone(&delivered);
         readers.push(tokio::spawn(async move {
             while let Ok(kind) = session.next().await {

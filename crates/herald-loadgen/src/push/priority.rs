@@ -14,10 +14,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use herald_client::Connection;
-use herald_gateway::proto::{self, client_message, server_message::Kind, PublishRequest};
+use herald_gateway::proto::{self, server_message::Kind, PublishRequest};
 use serde::Serialize;
 
-use super::session::{connect, AnySession, Messages as _, Transport};
+use super::session::{connect, AnySession, Transport};
 use super::{now_ns, PushBenchError};
 use crate::histogram;
 
@@ -77,21 +77,7 @@ const LAST_PROBE_WAIT: Duration = Duration::from_secs(10);
 /// Runs one measurement.
 pub async fn run(plan: &Priority) -> Result<PriorityRow, PushBenchError> {
     let mut session = AnySession::open(plan.transport, &plan.push).await?;
-    session
-        .send(client_message::Kind::Subscribe(proto::Subscribe {
-            subscription_id: 1,
-            topic: plan.topic.clone(),
-            selector: Some(proto::subscribe::Selector::Pattern("prio.>".into())),
-            ..Default::default()
-        }))
-        .await?;
-    loop {
-        match session.next().await? {
-            Kind::Subscribed(_) => break,
-            Kind::Error(e) => return Err(PushBenchError::Refused(e.message)),
-            _ => {}
-        }
-    }
+    super::session::subscribe_pattern(&mut session, &plan.topic, "prio.>", "").await?;
     let probes_received = Arc::new(AtomicU64::new(0));
     let flood_received = Arc::new(AtomicU64::new(0));
     let probing = Arc::new(AtomicBool::new(true));

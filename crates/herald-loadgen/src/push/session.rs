@@ -214,6 +214,32 @@ impl Messages for WsSession {
     }
 }
 
+/// Subscribes (id 1) to `pattern` of `topic` from now, with `filter`
+/// (empty: none), and waits until it is confirmed.
+pub async fn subscribe_pattern(
+    session: &mut impl Messages,
+    topic: &str,
+    pattern: &str,
+    filter: &str,
+) -> Result<(), PushBenchError> {
+    session
+        .send(client_message::Kind::Subscribe(proto::Subscribe {
+            subscription_id: 1,
+            topic: topic.to_owned(),
+            selector: Some(proto::subscribe::Selector::Pattern(pattern.to_owned())),
+            filter: filter.to_owned(),
+            ..Default::default()
+        }))
+        .await?;
+    loop {
+        match session.next().await? {
+            Kind::Subscribed(_) => return Ok(()),
+            Kind::Error(e) => return Err(PushBenchError::Refused(e.message)),
+            _ => {}
+        }
+    }
+}
+
 /// Subscribes `ids` to the subjects `subject(id)` of `topic` from now,
 /// and waits until every one is confirmed.
 pub async fn subscribe_all(
