@@ -136,6 +136,7 @@ if wanted priority; then
   echo "== priority"
   run priority --secs "$PRIORITY_SECS"
   run priority --flood --secs "$PRIORITY_SECS"
+  run priority --flood --apart --secs "$PRIORITY_SECS"
 fi
 if wanted memory; then
   echo "== memory"

@@ -35,7 +35,7 @@ def main(path):
                 "subjects": lambda r: ("subjects", r["keys"]),
                 "memory": lambda r: ("memory", r.get("transport", "grpc")),
                 "features": lambda r: ("features", r["feature"]),
-                "priority": lambda r: ("priority", r["flood"]),
+                "priority": lambda r: ("priority", (r["flood"], r.get("apart", False))),
             }[row["scenario"]](row)
             groups[key].append(row)
     out = ["# Push benchmark", "", f"Medians of {max(len(v) for v in groups.values())} runs each.", ""]
@@ -105,14 +105,17 @@ def main(path):
         out += ["## High-priority latency: idle subscriber against one flooded with normal records", "",
                 "| subscriber | probes received / sent | p50 µs | p99 µs | max µs | normal published / received meanwhile |",
                 "|---|---|---|---|---|---|"]
-        for flood in (False, True):
-            rows = priority.get(flood)
+        names = {(False, False): "idle", (True, False): "flooded, same partition", (True, True): "flooded, probes on another partition"}
+        for case, name in names.items():
+            rows = priority.get(case)
             if rows:
-                out.append(f"| {'flooded' if flood else 'idle'} | {med(rows, 'probes_received'):.0f} / {med(rows, 'probes'):.0f} | "
+                out.append(f"| {name} | {med(rows, 'probes_received'):.0f} / {med(rows, 'probes'):.0f} | "
                            f"{med(rows, 'p50_us'):.0f} | {med(rows, 'p99_us'):.0f} | {med(rows, 'max_us'):.0f} | "
                            f"{med(rows, 'flood_published'):.0f} / {med(rows, 'flood_received'):.0f} |")
-        if False in priority and True in priority:
-            out += ["", f"p99 flooded / idle: {med(priority[True], 'p99_us') / med(priority[False], 'p99_us'):.2f}"]
+        idle = priority.get((False, False))
+        for case in ((True, False), (True, True)):
+            if idle and case in priority:
+                out += ["", f"p99 {names[case]} / idle: {med(priority[case], 'p99_us') / med(idle, 'p99_us'):.2f}"]
         out.append("")
     memory = sorted((k[1], v) for k, v in groups.items() if k[0] == "memory")
     if memory:

@@ -164,6 +164,9 @@ pub enum PushCommand {
         /// Flood the subscriber with normal records meanwhile.
         #[arg(long)]
         flood: bool,
+        /// Probes and flood on different partitions of the topic.
+        #[arg(long)]
+        apart: bool,
         /// Seconds of probing.
         #[arg(long, default_value_t = 10.0)]
         secs: f64,
@@ -358,16 +361,19 @@ pub fn run(command: PushCommand) -> anyhow::Result<()> {
             PushCommand::Priority {
                 target,
                 flood,
+                apart,
                 secs,
                 probe_rate,
                 transport,
             } => {
-                let topic = fresh_topic(&target.bootstrap, "priority", 1).await?;
+                let partitions = if *apart { 2 } else { 1 };
+                let topic = fresh_topic(&target.bootstrap, "priority", partitions).await?;
                 let plan = priority::Priority {
                     push: target.push.clone(),
                     bootstrap: target.bootstrap.clone(),
                     topic,
                     flood: *flood,
+                    apart: *apart,
                     secs: *secs,
                     probe_rate: *probe_rate,
                     transport: *transport,

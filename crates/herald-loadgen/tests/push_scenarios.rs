@@ -112,12 +112,14 @@ async fn every_push_scenario_runs_and_loses_nothing() {
         assert_eq!(row.delivered, 2 * each, "{row:?}");
     }
 
-    for flood in [false, true] {
+    for (flood, apart) in [(false, false), (true, false), (true, true)] {
+        let partitions = if apart { 2 } else { 1 };
         let row = priority::run(&priority::Priority {
             push: push.clone(),
             bootstrap: bootstrap.clone(),
-            topic: topic(&server, &format!("priority-{flood}"), 1).await,
+            topic: topic(&server, &format!("priority-{flood}-{apart}"), partitions).await,
             flood,
+            apart,
             secs: 0.5,
             probe_rate: 20,
             transport: Transport::Websocket,

@@ -28,8 +28,12 @@ pub struct Priority {
     pub push: String,
     /// The Kafka listener (the flood).
     pub bootstrap: String,
-    /// The topic (it must exist), one partition.
+    /// The topic (it must exist): one partition, or two with `apart`.
     pub topic: String,
+    /// Probes on partition 1, the flood on partition 0: what is left of
+    /// the latency when the probe does not wait for the flood's records
+    /// ahead of it in one log.
+    pub apart: bool,
     /// Flood the subscriber with normal records, or leave it idle.
     pub flood: bool,
     /// Seconds of probing.
@@ -47,6 +51,8 @@ pub struct PriorityRow {
     pub scenario: &'static str,
     /// Whether normal records flooded the subscriber.
     pub flood: bool,
+    /// Whether probes and flood went to different partitions.
+    pub apart: bool,
     /// The subscriber's transport.
     pub transport: &'static str,
     /// High-priority probes published.
@@ -168,6 +174,7 @@ pub async fn run(plan: &Priority) -> Result<PriorityRow, PushBenchError> {
             topic: plan.topic.clone(),
             key: Some(b"prio.probe".to_vec().into()),
             value: Some(now_ns().to_be_bytes().to_vec().into()),
+            partition: plan.apart.then_some(1),
             headers: vec![proto::Header {
                 key: "herald.priority".into(),
                 value: Some(b"high".to_vec().into()),
@@ -197,6 +204,7 @@ pub async fn run(plan: &Priority) -> Result<PriorityRow, PushBenchError> {
     Ok(PriorityRow {
         scenario: "priority",
         flood: plan.flood,
+        apart: plan.apart,
         transport: plan.transport.name(),
         probes,
         probes_received: probes_received.load(Ordering::Relaxed),
