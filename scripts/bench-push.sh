@@ -3,7 +3,7 @@
 # later issue), every scenario run REPEATS times against one broker on
 # /dev/shm, and a table of medians.
 #
-#   scripts/bench-push.sh [--quick] [--repeats N] [--only fanout,rounds,subjects,memory,features,priority]
+#   scripts/bench-push.sh [--quick] [--repeats N] [--only fanout,rounds,subjects,memory,features,priority,catch-up]
 #
 # Scenarios (see `herald-loadgen push --help`):
 #   fanout    seed 002's table: 10 to 10,000 subscribers of one subject at
@@ -16,7 +16,12 @@
 #   memory    broker memory per idle session and per subscription;
 #   features  what a filter (10% matching), priority (1% high) and expiry
 #             (5% expired) cost the broker against plain delivery;
-#   priority  high-priority latency under a normal flood against idle.
+#   priority  high-priority latency under a normal flood against idle;
+#   catch-up  bytes a catch-up for one subject among 100,000 in a partition
+#             reads per byte it delivers, with the subject filters and
+#             without, for two batch sizes;
+# features also runs plain delivery with the subject filters off (they are
+# kept once a topic is subscribed): what the indexer costs.
 # --quick runs each at a small scale (a minute in all). Rows go to
 # $OUT/push.jsonl (default /tmp/herald-bench-push) and the table to
 # $OUT/push.md; the broker started here is stopped here, by its PID.
@@ -26,7 +31,7 @@ cd "$ROOT"
 
 QUICK=0
 REPEATS=3
-ONLY="fanout,rounds,subjects,memory,features,priority"
+ONLY="fanout,rounds,subjects,memory,features,priority,catch-up"
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) QUICK=1; shift ;;
@@ -91,6 +96,7 @@ if [ "$QUICK" = 1 ]; then
   MEMORY=(--connections 500 --subscriptions-per-connection 20)
   FEATURE_RECORDS=200000
   PRIORITY_SECS=3
+  CATCH_UP_RECORDS=200000
 else
   FANOUT=(10 50 100 250 500 750 1000 10000)
   FANOUT_SECS=10
@@ -100,6 +106,7 @@ else
   MEMORY=(--connections 2000 --subscriptions-per-connection 50)
   FEATURE_RECORDS=2000000
   PRIORITY_SECS=10
+  CATCH_UP_RECORDS=2000000
 fi
 
 wanted() { [[ ",$ONLY," == *",$1,"* ]]; }
@@ -131,12 +138,20 @@ if wanted features; then
   for feature in plain filter priority expiry; do
     run features --feature "$feature" --records "$FEATURE_RECORDS" --broker-pid "$PID"
   done
+  # What the subject indexer adds to plain delivery (on above, by default).
+  run features --feature plain --subject-filters false --records "$FEATURE_RECORDS" --broker-pid "$PID"
 fi
 if wanted priority; then
   echo "== priority"
   run priority --secs "$PRIORITY_SECS"
   run priority --flood --secs "$PRIORITY_SECS"
   run priority --flood --apart --secs "$PRIORITY_SECS"
+fi
+if wanted catch-up; then
+  echo "== catch-up"
+  for batch in 1024 4096; do
+    run catch-up --admin "$ADMIN" --subjects 100000 --records "$CATCH_UP_RECORDS" --batch-records "$batch" --probes 5
+  done
 fi
 if wanted memory; then
   echo "== memory"

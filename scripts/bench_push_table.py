@@ -34,8 +34,9 @@ def main(path):
                 "rounds": lambda r: ("rounds", r["clients"]),
                 "subjects": lambda r: ("subjects", r["keys"]),
                 "memory": lambda r: ("memory", r.get("transport", "grpc")),
-                "features": lambda r: ("features", r["feature"]),
+                "features": lambda r: ("features", r["feature"] if r.get("subject_filters", "auto") != "false" else "plain, no subject filters"),
                 "priority": lambda r: ("priority", (r["flood"], r.get("apart", False))),
+                "catch-up": lambda r: ("catch-up", r["batch_records"]),
             }[row["scenario"]](row)
             groups[key].append(row)
     out = ["# Push benchmark", "", f"Medians of {max(len(v) for v in groups.values())} runs each.", ""]
@@ -87,7 +88,7 @@ def main(path):
                 "| feature | records | delivered | records/s | broker ns per record | records/s vs plain | CPU vs plain |",
                 "|---|---|---|---|---|---|---|"]
         plain = features.get("plain")
-        for feature in ("plain", "filter", "priority", "expiry"):
+        for feature in ("plain", "filter", "priority", "expiry", "plain, no subject filters"):
             rows = features.get(feature)
             if not rows:
                 continue
@@ -116,6 +117,19 @@ def main(path):
         for case in ((True, False), (True, True)):
             if idle and case in priority:
                 out += ["", f"p99 {names[case]} / idle: {med(priority[case], 'p99_us') / med(idle, 'p99_us'):.2f}"]
+        out.append("")
+    catch_up = sorted((k[1], v) for k, v in groups.items() if k[0] == "catch-up")
+    if catch_up:
+        out += ["## Catch-up for one subject among many: bytes read per byte delivered", "",
+                "| records per batch | records | subjects | log bytes | records delivered | read/delivered with filters | without | bytes read without / with | median catch-up ms with | without |",
+                "|---|---|---|---|---|---|---|---|---|---|"]
+        for batch, rows in catch_up:
+            with_ = [r["filtered"] for r in rows]
+            without = [r["plain"] for r in rows]
+            out.append(f"| {batch} | {rows[0]['records']:,} | {rows[0]['subjects']:,} | {rows[0]['log_bytes']:,} | "
+                       f"{rows[0]['delivered_records']} | {med(with_, 'read_per_delivered'):,.0f} | "
+                       f"{med(without, 'read_per_delivered'):,.0f} | {med(rows, 'read_ratio'):.1f} | "
+                       f"{med(with_, 'median_secs') * 1000:.1f} | {med(without, 'median_secs') * 1000:.1f} |")
         out.append("")
     memory = sorted((k[1], v) for k, v in groups.items() if k[0] == "memory")
     if memory:

@@ -18,14 +18,16 @@ def delete_topic(bootstrap: str, name: str):
     admin.delete_topics([name])[name].result(timeout=TIMEOUT_S)
 
 
-def produce(bootstrap: str, topic: str, records):
+def produce(bootstrap: str, topic: str, records, **config):
     """Publishes (key, value) or (key, value, headers) records with
-    acks=all; returns once all are acknowledged."""
+    acks=all; returns once all are acknowledged. `config` adds producer
+    settings (dots spelled as underscores)."""
     producer = Producer({
         "bootstrap.servers": bootstrap,
         "acks": "all",
         "linger.ms": 5,
         "enable.idempotence": True,
+        **{k.replace("_", "."): v for k, v in config.items()},
     })
     failures = []
 

@@ -31,6 +31,7 @@ pub mod producer_ids;
 mod producer_snapshot;
 pub mod producer_state;
 pub mod storage;
+pub mod subject_index;
 pub mod topic;
 pub mod topic_config;
 

@@ -20,6 +20,7 @@ use crate::storage::{
     Acks, Backend, BackendCompletion, FailedStorage, LocalStorage, PartitionStorage, StorageError,
     StorageStats, StoredBatches, ValidBatch, Watermarks,
 };
+use crate::subject_index::SubjectIndex;
 
 /// Bytes read at a time while rebuilding producer state from the log.
 const REBUILD_READ_BYTES: usize = 8 * 1024 * 1024;
@@ -65,6 +66,9 @@ pub struct Partition {
     storage: Backend,
     snapshot: PathBuf,
     producers: ProducerStates,
+    /// Filters of record keys per block, for readers of a few subjects;
+    /// none when the storage failed.
+    subjects: Option<SubjectIndex>,
 }
 
 impl std::fmt::Debug for Partition {
@@ -99,11 +103,15 @@ impl Partition {
                 "rebuilt producer state"
             );
         }
+        let watermarks = local.watermarks();
+        let subjects =
+            SubjectIndex::open(dir, watermarks.log_start_offset, watermarks.high_watermark);
         Ok(Self {
             index,
             storage: Backend::Local(local),
             producers: ProducerStates::new(producers, producers_max),
             snapshot,
+            subjects: Some(subjects),
         })
     }
 
@@ -116,6 +124,7 @@ impl Partition {
             storage: Backend::Failed(FailedStorage::new(reason)),
             producers: ProducerStates::new(HashMap::new(), 1),
             snapshot,
+            subjects: None,
         }
     }
 
@@ -144,6 +153,12 @@ impl Partition {
     /// Removes the producer-state snapshot (the partition is being deleted).
     pub(crate) fn remove_producer_snapshot(&self) {
         let _ = std::fs::remove_file(&self.snapshot);
+    }
+
+    /// The per-block filters of record keys, built by an indexer that
+    /// follows the log (see [`SubjectIndex`]); `None` if the storage failed.
+    pub fn subject_index(&self) -> Option<&SubjectIndex> {
+        self.subjects.as_ref()
     }
 
     /// Partition index within its topic.

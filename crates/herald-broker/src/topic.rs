@@ -1,7 +1,7 @@
 //! A topic: its name, id, partitions and config overrides.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use parking_lot::RwLock;
@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use crate::error::BrokerError;
 use crate::partition::Partition;
-use crate::topic_config::TopicConfig;
+use crate::topic_config::{SubjectFilters, TopicConfig};
 
 /// Longest legal topic name (Kafka's limit, which keeps `<topic>-<partition>`
 /// directory names under the usual 255-byte file-name limit).
@@ -29,6 +29,9 @@ pub struct Topic {
     message_ttl_ms: AtomicU64,
     /// `message.priority` of `config` is `high`; read as the TTL is.
     message_priority_high: AtomicBool,
+    /// `subject.filters` of `config`, as [`SubjectFilters`] in order;
+    /// read by the indexer's passes.
+    subject_filters: AtomicU8,
 }
 
 /// `message_ttl_ms` when records do not expire.
@@ -47,6 +50,7 @@ impl Topic {
             partitions: RwLock::new(Arc::new(partitions)),
             message_ttl_ms: AtomicU64::new(config.message_ttl_ms().unwrap_or(NO_TTL)),
             message_priority_high: AtomicBool::new(config.message_priority_high()),
+            subject_filters: AtomicU8::new(config.subject_filters() as u8),
             config: RwLock::new(config),
         }
     }
@@ -87,6 +91,8 @@ impl Topic {
             .store(config.message_ttl_ms().unwrap_or(NO_TTL), Ordering::Relaxed);
         self.message_priority_high
             .store(config.message_priority_high(), Ordering::Relaxed);
+        self.subject_filters
+            .store(config.subject_filters() as u8, Ordering::Relaxed);
         *self.config.write() = config;
     }
 
@@ -94,6 +100,16 @@ impl Topic {
     /// pushed ahead of normal ones.
     pub fn message_priority_high(&self) -> bool {
         self.message_priority_high.load(Ordering::Relaxed)
+    }
+
+    /// `subject.filters`: when the partitions' key filters are kept up to
+    /// date (filters already built stay valid and in use either way).
+    pub fn subject_filters(&self) -> SubjectFilters {
+        match self.subject_filters.load(Ordering::Relaxed) {
+            x if x == SubjectFilters::Always as u8 => SubjectFilters::Always,
+            x if x == SubjectFilters::Never as u8 => SubjectFilters::Never,
+            _ => SubjectFilters::Auto,
+        }
     }
 
     /// `message.ttl.ms`: how long after its timestamp a record is still

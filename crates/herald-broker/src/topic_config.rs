@@ -62,6 +62,32 @@ struct KeySpec {
     fixed: Option<&'static str>,
 }
 
+/// When a topic's partitions keep subject filters (`subject.filters`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SubjectFilters {
+    /// From the topic's first push subscription on: a topic only Kafka
+    /// clients use pays nothing for them.
+    Auto,
+    /// Always.
+    Always,
+    /// Never.
+    Never,
+}
+
+impl SubjectFilters {
+    /// Reads `auto`, `true` or `false`, in any case.
+    pub fn parse(value: &str) -> Option<Self> {
+        let v = value.trim();
+        [
+            ("auto", Self::Auto),
+            ("true", Self::Always),
+            ("false", Self::Never),
+        ]
+        .into_iter()
+        .find_map(|(name, mode)| v.eq_ignore_ascii_case(name).then_some(mode))
+    }
+}
+
 const KEYS: &[KeySpec] = &[
     KeySpec {
         name: "cleanup.policy",
@@ -91,6 +117,12 @@ const KEYS: &[KeySpec] = &[
         name: "message.priority",
         config_type: ConfigType::String,
         documentation: "Push delivery class of records without a herald.priority header: normal or high (sent ahead of queued normal records).",
+        fixed: None,
+    },
+    KeySpec {
+        name: "subject.filters",
+        config_type: ConfigType::String,
+        documentation: "Keep a filter of record keys per block of 1,024 offsets (10 bits per record, built off the produce path, in files beside the segments), so a push subscription to a subject catching up from the log skips blocks that hold none of its records. auto: from the topic's first push subscription on (the log written before is indexed then, in the background); true: always; false: never.",
         fixed: None,
     },
     KeySpec {
@@ -170,6 +202,14 @@ impl TopicConfig {
         self.overrides
             .get("message.priority")
             .is_some_and(|v| v.trim().eq_ignore_ascii_case("high"))
+    }
+
+    /// `subject.filters`. Checked when set.
+    pub fn subject_filters(&self) -> SubjectFilters {
+        self.overrides
+            .get("subject.filters")
+            .and_then(|v| SubjectFilters::parse(v))
+            .unwrap_or(SubjectFilters::Auto)
     }
 
     /// `message.ttl.ms` (`None`: records do not expire). Checked when set.
@@ -271,6 +311,7 @@ fn default_value(k: &KeySpec, defaults: &LogConfig) -> String {
         "retention.ms" => millis_or_minus_one(defaults.retention_age),
         "message.ttl.ms" => "-1".to_owned(),
         "message.priority" => "normal".to_owned(),
+        "subject.filters" => "auto".to_owned(),
         "segment.bytes" => defaults.segment_bytes.to_string(),
         "segment.ms" => millis_or_minus_one(defaults.segment_age),
         _ => String::new(),
@@ -334,6 +375,15 @@ fn apply(config: &mut LogConfig, key: &str, value: &str) -> Result<(), BrokerErr
                     key,
                     value,
                     "must be normal or high",
+                ));
+            }
+        }
+        "subject.filters" => {
+            if SubjectFilters::parse(value).is_none() {
+                return Err(BrokerError::invalid_config(
+                    key,
+                    value,
+                    "must be auto, true or false",
                 ));
             }
         }
@@ -455,6 +505,11 @@ mod tests {
         let none = TopicConfig::default();
         assert_eq!(none.message_ttl_ms(), None);
         assert!(!none.message_priority_high());
+        assert_eq!(none.subject_filters(), SubjectFilters::Auto);
+        let off = TopicConfig::from_pairs([("subject.filters", "False")], &defaults());
+        assert_eq!(off.expect("valid").subject_filters(), SubjectFilters::Never);
+        let on = TopicConfig::from_pairs([("subject.filters", "true")], &defaults());
+        assert_eq!(on.expect("valid").subject_filters(), SubjectFilters::Always);
         let c = TopicConfig::from_pairs(
             [("message.ttl.ms", "60000"), ("message.priority", "HIGH")],
             &defaults(),
@@ -469,6 +524,7 @@ mod tests {
             ("message.ttl.ms", "-2"),
             ("message.ttl.ms", "an hour"),
             ("message.priority", "urgent"),
+            ("subject.filters", "yes"),
         ] {
             assert!(
                 TopicConfig::from_pairs([(key, value)], &defaults()).is_err(),

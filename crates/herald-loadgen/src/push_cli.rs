@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use herald_loadgen::push::{
-    fanout, fanout_floor, features, memory, priority, rounds, session, subjects,
+    catch_up, fanout, fanout_floor, features, memory, priority, rounds, session, subjects,
 };
 
 /// Where the broker listens, and where rows go.
@@ -155,6 +155,10 @@ pub enum PushCommand {
         /// The broker's pid, for its CPU per record.
         #[arg(long)]
         broker_pid: Option<u32>,
+        /// The topic's `subject.filters` (auto: kept once subscribed, so
+        /// the indexer's work is in the figures; false: not kept).
+        #[arg(long, default_value = "auto")]
+        subject_filters: String,
     },
     /// Latency of high-priority records to a subscriber flooded with
     /// normal ones (`--flood`) or idle.
@@ -173,6 +177,30 @@ pub enum PushCommand {
         /// High-priority probes per second.
         #[arg(long, default_value_t = 20)]
         probe_rate: u32,
+        /// The subscriber's transport.
+        #[arg(long, value_enum, default_value = "websocket")]
+        transport: session::Transport,
+    },
+    /// Bytes a catch-up for one subject among many reads per byte it
+    /// delivers, with the per-block subject filters and without.
+    CatchUp {
+        #[command(flatten)]
+        target: Target,
+        /// The broker's admin listener (the catch-up counters).
+        #[arg(long, default_value = "127.0.0.1:9644")]
+        admin: String,
+        /// Distinct subjects in the partition.
+        #[arg(long, default_value_t = 100_000)]
+        subjects: u64,
+        /// Records published to each of the two topics.
+        #[arg(long, default_value_t = 1_000_000)]
+        records: u64,
+        /// Records per produce batch.
+        #[arg(long, default_value_t = 1024)]
+        batch_records: u32,
+        /// Subjects whose catch-up is measured.
+        #[arg(long, default_value_t = 5)]
+        probes: u64,
         /// The subscriber's transport.
         #[arg(long, value_enum, default_value = "websocket")]
         transport: session::Transport,
@@ -210,6 +238,7 @@ impl PushCommand {
             | PushCommand::Subjects { target, .. }
             | PushCommand::Features { target, .. }
             | PushCommand::Priority { target, .. }
+            | PushCommand::CatchUp { target, .. }
             | PushCommand::Memory { target, .. } => Some(target),
             PushCommand::FanoutFloorSender { .. } => None,
         }
@@ -218,10 +247,20 @@ impl PushCommand {
 
 /// A fresh topic for one run.
 async fn fresh_topic(bootstrap: &str, scenario: &str, partitions: i32) -> anyhow::Result<String> {
+    fresh_topic_with(bootstrap, scenario, partitions, &[]).await
+}
+
+/// As [`fresh_topic`], with these configs.
+async fn fresh_topic_with(
+    bootstrap: &str,
+    scenario: &str,
+    partitions: i32,
+    configs: &[(String, String)],
+) -> anyhow::Result<String> {
     let name = format!("push-{scenario}-{}", std::process::id());
     let mut connection = herald_client::Connection::connect(bootstrap).await?;
     let _ = herald_client::admin::delete_topic(&mut connection, &name).await;
-    herald_client::admin::create_topic(&mut connection, &name, Some(partitions), &[])
+    herald_client::admin::create_topic(&mut connection, &name, Some(partitions), configs)
         .await
         .with_context(|| format!("creating topic {name}"))?;
     Ok(name)
@@ -343,8 +382,15 @@ pub fn run(command: PushCommand) -> anyhow::Result<()> {
                 partitions,
                 transport,
                 broker_pid,
+                subject_filters,
             } => {
-                let topic = fresh_topic(&target.bootstrap, "features", *partitions as i32).await?;
+                let topic = fresh_topic_with(
+                    &target.bootstrap,
+                    "features",
+                    *partitions as i32,
+                    &[("subject.filters".to_owned(), subject_filters.clone())],
+                )
+                .await?;
                 let plan = features::Features {
                     push: target.push.clone(),
                     bootstrap: target.bootstrap.clone(),
@@ -356,7 +402,9 @@ pub fn run(command: PushCommand) -> anyhow::Result<()> {
                     transport: *transport,
                     broker_pid: *broker_pid,
                 };
-                serde_json::to_value(features::run(&plan).await?)?
+                let mut row = serde_json::to_value(features::run(&plan).await?)?;
+                row["subject_filters"] = subject_filters.clone().into();
+                row
             }
             PushCommand::Priority {
                 target,
@@ -379,6 +427,36 @@ pub fn run(command: PushCommand) -> anyhow::Result<()> {
                     transport: *transport,
                 };
                 serde_json::to_value(priority::run(&plan).await?)?
+            }
+            PushCommand::CatchUp {
+                target,
+                admin,
+                subjects,
+                records,
+                batch_records,
+                probes,
+                transport,
+            } => {
+                let filters = |on: &str| [("subject.filters".to_owned(), on.to_owned())];
+                let filtered_topic =
+                    fresh_topic_with(&target.bootstrap, "catch-up-filtered", 1, &filters("true"))
+                        .await?;
+                let plain_topic =
+                    fresh_topic_with(&target.bootstrap, "catch-up-plain", 1, &filters("false"))
+                        .await?;
+                let plan = catch_up::CatchUp {
+                    push: target.push.clone(),
+                    bootstrap: target.bootstrap.clone(),
+                    admin: admin.clone(),
+                    filtered_topic,
+                    plain_topic,
+                    subjects: *subjects,
+                    records: *records,
+                    batch_records: *batch_records,
+                    probes: *probes,
+                    transport: *transport,
+                };
+                serde_json::to_value(catch_up::run(&plan).await?)?
             }
             PushCommand::Memory {
                 target,

@@ -43,6 +43,14 @@ pub struct PushSample {
     pub overflows: u64,
     /// Bytes read by catch-up readers since start.
     pub catch_up_read_bytes: u64,
+    /// Bytes of deliveries queued by catch-up readers since start.
+    pub catch_up_delivered_bytes: u64,
+    /// Offsets catch-up readers passed over on the subject filters' word.
+    pub catch_up_skipped_offsets: u64,
+    /// Bytes of the logs the subject indexer read since start.
+    pub subject_indexed_bytes: u64,
+    /// Offsets not yet in the subject filters.
+    pub subject_index_lag: u64,
     /// Gaps reported because of retention.
     pub gaps_retention: u64,
     /// Gaps reported because of a lag limit.
@@ -85,6 +93,10 @@ pub struct PushMetrics {
     overflows: Counter,
     expired_records: Counter,
     catch_up_read_bytes: Counter,
+    catch_up_delivered_bytes: Counter,
+    catch_up_skipped_offsets: Counter,
+    subject_indexed_bytes: Counter,
+    subject_index_lag: Gauge,
     gaps: Family<KindLabel, Counter>,
     disconnects: Family<KindLabel, Counter>,
     routing_subjects: Gauge,
@@ -152,6 +164,26 @@ impl PushMetrics {
             self.catch_up_read_bytes.clone(),
         );
         push.register(
+            "catch_up_delivered_bytes",
+            "Bytes of the deliveries catch-up readers queued (key, value, headers and a fixed overhead each): catch_up_read_bytes over this is what a catch-up reads per byte it delivers",
+            self.catch_up_delivered_bytes.clone(),
+        );
+        push.register(
+            "catch_up_skipped_offsets",
+            "Offsets catch-up readers passed over without reading, because the subject filters showed none of their subject's records there",
+            self.catch_up_skipped_offsets.clone(),
+        );
+        push.register(
+            "subject_indexed_bytes",
+            "Bytes of the logs the subject indexer read to build the per-block subject filters",
+            self.subject_indexed_bytes.clone(),
+        );
+        push.register(
+            "subject_index_lag",
+            "Offsets written but not yet in the subject filters, over every partition whose topic keeps them",
+            self.subject_index_lag.clone(),
+        );
+        push.register(
             "gaps",
             "Gaps reported to subscribers, by reason",
             self.gaps.clone(),
@@ -209,6 +241,16 @@ impl PushMetrics {
         mirror(&self.overflows, sample.overflows);
         mirror(&self.expired_records, sample.expired_records);
         mirror(&self.catch_up_read_bytes, sample.catch_up_read_bytes);
+        mirror(
+            &self.catch_up_delivered_bytes,
+            sample.catch_up_delivered_bytes,
+        );
+        mirror(
+            &self.catch_up_skipped_offsets,
+            sample.catch_up_skipped_offsets,
+        );
+        mirror(&self.subject_indexed_bytes, sample.subject_indexed_bytes);
+        gauge(&self.subject_index_lag, sample.subject_index_lag);
         self.gaps.clear();
         counter(&self.gaps, "retention", sample.gaps_retention);
         counter(&self.gaps, "lag_limit", sample.gaps_lag_limit);

@@ -102,7 +102,24 @@ impl CatchUpPool {
                 sub.skip(partition, next, to, GapReason::LagLimit);
                 continue;
             }
-            match log.read(next, self.read_bytes).await {
+            let mut read_bytes = self.read_bytes;
+            if let (Some(probe), Some(index)) = (sub.subject_probe, log.subject_index()) {
+                let candidate = index.next_candidate(next, frontier.get(), &[probe]);
+                if candidate.offset > next {
+                    PushStats::add(
+                        &self.stats.catch_up_skipped_offsets,
+                        candidate.offset - next,
+                    );
+                    sub.advance(partition, candidate.offset);
+                    continue;
+                }
+                // A block that may hold the subject: read about that
+                // block, not a whole read's worth past it.
+                if let Some(bytes) = candidate.block_bytes {
+                    read_bytes = (bytes as usize).clamp(1, self.read_bytes);
+                }
+            }
+            match log.read(next, read_bytes).await {
                 Ok(stored) => {
                     PushStats::add(&self.stats.catch_up_read_bytes, stored.bytes.len() as u64);
                     self.deliver(sub, partition, next, &stored);
@@ -173,10 +190,12 @@ impl CatchUpPool {
                     record: Arc::new(SharedRecord::slice_of(batch.section(), &record)),
                     high_priority: crate::priority::is_high(&record, topic_high),
                 };
+                let cost = delivery.record.cost() as u64;
                 match sub.deliver_caught_up(partition, delivery) {
                     Ok(was_empty) => {
                         wake |= was_empty;
                         PushStats::add(&self.stats.catch_up_deliveries, 1);
+                        PushStats::add(&self.stats.catch_up_delivered_bytes, cost);
                     }
                     Err(Refusal::Full) => {
                         covered = offset;

@@ -48,6 +48,14 @@ pub struct PushEngine {
     pub(crate) pool: Arc<CatchUpPool>,
     pub(crate) keys: TokenKeys,
     pub(crate) stats: Arc<PushStats>,
+    /// Stops the subject indexer when the engine goes.
+    indexer: CancellationToken,
+}
+
+impl Drop for PushEngine {
+    fn drop(&mut self) {
+        self.indexer.cancel();
+    }
 }
 
 impl std::fmt::Debug for PushEngine {
@@ -70,6 +78,16 @@ impl PushEngine {
             config.read_bytes,
             Arc::clone(&stats),
         ));
+        let indexer = CancellationToken::new();
+        // Outside a runtime (some tests) there is no indexer: catch-up then
+        // reads every block, as with the filters off.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(crate::subject_indexer::run(
+                Arc::clone(&broker),
+                Arc::clone(&stats),
+                indexer.clone(),
+            ));
+        }
         Ok(Arc::new(Self {
             broker,
             config,
@@ -77,6 +95,7 @@ impl PushEngine {
             pool,
             keys,
             stats,
+            indexer,
         }))
     }
 
@@ -129,6 +148,13 @@ impl PushEngine {
         if stale {
             if let Some(old) = topics.remove(&name) {
                 old.stop.cancel();
+            }
+        }
+        // Under `subject.filters=auto`, a topic's filters are kept from its
+        // first subscription on.
+        for partition in subscription.partitions.iter() {
+            if let Some(index) = partition.subject_index() {
+                index.activate();
             }
         }
         let routes = topics

@@ -31,6 +31,7 @@ mod publish;
 mod selection;
 mod session;
 mod stats;
+mod subject_indexer;
 mod subscription;
 mod tailer;
 mod token;

@@ -31,6 +31,18 @@ pub struct PushStats {
     pub expired_records: AtomicU64,
     /// Bytes of catch-up reads.
     pub catch_up_read_bytes: AtomicU64,
+    /// Bytes of the deliveries catch-up readers queued (as queues count
+    /// them): with `catch_up_read_bytes`, what a catch-up reads per byte
+    /// it delivers.
+    pub catch_up_delivered_bytes: AtomicU64,
+    /// Offsets catch-up readers passed over without reading, because the
+    /// subject filters showed none of their subscription's records there.
+    pub catch_up_skipped_offsets: AtomicU64,
+    /// Bytes of the log the subject indexer has read.
+    pub indexed_bytes: AtomicU64,
+    /// Gauge: offsets written but not yet in the subject filters, summed
+    /// over partitions whose topic keeps them.
+    pub subject_index_lag: AtomicU64,
     /// Gauge: (subscription, partition) cursors, live or catching up.
     pub cursors: AtomicU64,
     /// Gauge: bytes queued in every session's outbox.

@@ -15,6 +15,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use herald_broker::subject_index::SubjectProbe;
 use herald_broker::{Partition, Topic};
 use herald_subjects::Selector;
 use parking_lot::Mutex;
@@ -95,6 +96,9 @@ pub struct Subscription {
     pub(crate) topic: Arc<Topic>,
     pub(crate) partitions: Arc<Vec<Arc<Partition>>>,
     pub(crate) selector: Selector,
+    /// A literal subject's probe of the partitions' subject filters, for
+    /// catch-up readers to pass over blocks without it.
+    pub(crate) subject_probe: Option<SubjectProbe>,
     pub(crate) ack_mode: AckMode,
     pub(crate) max_lag: u64,
     pub(crate) outbox: Arc<Outbox>,
@@ -146,6 +150,10 @@ impl Subscription {
             id: spec.id,
             partitions: spec.topic.partitions(),
             topic: spec.topic,
+            subject_probe: match &spec.selector {
+                Selector::Literal(subject) => Some(SubjectProbe::of(subject)),
+                Selector::Pattern(_) => None,
+            },
             selector: spec.selector,
             ack_mode: spec.ack_mode,
             max_lag: spec.max_lag,

@@ -829,3 +829,149 @@ async fn a_high_priority_record_overtakes_a_normal_backlog_that_keeps_its_order(
     let expected: Vec<String> = (0..500).map(|i| format!("n{i:03}")).collect();
     assert_eq!(normal, expected, "the normal backlog, in order, once");
 }
+
+/// Fills a one-partition topic named `topic` with `total` records whose
+/// keys cycle through 5,000 subjects, except `rare` at `rare_at`; answers
+/// the log's bytes.
+async fn fill_busy_topic(
+    f: &Fixture,
+    topic: &str,
+    enable: &str,
+    total: u64,
+    rare_at: &[u64],
+) -> u64 {
+    f.broker
+        .create_topic(
+            topic,
+            Some(1),
+            &[("subject.filters".into(), enable.into())],
+            false,
+        )
+        .expect("topic");
+    let partition = f
+        .broker
+        .topic(topic)
+        .expect("topic")
+        .partition(0)
+        .expect("partition");
+    let value = [b'v'; 100];
+    let mut offset = 0;
+    while offset < total {
+        let mut batch = herald_records::BatchBuilder::new(0);
+        for o in offset..(offset + 200).min(total) {
+            let key = if rare_at.contains(&o) {
+                b"rare".to_vec()
+            } else {
+                format!("subject.{}", o % 5_000).into_bytes()
+            };
+            batch.push(herald_records::RecordFields {
+                key: Some(&key),
+                value: Some(&value),
+                ..Default::default()
+            });
+        }
+        let outcome = partition
+            .append(&batch.finish().expect("batch"), herald_broker::Acks::Leader)
+            .await
+            .expect("append");
+        offset = outcome.last_offset + 1;
+    }
+    partition.stats().size_bytes
+}
+
+/// How far the subject filters of `topic`-0 reach.
+fn indexed_through(f: &Fixture, topic: &str) -> u64 {
+    let partition = f
+        .broker
+        .topic(topic)
+        .expect("topic")
+        .partition(0)
+        .expect("partition");
+    partition.subject_index().expect("index").indexed_through()
+}
+
+/// Waits until the subject indexer has reached the end of `topic`-0.
+async fn indexed(f: &Fixture, topic: &str) {
+    let partition = f
+        .broker
+        .topic(topic)
+        .expect("topic")
+        .partition(0)
+        .expect("partition");
+    let index = partition.subject_index().expect("index");
+    for _ in 0..500 {
+        if index.indexed_through() == partition.watermarks().high_watermark {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the subject indexer did not reach the end");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_catch_up_for_one_subject_skips_blocks_without_it() {
+    let f = fixture(PushConfig::default());
+    let rare_at = [1_000, 70_000, 140_500];
+    let total = 150_000;
+    let log_bytes = fill_busy_topic(&f, "busy", "true", total, &rare_at).await;
+    indexed(&f, "busy").await;
+    let mut session = f.engine.open_session(Credit::default()).expect("session");
+    let mut rare = request(1, "rare", Start::Earliest, AckMode::None);
+    rare.topic = "busy".into();
+    session.subscribe(rare).await.expect("subscribe");
+    let (got, _) = drain(&session, 3).await;
+    assert_eq!(got.len(), 3, "every record of the subject, once: {got:?}");
+    let stats = f.engine.stats();
+    let read = herald_push::PushStats::get(&stats.catch_up_read_bytes);
+    let skipped = herald_push::PushStats::get(&stats.catch_up_skipped_offsets);
+    // Three blocks (and a false positive or two) of about 130 KiB each,
+    // where a plain catch-up reads all of the log.
+    assert!(read < log_bytes / 10, "read {read} of {log_bytes} bytes");
+    assert!(
+        skipped > total * 9 / 10,
+        "skipped {skipped} of {total} offsets"
+    );
+    // A pattern cannot be probed: it reads everything and finds the same.
+    let mut pattern = request(2, ">", Start::Earliest, AckMode::None);
+    pattern.topic = "busy".into();
+    session.subscribe(pattern).await.expect("subscribe");
+    let (all, _) = drain(&session, total as usize).await;
+    assert_eq!(all.len() as u64, total);
+    assert!(herald_push::PushStats::get(&stats.catch_up_read_bytes) >= read + log_bytes);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_filters_off_a_catch_up_reads_everything_and_finds_the_same() {
+    let f = fixture(PushConfig::default());
+    let rare_at = [10, 99_999];
+    let log_bytes = fill_busy_topic(&f, "plain", "false", 100_000, &rare_at).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(indexed_through(&f, "plain"), 0);
+    let mut session = f.engine.open_session(Credit::default()).expect("session");
+    let mut rare = request(1, "rare", Start::Earliest, AckMode::None);
+    rare.topic = "plain".into();
+    session.subscribe(rare).await.expect("subscribe");
+    let (got, _) = drain(&session, 2).await;
+    assert_eq!(got.len(), 2);
+    let stats = f.engine.stats();
+    assert!(herald_push::PushStats::get(&stats.catch_up_read_bytes) >= log_bytes);
+    assert_eq!(
+        herald_push::PushStats::get(&stats.catch_up_skipped_offsets),
+        0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn by_default_a_topics_filters_are_built_from_its_first_subscription_on() {
+    let f = fixture(PushConfig::default());
+    fill_busy_topic(&f, "kafka-only", "auto", 20_000, &[5]).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Nobody pushes from it: nothing is spent on it.
+    assert_eq!(indexed_through(&f, "kafka-only"), 0);
+    let mut session = f.engine.open_session(Credit::default()).expect("session");
+    let mut other = request(1, "someone.else", Start::Now, AckMode::None);
+    other.topic = "kafka-only".into();
+    session.subscribe(other).await.expect("subscribe");
+    // The history is indexed in the background once someone does.
+    indexed(&f, "kafka-only").await;
+}

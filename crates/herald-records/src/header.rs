@@ -150,10 +150,12 @@ impl<'a> BatchHeader<'a> {
     pub fn offset_count(&self) -> u32 {
         (self.last_offset_delta().max(0) as u32).saturating_add(1)
     }
-    /// Last offset of the batch.
+    /// Last offset of the batch. Saturates: an unvalidated header may hold
+    /// any base offset and delta.
     #[inline]
     pub fn last_offset(&self) -> i64 {
-        self.base_offset() + i64::from(self.last_offset_delta())
+        self.base_offset()
+            .saturating_add(i64::from(self.last_offset_delta()))
     }
     /// Timestamp of the first record.
     #[inline]

@@ -5,7 +5,6 @@
 //! also holds what the allocator keeps for reuse, so it overstates a first
 //! run and understates a later one.
 
-use std::io::{Read as _, Write as _};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -60,24 +59,7 @@ const SETTLE: Duration = Duration::from_secs(2);
 
 /// The broker's heap gauge, read from its `/metrics`.
 fn heap_bytes(admin: &str) -> Result<u64, PushBenchError> {
-    let failed = |reason: String| {
-        PushBenchError::Refused(format!("reading http://{admin}/metrics: {reason}"))
-    };
-    let mut stream = std::net::TcpStream::connect(admin).map_err(|e| failed(e.to_string()))?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .map_err(|e| failed(e.to_string()))?;
-    write!(stream, "GET /metrics HTTP/1.0\r\nHost: {admin}\r\n\r\n")
-        .map_err(|e| failed(e.to_string()))?;
-    let mut text = String::new();
-    stream
-        .read_to_string(&mut text)
-        .map_err(|e| failed(e.to_string()))?;
-    text.lines()
-        .find_map(|line| line.strip_prefix("herald_process_heap_bytes "))
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .map(|v| v as u64)
-        .ok_or_else(|| failed("no herald_process_heap_bytes".into()))
+    super::metric(admin, "herald_process_heap_bytes").map(|v| v as u64)
 }
 
 /// Both readings of the broker's memory.

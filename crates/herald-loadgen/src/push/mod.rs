@@ -13,11 +13,14 @@
 //! - [`features`]: what filters, priority and expiry cost against plain
 //!   delivery;
 //! - [`priority`]: high-priority latency under a normal flood against an
-//!   idle subscriber.
+//!   idle subscriber;
+//! - [`catch_up`]: bytes a catch-up for one subject among many reads per
+//!   byte it delivers, with the subject filters and without.
 //!
 //! Every scenario is bounded in time and count, prints one JSON row, and
 //! asserts nothing about timings; a benchmark script takes medians.
 
+pub mod catch_up;
 pub mod fanout;
 pub mod fanout_floor;
 pub mod features;
@@ -28,7 +31,8 @@ pub mod rounds;
 pub mod session;
 pub mod subjects;
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::io::{Read, Write};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Why a push benchmark could not run.
 #[derive(Debug, thiserror::Error)]
@@ -85,4 +89,29 @@ pub fn anon_rss_bytes(pid: u32) -> Result<u64, PushBenchError> {
             pid,
             reason: "no RssAnon line".into(),
         })
+}
+
+/// The value of the sample `name` (no labels) in the broker's `/metrics`,
+/// read from its admin listener at `admin`.
+pub fn metric(admin: &str, name: &str) -> Result<f64, PushBenchError> {
+    let failed = |reason: String| {
+        PushBenchError::Refused(format!("reading http://{admin}/metrics: {reason}"))
+    };
+    let mut stream = std::net::TcpStream::connect(admin).map_err(|e| failed(e.to_string()))?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(|e| failed(e.to_string()))?;
+    write!(stream, "GET /metrics HTTP/1.0\r\nHost: {admin}\r\n\r\n")
+        .map_err(|e| failed(e.to_string()))?;
+    let mut text = String::new();
+    stream
+        .read_to_string(&mut text)
+        .map_err(|e| failed(e.to_string()))?;
+    text.lines()
+        .find_map(|line| {
+            line.strip_prefix(name)
+                .and_then(|rest| rest.strip_prefix(' '))
+        })
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .ok_or_else(|| failed(format!("no {name}")))
 }

@@ -33,6 +33,15 @@ pub fn batches_with_headers<'a>(
     records: impl IntoIterator<Item = (Vec<u8>, &'a [u8], Vec<Header<'a>>)>,
     partitions: u32,
 ) -> Vec<(u32, Bytes)> {
+    batches_of_size(records, partitions, BATCH_RECORDS)
+}
+
+/// As [`batches_with_headers`], with at most `batch_records` per batch.
+pub fn batches_of_size<'a>(
+    records: impl IntoIterator<Item = (Vec<u8>, &'a [u8], Vec<Header<'a>>)>,
+    partitions: u32,
+    batch_records: u32,
+) -> Vec<(u32, Bytes)> {
     let now = super::now_ns() as i64 / 1_000_000;
     let mut open: HashMap<u32, (BatchBuilder, u32)> = HashMap::new();
     let mut done = Vec::new();
@@ -48,7 +57,7 @@ pub fn batches_with_headers<'a>(
             headers: &headers,
         });
         *count += 1;
-        if *count == BATCH_RECORDS {
+        if *count >= batch_records {
             if let Some((full, _)) = open.remove(&partition) {
                 done.extend(full.finish().ok().map(|b| (partition, Bytes::from(b))));
             }
