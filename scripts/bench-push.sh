@@ -146,6 +146,11 @@ if wanted priority; then
   run priority --secs "$PRIORITY_SECS"
   run priority --flood --secs "$PRIORITY_SECS"
   run priority --flood --apart --secs "$PRIORITY_SECS"
+  # Floods the machine has room for: how far below saturation the target
+  # holds.
+  for rate in 100000 300000 600000; do
+    run priority --flood --flood-rate "$rate" --secs "$PRIORITY_SECS"
+  done
 fi
 if wanted catch-up; then
   echo "== catch-up"

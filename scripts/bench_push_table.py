@@ -35,7 +35,7 @@ def main(path):
                 "subjects": lambda r: ("subjects", r["keys"]),
                 "memory": lambda r: ("memory", r.get("transport", "grpc")),
                 "features": lambda r: ("features", r["feature"] if r.get("subject_filters", "auto") != "false" else "plain, no subject filters"),
-                "priority": lambda r: ("priority", (r["flood"], r.get("apart", False))),
+                "priority": lambda r: ("priority", (r["flood"], r.get("apart", False), r.get("flood_rate"))),
                 "catch-up": lambda r: ("catch-up", r["batch_records"]),
             }[row["scenario"]](row)
             groups[key].append(row)
@@ -106,16 +106,19 @@ def main(path):
         out += ["## High-priority latency: idle subscriber against one flooded with normal records", "",
                 "| subscriber | probes received / sent | p50 µs | p99 µs | max µs | normal published / received meanwhile |",
                 "|---|---|---|---|---|---|"]
-        names = {(False, False): "idle", (True, False): "flooded, same partition", (True, True): "flooded, probes on another partition"}
+        names = {(False, False, None): "idle", (True, False, None): "flooded, same partition, as fast as the broker takes",
+                 (True, True, None): "flooded, probes on another partition"}
+        for rate in sorted(k[2] for k in priority if k[2] is not None):
+            names[(True, False, rate)] = f"flooded at {rate:,} records/s, same partition"
         for case, name in names.items():
             rows = priority.get(case)
             if rows:
                 out.append(f"| {name} | {med(rows, 'probes_received'):.0f} / {med(rows, 'probes'):.0f} | "
                            f"{med(rows, 'p50_us'):.0f} | {med(rows, 'p99_us'):.0f} | {med(rows, 'max_us'):.0f} | "
                            f"{med(rows, 'flood_published'):.0f} / {med(rows, 'flood_received'):.0f} |")
-        idle = priority.get((False, False))
-        for case in ((True, False), (True, True)):
-            if idle and case in priority:
+        idle = priority.get((False, False, None))
+        for case in names:
+            if idle and case in priority and case != (False, False, None):
                 out += ["", f"p99 {names[case]} / idle: {med(priority[case], 'p99_us') / med(idle, 'p99_us'):.2f}"]
         out.append("")
     catch_up = sorted((k[1], v) for k, v in groups.items() if k[0] == "catch-up")

@@ -180,6 +180,18 @@ pub enum PushCommand {
         /// The subscriber's transport.
         #[arg(long, value_enum, default_value = "websocket")]
         transport: session::Transport,
+        /// The WebSocket subscriber's kernel receive buffer in bytes
+        /// (default: the kernel's autotuning).
+        #[arg(long)]
+        receive_buffer: Option<u32>,
+        /// Normal records per second in the flood (default: as fast as
+        /// the broker takes them).
+        #[arg(long)]
+        flood_rate: Option<u64>,
+        /// The topic's `subject.filters` (auto: the indexer follows the
+        /// flood too, once the subscriber subscribes).
+        #[arg(long, default_value = "auto")]
+        subject_filters: String,
     },
     /// Bytes a catch-up for one subject among many reads per byte it
     /// delivers, with the per-block subject filters and without.
@@ -264,6 +276,14 @@ async fn fresh_topic_with(
         .await
         .with_context(|| format!("creating topic {name}"))?;
     Ok(name)
+}
+
+/// Deletes a scenario's topic once it is measured; a failure only leaves
+/// the data until the broker is stopped.
+async fn drop_topic(bootstrap: &str, topic: &str) {
+    if let Ok(mut connection) = herald_client::Connection::connect(bootstrap).await {
+        let _ = herald_client::admin::delete_topic(&mut connection, topic).await;
+    }
 }
 
 /// Runs one scenario and writes its row.
@@ -413,9 +433,18 @@ pub fn run(command: PushCommand) -> anyhow::Result<()> {
                 secs,
                 probe_rate,
                 transport,
+                receive_buffer,
+                flood_rate,
+                subject_filters,
             } => {
                 let partitions = if *apart { 2 } else { 1 };
-                let topic = fresh_topic(&target.bootstrap, "priority", partitions).await?;
+                let topic = fresh_topic_with(
+                    &target.bootstrap,
+                    "priority",
+                    partitions,
+                    &[("subject.filters".to_owned(), subject_filters.clone())],
+                )
+                .await?;
                 let plan = priority::Priority {
                     push: target.push.clone(),
                     bootstrap: target.bootstrap.clone(),
@@ -425,8 +454,14 @@ pub fn run(command: PushCommand) -> anyhow::Result<()> {
                     secs: *secs,
                     probe_rate: *probe_rate,
                     transport: *transport,
+                    receive_buffer: *receive_buffer,
+                    flood_rate: *flood_rate,
                 };
-                serde_json::to_value(priority::run(&plan).await?)?
+                let mut row = serde_json::to_value(priority::run(&plan).await?)?;
+                row["subject_filters"] = subject_filters.clone().into();
+                // A flood writes gigabytes: give them back before the next run.
+                drop_topic(&target.bootstrap, &plan.topic).await;
+                row
             }
             PushCommand::CatchUp {
                 target,
@@ -456,7 +491,10 @@ pub fn run(command: PushCommand) -> anyhow::Result<()> {
                     probes: *probes,
                     transport: *transport,
                 };
-                serde_json::to_value(catch_up::run(&plan).await?)?
+                let row = serde_json::to_value(catch_up::run(&plan).await?)?;
+                drop_topic(&target.bootstrap, &plan.filtered_topic).await;
+                drop_topic(&target.bootstrap, &plan.plain_topic).await;
+                row
             }
             PushCommand::Memory {
                 target,

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use herald_loadgen::push::session::Transport;
-use herald_loadgen::push::{fanout, features, memory, priority, rounds, subjects};
+use herald_loadgen::push::{catch_up, fanout, features, memory, priority, rounds, subjects};
 use herald_testkit::{herald_binary, Server};
 
 async fn topic(server: &Server, name: &str, partitions: i32) -> String {
@@ -112,23 +112,75 @@ async fn every_push_scenario_runs_and_loses_nothing() {
         assert_eq!(row.delivered, 2 * each, "{row:?}");
     }
 
-    for (flood, apart) in [(false, false), (true, false), (true, true)] {
+    let cases = [
+        (false, false, None),
+        (true, false, None),
+        (true, true, None),
+        (true, false, Some(50_000)),
+    ];
+    for (flood, apart, flood_rate) in cases {
         let partitions = if apart { 2 } else { 1 };
+        let name = format!("priority-{flood}-{apart}-{}", flood_rate.unwrap_or(0));
         let row = priority::run(&priority::Priority {
             push: push.clone(),
             bootstrap: bootstrap.clone(),
-            topic: topic(&server, &format!("priority-{flood}-{apart}"), partitions).await,
+            topic: topic(&server, &name, partitions).await,
             flood,
             apart,
             secs: 0.5,
             probe_rate: 20,
             transport: Transport::Websocket,
+            receive_buffer: flood_rate.map(|_| 64 * 1024),
+            flood_rate,
         })
         .await
         .expect("priority");
         assert_eq!(row.probes_received, row.probes, "{row:?}");
         assert_eq!(row.flood_published > 0, flood, "{row:?}");
     }
+}
+
+/// The catch-up scenario: one subject among many caught up on two topics,
+/// with the subject filters and without; both deliver every record of the
+/// subject, and the filtered one reads less.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_catch_up_scenario_reads_less_with_the_subject_filters() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&herald_binary(), data.path(), &[]);
+    let create = |name: &'static str, filters: &'static str| {
+        let bootstrap = server.addr.to_string();
+        async move {
+            let mut connection = herald_client::Connection::connect(&bootstrap)
+                .await
+                .expect("connect");
+            let configs = [("subject.filters".to_owned(), filters.to_owned())];
+            herald_client::admin::create_topic(&mut connection, name, Some(1), &configs)
+                .await
+                .expect("create topic");
+            name.to_owned()
+        }
+    };
+    let row = catch_up::run(&catch_up::CatchUp {
+        push: server.push_addr.to_string(),
+        bootstrap: server.addr.to_string(),
+        admin: server.admin_addr.to_string(),
+        filtered_topic: create("filtered", "true").await,
+        plain_topic: create("plain", "false").await,
+        subjects: 10_000,
+        records: 100_000,
+        batch_records: 512,
+        probes: 3,
+        transport: Transport::Websocket,
+    })
+    .await
+    .expect("catch-up");
+    assert!(row.delivered_records > 0, "{row:?}");
+    assert_eq!(
+        row.filtered.delivered_bytes, row.plain.delivered_bytes,
+        "{row:?}"
+    );
+    assert!(row.plain.read_bytes >= row.log_bytes * 3, "{row:?}");
+    assert!(row.read_ratio > 4.0, "{row:?}");
 }
 
 /// The fan-out floor needs no broker: its sender is this package's binary,

@@ -14,7 +14,7 @@ pub struct PushStats {
     pub subscriptions: AtomicU64,
     /// Gauge: (subscription, partition) cursors catching up from the log.
     pub catching_up: AtomicU64,
-    /// Records a tailer routed to at least one subscription.
+    /// Records a tailer queued for at least one subscription.
     pub live_records: AtomicU64,
     /// Deliveries queued by tailers.
     pub live_deliveries: AtomicU64,

@@ -174,33 +174,37 @@ impl Subscription {
     /// A tailer offers a record that matched this subscription's selector
     /// and selection. A high-priority one goes out even while the cursor
     /// catches up (ahead of the reader, which then passes over it).
+    /// The record at `offset` is made by `record` only if it is queued: a
+    /// tailer behind a flood that its subscribers are catching up on
+    /// builds nothing for them.
     pub(crate) fn offer(
         &self,
         partition: u32,
-        record: &Arc<SharedRecord>,
+        offset: u64,
         high_priority: bool,
+        record: impl FnOnce() -> Arc<SharedRecord>,
     ) -> Offered {
         let Some(cursor) = self.cursors.get(partition as usize) else {
             return Offered::Skipped;
         };
         let mut cursor = cursor.lock();
-        if record.offset < cursor.next || self.is_closed() {
+        if offset < cursor.next || self.is_closed() {
+            return Offered::Skipped;
+        }
+        if cursor.feed != Feed::Live && (!high_priority || cursor.ahead.len() >= AHEAD_MAX) {
             return Offered::Skipped;
         }
         let delivery = Delivery {
             subscription_id: self.id,
             partition,
-            record: Arc::clone(record),
+            record: record(),
             high_priority,
         };
         if cursor.feed != Feed::Live {
-            if !high_priority || cursor.ahead.len() >= AHEAD_MAX {
-                return Offered::Skipped;
-            }
             // Refused: the reader delivers it in its turn.
             return match self.outbox.push_delivery(delivery) {
                 Ok(was_empty) => {
-                    cursor.ahead.push(record.offset);
+                    cursor.ahead.push(offset);
                     Offered::Queued(was_empty)
                 }
                 Err(_) => Offered::Skipped,
@@ -208,14 +212,14 @@ impl Subscription {
         }
         match self.outbox.push_delivery(delivery) {
             Ok(was_empty) => {
-                cursor.next = record.offset + 1;
+                cursor.next = offset + 1;
                 cursor.queued_end = cursor.next;
                 Offered::Queued(was_empty)
             }
             Err(Refusal::Full) => {
                 // Every record between `next` and this one was offered and
                 // did not match, so the reader starts here.
-                cursor.next = record.offset;
+                cursor.next = offset;
                 cursor.feed = Feed::CatchingUp;
                 Offered::Overflowed
             }

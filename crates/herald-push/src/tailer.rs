@@ -148,12 +148,14 @@ impl Tailer {
                             self.stats.expired_records.fetch_add(1, Ordering::Relaxed);
                             return;
                         }
-                        let shared = shared.get_or_insert_with(|| {
-                            Arc::new(SharedRecord::slice_of(batch.section(), &record))
-                        });
                         let high = *high
                             .get_or_insert_with(|| crate::priority::is_high(&record, topic_high));
-                        match route.0.offer(index, shared, high) {
+                        let make = || {
+                            Arc::clone(shared.get_or_insert_with(|| {
+                                Arc::new(SharedRecord::slice_of(batch.section(), &record))
+                            }))
+                        };
+                        match route.0.offer(index, record.offset as u64, high, make) {
                             Offered::Queued(was_empty) => {
                                 self.stats.live_deliveries.fetch_add(1, Ordering::Relaxed);
                                 if was_empty {

@@ -42,6 +42,12 @@ pub struct Priority {
     pub probe_rate: u32,
     /// The subscriber's transport.
     pub transport: Transport,
+    /// The WebSocket subscriber's kernel receive buffer, bytes (`None`:
+    /// the kernel's autotuning).
+    pub receive_buffer: Option<u32>,
+    /// Normal records per second in the flood (`None`: as fast as the
+    /// broker takes them, which on this machine saturates both cores).
+    pub flood_rate: Option<u64>,
 }
 
 /// One run's figures.
@@ -55,6 +61,10 @@ pub struct PriorityRow {
     pub apart: bool,
     /// The subscriber's transport.
     pub transport: &'static str,
+    /// The subscriber's kernel receive buffer, if set.
+    pub receive_buffer: Option<u32>,
+    /// The flood's rate in records per second, if paced.
+    pub flood_rate: Option<u64>,
     /// High-priority probes published.
     pub probes: u64,
     /// Probes received.
@@ -82,7 +92,12 @@ const LAST_PROBE_WAIT: Duration = Duration::from_secs(10);
 
 /// Runs one measurement.
 pub async fn run(plan: &Priority) -> Result<PriorityRow, PushBenchError> {
-    let mut session = AnySession::open(plan.transport, &plan.push).await?;
+    let mut session = match (plan.transport, plan.receive_buffer) {
+        (Transport::Websocket, Some(bytes)) => AnySession::Ws(
+            super::session::WsSession::open_with_receive_buffer(&plan.push, Some(bytes)).await?,
+        ),
+        _ => AnySession::open(plan.transport, &plan.push).await?,
+    };
     super::session::subscribe_pattern(&mut session, &plan.topic, "prio.>", "").await?;
     let probes_received = Arc::new(AtomicU64::new(0));
     let flood_received = Arc::new(AtomicU64::new(0));
@@ -137,9 +152,21 @@ pub async fn run(plan: &Priority) -> Result<PriorityRow, PushBenchError> {
             Arc::clone(&probing),
             Arc::clone(&flood_published),
         );
+        // Paced by batch: open loop, the schedule does not wait for the
+        // broker's answers to fall behind.
+        let mut pace = plan.flood_rate.map(|rate| {
+            let mut pace = tokio::time::interval(Duration::from_secs_f64(
+                f64::from(FLOOD_BATCH_RECORDS) / rate.max(1) as f64,
+            ));
+            pace.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+            pace
+        });
         Some(tokio::spawn(async move {
             while probing.load(Ordering::Relaxed) {
                 for (partition, batch) in &batches {
+                    if let Some(pace) = pace.as_mut() {
+                        pace.tick().await;
+                    }
                     if herald_client::data::produce(
                         &mut producer,
                         &topic,
@@ -206,6 +233,8 @@ pub async fn run(plan: &Priority) -> Result<PriorityRow, PushBenchError> {
         flood: plan.flood,
         apart: plan.apart,
         transport: plan.transport.name(),
+        receive_buffer: plan.receive_buffer,
+        flood_rate: plan.flood_rate,
         probes,
         probes_received: probes_received.load(Ordering::Relaxed),
         p50_us: p50,

@@ -73,21 +73,52 @@ pub struct WsSession {
 impl WsSession {
     /// Opens a session on its own connection.
     pub async fn open(addr: &str) -> Result<Self, PushBenchError> {
+        Self::open_with_receive_buffer(addr, None).await
+    }
+
+    /// Opens a session whose socket's kernel receive buffer is
+    /// `receive_buffer` bytes (`None`: the kernel's autotuning, up to
+    /// several MiB on loopback). What a flooded client's kernel holds is
+    /// ahead of anything the broker sends next, however urgent.
+    pub async fn open_with_receive_buffer(
+        addr: &str,
+        receive_buffer: Option<u32>,
+    ) -> Result<Self, PushBenchError> {
+        let failed = |reason: String| PushBenchError::Connect {
+            addr: addr.to_owned(),
+            reason,
+        };
+        let target: std::net::SocketAddr = addr.parse().map_err(|e| failed(format!("{e}")))?;
+        let socket = if target.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()
+        } else {
+            tokio::net::TcpSocket::new_v6()
+        }
+        .map_err(|e| failed(e.to_string()))?;
+        if let Some(bytes) = receive_buffer {
+            socket
+                .set_recv_buffer_size(bytes)
+                .map_err(|e| failed(e.to_string()))?;
+        }
+        let stream = socket
+            .connect(target)
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        stream
+            .set_nodelay(true)
+            .map_err(|e| failed(e.to_string()))?;
         // tungstenite zeroes its whole read buffer (128 KiB by default) on
         // every read: with thousands of subscribers that, not the broker,
         // would be what the benchmark measures.
         let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
             .read_buffer_size(4096);
-        let (socket, _) = tokio_tungstenite::connect_async_with_config(
+        let (socket, _) = tokio_tungstenite::client_async_with_config(
             format!("ws://{addr}/v1/session"),
+            tokio_tungstenite::MaybeTlsStream::Plain(stream),
             Some(config),
-            true,
         )
         .await
-        .map_err(|e| PushBenchError::Connect {
-            addr: addr.to_owned(),
-            reason: e.to_string(),
-        })?;
+        .map_err(|e| failed(e.to_string()))?;
         Ok(Self { socket })
     }
 
