@@ -8,7 +8,8 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use herald_loadgen::push::{
-    catch_up, fanout, fanout_floor, features, memory, priority, rounds, session, subjects,
+    catch_up, fanout, fanout_floor, fanout_nats, features, memory, priority, rounds, session,
+    subjects,
 };
 
 /// Where the broker listens, and where rows go.
@@ -69,6 +70,27 @@ pub enum PushCommand {
         /// Threads writing to the connections [default: the machine's cores].
         #[arg(long)]
         senders: Option<usize>,
+    },
+    /// Seed 002's experiment against core NATS: a nats-server at `--nats`
+    /// (see `bench/nats/start.sh`), the same subscribers, rate and tally.
+    FanoutNats {
+        #[command(flatten)]
+        target: Target,
+        /// The nats-server's client address.
+        #[arg(long, default_value = "127.0.0.1:19422")]
+        nats: String,
+        /// Subscribers, a connection each.
+        #[arg(long)]
+        subscribers: usize,
+        /// Messages per second.
+        #[arg(long, default_value_t = 10)]
+        rate: u32,
+        /// Seconds of publishing.
+        #[arg(long, default_value_t = 10.0)]
+        secs: f64,
+        /// The nats-server's pid, for its CPU.
+        #[arg(long)]
+        broker_pid: Option<u32>,
     },
     /// The floor's broker side, started by `fanout-floor` as a child process.
     #[command(hide = true)]
@@ -246,6 +268,7 @@ impl PushCommand {
         match self {
             PushCommand::Fanout { target, .. }
             | PushCommand::FanoutFloor { target, .. }
+            | PushCommand::FanoutNats { target, .. }
             | PushCommand::Rounds { target, .. }
             | PushCommand::Subjects { target, .. }
             | PushCommand::Features { target, .. }
@@ -345,6 +368,24 @@ pub fn run(command: PushCommand) -> anyhow::Result<()> {
                     senders: senders.unwrap_or(cores),
                 };
                 serde_json::to_value(fanout_floor::run(&plan).await?)?
+            }
+            PushCommand::FanoutNats {
+                nats,
+                subscribers,
+                rate,
+                secs,
+                broker_pid,
+                ..
+            } => {
+                let plan = fanout_nats::FanoutNats {
+                    nats: nats.clone(),
+                    subscribers: *subscribers,
+                    rate: *rate,
+                    secs: *secs,
+                    open_parallel: 200,
+                    broker_pid: *broker_pid,
+                };
+                serde_json::to_value(fanout_nats::run(&plan).await?)?
             }
             PushCommand::FanoutFloorSender { .. } => {
                 anyhow::bail!("the floor's sender writes no row")

@@ -5,6 +5,9 @@
 //!   subscribers for N subscribers of one subject at a fixed rate;
 //! - [`fanout_floor`]: the same with no broker, what the kernel alone
 //!   costs on this machine;
+//! - [`fanout_nats`]: the same against core NATS (a nats-server started by
+//!   `bench/nats/start.sh`), through [`nats`], a client of its text
+//!   protocol;
 //! - [`rounds`]: seed 003's round, many clients each receiving 20 messages
 //!   on their own subject per round, the share of clients late by 1 s;
 //! - [`subjects`]: routing throughput with 1M subjects against 1, the same
@@ -23,8 +26,10 @@
 pub mod catch_up;
 pub mod fanout;
 pub mod fanout_floor;
+pub mod fanout_nats;
 pub mod features;
 pub mod memory;
+pub mod nats;
 pub mod priority;
 pub mod publish;
 pub mod rounds;
