@@ -17,6 +17,8 @@ persistence false
 max_connections -1
 max_queued_messages 100000
 max_inflight_messages 1000
+# Latency is measured: no Nagle delay on the broker's sockets either.
+set_tcp_nodelay true
 log_dest stdout
 log_type error
 log_type warning

@@ -8,8 +8,8 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use herald_loadgen::push::{
-    catch_up, fanout, fanout_floor, fanout_nats, features, memory, priority, rounds, session,
-    subjects,
+    catch_up, fanout, fanout_floor, fanout_mqtt, fanout_nats, features, memory, priority, rounds,
+    session, subjects,
 };
 
 /// Where the broker listens, and where rows go.
@@ -89,6 +89,30 @@ pub enum PushCommand {
         #[arg(long, default_value_t = 10.0)]
         secs: f64,
         /// The nats-server's pid, for its CPU.
+        #[arg(long)]
+        broker_pid: Option<u32>,
+    },
+    /// Seed 002's experiment against an MQTT 3.1.1 broker at `--mqtt` (see
+    /// `bench/mosquitto/start.sh`), at QoS 0 or 1.
+    FanoutMqtt {
+        #[command(flatten)]
+        target: Target,
+        /// The MQTT broker's address.
+        #[arg(long, default_value = "127.0.0.1:19883")]
+        mqtt: String,
+        /// QoS of the publishes and subscriptions (0 or 1).
+        #[arg(long, default_value_t = 0)]
+        qos: u8,
+        /// Subscribers, a connection each.
+        #[arg(long)]
+        subscribers: usize,
+        /// Messages per second.
+        #[arg(long, default_value_t = 10)]
+        rate: u32,
+        /// Seconds of publishing.
+        #[arg(long, default_value_t = 10.0)]
+        secs: f64,
+        /// The broker's pid, for its CPU.
         #[arg(long)]
         broker_pid: Option<u32>,
     },
@@ -269,6 +293,7 @@ impl PushCommand {
             PushCommand::Fanout { target, .. }
             | PushCommand::FanoutFloor { target, .. }
             | PushCommand::FanoutNats { target, .. }
+            | PushCommand::FanoutMqtt { target, .. }
             | PushCommand::Rounds { target, .. }
             | PushCommand::Subjects { target, .. }
             | PushCommand::Features { target, .. }
@@ -386,6 +411,26 @@ pub fn run(command: PushCommand) -> anyhow::Result<()> {
                     broker_pid: *broker_pid,
                 };
                 serde_json::to_value(fanout_nats::run(&plan).await?)?
+            }
+            PushCommand::FanoutMqtt {
+                mqtt,
+                qos,
+                subscribers,
+                rate,
+                secs,
+                broker_pid,
+                ..
+            } => {
+                let plan = fanout_mqtt::FanoutMqtt {
+                    mqtt: mqtt.clone(),
+                    qos: *qos,
+                    subscribers: *subscribers,
+                    rate: *rate,
+                    secs: *secs,
+                    open_parallel: 200,
+                    broker_pid: *broker_pid,
+                };
+                serde_json::to_value(fanout_mqtt::run(&plan).await?)?
             }
             PushCommand::FanoutFloorSender { .. } => {
                 anyhow::bail!("the floor's sender writes no row")

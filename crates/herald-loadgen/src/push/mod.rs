@@ -8,6 +8,8 @@
 //! - [`fanout_nats`]: the same against core NATS (a nats-server started by
 //!   `bench/nats/start.sh`), through [`nats`], a client of its text
 //!   protocol;
+//! - [`fanout_mqtt`]: the same against an MQTT 3.1.1 broker (Mosquitto,
+//!   `bench/mosquitto/start.sh`) at QoS 0 or 1, through [`mqtt`];
 //! - [`rounds`]: seed 003's round, many clients each receiving 20 messages
 //!   on their own subject per round, the share of clients late by 1 s;
 //! - [`subjects`]: routing throughput with 1M subjects against 1, the same
@@ -26,9 +28,11 @@
 pub mod catch_up;
 pub mod fanout;
 pub mod fanout_floor;
+pub mod fanout_mqtt;
 pub mod fanout_nats;
 pub mod features;
 pub mod memory;
+pub mod mqtt;
 pub mod nats;
 pub mod priority;
 pub mod publish;
