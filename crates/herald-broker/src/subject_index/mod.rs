@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use herald_records::{batches, decompress_into, Compression, RecordBatch, Records, HEADER_BYTES};
+use herald_records::{batches, RecordBatch};
 use parking_lot::{Mutex, RwLock};
 
 use bloom::BlockFilter;
@@ -161,6 +161,8 @@ impl SubjectIndex {
         let mut noted: Vec<(u64, Noted)> = Vec::new();
         // Offsets below this were noted (or lie below `from`).
         let mut covered = from;
+        // Decompressed records, one buffer for the whole read.
+        let mut scratch = Vec::new();
         // Stored batches were validated on the way in; if one reads back
         // damaged, what follows it is unknown: its blocks are always read.
         let damaged = |noted: &mut Vec<(u64, Noted)>, covered: u64| {
@@ -192,35 +194,22 @@ impl SubjectIndex {
             if header.is_control() {
                 continue;
             }
-            let mut plain = Vec::new();
-            let section: &[u8] = match Compression::from_id(header.compression()) {
-                Ok(Compression::None) => &batch[HEADER_BYTES..],
-                Ok(codec) if decompress_into(codec, &batch[HEADER_BYTES..], &mut plain).is_ok() => {
-                    &plain
-                }
-                _ => {
-                    note_everything(&mut noted, base.max(from), last.min(next_offset - 1));
-                    continue;
-                }
+            // Records read before any damage are what a reader sees too.
+            let Ok(records) = view.records(&mut scratch) else {
+                note_everything(&mut noted, base.max(from), last.min(next_offset - 1));
+                continue;
             };
-            let mut keys = Vec::new();
-            let mut damaged = false;
-            for record in Records::new(&header, section) {
+            for record in records {
                 let Ok(record) = record else {
-                    damaged = true;
+                    note_everything(&mut noted, base.max(from), last.min(next_offset - 1));
                     break;
                 };
                 let (Ok(offset), Some(key)) = (u64::try_from(record.offset), record.key) else {
                     continue;
                 };
                 if offset >= from {
-                    keys.push((offset, Noted::Key(SubjectProbe::of(key))));
+                    noted.push((offset, Noted::Key(SubjectProbe::of(key))));
                 }
-            }
-            // Records read before the damage are what a reader sees too.
-            noted.append(&mut keys);
-            if damaged {
-                note_everything(&mut noted, base.max(from), last.min(next_offset - 1));
             }
         }
         // Offsets rise through a log; sorting (a pass over sorted input)
