@@ -183,17 +183,23 @@ async fn side(
             }))
             .await?;
         let mut got = 0;
+        // The reader goes on past the subject's last record to the end of
+        // the log; the bytes it read count only once it says it is live.
+        let mut live = false;
         let give_up = start + WAIT;
-        while got < want {
+        while got < want || !live {
             let next = tokio::time::timeout_at(give_up.into(), session.next()).await;
             match next {
                 Ok(Ok(Kind::Deliveries(batch))) => got += batch.deliveries.len() as u64,
+                Ok(Ok(Kind::Status(status))) => {
+                    live = status.state == proto::SubscriptionState::Live as i32;
+                }
                 Ok(Ok(Kind::Error(e))) => return Err(PushBenchError::Refused(e.message)),
                 Ok(Ok(_)) => {}
                 Ok(Err(e)) => return Err(e),
                 Err(_) => {
                     return Err(PushBenchError::Refused(format!(
-                        "catch-up of subject {subject} on {topic}: {got} of {want} records"
+                        "catch-up of subject {subject} on {topic}: {got} of {want} records, live {live}"
                     )))
                 }
             }
