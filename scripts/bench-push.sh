@@ -114,7 +114,7 @@ wanted() { [[ ",$ONLY," == *",$1,"* ]]; }
 if wanted fanout; then
 echo "== fanout (seed 002)"
 for n in "${FANOUT[@]}"; do
-  run fanout-floor --subscribers "$n" --rate 10 --secs "$FANOUT_SECS"
+  run fanout --system floor --subscribers "$n" --rate 10 --secs "$FANOUT_SECS"
 done
 for transport in grpc websocket; do
   for n in "${FANOUT[@]}"; do

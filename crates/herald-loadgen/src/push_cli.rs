@@ -8,8 +8,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use herald_loadgen::push::{
-    catch_up, fanout, fanout_floor, fanout_mqtt, fanout_nats, features, memory, priority, rounds,
-    session, subjects,
+    catch_up, fanout, features, memory, priority, rounds, session, subjects,
 };
 
 /// Where the broker listens, and where rows go.
@@ -29,105 +28,89 @@ pub struct Target {
     threads: usize,
 }
 
+/// The brokers the fan-out measures.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum System {
+    /// herald's push listener (`--push`, `--transport`).
+    Herald,
+    /// Core NATS (`--nats`).
+    Nats,
+    /// An MQTT 3.1.1 broker (`--mqtt`, `--qos`).
+    Mqtt,
+    /// No broker: a relay that only writes to the sockets.
+    Floor,
+}
+
 /// The push scenarios.
 #[derive(Debug, Subcommand)]
 pub enum PushCommand {
-    /// Seed 002: N subscribers of one subject at a fixed publish rate.
+    /// Seed 002: N subscribers of one subject (or of `--subjects` in turn)
+    /// at a fixed publish rate or at saturation, against herald, core NATS,
+    /// an MQTT broker or the floor (no broker), with the same clients.
     Fanout {
         #[command(flatten)]
         target: Target,
+        /// Which broker.
+        #[arg(long, value_enum, default_value = "herald")]
+        system: System,
         /// Subscribers, a connection each.
         #[arg(long)]
         subscribers: usize,
-        /// Messages per second.
+        /// Subjects: subscriber n listens to subject n % subjects.
+        #[arg(long, default_value_t = 1)]
+        subjects: u32,
+        /// Messages per second; 0 for saturation.
         #[arg(long, default_value_t = 10)]
         rate: u32,
         /// Seconds of publishing.
         #[arg(long, default_value_t = 10.0)]
         secs: f64,
-        /// The subscribers' transport.
-        #[arg(long, value_enum, default_value = "grpc")]
+        /// Bytes per message (at least 20: the stamp).
+        #[arg(long, default_value_t = 64)]
+        payload_bytes: usize,
+        /// Messages the publisher has in flight at most.
+        #[arg(long, default_value_t = 256)]
+        window: usize,
+        /// herald's transport.
+        #[arg(long, value_enum, default_value = "websocket")]
         transport: session::Transport,
-        /// The broker's pid, to report its CPU.
-        #[arg(long)]
-        broker_pid: Option<u32>,
-    },
-    /// Seed 002's experiment with no broker: plain threads write each
-    /// message's send time to N loopback connections, the floor the fan-out
-    /// figures are read against.
-    FanoutFloor {
-        #[command(flatten)]
-        target: Target,
-        /// Subscribers, a connection each.
-        #[arg(long)]
-        subscribers: usize,
-        /// Messages per second.
-        #[arg(long, default_value_t = 10)]
-        rate: u32,
-        /// Seconds of sending.
-        #[arg(long, default_value_t = 10.0)]
-        secs: f64,
-        /// Threads writing to the connections [default: the machine's cores].
-        #[arg(long)]
-        senders: Option<usize>,
-    },
-    /// Seed 002's experiment against core NATS: a nats-server at `--nats`
-    /// (see `bench/nats/start.sh`), the same subscribers, rate and tally.
-    FanoutNats {
-        #[command(flatten)]
-        target: Target,
-        /// The nats-server's client address.
+        /// The nats-server's client address (see `bench/nats/start.sh`).
         #[arg(long, default_value = "127.0.0.1:19422")]
         nats: String,
-        /// Subscribers, a connection each.
-        #[arg(long)]
-        subscribers: usize,
-        /// Messages per second.
-        #[arg(long, default_value_t = 10)]
-        rate: u32,
-        /// Seconds of publishing.
-        #[arg(long, default_value_t = 10.0)]
-        secs: f64,
-        /// The nats-server's pid, for its CPU.
-        #[arg(long)]
-        broker_pid: Option<u32>,
-    },
-    /// Seed 002's experiment against an MQTT 3.1.1 broker at `--mqtt` (see
-    /// `bench/mosquitto/start.sh`), at QoS 0 or 1.
-    FanoutMqtt {
-        #[command(flatten)]
-        target: Target,
-        /// The MQTT broker's address.
+        /// The MQTT broker's address (see `bench/mosquitto/start.sh`).
         #[arg(long, default_value = "127.0.0.1:19883")]
         mqtt: String,
-        /// QoS of the publishes and subscriptions (0 or 1).
+        /// MQTT QoS of publishes and subscriptions (0 or 1).
         #[arg(long, default_value_t = 0)]
         qos: u8,
-        /// Subscribers, a connection each.
+        /// Threads writing in the floor's relay.
+        #[arg(long, default_value_t = 2)]
+        floor_senders: usize,
+        /// Subscribers per generator process at most.
+        #[arg(long, default_value_t = 9000)]
+        per_generator: usize,
+        /// All connections from 127.0.0.1 instead of one loopback address
+        /// per generator.
         #[arg(long)]
-        subscribers: usize,
-        /// Messages per second.
-        #[arg(long, default_value_t = 10)]
-        rate: u32,
-        /// Seconds of publishing.
-        #[arg(long, default_value_t = 10.0)]
-        secs: f64,
-        /// The broker's pid, for its CPU.
+        one_source: bool,
+        /// The broker's pid, for its CPU and memory (the floor's relay is
+        /// this program's child and measured without it).
         #[arg(long)]
         broker_pid: Option<u32>,
     },
-    /// The floor's broker side, started by `fanout-floor` as a child process.
+    /// One generator process of `fanout`, started by it.
     #[command(hide = true)]
-    FanoutFloorSender {
-        /// Connections to accept.
+    FanoutGenerator {
+        /// Its share, as JSON.
         #[arg(long)]
-        connections: usize,
-        /// Messages per second.
+        plan: String,
+    },
+    /// The floor's relay, started by `fanout --system floor`.
+    #[command(hide = true)]
+    FanoutFloorRelay {
+        /// Bytes per message.
         #[arg(long)]
-        rate: u32,
-        /// Seconds of sending.
-        #[arg(long)]
-        secs: f64,
+        payload_bytes: usize,
         /// Threads writing.
         #[arg(long)]
         senders: usize,
@@ -286,21 +269,18 @@ pub enum PushCommand {
 }
 
 impl PushCommand {
-    /// The broker and output of a scenario; `None` for the floor's sender,
-    /// which only writes to the connections it is given.
+    /// The broker and output of a scenario; `None` for the processes the
+    /// fan-out starts, which write no row.
     fn target(&self) -> Option<&Target> {
         match self {
             PushCommand::Fanout { target, .. }
-            | PushCommand::FanoutFloor { target, .. }
-            | PushCommand::FanoutNats { target, .. }
-            | PushCommand::FanoutMqtt { target, .. }
             | PushCommand::Rounds { target, .. }
             | PushCommand::Subjects { target, .. }
             | PushCommand::Features { target, .. }
             | PushCommand::Priority { target, .. }
             | PushCommand::CatchUp { target, .. }
             | PushCommand::Memory { target, .. } => Some(target),
-            PushCommand::FanoutFloorSender { .. } => None,
+            PushCommand::FanoutGenerator { .. } | PushCommand::FanoutFloorRelay { .. } => None,
         }
     }
 }
@@ -336,15 +316,19 @@ async fn drop_topic(bootstrap: &str, topic: &str) {
 
 /// Runs one scenario and writes its row.
 pub fn run(command: PushCommand) -> anyhow::Result<()> {
-    if let PushCommand::FanoutFloorSender {
-        connections,
-        rate,
-        secs,
-        senders,
-    } = &command
-    {
-        return fanout_floor::send(*connections, *rate, *secs, *senders)
-            .context("the fan-out floor's sender");
+    match &command {
+        PushCommand::FanoutGenerator { plan } => {
+            let plan: fanout::generator::GeneratorPlan =
+                serde_json::from_str(plan).context("the generator's plan")?;
+            return fanout::generator::serve(&plan).context("a fan-out generator");
+        }
+        PushCommand::FanoutFloorRelay {
+            payload_bytes,
+            senders,
+        } => {
+            return fanout::floor::relay(*payload_bytes, *senders).context("the floor's relay");
+        }
+        _ => {}
     }
     let target = command
         .target()
@@ -359,81 +343,80 @@ pub fn run(command: PushCommand) -> anyhow::Result<()> {
         let row: serde_json::Value = match &command {
             PushCommand::Fanout {
                 target,
+                system,
                 subscribers,
+                subjects,
                 rate,
                 secs,
+                payload_bytes,
+                window,
                 transport,
-                broker_pid,
-            } => {
-                let topic = fresh_topic(&target.bootstrap, "fanout", 1).await?;
-                let plan = fanout::Fanout {
-                    push: target.push.clone(),
-                    topic,
-                    subscribers: *subscribers,
-                    rate: *rate,
-                    secs: *secs,
-                    open_parallel: 200,
-                    transport: *transport,
-                    broker_pid: *broker_pid,
-                };
-                serde_json::to_value(fanout::run(&plan).await?)?
-            }
-            PushCommand::FanoutFloor {
-                subscribers,
-                rate,
-                secs,
-                senders,
-                ..
-            } => {
-                let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-                let plan = fanout_floor::FanoutFloor {
-                    subscribers: *subscribers,
-                    rate: *rate,
-                    secs: *secs,
-                    senders: senders.unwrap_or(cores),
-                };
-                serde_json::to_value(fanout_floor::run(&plan).await?)?
-            }
-            PushCommand::FanoutNats {
                 nats,
-                subscribers,
-                rate,
-                secs,
-                broker_pid,
-                ..
-            } => {
-                let plan = fanout_nats::FanoutNats {
-                    nats: nats.clone(),
-                    subscribers: *subscribers,
-                    rate: *rate,
-                    secs: *secs,
-                    open_parallel: 200,
-                    broker_pid: *broker_pid,
-                };
-                serde_json::to_value(fanout_nats::run(&plan).await?)?
-            }
-            PushCommand::FanoutMqtt {
                 mqtt,
                 qos,
-                subscribers,
-                rate,
-                secs,
+                floor_senders,
+                per_generator,
+                one_source,
                 broker_pid,
-                ..
             } => {
-                let plan = fanout_mqtt::FanoutMqtt {
-                    mqtt: mqtt.clone(),
-                    qos: *qos,
+                let program = std::env::current_exe().context("finding this program")?;
+                // The relay lives as long as this handle.
+                let mut relay = None;
+                let (broker, pid) = match system {
+                    System::Herald => {
+                        let topic = fresh_topic(&target.bootstrap, "fanout", 1).await?;
+                        let broker = fanout::broker::Broker::Herald {
+                            push: target.push.clone(),
+                            topic,
+                            transport: *transport,
+                        };
+                        (broker, *broker_pid)
+                    }
+                    System::Nats => (
+                        fanout::broker::Broker::Nats { addr: nats.clone() },
+                        *broker_pid,
+                    ),
+                    System::Mqtt => (
+                        fanout::broker::Broker::Mqtt {
+                            addr: mqtt.clone(),
+                            qos: *qos,
+                        },
+                        *broker_pid,
+                    ),
+                    System::Floor => {
+                        let (child, pid, addr) =
+                            fanout::start_floor(&program, *payload_bytes, *floor_senders).await?;
+                        relay = Some(child);
+                        let broker = fanout::broker::Broker::Floor {
+                            addr,
+                            payload_bytes: *payload_bytes,
+                        };
+                        (broker, Some(pid))
+                    }
+                };
+                let plan = fanout::Fanout {
+                    broker,
                     subscribers: *subscribers,
+                    subjects: *subjects,
                     rate: *rate,
                     secs: *secs,
+                    payload_bytes: *payload_bytes,
+                    window: *window,
+                    per_generator: *per_generator,
                     open_parallel: 200,
-                    broker_pid: *broker_pid,
+                    spread_sources: !*one_source,
+                    generator: program,
+                    broker_pid: pid,
                 };
-                serde_json::to_value(fanout_mqtt::run(&plan).await?)?
+                let row = fanout::run(&plan).await;
+                drop(relay);
+                if let fanout::broker::Broker::Herald { topic, .. } = &plan.broker {
+                    drop_topic(&target.bootstrap, topic).await;
+                }
+                serde_json::to_value(row?)?
             }
-            PushCommand::FanoutFloorSender { .. } => {
-                anyhow::bail!("the floor's sender writes no row")
+            PushCommand::FanoutGenerator { .. } | PushCommand::FanoutFloorRelay { .. } => {
+                anyhow::bail!("a fan-out helper process writes no row")
             }
             PushCommand::Rounds {
                 target,

@@ -7,6 +7,25 @@ use herald_loadgen::push::session::Transport;
 use herald_loadgen::push::{catch_up, fanout, features, memory, priority, rounds, subjects};
 use herald_testkit::{herald_binary, Server};
 
+/// 20 subscribers over 2 generators and 2 subjects, half a second of
+/// publishing at `rate` (0: saturation) with 64-byte messages.
+fn fanout_plan(broker: fanout::broker::Broker, rate: u32, pid: Option<u32>) -> fanout::Fanout {
+    fanout::Fanout {
+        broker,
+        subscribers: 20,
+        subjects: 2,
+        rate,
+        secs: 0.5,
+        payload_bytes: 64,
+        window: 64,
+        per_generator: 10,
+        open_parallel: 10,
+        spread_sources: true,
+        generator: env!("CARGO_BIN_EXE_herald-loadgen").into(),
+        broker_pid: pid,
+    }
+}
+
 async fn topic(server: &Server, name: &str, partitions: i32) -> String {
     let mut connection = herald_client::Connection::connect(&server.addr.to_string())
         .await
@@ -24,21 +43,24 @@ async fn every_push_scenario_runs_and_loses_nothing() {
     let push = server.push_addr.to_string();
     let bootstrap = server.addr.to_string();
 
-    for transport in [Transport::Grpc, Transport::Websocket] {
-        let row = fanout::run(&fanout::Fanout {
+    // Both transports, at a fixed rate and at saturation, over two
+    // generator processes from their own loopback addresses, two subjects.
+    for (transport, rate) in [(Transport::Grpc, 20), (Transport::Websocket, 0)] {
+        let broker = fanout::broker::Broker::Herald {
             push: push.clone(),
             topic: topic(&server, &format!("fanout-{transport:?}"), 1).await,
-            subscribers: 20,
-            rate: 20,
-            secs: 0.5,
-            open_parallel: 10,
             transport,
-            broker_pid: Some(server.pid()),
-        })
-        .await
-        .expect("fanout");
-        assert_eq!(row.dropped_subscribers, 0);
-        assert_eq!(row.delivered, row.published * 20);
+        };
+        let row = fanout::run(&fanout_plan(broker, rate, Some(server.pid())))
+            .await
+            .expect("fanout");
+        assert!(row.published > 0, "{row:?}");
+        assert_eq!(row.generators, 2, "{row:?}");
+        assert_eq!(row.dropped_subscribers, 0, "{row:?}");
+        assert_eq!((row.lost, row.duplicated), (0, 0), "{row:?}");
+        // Each subscriber gets its subject's half.
+        assert_eq!(row.delivered, row.published * 10, "{row:?}");
+        assert!(row.disconnected.is_empty(), "{row:?}");
     }
 
     let row = rounds::run(&rounds::Rounds {
@@ -183,14 +205,15 @@ async fn the_catch_up_scenario_reads_less_with_the_subject_filters() {
     assert!(row.read_ratio > 4.0, "{row:?}");
 }
 
-/// The fan-out floor needs no broker: its sender is this package's binary,
-/// started as a child process. Every stamp reaches every subscriber, and
-/// the sender reports the CPU it used.
+/// The fan-out floor needs no broker: its relay is this package's binary,
+/// started as a child process, and the same generators and publisher
+/// drive it. Every message reaches every subscriber of its subject, and
+/// the relay's CPU is reported.
 #[test]
-fn the_fanout_floor_delivers_every_stamp_to_every_subscriber() {
+fn the_fanout_floor_delivers_every_message_to_every_subscriber() {
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_herald-loadgen"))
-        .args(["push", "fanout-floor", "--subscribers", "20"])
-        .args(["--rate", "20", "--secs", "0.5", "--senders", "2"])
+        .args(["push", "fanout", "--system", "floor", "--subscribers", "20"])
+        .args(["--rate", "20", "--secs", "0.5", "--per-generator", "8"])
         .output()
         .expect("run herald-loadgen");
     assert!(
@@ -201,8 +224,10 @@ fn the_fanout_floor_delivers_every_stamp_to_every_subscriber() {
     let row: serde_json::Value =
         serde_json::from_slice(&output.stdout).expect("one JSON row on stdout");
     assert_eq!(row["transport"], "kernel");
+    assert_eq!(row["generators"], 3);
     assert_eq!(row["published"], 10);
     assert_eq!(row["delivered"], 200);
+    assert_eq!(row["lost"], 0);
     assert_eq!(row["dropped_subscribers"], 0);
-    assert!(row["broker_cores"].as_f64().is_some(), "{row}");
+    assert!(row["broker_ns_per_delivery"].as_f64().is_some(), "{row}");
 }

@@ -4,6 +4,8 @@
 //! with a clean session, SUBSCRIBE, PUBLISH at QoS 0 or 1, PUBACK for
 //! what arrives at QoS 1.
 
+use std::net::IpAddr;
+
 use bytes::BytesMut;
 use rumqttc::mqttbytes::v4::{Connect, Packet, PubAck, Publish, Subscribe};
 use rumqttc::mqttbytes::{Error as CodecError, QoS};
@@ -32,13 +34,16 @@ impl MqttConnection {
     /// Connects to `addr` as `client_id` with a clean session and no
     /// keep-alive (runs are short), and waits for an accepting CONNACK.
     pub async fn connect(addr: &str, client_id: &str) -> Result<Self, PushBenchError> {
-        let stream = TcpStream::connect(addr)
-            .await
-            .map_err(|e| PushBenchError::Connect {
-                addr: addr.to_owned(),
-                reason: e.to_string(),
-            })?;
-        stream.set_nodelay(true).map_err(failed)?;
+        Self::connect_from(addr, client_id, None).await
+    }
+
+    /// As [`MqttConnection::connect`], from loopback address `source`.
+    pub async fn connect_from(
+        addr: &str,
+        client_id: &str,
+        source: Option<IpAddr>,
+    ) -> Result<Self, PushBenchError> {
+        let stream = super::socket::connect_from(addr, source, None).await?;
         let mut connection = Self {
             stream,
             read: BytesMut::with_capacity(1024),
@@ -105,20 +110,36 @@ impl MqttConnection {
         qos: QoS,
         payload: &[u8],
     ) -> Result<(), PushBenchError> {
+        let pkid = self.publish_unanswered(topic, qos, payload).await?;
+        if qos == QoS::AtMostOnce {
+            return Ok(());
+        }
+        while self.next_ack().await? != pkid {}
+        Ok(())
+    }
+
+    /// Publishes `payload` on `topic` without waiting; the packet id a
+    /// QoS 1 PUBACK will carry (0 at QoS 0, which is not answered).
+    pub async fn publish_unanswered(
+        &mut self,
+        topic: &str,
+        qos: QoS,
+        payload: &[u8],
+    ) -> Result<u16, PushBenchError> {
         let mut publish = Publish::new(topic, qos, payload.to_vec());
         if qos != QoS::AtMostOnce {
             publish.pkid = self.pkid();
         }
         let pkid = publish.pkid;
         self.send(Packet::Publish(publish)).await?;
-        if qos == QoS::AtMostOnce {
-            return Ok(());
-        }
+        Ok(pkid)
+    }
+
+    /// The packet id of the next PUBACK.
+    pub async fn next_ack(&mut self) -> Result<u16, PushBenchError> {
         loop {
             if let Packet::PubAck(ack) = self.next_packet().await? {
-                if ack.pkid == pkid {
-                    return Ok(());
-                }
+                return Ok(ack.pkid);
             }
         }
     }

@@ -3,9 +3,10 @@
 //! client): CONNECT, SUB, PUB, PING/PONG, and MSG parsed into payloads.
 //! Core NATS only: at most once, no acknowledgements.
 
+use std::net::IpAddr;
+
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::TcpStream;
 
 use super::PushBenchError;
 
@@ -30,13 +31,12 @@ impl NatsConnection {
     /// (not verbose, so no +OK per message), then waits for the PONG
     /// that confirms the server took it.
     pub async fn connect(addr: &str) -> Result<Self, PushBenchError> {
-        let stream = TcpStream::connect(addr)
-            .await
-            .map_err(|e| PushBenchError::Connect {
-                addr: addr.to_owned(),
-                reason: e.to_string(),
-            })?;
-        stream.set_nodelay(true).map_err(failed)?;
+        Self::connect_from(addr, None).await
+    }
+
+    /// As [`NatsConnection::connect`], from loopback address `source`.
+    pub async fn connect_from(addr: &str, source: Option<IpAddr>) -> Result<Self, PushBenchError> {
+        let stream = super::socket::connect_from(addr, source, None).await?;
         let (read, writer) = stream.into_split();
         let mut connection = Self {
             reader: BufReader::with_capacity(4096, read),

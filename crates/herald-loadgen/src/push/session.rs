@@ -1,6 +1,8 @@
 //! A benchmark client's push session over gRPC: one connection, one
 //! session stream.
 
+use std::net::IpAddr;
+
 use herald_gateway::proto::herald_client::HeraldClient;
 use herald_gateway::proto::{
     self, client_message, server_message::Kind, ClientMessage, ServerMessage,
@@ -13,15 +15,39 @@ use super::PushBenchError;
 
 /// One connection to the push listener.
 pub async fn connect(addr: &str) -> Result<HeraldClient<Channel>, PushBenchError> {
+    connect_from(addr, None).await
+}
+
+/// One connection to the push listener from loopback address `source`
+/// (`None`: the kernel's choice).
+pub async fn connect_from(
+    addr: &str,
+    source: Option<IpAddr>,
+) -> Result<HeraldClient<Channel>, PushBenchError> {
     let failed = |reason: String| PushBenchError::Connect {
         addr: addr.to_owned(),
         reason,
     };
-    let channel = Endpoint::from_shared(format!("http://{addr}"))
-        .map_err(|e| failed(e.to_string()))?
-        .connect()
-        .await
-        .map_err(|e| failed(e.to_string()))?;
+    let endpoint =
+        Endpoint::from_shared(format!("http://{addr}")).map_err(|e| failed(e.to_string()))?;
+    let channel = match source {
+        None => endpoint.connect().await,
+        Some(source) => {
+            let target = addr.to_owned();
+            // tonic dials through this when the channel (re)connects.
+            let dial = tower::service_fn(move |_: tonic::transport::Uri| {
+                let target = target.clone();
+                async move {
+                    let stream = super::socket::connect_from(&target, Some(source), None)
+                        .await
+                        .map_err(std::io::Error::other)?;
+                    Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+                }
+            });
+            endpoint.connect_with_connector(dial).await
+        }
+    }
+    .map_err(|e| failed(e.to_string()))?;
     Ok(HeraldClient::new(channel))
 }
 
@@ -36,7 +62,12 @@ pub struct Session {
 impl Session {
     /// Opens a session on its own connection.
     pub async fn open(addr: &str) -> Result<Self, PushBenchError> {
-        let mut client = connect(addr).await?;
+        Self::open_from(addr, None).await
+    }
+
+    /// Opens a session on its own connection from `source`.
+    pub async fn open_from(addr: &str, source: Option<IpAddr>) -> Result<Self, PushBenchError> {
+        let mut client = connect_from(addr, source).await?;
         let (requests, rx) = mpsc::channel(64);
         let stream = client.session(ReceiverStream::new(rx)).await?.into_inner();
         Ok(Self { requests, stream })
@@ -84,29 +115,21 @@ impl WsSession {
         addr: &str,
         receive_buffer: Option<u32>,
     ) -> Result<Self, PushBenchError> {
+        Self::open_with(addr, None, receive_buffer).await
+    }
+
+    /// Opens a session from `source`, with `receive_buffer` as in
+    /// [`WsSession::open_with_receive_buffer`].
+    pub async fn open_with(
+        addr: &str,
+        source: Option<IpAddr>,
+        receive_buffer: Option<u32>,
+    ) -> Result<Self, PushBenchError> {
         let failed = |reason: String| PushBenchError::Connect {
             addr: addr.to_owned(),
             reason,
         };
-        let target: std::net::SocketAddr = addr.parse().map_err(|e| failed(format!("{e}")))?;
-        let socket = if target.is_ipv4() {
-            tokio::net::TcpSocket::new_v4()
-        } else {
-            tokio::net::TcpSocket::new_v6()
-        }
-        .map_err(|e| failed(e.to_string()))?;
-        if let Some(bytes) = receive_buffer {
-            socket
-                .set_recv_buffer_size(bytes)
-                .map_err(|e| failed(e.to_string()))?;
-        }
-        let stream = socket
-            .connect(target)
-            .await
-            .map_err(|e| failed(e.to_string()))?;
-        stream
-            .set_nodelay(true)
-            .map_err(|e| failed(e.to_string()))?;
+        let stream = super::socket::connect_from(addr, source, receive_buffer).await?;
         // tungstenite zeroes its whole read buffer (128 KiB by default) on
         // every read: with thousands of subscribers that, not the broker,
         // would be what the benchmark measures.
@@ -156,7 +179,9 @@ impl WsSession {
 }
 
 /// How the benchmark's sessions reach the broker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Transport {
     /// gRPC (HTTP/2).
@@ -186,9 +211,18 @@ pub enum AnySession {
 impl AnySession {
     /// Opens a session on its own connection.
     pub async fn open(transport: Transport, addr: &str) -> Result<Self, PushBenchError> {
+        Self::open_from(transport, addr, None).await
+    }
+
+    /// Opens a session on its own connection from `source`.
+    pub async fn open_from(
+        transport: Transport,
+        addr: &str,
+        source: Option<IpAddr>,
+    ) -> Result<Self, PushBenchError> {
         Ok(match transport {
-            Transport::Grpc => AnySession::Grpc(Session::open(addr).await?),
-            Transport::Websocket => AnySession::Ws(WsSession::open(addr).await?),
+            Transport::Grpc => AnySession::Grpc(Session::open_from(addr, source).await?),
+            Transport::Websocket => AnySession::Ws(WsSession::open_with(addr, source, None).await?),
         })
     }
 

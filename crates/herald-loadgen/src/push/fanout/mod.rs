@@ -1,0 +1,338 @@
+//! Seed 002's experiment, against any broker: N subscribers of one
+//! subject (or of several, in turn), a publisher at a fixed rate or at
+//! saturation, the publish-to-deliver latency of every delivery, what was
+//! lost or duplicated, and the subscribers that did not get everything
+//! ("dropped").
+//!
+//! Every broker faces the same client code ([`broker`]): subscribers held
+//! by single-threaded [`generator`] processes, each from its own loopback
+//! source address, and one open-loop, window-limited [`publisher`] whose
+//! messages carry a [`stamp`]. The floor ([`floor`]) is a relay with
+//! nothing but the socket writes, driven by the same clients.
+
+pub mod broker;
+pub mod floor;
+pub mod generator;
+pub mod publisher;
+pub mod stamp;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout};
+
+use self::broker::{Broker, Publisher};
+use self::generator::{GeneratorPlan, GeneratorReport};
+use self::publisher::Schedule;
+use super::socket::loopback_source;
+use super::PushBenchError;
+use crate::histogram;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct Fanout {
+    /// The broker.
+    pub broker: Broker,
+    /// Subscribers, each on a connection of its own.
+    pub subscribers: usize,
+    /// Subjects; subscriber `n` listens to subject `n % subjects`, and the
+    /// publisher takes them in turn.
+    pub subjects: u32,
+    /// Messages published per second; 0 for saturation (as fast as the
+    /// window allows, for `secs`).
+    pub rate: u32,
+    /// Seconds of publishing.
+    pub secs: f64,
+    /// Bytes per message.
+    pub payload_bytes: usize,
+    /// The publisher's window (see [`publisher::Schedule::window`]).
+    pub window: usize,
+    /// Subscribers per generator process at most (each holds one file per
+    /// subscriber, under the open-file limit).
+    pub per_generator: usize,
+    /// Connections each generator opens at once while setting up.
+    pub open_parallel: usize,
+    /// Give every generator its own loopback source address.
+    pub spread_sources: bool,
+    /// The program to start generators with (this load generator).
+    pub generator: PathBuf,
+    /// The broker's pid, for its CPU and memory.
+    pub broker_pid: Option<u32>,
+}
+
+/// One run's figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct FanoutRow {
+    /// `fanout`.
+    pub scenario: &'static str,
+    /// The system: `herald`, `nats`, `mqtt`, `floor`.
+    pub system: &'static str,
+    /// How its clients speak to it: `websocket`, `grpc`, `nats`,
+    /// `mqtt-qos0`, `mqtt-qos1`, `kernel`.
+    pub transport: String,
+    /// Subscribers.
+    pub subscribers: usize,
+    /// Subjects.
+    pub subjects: u32,
+    /// Generator processes holding the subscribers.
+    pub generators: usize,
+    /// Messages per second asked for; 0 for saturation.
+    pub rate: u32,
+    /// Bytes per message.
+    pub payload_bytes: usize,
+    /// The publisher's window.
+    pub window: usize,
+    /// Messages published.
+    pub published: u64,
+    /// Seconds from the first publish to the last answer.
+    pub publish_secs: f64,
+    /// Deliveries received, over all subscribers.
+    pub delivered: u64,
+    /// Deliveries per second, from the first publish to the last delivery.
+    pub deliveries_per_sec: f64,
+    /// Messages owed to a subscriber and never received, summed.
+    pub lost: u64,
+    /// Messages received twice, summed.
+    pub duplicated: u64,
+    /// Subscribers that lost a message or their connection.
+    pub dropped_subscribers: usize,
+    /// Subscribers whose connection ended, by why.
+    pub disconnected: BTreeMap<String, usize>,
+    /// Mean publish-to-deliver latency, µs.
+    pub mean_us: f64,
+    /// Median, µs.
+    pub p50_us: f64,
+    /// 99th percentile, µs.
+    pub p99_us: f64,
+    /// 99.9th percentile, µs.
+    pub p999_us: f64,
+    /// Largest, µs.
+    pub max_us: f64,
+    /// Cores the broker kept busy while publishing.
+    pub broker_cores: Option<f64>,
+    /// Broker CPU per delivery, ns, from the first publish to the last
+    /// delivery.
+    pub broker_ns_per_delivery: Option<f64>,
+    /// Broker anonymous memory per subscriber connection (after opening
+    /// them, against before), bytes.
+    pub broker_bytes_per_connection: Option<f64>,
+    /// The generators' anonymous memory per subscriber, bytes.
+    pub generator_bytes_per_connection: f64,
+}
+
+/// How long setting up may take before the run fails instead of hanging.
+const SETUP: Duration = Duration::from_secs(900);
+
+/// A running generator process.
+struct Generator {
+    child: Child,
+    stdin: ChildStdin,
+    said: Lines<BufReader<ChildStdout>>,
+}
+
+impl Generator {
+    async fn start(program: &PathBuf, plan: &GeneratorPlan) -> Result<Self, PushBenchError> {
+        let failed = |e: String| PushBenchError::Refused(format!("a generator: {e}"));
+        let plan = serde_json::to_string(plan).map_err(|e| failed(e.to_string()))?;
+        let mut child = tokio::process::Command::new(program)
+            .args(["push", "fanout-generator", "--plan", &plan])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| failed(e.to_string()))?;
+        let stdin = child
+            .stdin
+            .take()
+            .ok_or_else(|| failed("no stdin".into()))?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| failed("no stdout".into()))?;
+        Ok(Self {
+            child,
+            stdin,
+            said: BufReader::new(stdout).lines(),
+        })
+    }
+
+    async fn line(&mut self) -> Result<String, PushBenchError> {
+        let failed = |e: String| PushBenchError::Refused(format!("a generator: {e}"));
+        match tokio::time::timeout(SETUP, self.said.next_line()).await {
+            Ok(Ok(Some(line))) => Ok(line),
+            Ok(Ok(None)) => {
+                let status = self.child.wait().await.map_err(|e| failed(e.to_string()))?;
+                Err(failed(format!("ended ({status}); see its stderr")))
+            }
+            Ok(Err(e)) => Err(failed(e.to_string())),
+            Err(_) => Err(failed("said nothing in time".into())),
+        }
+    }
+}
+
+/// Runs one fan-out measurement.
+pub async fn run(plan: &Fanout) -> Result<FanoutRow, PushBenchError> {
+    let memory = |pid: Option<u32>| pid.and_then(|pid| super::anon_rss_bytes(pid).ok());
+    let memory_before = memory(plan.broker_pid);
+    let per = plan.per_generator.max(1);
+    let count = plan.subscribers.div_ceil(per).max(1);
+    let mut generators = Vec::with_capacity(count);
+    for k in 0..count {
+        let first = k * per;
+        let share = GeneratorPlan {
+            broker: plan.broker.clone(),
+            first: first as u64,
+            subscribers: per.min(plan.subscribers.saturating_sub(first)),
+            subjects: plan.subjects.max(1),
+            source: plan.spread_sources.then(|| loopback_source(k)),
+            open_parallel: plan.open_parallel,
+        };
+        generators.push(Generator::start(&plan.generator, &share).await?);
+    }
+    for generator in &mut generators {
+        let line = generator.line().await?;
+        if line.trim() != "ready" {
+            return Err(PushBenchError::Refused(format!(
+                "a generator said {line:?}, not ready"
+            )));
+        }
+    }
+    let memory_after = memory(plan.broker_pid);
+
+    let mut publisher = Publisher::open(
+        &plan.broker,
+        plan.spread_sources.then(|| loopback_source(count)),
+    )
+    .await?;
+    let sample = || plan.broker_pid.and_then(crate::cpu::sample);
+    let cpu_before = sample();
+    let start_ns = super::now_ns();
+    let schedule = Schedule {
+        rate: plan.rate,
+        secs: plan.secs,
+        subjects: plan.subjects.max(1),
+        payload_bytes: plan.payload_bytes,
+        window: plan.window,
+    };
+    let published = publisher::publish(&plan.broker, &mut publisher, &schedule).await?;
+    let cpu_published = sample();
+    // Time for the last deliveries to arrive: what a subscriber has not
+    // received by then is lost.
+    let give_up_ms = 10_000 + (published.elapsed.as_millis() as u64);
+    for generator in &mut generators {
+        let done = format!("done {} {give_up_ms}\n", published.messages);
+        generator
+            .stdin
+            .write_all(done.as_bytes())
+            .await
+            .map_err(|e| PushBenchError::Refused(format!("a generator: {e}")))?;
+    }
+    let mut reports = Vec::with_capacity(count);
+    for generator in &mut generators {
+        let line = generator.line().await?;
+        let report: GeneratorReport = serde_json::from_str(&line)
+            .map_err(|e| PushBenchError::Refused(format!("a generator's report {line:?}: {e}")))?;
+        reports.push(report);
+    }
+    let cpu_delivered = sample();
+    for mut generator in generators {
+        let _ = generator.child.wait().await;
+    }
+    drop(publisher);
+
+    let mut latencies = histogram::new();
+    let mut total = GeneratorReport::default();
+    let mut generator_memory = 0u64;
+    let mut last_ns = 0u64;
+    for report in reports {
+        for (value, n) in report.latencies_us {
+            let _ = latencies.record_n(value, n);
+        }
+        total.delivered += report.delivered;
+        total.lost += report.lost;
+        total.duplicated += report.duplicated;
+        total.dropped += report.dropped;
+        for (why, n) in report.disconnected {
+            *total.disconnected.entry(why).or_default() += n;
+        }
+        generator_memory += report.memory_bytes;
+        last_ns = last_ns.max(report.last_ns);
+    }
+    let delivering_secs = last_ns.saturating_sub(start_ns) as f64 / 1e9;
+    let (p50, p99, p999) = histogram::percentiles(&latencies).unwrap_or_default();
+    let subscribers = plan.subscribers.max(1) as f64;
+    Ok(FanoutRow {
+        scenario: "fanout",
+        system: plan.broker.system(),
+        transport: plan.broker.label(),
+        subscribers: plan.subscribers,
+        subjects: plan.subjects.max(1),
+        generators: count,
+        rate: plan.rate,
+        payload_bytes: plan.payload_bytes,
+        window: plan.window,
+        published: published.messages,
+        publish_secs: published.elapsed.as_secs_f64(),
+        delivered: total.delivered,
+        deliveries_per_sec: if delivering_secs > 0.0 {
+            total.delivered as f64 / delivering_secs
+        } else {
+            0.0
+        },
+        lost: total.lost,
+        duplicated: total.duplicated,
+        dropped_subscribers: total.dropped,
+        disconnected: total.disconnected,
+        mean_us: latencies.mean(),
+        p50_us: p50,
+        p99_us: p99,
+        p999_us: p999,
+        max_us: latencies.max() as f64,
+        broker_cores: cpu_before
+            .zip(cpu_published)
+            .map(|(before, after)| crate::cpu::between(before, after).1),
+        broker_ns_per_delivery: cpu_before
+            .zip(cpu_delivered)
+            .map(|(before, after)| crate::cpu::between(before, after).0)
+            .filter(|_| total.delivered > 0)
+            .map(|ns| ns / total.delivered as f64),
+        broker_bytes_per_connection: memory_before
+            .zip(memory_after)
+            .map(|(before, after)| after.saturating_sub(before) as f64 / subscribers),
+        generator_bytes_per_connection: generator_memory as f64 / subscribers,
+    })
+}
+
+/// Starts the floor's relay ([`floor::relay`]) as a child process of
+/// `program` (this load generator); returns it, its pid and its address.
+/// It stops when the child handle is dropped.
+pub async fn start_floor(
+    program: &PathBuf,
+    payload_bytes: usize,
+    senders: usize,
+) -> Result<(Child, u32, String), PushBenchError> {
+    let failed = |e: String| PushBenchError::Refused(format!("the floor's relay: {e}"));
+    let mut child = tokio::process::Command::new(program)
+        .args(["push", "fanout-floor-relay"])
+        .args(["--payload-bytes", &payload_bytes.to_string()])
+        .args(["--senders", &senders.to_string()])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| failed(e.to_string()))?;
+    let pid = child.id().ok_or_else(|| failed("no pid".into()))?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| failed("no stdout".into()))?;
+    let addr = tokio::time::timeout(SETUP, BufReader::new(stdout).lines().next_line())
+        .await
+        .map_err(|_| failed("did not start in time".into()))?
+        .map_err(|e| failed(e.to_string()))?
+        .ok_or_else(|| failed("ended before listening".into()))?;
+    Ok((child, pid, addr))
+}
