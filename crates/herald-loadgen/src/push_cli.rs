@@ -86,6 +86,9 @@ pub enum PushCommand {
         /// Threads writing in the floor's relay.
         #[arg(long, default_value_t = 2)]
         floor_senders: usize,
+        /// The CPU the floor's relay runs on (where a pinned broker runs).
+        #[arg(long)]
+        floor_cpu: Option<usize>,
         /// Subscribers per generator process at most.
         #[arg(long, default_value_t = 9000)]
         per_generator: usize,
@@ -114,6 +117,9 @@ pub enum PushCommand {
         /// Threads writing.
         #[arg(long)]
         senders: usize,
+        /// The CPU to run on.
+        #[arg(long)]
+        cpu: Option<usize>,
     },
     /// Seed 003: clients each receiving `messages` on their own subject per
     /// round; the share late by `deadline_ms`.
@@ -325,8 +331,10 @@ pub fn run(command: PushCommand) -> anyhow::Result<()> {
         PushCommand::FanoutFloorRelay {
             payload_bytes,
             senders,
+            cpu,
         } => {
-            return fanout::floor::relay(*payload_bytes, *senders).context("the floor's relay");
+            return fanout::floor::relay(*payload_bytes, *senders, *cpu)
+                .context("the floor's relay");
         }
         _ => {}
     }
@@ -355,6 +363,7 @@ pub fn run(command: PushCommand) -> anyhow::Result<()> {
                 mqtt,
                 qos,
                 floor_senders,
+                floor_cpu,
                 per_generator,
                 one_source,
                 broker_pid,
@@ -384,8 +393,13 @@ pub fn run(command: PushCommand) -> anyhow::Result<()> {
                         *broker_pid,
                     ),
                     System::Floor => {
-                        let (child, pid, addr) =
-                            fanout::start_floor(&program, *payload_bytes, *floor_senders).await?;
+                        let (child, pid, addr) = fanout::start_floor(
+                            &program,
+                            *payload_bytes,
+                            *floor_senders,
+                            *floor_cpu,
+                        )
+                        .await?;
                         relay = Some(child);
                         let broker = fanout::broker::Broker::Floor {
                             addr,

@@ -8,7 +8,7 @@ use std::net::IpAddr;
 use herald_gateway::proto::{self, client_message, server_message::Kind};
 use rumqttc::mqttbytes::QoS;
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::net::TcpStream;
 
 use super::super::mqtt::MqttConnection;
@@ -108,8 +108,9 @@ pub enum Subscriber {
     Nats(NatsConnection, Vec<u8>),
     /// An MQTT connection.
     Mqtt(MqttConnection),
-    /// A socket of the floor's relay, and one message's buffer.
-    Floor(TcpStream, Vec<u8>),
+    /// A socket of the floor's relay (read through a 4 KiB buffer, as the
+    /// other clients read), and one message's buffer.
+    Floor(BufReader<TcpStream>, Vec<u8>),
 }
 
 impl Subscriber {
@@ -162,7 +163,10 @@ impl Subscriber {
                 if ready[0] != FLOOR_READY {
                     return Err(PushBenchError::Refused("floor relay: no ready byte".into()));
                 }
-                Subscriber::Floor(stream, vec![0; *payload_bytes])
+                Subscriber::Floor(
+                    BufReader::with_capacity(4096, stream),
+                    vec![0; *payload_bytes],
+                )
             }
         })
     }

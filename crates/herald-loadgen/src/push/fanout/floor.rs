@@ -11,8 +11,9 @@
 //!
 //! The relay is a process of plain threads. Each sender thread owns a
 //! share of the subscribers' sockets; a reader thread per publisher reads
-//! fixed-size messages and hands each to every sender, which writes it to
-//! each of its sockets with one `write(2)`. Nothing is framed, encoded,
+//! fixed-size messages and hands each to every sender, which writes what
+//! is queued (one message at a low rate, up to 64 KiB under load) to each
+//! of its sockets with one `write(2)`. Nothing is framed, encoded,
 //! stored or routed: everything a broker does on top is what the
 //! difference measures. Channels to the senders are bounded, so a
 //! publisher faster than the kernel is held back, not buffered.
@@ -26,6 +27,8 @@ use super::broker::{FLOOR_PUBLISHER, FLOOR_READY, FLOOR_SUBSCRIBER};
 
 /// Messages queued per sender thread before the publisher waits.
 const QUEUE: usize = 1024;
+/// Bytes a sender thread gathers into one write per socket at most.
+const BATCH_BYTES: usize = 64 * 1024;
 
 enum Work {
     /// A subscriber to write to from now on.
@@ -37,8 +40,13 @@ enum Work {
 /// Runs the relay: listens on a port of 127.0.0.1 and prints it, then
 /// relays `payload_bytes`-byte messages from publishers to subscribers
 /// with `senders` writing threads, until stdin closes (the parent is gone
-/// or done with it).
-pub fn relay(payload_bytes: usize, senders: usize) -> std::io::Result<()> {
+/// or done with it). With `cpu`, the relay and its threads run on that
+/// CPU only, where a broker would be pinned (it is the load generator's
+/// child, and would otherwise share the generator's CPUs).
+pub fn relay(payload_bytes: usize, senders: usize, cpu: Option<usize>) -> std::io::Result<()> {
+    if let Some(cpu) = cpu {
+        pin_to(cpu)?;
+    }
     let listener = TcpListener::bind("127.0.0.1:0")?;
     println!("{}", listener.local_addr()?);
     std::io::stdout().flush()?;
@@ -52,18 +60,27 @@ pub fn relay(payload_bytes: usize, senders: usize) -> std::io::Result<()> {
             let (tx, rx) = sync_channel::<Work>(QUEUE);
             std::thread::spawn(move || {
                 let mut share: Vec<TcpStream> = Vec::new();
-                for work in rx {
-                    match work {
-                        Work::Subscriber(mut stream) => {
-                            if stream.write_all(&[FLOOR_READY]).is_ok() {
-                                share.push(stream);
+                let mut pending: Vec<u8> = Vec::with_capacity(BATCH_BYTES);
+                while let Ok(first) = rx.recv() {
+                    // Whatever else is queued goes out in the same write,
+                    // as a broker batches what is waiting for a socket.
+                    let mut next = Some(first);
+                    while let Some(work) = next.take() {
+                        match work {
+                            Work::Subscriber(mut stream) => {
+                                // It is owed only what comes after it.
+                                write_to(&mut share, &mut pending);
+                                if stream.write_all(&[FLOOR_READY]).is_ok() {
+                                    share.push(stream);
+                                }
                             }
+                            Work::Message(bytes) => pending.extend_from_slice(&bytes),
                         }
-                        // A subscriber that went away is counted by its reader.
-                        Work::Message(bytes) => {
-                            share.retain_mut(|stream| stream.write_all(&bytes).is_ok())
+                        if pending.len() < BATCH_BYTES {
+                            next = rx.try_recv().ok();
                         }
                     }
+                    write_to(&mut share, &mut pending);
                 }
             });
             tx
@@ -86,6 +103,7 @@ pub fn relay(payload_bytes: usize, senders: usize) -> std::io::Result<()> {
                 let workers = workers.clone();
                 std::thread::spawn(move || {
                     let mut message = vec![0u8; payload_bytes];
+                    let mut stream = std::io::BufReader::with_capacity(64 * 1024, stream);
                     while stream.read_exact(&mut message).is_ok() {
                         let shared: Arc<[u8]> = Arc::from(&message[..]);
                         for worker in &workers {
@@ -95,6 +113,33 @@ pub fn relay(payload_bytes: usize, senders: usize) -> std::io::Result<()> {
                 });
             }
             _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Writes `pending` to every socket of `share` and empties it; a
+/// subscriber that went away is dropped (its reader counts it).
+fn write_to(share: &mut Vec<TcpStream>, pending: &mut Vec<u8>) {
+    if !pending.is_empty() {
+        share.retain_mut(|stream| stream.write_all(pending).is_ok());
+        pending.clear();
+    }
+}
+
+/// Pins this process (and the threads it starts afterwards) to `cpu`.
+fn pin_to(cpu: usize) -> std::io::Result<()> {
+    // SAFETY: `set` is a plain bit set owned here; CPU_SET checks nothing
+    // but writes within it for cpu < CPU_SETSIZE, which is checked first,
+    // and sched_setaffinity only reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if cpu >= libc::CPU_SETSIZE as usize {
+            return Err(std::io::Error::other(format!("no CPU {cpu}")));
+        }
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(std::io::Error::last_os_error());
         }
     }
     Ok(())

@@ -307,18 +307,21 @@ pub async fn run(plan: &Fanout) -> Result<FanoutRow, PushBenchError> {
 }
 
 /// Starts the floor's relay ([`floor::relay`]) as a child process of
-/// `program` (this load generator); returns it, its pid and its address.
+/// `program` (this load generator), on `cpu` if given; returns it, its
+/// pid and its address.
 /// It stops when the child handle is dropped.
 pub async fn start_floor(
     program: &PathBuf,
     payload_bytes: usize,
     senders: usize,
+    cpu: Option<usize>,
 ) -> Result<(Child, u32, String), PushBenchError> {
     let failed = |e: String| PushBenchError::Refused(format!("the floor's relay: {e}"));
     let mut child = tokio::process::Command::new(program)
         .args(["push", "fanout-floor-relay"])
         .args(["--payload-bytes", &payload_bytes.to_string()])
         .args(["--senders", &senders.to_string()])
+        .args(cpu.map(|cpu| format!("--cpu={cpu}")))
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .kill_on_drop(true)

@@ -1,0 +1,245 @@
+#!/usr/bin/env python3
+"""The fan-out report: medians of the rows scripts/bench-fanout.sh wrote,
+ratios of herald to each comparator measured in the same run, and charts of
+latency and dropped subscribers against subscriber count (the shape of
+seed 002's figures).
+
+    bench_fanout_report.py ROWS.jsonl OUTDIR [--command C] [--commit C]
+
+Writes OUTDIR/fanout.md, fanout.csv and fanout.png.
+"""
+
+import argparse
+import csv
+import json
+import os
+import platform
+import statistics
+from collections import defaultdict
+
+SYSTEMS = ["websocket", "grpc", "nats", "mqtt-qos0", "mqtt-qos1", "kernel"]
+NAMES = {
+    "websocket": "herald WebSocket",
+    "grpc": "herald gRPC",
+    "nats": "NATS core",
+    "mqtt-qos0": "Mosquitto QoS 0",
+    "mqtt-qos1": "Mosquitto QoS 1",
+    "kernel": "floor (no broker)",
+}
+METRICS = [
+    "p50_us", "p99_us", "p999_us", "mean_us", "max_us", "deliveries_per_sec",
+    "broker_ns_per_delivery", "broker_cores", "broker_bytes_per_connection",
+    "lost", "duplicated", "dropped_subscribers", "published", "delivered",
+]
+
+
+def med(rows, key):
+    values = [r[key] for r in rows if r.get(key) is not None]
+    return statistics.median(values) if values else None
+
+
+def kind(row):
+    return "saturation" if row["rate"] == 0 else "s1"
+
+
+def load(path):
+    groups = defaultdict(list)
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                row = json.loads(line)
+                groups[(row["layout"], kind(row), row["subscribers"], row["transport"])].append(row)
+    return groups
+
+
+def medians(groups):
+    out = {}
+    for key, rows in groups.items():
+        m = {k: med(rows, k) for k in METRICS}
+        m["runs"] = len(rows)
+        reasons = defaultdict(int)
+        for r in rows:
+            for why, n in r.get("disconnected", {}).items():
+                reasons[why] += n
+        m["disconnected"] = dict(reasons)
+        out[key] = m
+    return out
+
+
+def ms(us):
+    return "-" if us is None else (f"{us / 1000:.2f}" if us < 10_000 else f"{us / 1000:.0f}")
+
+
+def num(x, digits=0):
+    return "-" if x is None else f"{x:,.{digits}f}"
+
+
+def cpu(r):
+    """CPU per delivery, or a note when the broker's whole CPU time is too
+    few of /proc's 10 ms ticks to divide."""
+    ns, delivered = r.get("broker_ns_per_delivery"), r.get("delivered")
+    if ns is None or not delivered:
+        return "-"
+    if ns * delivered < 200e6:
+        return "(< 20 ticks)"
+    return num(ns)
+
+
+def ratio(a, b):
+    return "-" if a is None or b in (None, 0) else f"{a / b:.2f}"
+
+
+def s1_table(m, layout, counts):
+    out = [
+        "| subscribers | system | p50 ms | p99 ms | p99.9 ms | lost | dropped subscribers | broker CPU ns / delivery | broker cores | broker bytes / connection |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for n in counts:
+        for s in SYSTEMS:
+            r = m.get((layout, "s1", n, s))
+            if r is None:
+                out.append(f"| {n:,} | {NAMES[s]} | not run or failed | | | | | | | |")
+                continue
+            out.append(
+                f"| {n:,} | {NAMES[s]} | {ms(r['p50_us'])} | {ms(r['p99_us'])} | {ms(r['p999_us'])} | "
+                f"{num(r['lost'])} | {num(r['dropped_subscribers'])} | {cpu(r)} | "
+                f"{num(r['broker_cores'], 2)} | {num(r['broker_bytes_per_connection'])} |"
+            )
+    return out
+
+
+def ratio_table(m, layout, what, counts, metric, label):
+    rivals = ["nats", "mqtt-qos0", "mqtt-qos1", "kernel"]
+    out = [
+        f"| subscribers | " + " | ".join(f"herald WebSocket / {NAMES[r]}" for r in rivals) + " |",
+        "| --- |" + " --- |" * len(rivals),
+    ]
+    def value(system):
+        r = m.get((layout, what, n, system), {})
+        v = r.get(metric)
+        if metric == "broker_ns_per_delivery" and cpu(r) in ("-", "(< 20 ticks)"):
+            return None
+        return v
+
+    for n in counts:
+        herald = value("websocket")
+        cells = [ratio(herald, value(r)) for r in rivals]
+        out.append(f"| {n:,} | " + " | ".join(cells) + " |")
+    return [f"{label}:", ""] + out
+
+
+def saturation_table(m, layout, counts):
+    out = [
+        "| subscribers | system | deliveries / s | broker CPU ns / delivery | broker cores | p50 ms | p99 ms | lost | dropped subscribers | disconnected |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for n in counts:
+        for s in SYSTEMS:
+            r = m.get((layout, "saturation", n, s))
+            if r is None:
+                out.append(f"| {n:,} | {NAMES[s]} | not run or failed | | | | | | | |")
+                continue
+            why = "; ".join(f"{k} x{v}" for k, v in r["disconnected"].items()) or "none"
+            out.append(
+                f"| {n:,} | {NAMES[s]} | {num(r['deliveries_per_sec'])} | {cpu(r)} | "
+                f"{num(r['broker_cores'], 2)} | {ms(r['p50_us'])} | {ms(r['p99_us'])} | {num(r['lost'])} | "
+                f"{num(r['dropped_subscribers'])} | {why} |"
+            )
+    return out
+
+
+def chart(m, layouts, counts, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (lat, drop) = plt.subplots(1, 2, figsize=(12, 4.5))
+    styles = {"pinned": "-", "unpinned": "--"}
+    for layout in layouts:
+        for s in SYSTEMS:
+            xs, p99, dropped = [], [], []
+            for n in counts:
+                r = m.get((layout, "s1", n, s))
+                if r is None or r["p99_us"] is None:
+                    continue
+                xs.append(n)
+                p99.append(r["p99_us"] / 1000)
+                dropped.append(r["dropped_subscribers"] or 0)
+            if xs:
+                label = f"{NAMES[s]} ({layout})"
+                lat.plot(xs, p99, styles.get(layout, "-"), marker="o", label=label)
+                drop.plot(xs, dropped, styles.get(layout, "-"), marker="o", label=label)
+    for ax in (lat, drop):
+        ax.set_xscale("log")
+        ax.set_xlabel("subscribers (one subject, 10 msg/s, 64-byte messages)")
+        ax.grid(True, which="both", alpha=0.3)
+    lat.set_yscale("log")
+    lat.set_ylabel("p99 publish-to-deliver latency, ms")
+    drop.set_ylabel("dropped subscribers")
+    lat.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("rows")
+    parser.add_argument("outdir")
+    parser.add_argument("--command", default="scripts/bench-fanout.sh")
+    parser.add_argument("--commit", default="?")
+    args = parser.parse_args()
+    m = medians(load(args.rows))
+    layouts = sorted({k[0] for k in m}, key=lambda l: l != "pinned")
+    s1_counts = sorted({k[2] for k in m if k[1] == "s1"})
+    sat_counts = sorted({k[2] for k in m if k[1] == "saturation"})
+    runs = max((r["runs"] for r in m.values()), default=0)
+
+    with open(os.path.join(args.outdir, "fanout.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["layout", "scenario", "subscribers", "system", "runs"] + METRICS)
+        for key in sorted(m):
+            w.writerow(list(key) + [m[key]["runs"]] + [m[key][k] for k in METRICS])
+
+    md = [
+        "# Fan-out: herald against NATS, Mosquitto and the floor",
+        "",
+        f"Generated by `{args.command}` at commit {args.commit} on {platform.node() or 'this machine'} "
+        f"({os.cpu_count()} cores): medians of {runs} runs per point, every system's runs interleaved, "
+        "ratios from medians of this same run. Do not edit by hand; rerun the script.",
+        "",
+        "Every system faces the same clients (`herald-loadgen push fanout`): each subscriber a "
+        "connection of its own, held by single-threaded generator processes from their own "
+        "loopback addresses; one publisher, open loop, at most 256 messages in flight; 64-byte "
+        "messages carrying their intended send time (coordinated omission shows as latency) "
+        "and a per-subject sequence number (lost and duplicated are counted, not inferred). "
+        "herald stores every message durably in its log before delivering it; NATS core and "
+        "Mosquitto (no persistence) keep nothing. The floor is a relay with no broker: one "
+        "`write(2)` per delivery, the least any broker pays here.",
+        "",
+        "Broker CPU is from /proc over the publishing and delivering; broker bytes per "
+        "connection is its anonymous memory after the subscribers connected against before.",
+        "",
+        "![p99 latency and dropped subscribers against subscribers](fanout.png)",
+        "",
+    ]
+    for layout in layouts:
+        where = ("brokers on CPU 0, load generator on CPU 1" if layout == "pinned"
+                 else "the kernel places everything")
+        if s1_counts:
+            md += [f"## S1: one subject, 10 msg/s, {layout} ({where})", ""]
+            md += s1_table(m, layout, s1_counts) + [""]
+            md += ratio_table(m, layout, "s1", s1_counts, "p99_us", "p99 latency, herald over each (below 1: herald is faster)") + [""]
+            md += ratio_table(m, layout, "s1", s1_counts, "broker_ns_per_delivery", "Broker CPU per delivery, herald over each (below 1: herald uses less)") + [""]
+        if sat_counts:
+            md += [f"## Saturation: one subject, publisher as fast as its window allows, {layout}", ""]
+            md += saturation_table(m, layout, sat_counts) + [""]
+            md += ratio_table(m, layout, "saturation", sat_counts, "deliveries_per_sec", "Deliveries per second, herald over each (above 1: herald delivers more)") + [""]
+            md += ratio_table(m, layout, "saturation", sat_counts, "broker_ns_per_delivery", "Broker CPU per delivery at saturation, herald over each") + [""]
+    with open(os.path.join(args.outdir, "fanout.md"), "w") as f:
+        f.write("\n".join(md))
+    chart(m, layouts, s1_counts, os.path.join(args.outdir, "fanout.png"))
+
+
+if __name__ == "__main__":
+    main()
