@@ -87,7 +87,10 @@ def cpu(r):
 
 
 def ratio(a, b):
-    return "-" if a is None or b in (None, 0) else f"{a / b:.2f}"
+    if a is None or b in (None, 0):
+        return "-"
+    r = a / b
+    return f"{r:.2f}" if r >= 0.1 else f"{r:.2g}"
 
 
 def s1_table(m, layout, counts):
