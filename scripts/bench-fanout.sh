@@ -54,34 +54,14 @@ if ! "$REPORT_PY" -c 'import matplotlib' 2>/dev/null; then
   echo "== installing python3-matplotlib for the charts"
   apt-get install -y -q python3-matplotlib >/dev/null
 fi
-cargo build --release -p herald -p herald-loadgen
-HERALD="$ROOT/target/release/herald"
-LOADGEN="$ROOT/target/release/herald-loadgen"
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-KAFKA="127.0.0.1:$(free_port)"
-PUSH="127.0.0.1:$(free_port)"
-ADMIN="127.0.0.1:$(free_port)"
-HERALD_PID=""
+source "$ROOT/scripts/lib/push-herald.sh"
 cleanup() {
-  if [ -n "$HERALD_PID" ] && kill -0 "$HERALD_PID" 2>/dev/null; then
-    kill "$HERALD_PID"
-    wait "$HERALD_PID" 2>/dev/null || true
-  fi
-  rm -rf "$DATA"
+  stop_herald
   bench/nats/stop.sh >/dev/null || true
   bench/mosquitto/stop.sh >/dev/null || true
 }
 trap cleanup EXIT
-
-rm -rf "$DATA"
-"$HERALD" serve --data-dir "$DATA" --kafka-listen "$KAFKA" --push-listen "$PUSH" \
-  --admin-listen "$ADMIN" --max-connections 64 --log-level warn > "$OUT/herald.log" 2>&1 &
-HERALD_PID=$!
-for _ in $(seq 1 50); do
-  (exec 3<>"/dev/tcp/${PUSH%:*}/${PUSH#*:}") 2>/dev/null && break
-  sleep 0.2
-done
+start_herald
 bench/nats/start.sh
 bench/mosquitto/start.sh
 source bench/nats/env.sh

@@ -48,34 +48,10 @@ rm -f "$ROWS"
 
 # Each connection costs a file on both sides.
 ulimit -n "$(ulimit -Hn)"
-cargo build --release -p herald -p herald-loadgen
-HERALD="$ROOT/target/release/herald"
-LOADGEN="$ROOT/target/release/herald-loadgen"
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-KAFKA="127.0.0.1:$(free_port)"
-PUSH="127.0.0.1:$(free_port)"
-ADMIN="127.0.0.1:$(free_port)"
-PID=""
-cleanup() {
-  if [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null; then
-    kill "$PID"
-    wait "$PID" 2>/dev/null || true
-  fi
-  rm -rf "$DATA"
-}
-trap cleanup EXIT
-
-rm -rf "$DATA"
-# Few Kafka connections are needed; the rest of the open-file limit goes
-# to push sessions.
-"$HERALD" serve --data-dir "$DATA" --kafka-listen "$KAFKA" --push-listen "$PUSH" \
-  --admin-listen "$ADMIN" --max-connections 64 --log-level warn > "$OUT/herald.log" 2>&1 &
-PID=$!
-for _ in $(seq 1 50); do
-  (exec 3<>"/dev/tcp/${PUSH%:*}/${PUSH#*:}") 2>/dev/null && break
-  sleep 0.2
-done
+source "$ROOT/scripts/lib/push-herald.sh"
+trap stop_herald EXIT
+start_herald
+PID="$HERALD_PID"
 
 run() {  # scenario args...
   for _ in $(seq 1 "$REPEATS"); do
