@@ -56,12 +56,56 @@ pub enum PushCommand {
         /// Subscribers, a connection each.
         #[arg(long)]
         subscribers: usize,
-        /// Subjects: subscriber n listens to subject n % subjects.
+        /// What the row calls the scenario.
+        #[arg(long, default_value = "s1")]
+        scenario: String,
+        /// Subjects. With one subscription per subscriber and no more
+        /// subjects than subscribers, subscriber n listens to subject
+        /// n % subjects; fewer subscriptions than subjects are spread
+        /// evenly over them.
         #[arg(long, default_value_t = 1)]
         subjects: u32,
-        /// Messages per second; 0 for saturation.
+        /// Literal subjects each subscriber listens to.
+        #[arg(long, default_value_t = 1)]
+        per_subscriber: u32,
+        /// Each subscriber also listens to one pattern naming 100 subjects.
+        #[arg(long)]
+        patterns: bool,
+        /// How the publisher picks each message's subject.
+        #[arg(long, value_enum, default_value = "in-turn")]
+        choice: fanout::layout::Choice,
+        /// Seeds the publisher's draws.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Partitions of herald's topic.
+        #[arg(long, default_value_t = 1)]
+        partitions: i32,
+        /// Messages per second (bursts per second with --burst); 0 for
+        /// saturation.
         #[arg(long, default_value_t = 10)]
         rate: u32,
+        /// Messages published together at each tick of --rate (seed 003's
+        /// rounds: 20 per subscriber per second).
+        #[arg(long, default_value_t = 1)]
+        burst: u32,
+        /// One subscriber in this many stops reading for --stall-ms (0:
+        /// none does).
+        #[arg(long, default_value_t = 0)]
+        stall_every: u64,
+        /// When the stalled subscribers stop reading, from the first
+        /// publish.
+        #[arg(long, default_value_t = 2_000)]
+        stall_after_ms: u64,
+        /// How long they stop.
+        #[arg(long, default_value_t = 10_000)]
+        stall_ms: u64,
+        /// Close every subscriber's connection this long after the first
+        /// publish and reopen each, resuming, within --reconnect-within-ms.
+        #[arg(long)]
+        reconnect_after_ms: Option<u64>,
+        /// Over how long the reconnections spread.
+        #[arg(long, default_value_t = 1_000)]
+        reconnect_within_ms: u64,
         /// Seconds of publishing.
         #[arg(long, default_value_t = 10.0)]
         secs: f64,
@@ -353,8 +397,20 @@ pub fn run(command: PushCommand) -> anyhow::Result<()> {
                 target,
                 system,
                 subscribers,
+                scenario,
                 subjects,
+                per_subscriber,
+                patterns,
+                choice,
+                seed,
+                partitions,
                 rate,
+                burst,
+                stall_every,
+                stall_after_ms,
+                stall_ms,
+                reconnect_after_ms,
+                reconnect_within_ms,
                 secs,
                 payload_bytes,
                 window,
@@ -373,7 +429,7 @@ pub fn run(command: PushCommand) -> anyhow::Result<()> {
                 let mut relay = None;
                 let (broker, pid) = match system {
                     System::Herald => {
-                        let topic = fresh_topic(&target.bootstrap, "fanout", 1).await?;
+                        let topic = fresh_topic(&target.bootstrap, "fanout", *partitions).await?;
                         let broker = fanout::broker::Broker::Herald {
                             push: target.push.clone(),
                             topic,
@@ -408,11 +464,33 @@ pub fn run(command: PushCommand) -> anyhow::Result<()> {
                         (broker, Some(pid))
                     }
                 };
+                let disturbance = match (reconnect_after_ms, stall_every) {
+                    (Some(after_ms), _) => fanout::disturbance::Disturbance::Reconnect {
+                        after_ms: *after_ms,
+                        within_ms: *reconnect_within_ms,
+                    },
+                    (None, 0) => fanout::disturbance::Disturbance::None,
+                    (None, every) => fanout::disturbance::Disturbance::Stall {
+                        every: *every,
+                        after_ms: *stall_after_ms,
+                        for_ms: *stall_ms,
+                    },
+                };
                 let plan = fanout::Fanout {
+                    scenario: scenario.clone(),
                     broker,
                     subscribers: *subscribers,
-                    subjects: *subjects,
+                    layout: fanout::layout::Layout {
+                        subjects: *subjects,
+                        subscribers: *subscribers as u64,
+                        per_subscriber: *per_subscriber,
+                        patterns: *patterns,
+                        choice: *choice,
+                        seed: *seed,
+                    },
                     rate: *rate,
+                    burst: *burst,
+                    disturbance,
                     secs: *secs,
                     payload_bytes: *payload_bytes,
                     window: *window,

@@ -11,10 +11,13 @@ use herald_testkit::{herald_binary, Server};
 /// publishing at `rate` (0: saturation) with 64-byte messages.
 fn fanout_plan(broker: fanout::broker::Broker, rate: u32, pid: Option<u32>) -> fanout::Fanout {
     fanout::Fanout {
+        scenario: "s1".into(),
         broker,
         subscribers: 20,
-        subjects: 2,
+        layout: fanout::layout::Layout::in_turn(2, 20),
         rate,
+        burst: 1,
+        disturbance: fanout::disturbance::Disturbance::None,
         secs: 0.5,
         payload_bytes: 64,
         window: 64,
@@ -230,4 +233,93 @@ fn the_fanout_floor_delivers_every_message_to_every_subscriber() {
     assert_eq!(row["lost"], 0);
     assert_eq!(row["dropped_subscribers"], 0);
     assert!(row["broker_ns_per_delivery"].as_f64().is_some(), "{row}");
+}
+
+/// The S2 to S6 shapes at a small scale against a real `herald
+/// serve`: rounds, many subjects chosen by Zipf with patterns over a
+/// partitioned topic, stalled subscribers and a reconnection storm. herald
+/// owes every subscriber everything whatever happens to it: nothing is
+/// lost, and resuming from the positions a subscriber reached sends
+/// nothing twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn herald_loses_nothing_to_rounds_many_subjects_stalls_or_a_reconnection_storm() {
+    use fanout::disturbance::Disturbance;
+    use fanout::layout::{Choice, Layout};
+
+    let data = tempfile::tempdir().expect("temp dir");
+    let server = Server::start(&herald_binary(), data.path(), &[]);
+    let push = server.push_addr.to_string();
+    let herald = |topic: String| fanout::broker::Broker::Herald {
+        push: push.clone(),
+        topic,
+        transport: Transport::Websocket,
+    };
+
+    // S2: bursts of 20 messages, twice.
+    let mut plan = fanout_plan(herald(topic(&server, "s2", 1).await), 2, Some(server.pid()));
+    plan.layout = Layout::in_turn(1, 20);
+    plan.burst = 20;
+    plan.secs = 1.0;
+    let row = fanout::run(&plan).await.expect("s2");
+    assert_eq!(row.published, 40, "{row:?}");
+    assert_eq!(row.delivered, 40 * 20, "{row:?}");
+    assert_eq!((row.lost, row.duplicated), (0, 0), "{row:?}");
+
+    // S4: 2,000 subjects over 4 partitions, 5 literal subjects and one
+    // pattern of 100 subjects per subscriber, subjects drawn by Zipf.
+    let mut plan = fanout_plan(
+        herald(topic(&server, "s4", 4).await),
+        400,
+        Some(server.pid()),
+    );
+    plan.layout = Layout {
+        subjects: 2_000,
+        subscribers: 20,
+        per_subscriber: 5,
+        patterns: true,
+        choice: Choice::Zipf,
+        seed: 3,
+    };
+    let row = fanout::run(&plan).await.expect("s4");
+    assert_eq!((row.subscriptions, row.patterns), (120, 20), "{row:?}");
+    assert!(row.delivered > 0, "{row:?}");
+    assert_eq!((row.lost, row.duplicated), (0, 0), "{row:?}");
+    assert_eq!(row.dropped_subscribers, 0, "{row:?}");
+
+    // S5: 2 of 20 subscribers stop reading for half a second.
+    let mut plan = fanout_plan(
+        herald(topic(&server, "s5", 1).await),
+        100,
+        Some(server.pid()),
+    );
+    plan.layout = Layout::in_turn(1, 20);
+    plan.secs = 1.0;
+    plan.disturbance = Disturbance::Stall {
+        every: 10,
+        after_ms: 100,
+        for_ms: 500,
+    };
+    let row = fanout::run(&plan).await.expect("s5");
+    assert_eq!(row.disturbed_subscribers, 2, "{row:?}");
+    assert_eq!(row.delivered, row.published * 20, "{row:?}");
+    assert_eq!((row.lost, row.duplicated), (0, 0), "{row:?}");
+    assert!(row.spared_p99_us.is_some() && row.disturbed_p99_us.is_some());
+
+    // S6: every connection closes and reopens within 200 ms, resuming.
+    let mut plan = fanout_plan(
+        herald(topic(&server, "s6", 2).await),
+        100,
+        Some(server.pid()),
+    );
+    plan.secs = 1.5;
+    plan.disturbance = Disturbance::Reconnect {
+        after_ms: 300,
+        within_ms: 200,
+    };
+    let row = fanout::run(&plan).await.expect("s6");
+    assert_eq!(row.disturbed_subscribers, 20, "{row:?}");
+    assert_eq!(row.delivered, row.published * 10, "{row:?}");
+    assert_eq!((row.lost, row.duplicated), (0, 0), "{row:?}");
+    assert!(row.catch_up_max_ms.is_some(), "{row:?}");
+    assert!(row.disconnected.is_empty(), "{row:?}");
 }

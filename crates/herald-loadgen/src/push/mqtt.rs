@@ -1,7 +1,7 @@
 //! An MQTT 3.1.1 client for the comparisons: rumqttc's packet codec over
 //! the load generator's own socket (its event loop and client are not
 //! used), so that every broker faces the same subscriber code. CONNECT
-//! with a clean session, SUBSCRIBE, PUBLISH at QoS 0 or 1, PUBACK for
+//! with a clean or persistent session, SUBSCRIBE, PUBLISH at QoS 0 or 1, PUBACK for
 //! what arrives at QoS 1.
 
 use std::net::IpAddr;
@@ -43,6 +43,21 @@ impl MqttConnection {
         client_id: &str,
         source: Option<IpAddr>,
     ) -> Result<Self, PushBenchError> {
+        Self::connect_session(addr, client_id, source, true)
+            .await
+            .map(|(connection, _)| connection)
+    }
+
+    /// As [`MqttConnection::connect_from`], with a clean session or a
+    /// persistent one (`clean` false: the broker keeps the subscriptions
+    /// and queues QoS 1 messages while the client is away). Also returns
+    /// whether the broker had kept a session for `client_id`.
+    pub async fn connect_session(
+        addr: &str,
+        client_id: &str,
+        source: Option<IpAddr>,
+        clean: bool,
+    ) -> Result<(Self, bool), PushBenchError> {
         let stream = super::socket::connect_from(addr, source, None).await?;
         let mut connection = Self {
             stream,
@@ -52,10 +67,12 @@ impl MqttConnection {
         };
         let mut connect = Connect::new(client_id);
         connect.keep_alive = 0;
-        connect.clean_session = true;
+        connect.clean_session = clean;
         connection.send(Packet::Connect(connect)).await?;
         match connection.next_packet().await? {
-            Packet::ConnAck(ack) if ack.code == ConnectReturnCode::Success => Ok(connection),
+            Packet::ConnAck(ack) if ack.code == ConnectReturnCode::Success => {
+                Ok((connection, ack.session_present))
+            }
             other => Err(failed(format!("connect refused: {other:?}"))),
         }
     }

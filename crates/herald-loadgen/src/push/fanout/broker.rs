@@ -3,9 +3,10 @@
 //! same sockets, the same event loop, the same stamp and tally. Only the
 //! bytes on the wire differ.
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-use herald_gateway::proto::{self, client_message, server_message::Kind};
+use herald_gateway::proto::{self, client_message, server_message::Kind, subscribe::Selector};
 use rumqttc::mqttbytes::QoS;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _, BufReader};
@@ -16,6 +17,7 @@ use super::super::nats::NatsConnection;
 use super::super::session::{AnySession, Messages as _, Transport};
 use super::super::socket::connect_from;
 use super::super::PushBenchError;
+use super::layout::{Interest, GROUP};
 
 /// A broker under test and how its clients reach it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -80,12 +82,24 @@ impl Broker {
         }
     }
 
-    /// Subject number `subject` as this broker names it (NATS separates
-    /// tokens with dots, MQTT with slashes).
+    /// Subject number `subject` as this broker names it: two tokens
+    /// below a root ([`layout`](super::layout)), separated by dots (NATS,
+    /// herald) or slashes (MQTT).
     pub fn subject_name(&self, subject: u32) -> String {
+        let (group, member) = (subject / GROUP, subject % GROUP);
         match self {
-            Broker::Mqtt { .. } => format!("fanout/{subject}"),
-            _ => format!("fanout.{subject}"),
+            Broker::Mqtt { .. } => format!("fanout/{group}/{member}"),
+            _ => format!("fanout.{group}.{member}"),
+        }
+    }
+
+    /// The pattern naming every subject of `group`, in this broker's
+    /// syntax; `None` for the floor, which has no subjects.
+    pub fn pattern_name(&self, group: u32) -> Option<String> {
+        match self {
+            Broker::Mqtt { .. } => Some(format!("fanout/{group}/+")),
+            Broker::Herald { .. } | Broker::Nats { .. } => Some(format!("fanout.{group}.*")),
+            Broker::Floor { .. } => None,
         }
     }
 
@@ -100,10 +114,11 @@ impl Broker {
     }
 }
 
-/// One subscriber: a connection of its own, subscribed to one subject.
+/// One subscriber: a connection of its own, listening to an [`Interest`].
 pub enum Subscriber {
-    /// A herald session.
-    Herald(AnySession),
+    /// A herald session (boxed: it is most of the enum's size) and, when
+    /// it is to resume, where each of its subscriptions goes on from.
+    Herald(Box<AnySession>, Option<Positions>),
     /// A NATS connection and its payload buffer.
     Nats(NatsConnection, Vec<u8>),
     /// An MQTT connection.
@@ -113,17 +128,71 @@ pub enum Subscriber {
     Floor(BufReader<TcpStream>, Vec<u8>),
 }
 
+/// Where each of a herald subscriber's subscriptions goes on from: by
+/// subscription id, the next offset of each partition. A client that
+/// keeps this resumes exactly, with nothing sent twice.
+pub type Positions = BTreeMap<u64, BTreeMap<u32, u64>>;
+
+/// What a closed subscriber keeps to reopen with.
+#[derive(Debug, Default)]
+pub struct Closed {
+    positions: Option<Positions>,
+}
+
 impl Subscriber {
-    /// Connects from `source` and subscribes to `subject`; returns once
-    /// the broker has confirmed the subscription, so that every message
-    /// published afterwards is owed to it. `id` tells MQTT clients apart.
+    /// Connects from `source` and subscribes to what `interest` names;
+    /// returns once the broker has confirmed every subscription, so that
+    /// every message published afterwards is owed to it. `id` tells MQTT
+    /// clients apart. A `resumable` subscriber can be [closed](Self::close)
+    /// and [reopened](Self::reopen) without losing what was published in
+    /// between, where the broker can do that: herald keeps its positions,
+    /// MQTT keeps a persistent session (clean session off); core NATS
+    /// cannot, and reopens from now.
     pub async fn open(
         broker: &Broker,
-        subject: u32,
+        interest: &Interest,
         id: u64,
         source: Option<IpAddr>,
+        resumable: bool,
     ) -> Result<Self, PushBenchError> {
-        let name = broker.subject_name(subject);
+        let closed = Closed {
+            positions: resumable.then(Positions::new),
+        };
+        Self::connect(broker, interest, id, source, resumable, closed).await
+    }
+
+    /// Closes the connection abruptly (no goodbye), keeping what
+    /// [`Subscriber::reopen`] needs.
+    pub fn close(self) -> Closed {
+        match self {
+            Subscriber::Herald(_, positions) => Closed { positions },
+            _ => Closed::default(),
+        }
+    }
+
+    /// Opens a closed subscriber again: herald's subscriptions go on from
+    /// the positions they had reached, an MQTT persistent session from what
+    /// the broker kept for it, NATS from now.
+    pub async fn reopen(
+        broker: &Broker,
+        interest: &Interest,
+        id: u64,
+        source: Option<IpAddr>,
+        closed: Closed,
+    ) -> Result<Self, PushBenchError> {
+        Self::connect(broker, interest, id, source, true, closed).await
+    }
+
+    async fn connect(
+        broker: &Broker,
+        interest: &Interest,
+        id: u64,
+        source: Option<IpAddr>,
+        resumable: bool,
+        closed: Closed,
+    ) -> Result<Self, PushBenchError> {
+        let literal = interest.subjects.iter().map(|&s| broker.subject_name(s));
+        let pattern = interest.group.and_then(|g| broker.pattern_name(g));
         Ok(match broker {
             Broker::Herald {
                 push,
@@ -131,24 +200,29 @@ impl Subscriber {
                 transport,
             } => {
                 let mut session = AnySession::open_from(*transport, push, source).await?;
-                super::super::session::subscribe_all(
-                    &mut session,
-                    topic,
-                    std::iter::once(1),
-                    |_| name.clone().into_bytes(),
-                )
-                .await?;
-                Subscriber::Herald(session)
+                let selectors = literal
+                    .map(|name| Selector::Subject(name.into_bytes().into()))
+                    .chain(pattern.map(Selector::Pattern));
+                let positions =
+                    subscribe_herald(&mut session, topic, selectors, closed.positions).await?;
+                Subscriber::Herald(Box::new(session), positions)
             }
             Broker::Nats { addr } => {
                 let mut connection = NatsConnection::connect_from(addr, source).await?;
-                connection.subscribe(&name, 1).await?;
+                for (sid, name) in literal.chain(pattern).enumerate() {
+                    connection.subscribe(&name, sid as u64 + 1).await?;
+                }
                 Subscriber::Nats(connection, Vec::with_capacity(64))
             }
             Broker::Mqtt { addr, qos } => {
                 let client_id = format!("herald-loadgen-{}-{id}", std::process::id());
-                let mut connection = MqttConnection::connect_from(addr, &client_id, source).await?;
-                connection.subscribe(&name, Broker::qos(*qos)?).await?;
+                let (mut connection, kept) =
+                    MqttConnection::connect_session(addr, &client_id, source, !resumable).await?;
+                if !kept {
+                    for name in literal.chain(pattern) {
+                        connection.subscribe(&name, Broker::qos(*qos)?).await?;
+                    }
+                }
                 Subscriber::Mqtt(connection)
             }
             Broker::Floor {
@@ -175,11 +249,19 @@ impl Subscriber {
     /// `each` (at least one, unless an error ends the subscription).
     pub async fn receive(&mut self, mut each: impl FnMut(&[u8])) -> Result<(), PushBenchError> {
         match self {
-            Subscriber::Herald(session) => loop {
+            Subscriber::Herald(session, positions) => loop {
                 match session.next().await? {
                     Kind::Deliveries(batch) => {
                         for delivery in &batch.deliveries {
                             each(delivery.value.as_deref().unwrap_or_default());
+                        }
+                        if let Some(positions) = positions {
+                            for delivery in &batch.deliveries {
+                                positions
+                                    .entry(delivery.subscription_id)
+                                    .or_default()
+                                    .insert(delivery.partition, delivery.offset + 1);
+                            }
                         }
                         return Ok(());
                     }
@@ -213,6 +295,58 @@ impl Subscriber {
             }
         }
     }
+}
+
+/// Subscribes a herald session to each of `selectors` (ids from 1) of
+/// `topic`, from `resume`'s positions where it has them and from now
+/// otherwise, and waits until every one is confirmed. Returns where each
+/// starts when positions are kept (`resume` is `Some`).
+async fn subscribe_herald(
+    session: &mut AnySession,
+    topic: &str,
+    selectors: impl Iterator<Item = Selector>,
+    resume: Option<Positions>,
+) -> Result<Option<Positions>, PushBenchError> {
+    let mut waiting = 0usize;
+    for (index, selector) in selectors.enumerate() {
+        let id = index as u64 + 1;
+        let start = resume
+            .as_ref()
+            .and_then(|positions| positions.get(&id))
+            .map(|offsets| proto::StartAt {
+                from: Some(proto::start_at::From::Offsets(proto::PartitionOffsets {
+                    offsets: offsets.iter().map(|(&p, &o)| (p, o)).collect(),
+                })),
+            });
+        let subscribe = proto::Subscribe {
+            subscription_id: id,
+            topic: topic.to_owned(),
+            selector: Some(selector),
+            start,
+            ..Default::default()
+        };
+        session
+            .send(client_message::Kind::Subscribe(subscribe))
+            .await?;
+        waiting += 1;
+    }
+    let mut positions = resume.map(|_| Positions::new());
+    while waiting > 0 {
+        match session.next().await? {
+            Kind::Subscribed(subscribed) => {
+                if let Some(positions) = &mut positions {
+                    positions.insert(
+                        subscribed.subscription_id,
+                        subscribed.start_offsets.into_iter().collect(),
+                    );
+                }
+                waiting -= 1;
+            }
+            Kind::Error(e) => return Err(PushBenchError::Refused(e.message)),
+            _ => {}
+        }
+    }
+    Ok(positions)
 }
 
 /// The publisher: one connection, messages pipelined.

@@ -24,9 +24,11 @@ use serde::{Deserialize, Serialize};
 
 use super::super::{anon_rss_bytes, now_ns, PushBenchError};
 use super::broker::{Broker, Subscriber};
-use super::publisher::published_on;
+use super::disturbance::{Disturbance, Fate};
+use super::layout::Layout;
 use super::stamp::{SequenceCheck, Stamp};
 use crate::histogram;
+use hdrhistogram::Histogram;
 
 /// One generator's share of the subscribers.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -37,8 +39,10 @@ pub struct GeneratorPlan {
     pub first: u64,
     /// Subscribers this generator holds.
     pub subscribers: usize,
-    /// Subscriber `n` listens to subject `n % subjects`.
-    pub subjects: u32,
+    /// Who listens to what, and where messages go.
+    pub layout: Layout,
+    /// What goes wrong, and to whom.
+    pub disturbance: Disturbance,
     /// The loopback address its connections come from.
     pub source: Option<IpAddr>,
     /// Connections opened at once while setting up.
@@ -58,12 +62,22 @@ pub struct GeneratorReport {
     pub dropped: usize,
     /// Subscribers whose connection ended, by the error that ended it.
     pub disconnected: BTreeMap<String, usize>,
+    /// Subscribers the disturbance touched.
+    pub disturbed: usize,
+    /// Of `lost`, what the disturbed subscribers lost.
+    pub disturbed_lost: u64,
     /// The first and last delivery, ns since the Unix epoch.
     pub first_ns: u64,
     /// See `first_ns`.
     pub last_ns: u64,
-    /// Publish-to-deliver latency in µs: (value, count) pairs.
+    /// Publish-to-deliver latency in µs of the subscribers the disturbance
+    /// spared: (value, count) pairs.
     pub latencies_us: Vec<(u64, u64)>,
+    /// The same for the disturbed subscribers.
+    pub disturbed_latencies_us: Vec<(u64, u64)>,
+    /// For each reconnected subscriber, µs from reopening until it had
+    /// every message published before that moment: (value, count) pairs.
+    pub catch_up_us: Vec<(u64, u64)>,
     /// This process's anonymous memory with every subscriber open.
     pub memory_bytes: u64,
 }
@@ -71,10 +85,58 @@ pub struct GeneratorReport {
 /// One subscriber's tally.
 #[derive(Debug, Default)]
 struct Tally {
-    subject: u32,
+    /// Every subject it receives, ascending, with its check.
+    checks: Vec<(u32, SequenceCheck)>,
+    /// Messages received.
     got: u64,
-    check: SequenceCheck,
+    /// How far it has come: the sum of its checks' expected numbers.
+    reached: u64,
     ended: Option<String>,
+    disturbed: bool,
+    /// When it began reopening its connection, ns since the epoch (0: it
+    /// never did).
+    reopened_ns: u64,
+    /// When it had subscribed again.
+    resubscribed_ns: u64,
+    /// When it last received, after reopening, a message published before.
+    backlog_ns: u64,
+}
+
+impl Tally {
+    /// Takes one delivery received at `now`.
+    fn see(&mut self, stamp: &Stamp, now: u64) {
+        self.got += 1;
+        let Ok(at) = self
+            .checks
+            .binary_search_by_key(&stamp.subject, |(s, _)| *s)
+        else {
+            return;
+        };
+        if let Some((_, check)) = self.checks.get_mut(at) {
+            let before = check.expected();
+            check.see(stamp.sequence);
+            self.reached += check.expected() - before;
+        }
+        if self.reopened_ns > 0 && stamp.intended_ns < self.reopened_ns {
+            self.backlog_ns = now;
+        }
+    }
+
+    /// Messages it was owed, given what each subject got.
+    fn owed(&self, counts: &[u64]) -> u64 {
+        self.checks
+            .iter()
+            .map(|(s, _)| counts.get(*s as usize).copied().unwrap_or(0))
+            .sum()
+    }
+
+    /// Messages it lost, given what each subject got.
+    fn lost(&self, counts: &[u64]) -> u64 {
+        self.checks
+            .iter()
+            .map(|(s, check)| check.lost_of(counts.get(*s as usize).copied().unwrap_or(0)))
+            .sum()
+    }
 }
 
 /// How long opening every subscriber may take.
@@ -97,8 +159,107 @@ pub fn serve(plan: &GeneratorPlan) -> Result<(), PushBenchError> {
         .map_err(|e| PushBenchError::Refused(format!("writing the report: {e}")))
 }
 
+/// What the subscribers' tasks share: one event loop, no locks.
+struct Shared {
+    tallies: RefCell<Vec<Tally>>,
+    /// Latencies of the spared subscribers, and of the disturbed ones.
+    latencies: RefCell<[Histogram<u64>; 2]>,
+    catch_up: RefCell<Histogram<u64>>,
+    /// First and last delivery, ns.
+    span: RefCell<(u64, u64)>,
+}
+
+impl Shared {
+    fn delivered(&self, index: usize, payload: &[u8]) {
+        let now = now_ns();
+        let Some(stamp) = Stamp::read(payload) else {
+            return;
+        };
+        let mut tallies = self.tallies.borrow_mut();
+        let Some(tally) = tallies.get_mut(index) else {
+            return;
+        };
+        tally.see(&stamp, now);
+        let which = usize::from(tally.disturbed);
+        if let Some(latencies) = self.latencies.borrow_mut().get_mut(which) {
+            let _ = latencies.record(now.saturating_sub(stamp.intended_ns) / 1000);
+        }
+        let mut span = self.span.borrow_mut();
+        span.0 = span.0.min(now);
+        span.1 = span.1.max(now);
+    }
+
+    fn ended(&self, index: usize, error: &PushBenchError) {
+        if let Some(tally) = self.tallies.borrow_mut().get_mut(index) {
+            tally.ended = Some(reason(error));
+        }
+    }
+}
+
+/// One subscriber's life: receive until the end, living through its fate.
+async fn follow(
+    shared: Rc<Shared>,
+    plan: Rc<GeneratorPlan>,
+    index: usize,
+    mut subscriber: Subscriber,
+    mut fate: Fate,
+    started: Instant,
+) {
+    let id = plan.first + index as u64;
+    let mut on_message = |payload: &[u8]| shared.delivered(index, payload);
+    loop {
+        match fate {
+            Fate::Stalls { at, pause } if started.elapsed() >= at => {
+                tokio::time::sleep(pause).await;
+                fate = Fate::Spared;
+            }
+            Fate::Reconnects { at, reopen } => {
+                let close = tokio::select! {
+                    received = subscriber.receive(&mut on_message) => {
+                        if let Err(e) = received {
+                            shared.ended(index, &e);
+                            return;
+                        }
+                        false
+                    }
+                    () = tokio::time::sleep_until((started + at).into()) => true,
+                };
+                if close {
+                    let closed = subscriber.close();
+                    tokio::time::sleep_until((started + reopen).into()).await;
+                    if let Some(tally) = shared.tallies.borrow_mut().get_mut(index) {
+                        tally.reopened_ns = now_ns();
+                    }
+                    let interest = plan.layout.interest(id);
+                    let reopened =
+                        Subscriber::reopen(&plan.broker, &interest, id, plan.source, closed).await;
+                    subscriber = match reopened {
+                        Ok(subscriber) => subscriber,
+                        Err(e) => {
+                            shared.ended(index, &e);
+                            return;
+                        }
+                    };
+                    if let Some(tally) = shared.tallies.borrow_mut().get_mut(index) {
+                        tally.resubscribed_ns = now_ns();
+                    }
+                    fate = Fate::Spared;
+                }
+                continue;
+            }
+            _ => {}
+        }
+        if let Err(e) = subscriber.receive(&mut on_message).await {
+            shared.ended(index, &e);
+            return;
+        }
+    }
+}
+
 async fn run(plan: &GeneratorPlan) -> Result<GeneratorReport, PushBenchError> {
-    let subjects = plan.subjects.max(1);
+    let plan = Rc::new(plan.clone());
+    let everyone = plan.layout.subscribers;
+    let resumable = matches!(plan.disturbance, Disturbance::Reconnect { .. });
     let mut subscribers = Vec::with_capacity(plan.subscribers);
     let opening = async {
         let ids: Vec<u64> = (0..plan.subscribers as u64)
@@ -106,11 +267,12 @@ async fn run(plan: &GeneratorPlan) -> Result<GeneratorReport, PushBenchError> {
             .collect();
         for chunk in ids.chunks(plan.open_parallel.max(1)) {
             let opened = futures_util::future::join_all(chunk.iter().map(|&id| {
-                let subject = (id % u64::from(subjects)) as u32;
+                let interest = plan.layout.interest(id);
+                let plan = &plan;
                 async move {
-                    Subscriber::open(&plan.broker, subject, id, plan.source)
+                    Subscriber::open(&plan.broker, &interest, id, plan.source, resumable)
                         .await
-                        .map(|s| (subject, s))
+                        .map(|s| (id, interest, s))
                 }
             }))
             .await;
@@ -125,69 +287,61 @@ async fn run(plan: &GeneratorPlan) -> Result<GeneratorReport, PushBenchError> {
         .map_err(|_| PushBenchError::Refused("opening the subscribers took too long".into()))??;
     let memory_bytes = anon_rss_bytes(std::process::id()).unwrap_or(0);
 
-    let tallies: Rc<RefCell<Vec<Tally>>> = Rc::new(RefCell::new(
-        subscribers
-            .iter()
-            .map(|(subject, _)| Tally {
-                subject: *subject,
-                ..Tally::default()
-            })
-            .collect(),
-    ));
-    let latencies = Rc::new(RefCell::new(histogram::new()));
-    let span = Rc::new(RefCell::new((u64::MAX, 0u64)));
+    let shared = Rc::new(Shared {
+        tallies: RefCell::new(
+            subscribers
+                .iter()
+                .map(|(id, interest, _)| Tally {
+                    checks: interest
+                        .covered(plan.layout.subjects)
+                        .into_iter()
+                        .map(|s| (s, SequenceCheck::default()))
+                        .collect(),
+                    disturbed: plan.disturbance.fate(*id, everyone).disturbed(),
+                    ..Tally::default()
+                })
+                .collect(),
+        ),
+        latencies: RefCell::new([histogram::new(), histogram::new()]),
+        catch_up: RefCell::new(histogram::new()),
+        span: RefCell::new((u64::MAX, 0u64)),
+    });
+    say("ready")?;
+    let started = Instant::now();
     let readers: Vec<_> = subscribers
         .into_iter()
         .enumerate()
-        .map(|(index, (_, mut subscriber))| {
-            let tallies = Rc::clone(&tallies);
-            let latencies = Rc::clone(&latencies);
-            let span = Rc::clone(&span);
-            tokio::task::spawn_local(async move {
-                loop {
-                    let received = subscriber
-                        .receive(|payload| {
-                            let now = now_ns();
-                            let mut tallies = tallies.borrow_mut();
-                            let Some(tally) = tallies.get_mut(index) else {
-                                return;
-                            };
-                            tally.got += 1;
-                            let Some(stamp) = Stamp::read(payload) else {
-                                return;
-                            };
-                            if stamp.subject == tally.subject {
-                                tally.check.see(stamp.sequence);
-                            }
-                            let _ = latencies
-                                .borrow_mut()
-                                .record(now.saturating_sub(stamp.intended_ns) / 1000);
-                            let mut span = span.borrow_mut();
-                            span.0 = span.0.min(now);
-                            span.1 = span.1.max(now);
-                        })
-                        .await;
-                    if let Err(e) = received {
-                        if let Some(tally) = tallies.borrow_mut().get_mut(index) {
-                            tally.ended = Some(reason(&e));
-                        }
-                        return;
-                    }
-                }
-            })
+        .map(|(index, (id, _, subscriber))| {
+            let fate = plan.disturbance.fate(id, everyone);
+            tokio::task::spawn_local(follow(
+                Rc::clone(&shared),
+                Rc::clone(&plan),
+                index,
+                subscriber,
+                fate,
+                started,
+            ))
         })
         .collect();
-    say("ready")?;
 
     let (messages, give_up) = tokio::task::spawn_blocking(read_done)
         .await
         .map_err(|e| PushBenchError::Refused(format!("reading the parent: {e}")))??;
+    let counts = plan.layout.published_counts(messages)?;
+    let owed: Vec<u64> = shared
+        .tallies
+        .borrow()
+        .iter()
+        .map(|t| t.owed(&counts))
+        .collect();
     let deadline = Instant::now() + give_up;
     loop {
-        let settled = tallies
+        let settled = shared
+            .tallies
             .borrow()
             .iter()
-            .all(|t| t.ended.is_some() || t.got >= published_on(t.subject, messages, subjects));
+            .zip(&owed)
+            .all(|(t, &owed)| t.ended.is_some() || t.reached >= owed);
         if settled || Instant::now() >= deadline {
             break;
         }
@@ -201,27 +355,39 @@ async fn run(plan: &GeneratorPlan) -> Result<GeneratorReport, PushBenchError> {
         memory_bytes,
         ..GeneratorReport::default()
     };
-    for tally in tallies.borrow().iter() {
-        let owed = published_on(tally.subject, messages, subjects);
-        let lost = tally.check.lost_of(owed);
+    let mut catch_up = shared.catch_up.borrow_mut();
+    for tally in shared.tallies.borrow().iter() {
+        let lost = tally.lost(&counts);
         report.delivered += tally.got;
         report.lost += lost;
-        report.duplicated += tally.check.duplicated;
+        report.duplicated += tally.checks.iter().map(|(_, c)| c.duplicated).sum::<u64>();
         if lost > 0 || tally.ended.is_some() {
             report.dropped += 1;
+        }
+        if tally.disturbed {
+            report.disturbed += 1;
+            report.disturbed_lost += lost;
         }
         if let Some(why) = &tally.ended {
             *report.disconnected.entry(why.clone()).or_default() += 1;
         }
+        if tally.reopened_ns > 0 && tally.resubscribed_ns > 0 {
+            let caught_up = tally.backlog_ns.max(tally.resubscribed_ns);
+            let _ = catch_up.record(caught_up.saturating_sub(tally.reopened_ns) / 1000);
+        }
     }
-    let (first, last) = *span.borrow();
+    let (first, last) = *shared.span.borrow();
     report.first_ns = if first == u64::MAX { 0 } else { first };
     report.last_ns = last;
-    report.latencies_us = latencies
-        .borrow()
-        .iter_recorded()
-        .map(|v| (v.value_iterated_to(), v.count_at_value()))
-        .collect();
+    let pairs = |h: &Histogram<u64>| {
+        h.iter_recorded()
+            .map(|v| (v.value_iterated_to(), v.count_at_value()))
+            .collect()
+    };
+    let latencies = shared.latencies.borrow();
+    report.latencies_us = pairs(&latencies[0]);
+    report.disturbed_latencies_us = pairs(&latencies[1]);
+    report.catch_up_us = pairs(&catch_up);
     Ok(report)
 }
 

@@ -11,8 +11,10 @@
 //! nothing but the socket writes, driven by the same clients.
 
 pub mod broker;
+pub mod disturbance;
 pub mod floor;
 pub mod generator;
+pub mod layout;
 pub mod publisher;
 pub mod stamp;
 
@@ -25,7 +27,9 @@ use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
 use self::broker::{Broker, Publisher};
+use self::disturbance::Disturbance;
 use self::generator::{GeneratorPlan, GeneratorReport};
+use self::layout::Layout;
 use self::publisher::Schedule;
 use super::socket::loopback_source;
 use super::PushBenchError;
@@ -34,16 +38,23 @@ use crate::histogram;
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct Fanout {
+    /// What the rows call it (`s1`, `s3-zipf`, ...).
+    pub scenario: String,
     /// The broker.
     pub broker: Broker,
     /// Subscribers, each on a connection of its own.
     pub subscribers: usize,
-    /// Subjects; subscriber `n` listens to subject `n % subjects`, and the
-    /// publisher takes them in turn.
-    pub subjects: u32,
-    /// Messages published per second; 0 for saturation (as fast as the
-    /// window allows, for `secs`).
+    /// The subjects, who listens to which, and where messages go (its
+    /// `subscribers` is set from the field above).
+    pub layout: Layout,
+    /// Messages published per second (bursts per second when `burst` is
+    /// over 1); 0 for saturation (as fast as the window allows, for
+    /// `secs`).
     pub rate: u32,
+    /// Messages meant to leave together at each tick of `rate`.
+    pub burst: u32,
+    /// What goes wrong during the run.
+    pub disturbance: Disturbance,
     /// Seconds of publishing.
     pub secs: f64,
     /// Bytes per message.
@@ -66,8 +77,8 @@ pub struct Fanout {
 /// One run's figures.
 #[derive(Debug, Clone, Serialize)]
 pub struct FanoutRow {
-    /// `fanout`.
-    pub scenario: &'static str,
+    /// The scenario's name (`s1`, `s3-zipf`, ...).
+    pub scenario: String,
     /// The system: `herald`, `nats`, `mqtt`, `floor`.
     pub system: &'static str,
     /// How its clients speak to it: `websocket`, `grpc`, `nats`,
@@ -77,6 +88,14 @@ pub struct FanoutRow {
     pub subscribers: usize,
     /// Subjects.
     pub subjects: u32,
+    /// Subscriptions over all subscribers (patterns included).
+    pub subscriptions: u64,
+    /// Pattern subscriptions among them.
+    pub patterns: u64,
+    /// How the publisher chose each message's subject.
+    pub choice: &'static str,
+    /// Messages per tick of `rate`.
+    pub burst: u32,
     /// Generator processes holding the subscribers.
     pub generators: usize,
     /// Messages per second asked for; 0 for saturation.
@@ -111,14 +130,35 @@ pub struct FanoutRow {
     pub p999_us: f64,
     /// Largest, µs.
     pub max_us: f64,
+    /// Share of deliveries later than one second (seed 003's time-outs).
+    pub late_share: f64,
+    /// Subscribers the disturbance touched (stalled or reconnected).
+    pub disturbed_subscribers: usize,
+    /// 99th percentile of the subscribers it spared, µs.
+    pub spared_p99_us: Option<f64>,
+    /// 99th percentile of the subscribers it touched, µs.
+    pub disturbed_p99_us: Option<f64>,
+    /// Messages the touched subscribers lost (part of `lost`).
+    pub disturbed_lost: u64,
+    /// Reconnected subscribers: from reopening until each had every
+    /// message published before it reopened, median, ms.
+    pub catch_up_p50_ms: Option<f64>,
+    /// 99th percentile of the same, ms.
+    pub catch_up_p99_ms: Option<f64>,
+    /// The slowest, ms.
+    pub catch_up_max_ms: Option<f64>,
     /// Cores the broker kept busy while publishing.
     pub broker_cores: Option<f64>,
     /// Broker CPU per delivery, ns, from the first publish to the last
     /// delivery.
     pub broker_ns_per_delivery: Option<f64>,
+    /// Broker CPU per message published, ns.
+    pub broker_ns_per_message: Option<f64>,
     /// Broker anonymous memory per subscriber connection (after opening
     /// them, against before), bytes.
     pub broker_bytes_per_connection: Option<f64>,
+    /// The same per subscription.
+    pub broker_bytes_per_subscription: Option<f64>,
     /// The generators' anonymous memory per subscriber, bytes.
     pub generator_bytes_per_connection: f64,
 }
@@ -179,6 +219,10 @@ pub async fn run(plan: &Fanout) -> Result<FanoutRow, PushBenchError> {
     let memory_before = memory(plan.broker_pid);
     let per = plan.per_generator.max(1);
     let count = plan.subscribers.div_ceil(per).max(1);
+    let layout = Layout {
+        subscribers: plan.subscribers as u64,
+        ..plan.layout.clone()
+    };
     let mut generators = Vec::with_capacity(count);
     for k in 0..count {
         let first = k * per;
@@ -186,7 +230,8 @@ pub async fn run(plan: &Fanout) -> Result<FanoutRow, PushBenchError> {
             broker: plan.broker.clone(),
             first: first as u64,
             subscribers: per.min(plan.subscribers.saturating_sub(first)),
-            subjects: plan.subjects.max(1),
+            layout: layout.clone(),
+            disturbance: plan.disturbance,
             source: plan.spread_sources.then(|| loopback_source(k)),
             open_parallel: plan.open_parallel,
         };
@@ -212,8 +257,9 @@ pub async fn run(plan: &Fanout) -> Result<FanoutRow, PushBenchError> {
     let start_ns = super::now_ns();
     let schedule = Schedule {
         rate: plan.rate,
+        burst: plan.burst.max(1),
         secs: plan.secs,
-        subjects: plan.subjects.max(1),
+        layout: layout.clone(),
         payload_bytes: plan.payload_bytes,
         window: plan.window,
     };
@@ -244,13 +290,26 @@ pub async fn run(plan: &Fanout) -> Result<FanoutRow, PushBenchError> {
     drop(publisher);
 
     let mut latencies = histogram::new();
+    let mut spared = histogram::new();
+    let mut disturbed = histogram::new();
+    let mut catch_up = histogram::new();
     let mut total = GeneratorReport::default();
     let mut generator_memory = 0u64;
     let mut last_ns = 0u64;
     for report in reports {
-        for (value, n) in report.latencies_us {
-            let _ = latencies.record_n(value, n);
+        for (value, n) in &report.latencies_us {
+            let _ = latencies.record_n(*value, *n);
+            let _ = spared.record_n(*value, *n);
         }
+        for (value, n) in &report.disturbed_latencies_us {
+            let _ = latencies.record_n(*value, *n);
+            let _ = disturbed.record_n(*value, *n);
+        }
+        for (value, n) in &report.catch_up_us {
+            let _ = catch_up.record_n(*value, *n);
+        }
+        total.disturbed += report.disturbed;
+        total.disturbed_lost += report.disturbed_lost;
         total.delivered += report.delivered;
         total.lost += report.lost;
         total.duplicated += report.duplicated;
@@ -264,12 +323,33 @@ pub async fn run(plan: &Fanout) -> Result<FanoutRow, PushBenchError> {
     let delivering_secs = last_ns.saturating_sub(start_ns) as f64 / 1e9;
     let (p50, p99, p999) = histogram::percentiles(&latencies).unwrap_or_default();
     let subscribers = plan.subscribers.max(1) as f64;
+    let p99_of = |h: &hdrhistogram::Histogram<u64>| {
+        (!h.is_empty()).then(|| h.value_at_quantile(0.99) as f64)
+    };
+    let ms = |h: &hdrhistogram::Histogram<u64>, q: f64| {
+        (!h.is_empty()).then(|| h.value_at_quantile(q) as f64 / 1000.0)
+    };
+    let late = latencies.count_between(1_000_001, u64::MAX);
+    let cpu_ns = cpu_before
+        .zip(cpu_delivered)
+        .map(|(before, after)| crate::cpu::between(before, after).0);
+    let broker_bytes = memory_before
+        .zip(memory_after)
+        .map(|(before, after)| after.saturating_sub(before) as f64);
     Ok(FanoutRow {
-        scenario: "fanout",
+        scenario: plan.scenario.clone(),
         system: plan.broker.system(),
         transport: plan.broker.label(),
         subscribers: plan.subscribers,
-        subjects: plan.subjects.max(1),
+        subjects: layout.subjects.max(1),
+        subscriptions: layout.subscriptions(),
+        patterns: if layout.patterns {
+            layout.subscribers
+        } else {
+            0
+        },
+        choice: layout.choice.name(),
+        burst: plan.burst.max(1),
         generators: count,
         rate: plan.rate,
         payload_bytes: plan.payload_bytes,
@@ -291,17 +371,30 @@ pub async fn run(plan: &Fanout) -> Result<FanoutRow, PushBenchError> {
         p99_us: p99,
         p999_us: p999,
         max_us: latencies.max() as f64,
+        late_share: if latencies.is_empty() {
+            0.0
+        } else {
+            late as f64 / latencies.len() as f64
+        },
+        disturbed_subscribers: total.disturbed,
+        spared_p99_us: p99_of(&spared),
+        disturbed_p99_us: p99_of(&disturbed),
+        disturbed_lost: total.disturbed_lost,
+        catch_up_p50_ms: ms(&catch_up, 0.5),
+        catch_up_p99_ms: ms(&catch_up, 0.99),
+        catch_up_max_ms: ms(&catch_up, 1.0),
         broker_cores: cpu_before
             .zip(cpu_published)
             .map(|(before, after)| crate::cpu::between(before, after).1),
-        broker_ns_per_delivery: cpu_before
-            .zip(cpu_delivered)
-            .map(|(before, after)| crate::cpu::between(before, after).0)
+        broker_ns_per_delivery: cpu_ns
             .filter(|_| total.delivered > 0)
             .map(|ns| ns / total.delivered as f64),
-        broker_bytes_per_connection: memory_before
-            .zip(memory_after)
-            .map(|(before, after)| after.saturating_sub(before) as f64 / subscribers),
+        broker_ns_per_message: cpu_ns
+            .filter(|_| published.messages > 0)
+            .map(|ns| ns / published.messages as f64),
+        broker_bytes_per_connection: broker_bytes.map(|bytes| bytes / subscribers),
+        broker_bytes_per_subscription: broker_bytes
+            .map(|bytes| bytes / layout.subscriptions().max(1) as f64),
         generator_bytes_per_connection: generator_memory as f64 / subscribers,
     })
 }

@@ -11,17 +11,22 @@ use std::time::{Duration, Instant};
 
 use super::super::{now_ns, PushBenchError};
 use super::broker::{Broker, Publisher};
+use super::layout::Layout;
 use super::stamp::{Stamp, STAMP_BYTES};
 
 /// What to publish.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Schedule {
-    /// Messages per second; 0 publishes as fast as the window allows.
+    /// Messages per second (bursts per second when `burst` is over 1); 0
+    /// publishes as fast as the window allows.
     pub rate: u32,
+    /// Messages meant to leave together at each tick of `rate` (seed 003's
+    /// rounds); 1 for an even stream.
+    pub burst: u32,
     /// Seconds of publishing.
     pub secs: f64,
-    /// Subjects, taken in turn (message `i` goes to subject `i % subjects`).
-    pub subjects: u32,
+    /// The subjects and which one each message goes to.
+    pub layout: Layout,
     /// Bytes per message, at least [`STAMP_BYTES`].
     pub payload_bytes: usize,
     /// Messages in flight at most: unanswered ones for brokers that
@@ -38,24 +43,19 @@ pub struct Published {
     pub elapsed: Duration,
 }
 
-/// Messages subject `subject` received when `messages` were published in
-/// turn over `subjects` subjects.
-pub fn published_on(subject: u32, messages: u64, subjects: u32) -> u64 {
-    let subjects = u64::from(subjects.max(1));
-    messages / subjects + u64::from(u64::from(subject) < messages % subjects)
-}
-
 /// Publishes on `broker` through `publisher` as `schedule` says.
 pub async fn publish(
     broker: &Broker,
     publisher: &mut Publisher,
     schedule: &Schedule,
 ) -> Result<Published, PushBenchError> {
-    let subjects = schedule.subjects.max(1);
-    let names: Vec<String> = (0..subjects).map(|s| broker.subject_name(s)).collect();
+    let mut draws = schedule.layout.draws()?;
+    // The next sequence number of every subject.
+    let mut sequences = vec![0u64; schedule.layout.subjects.max(1) as usize];
+    let burst = u64::from(schedule.burst.max(1));
     let mut payload = vec![0x5A; schedule.payload_bytes.max(STAMP_BYTES)];
     let window = schedule.window.max(1);
-    let planned = (f64::from(schedule.rate) * schedule.secs).round() as u64;
+    let planned = (f64::from(schedule.rate) * schedule.secs).round() as u64 * burst;
     let interval = (schedule.rate > 0).then(|| 1.0 / f64::from(schedule.rate));
     let start = Instant::now();
     let start_ns = now_ns();
@@ -69,7 +69,7 @@ pub async fn publish(
                 if sent >= planned.max(1) {
                     break;
                 }
-                let offset = Duration::from_secs_f64(sent as f64 * interval);
+                let offset = Duration::from_secs_f64((sent / burst) as f64 * interval);
                 tokio::time::sleep_until((start + offset).into()).await;
                 start_ns + offset.as_nanos() as u64
             }
@@ -84,15 +84,21 @@ pub async fn publish(
             publisher.answered().await?;
             in_flight -= 1;
         }
-        let subject = (sent % u64::from(subjects)) as u32;
+        let subject = draws.next().unwrap_or(0);
+        let Some(sequence) = sequences.get_mut(subject as usize) else {
+            return Err(PushBenchError::Refused(format!("subject {subject} drawn")));
+        };
         Stamp {
             intended_ns,
             subject,
-            sequence: sent / u64::from(subjects),
+            sequence: *sequence,
         }
         .write(&mut payload);
-        let name = names.get(subject as usize).map_or("", String::as_str);
-        if publisher.send(name, &payload).await? {
+        *sequence += 1;
+        if publisher
+            .send(&broker.subject_name(subject), &payload)
+            .await?
+        {
             in_flight += 1;
         } else {
             unconfirmed += 1;
@@ -112,17 +118,4 @@ pub async fn publish(
         messages: sent,
         elapsed: start.elapsed(),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::published_on;
-
-    #[test]
-    fn subjects_in_turn_share_the_messages() {
-        assert_eq!(published_on(0, 10, 1), 10);
-        let shares: Vec<u64> = (0..4).map(|s| published_on(s, 10, 4)).collect();
-        assert_eq!(shares, [3, 3, 2, 2]);
-        assert_eq!(shares.iter().sum::<u64>(), 10);
-    }
 }

@@ -74,6 +74,12 @@ impl SequenceCheck {
         true
     }
 
+    /// The sequence number it expects next: how many of the subject's
+    /// messages it has received or skipped over.
+    pub fn expected(&self) -> u64 {
+        self.next
+    }
+
     /// Messages lost once `published` were sent: the gaps seen, and the
     /// tail that never came.
     pub fn lost_of(&self, published: u64) -> u64 {
