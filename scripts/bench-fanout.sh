@@ -6,14 +6,27 @@
 # each point interleaved across systems, and a report of medians with the
 # ratios measured in this run.
 #
-#   scripts/bench-fanout.sh [--quick] [--repeats N] [--layouts pinned,unpinned] [--only s1,saturation]
+#   scripts/bench-fanout.sh [--quick] [--repeats N] [--layouts pinned,unpinned]
+#                           [--only s1,saturation,s2,s3,s4,s5,s6]
 #
-# Scenarios:
+# Scenarios (--quick: fewer subscribers and subjects, shorter runs):
 #   s1          seed 002's table: one subject, 10 / 100 / 1,000 / 10,000 /
 #               as many subscribers as the open-file limit allows, 64-byte
 #               messages at 10 msg/s;
 #   saturation  one subject, 100 and 1,000 subscribers, the publisher as
-#               fast as its window (256 in flight) allows.
+#               fast as its window (256 in flight) allows;
+#   s2          seed 003's rounds: as many subscribers as allowed, 20
+#               messages to each per round, a round a second for a minute;
+#   s3          seed 004's subjects: 1,000,000 subjects (herald: a
+#               16-partition topic), 10,000 subscribers of 10 subjects
+#               each (100,000 subscriptions), the publisher at saturation
+#               choosing subjects uniformly, normally, by Poisson and by
+#               Zipf;
+#   s4          s3 (uniform and Zipf) with a pattern of 100 subjects per
+#               subscriber besides: 10,000 patterns;
+#   s5          s1 at 10,000 subscribers, 1% of them stop reading for 10 s;
+#   s6          s1 at 10,000 subscribers, every connection dropped and
+#               reopened within 1 s, resuming where the broker can.
 # Layouts: `pinned` puts every broker on CPU 0 and the load generator
 # (publisher and subscriber processes) on CPU 1; `unpinned` lets the
 # kernel place them.
@@ -29,7 +42,7 @@ ASKED="$*"
 QUICK=0
 REPEATS=3
 LAYOUTS="pinned,unpinned"
-ONLY="s1,saturation"
+ONLY="s1,saturation,s2,s3,s4,s5,s6"
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) QUICK=1; shift ;;
@@ -76,11 +89,21 @@ if [ "$QUICK" = 1 ]; then
   S1_SECS=3
   SATURATION=(100)
   SATURATION_SECS=2
+  S2_SUBSCRIBERS=1000; S2_SECS=5
+  S3_SUBSCRIBERS=1000; S3_SUBJECTS=100000; S3_SECS=2
+  S56_SUBSCRIBERS=1000
+  S5_SECS=5; S5_STALL=(--stall-every 100 --stall-after-ms 1000 --stall-ms 3000)
+  S6_SECS=4; S6_STORM=(--reconnect-after-ms 1500 --reconnect-within-ms 1000)
 else
   S1=(10 100 1000 10000 "$MAX_SUBSCRIBERS")
   S1_SECS=10
   SATURATION=(100 1000)
   SATURATION_SECS=5
+  S2_SUBSCRIBERS="$MAX_SUBSCRIBERS"; S2_SECS=60
+  S3_SUBSCRIBERS=10000; S3_SUBJECTS=1000000; S3_SECS=5
+  S56_SUBSCRIBERS=10000
+  S5_SECS=20; S5_STALL=(--stall-every 100 --stall-after-ms 2000 --stall-ms 10000)
+  S6_SECS=8; S6_STORM=(--reconnect-after-ms 3000 --reconnect-within-ms 1000)
 fi
 # system label, then the arguments that select it.
 SYSTEMS=(
@@ -91,6 +114,11 @@ SYSTEMS=(
   "mqtt-qos1|--system mqtt --mqtt $MOSQUITTO_ADDR --qos 1"
   "kernel|--system floor"
 )
+
+# Where every subscriber is a subject's (s3, s4) the floor cannot take
+# part: it has no subjects. Nor where a subscriber stalls or reconnects
+# (s5, s6): it has no queue and no resume. The report says so.
+SUBJECT_SYSTEMS=("${SYSTEMS[0]}" "${SYSTEMS[2]}" "${SYSTEMS[3]}" "${SYSTEMS[4]}")
 
 pid_of() {
   case "$1" in
@@ -139,7 +167,7 @@ for layout in "${LAYOUT_LIST[@]}"; do
     if wanted s1; then
       for n in "${S1[@]}"; do
         for entry in "${SYSTEMS[@]}"; do
-          run "$layout" "$round" "$entry" --subscribers "$n" --rate 10 --secs "$S1_SECS"
+          run "$layout" "$round" "$entry" --scenario s1 --subscribers "$n" --rate 10 --secs "$S1_SECS"
         done
         echo "== $layout round $round: s1 at $n subscribers"
       done
@@ -147,10 +175,45 @@ for layout in "${LAYOUT_LIST[@]}"; do
     if wanted saturation; then
       for n in "${SATURATION[@]}"; do
         for entry in "${SYSTEMS[@]}"; do
-          run "$layout" "$round" "$entry" --subscribers "$n" --rate 0 --secs "$SATURATION_SECS"
+          run "$layout" "$round" "$entry" --scenario saturation --subscribers "$n" --rate 0 --secs "$SATURATION_SECS"
         done
         echo "== $layout round $round: saturation at $n subscribers"
       done
+    fi
+    if wanted s2; then
+      for entry in "${SYSTEMS[@]}"; do
+        [ "${entry%%|*}" = grpc ] && continue
+        run "$layout" "$round" "$entry" --scenario s2 --subscribers "$S2_SUBSCRIBERS" \
+          --rate 1 --burst 20 --secs "$S2_SECS"
+      done
+      echo "== $layout round $round: s2 at $S2_SUBSCRIBERS subscribers"
+    fi
+    for s in s3 s4; do
+      wanted "$s" || continue
+      choices=(uniform normal poisson zipf); patterns=()
+      if [ "$s" = s4 ]; then choices=(uniform zipf); patterns=(--patterns); fi
+      for choice in "${choices[@]}"; do
+        for entry in "${SUBJECT_SYSTEMS[@]}"; do
+          run "$layout" "$round" "$entry" --scenario "$s-$choice" --subscribers "$S3_SUBSCRIBERS" \
+            --subjects "$S3_SUBJECTS" --per-subscriber 10 "${patterns[@]}" --choice "$choice" \
+            --partitions 16 --rate 0 --secs "$S3_SECS"
+        done
+        echo "== $layout round $round: $s $choice"
+      done
+    done
+    if wanted s5; then
+      for entry in "${SUBJECT_SYSTEMS[@]}"; do
+        run "$layout" "$round" "$entry" --scenario s5 --subscribers "$S56_SUBSCRIBERS" \
+          --rate 10 --secs "$S5_SECS" "${S5_STALL[@]}"
+      done
+      echo "== $layout round $round: s5"
+    fi
+    if wanted s6; then
+      for entry in "${SUBJECT_SYSTEMS[@]}"; do
+        run "$layout" "$round" "$entry" --scenario s6 --subscribers "$S56_SUBSCRIBERS" \
+          --rate 10 --secs "$S6_SECS" "${S6_STORM[@]}"
+      done
+      echo "== $layout round $round: s6"
     fi
   done
 done

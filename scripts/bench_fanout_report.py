@@ -30,7 +30,16 @@ METRICS = [
     "p50_us", "p99_us", "p999_us", "mean_us", "max_us", "deliveries_per_sec",
     "broker_ns_per_delivery", "broker_cores", "broker_bytes_per_connection",
     "lost", "duplicated", "dropped_subscribers", "published", "delivered",
+    "publish_secs", "subscriptions", "late_share", "broker_ns_per_message",
+    "broker_bytes_per_subscription", "disturbed_subscribers", "spared_p99_us",
+    "disturbed_p99_us", "disturbed_lost", "catch_up_p50_ms", "catch_up_p99_ms",
+    "catch_up_max_ms",
 ]
+# The systems that take part where subscribers listen to subjects, stall or
+# reconnect; the floor has no subjects, no queue and no resume.
+SUBJECT_SYSTEMS = ["websocket", "nats", "mqtt-qos0", "mqtt-qos1"]
+# Those scenarios run herald over WebSocket only (S1 shows gRPC beside it).
+OMITTED = {"grpc"}
 
 
 def med(rows, key):
@@ -39,7 +48,11 @@ def med(rows, key):
 
 
 def kind(row):
-    return "saturation" if row["rate"] == 0 else "s1"
+    """The scenario; rows from before scenarios were named say `fanout`."""
+    name = row.get("scenario", "fanout")
+    if name == "fanout":
+        return "saturation" if row["rate"] == 0 else "s1"
+    return name
 
 
 def load(path):
@@ -152,6 +165,118 @@ def saturation_table(m, layout, counts):
     return out
 
 
+def not_run(cells):
+    return "| not run or failed" + " |" * cells
+
+
+def s2_table(m, layout):
+    out = [
+        "| subscribers | system | deliveries | later than 1 s | p50 ms | p99 ms | p99.9 ms | lost | dropped subscribers | broker CPU ns / delivery |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    counts = sorted({k[2] for k in m if k[0] == layout and k[1] == "s2"})
+    for n in counts:
+        for s in SYSTEMS:
+            if s in OMITTED:
+                continue
+            r = m.get((layout, "s2", n, s))
+            if r is None:
+                out.append(f"| {n:,} | {NAMES[s]} " + not_run(8))
+                continue
+            late = "-" if r["late_share"] is None else f"{r['late_share'] * 100:.2f}%"
+            out.append(
+                f"| {n:,} | {NAMES[s]} | {num(r['delivered'])} | {late} | {ms(r['p50_us'])} | "
+                f"{ms(r['p99_us'])} | {ms(r['p999_us'])} | {num(r['lost'])} | "
+                f"{num(r['dropped_subscribers'])} | {cpu(r)} |"
+            )
+    return out
+
+
+def subjects_table(m, layout, names):
+    out = [
+        "| scenario | system | messages / s | deliveries / s | broker CPU ns / message | broker CPU ns / delivery | p50 ms | p99 ms | lost | broker bytes / subscription |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for name in names:
+        for s in SYSTEMS:
+            if s in OMITTED:
+                continue
+            if s not in SUBJECT_SYSTEMS:
+                out.append(f"| {name} | {NAMES[s]} | cannot: no subjects | | | | | | | |")
+                continue
+            rows = [k for k in m if k[0] == layout and k[1] == name and k[3] == s]
+            if not rows:
+                out.append(f"| {name} | {NAMES[s]} " + not_run(8))
+                continue
+            r = m[rows[0]]
+            rate = r["published"] / r["publish_secs"] if r["published"] and r["publish_secs"] else None
+            out.append(
+                f"| {name} | {NAMES[s]} | {num(rate)} | {num(r['deliveries_per_sec'])} | "
+                f"{num(r['broker_ns_per_message'])} | {cpu(r)} | {ms(r['p50_us'])} | "
+                f"{ms(r['p99_us'])} | {num(r['lost'])} | {num(r['broker_bytes_per_subscription'])} |"
+            )
+    return out
+
+
+def s5_table(m, layout):
+    out = [
+        "| subscribers | system | p99 ms of the others | S1 p99 ms at this size | ratio | stalled | stalled lost | stalled p99 ms | lost | disconnected |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    counts = sorted({k[2] for k in m if k[0] == layout and k[1] == "s5"})
+    for n in counts:
+        for s in SYSTEMS:
+            if s in OMITTED:
+                continue
+            if s not in SUBJECT_SYSTEMS:
+                out.append(f"| {n:,} | {NAMES[s]} | cannot: no queue to stall against | | | | | | | |")
+                continue
+            r = m.get((layout, "s5", n, s))
+            if r is None:
+                out.append(f"| {n:,} | {NAMES[s]} " + not_run(8))
+                continue
+            s1 = m.get((layout, "s1", n, s), {}).get("p99_us")
+            why = "; ".join(f"{k} x{v}" for k, v in r["disconnected"].items()) or "none"
+            out.append(
+                f"| {n:,} | {NAMES[s]} | {ms(r['spared_p99_us'])} | {ms(s1)} | {ratio(r['spared_p99_us'], s1)} | "
+                f"{num(r['disturbed_subscribers'])} | {num(r['disturbed_lost'])} | {ms(r['disturbed_p99_us'])} | "
+                f"{num(r['lost'])} | {why} |"
+            )
+    return out
+
+
+def s6_table(m, layout):
+    out = [
+        "| subscribers | system | resumes by | caught up p50 ms | p99 ms | slowest ms | lost | duplicated | dropped subscribers | disconnected |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    how = {
+        "websocket": "positions it reached",
+        "nats": "cannot: core NATS keeps nothing",
+        "mqtt-qos0": "persistent session (QoS 0 is not queued)",
+        "mqtt-qos1": "persistent session",
+    }
+    counts = sorted({k[2] for k in m if k[0] == layout and k[1] == "s6"})
+    for n in counts:
+        for s in SYSTEMS:
+            if s in OMITTED:
+                continue
+            if s not in SUBJECT_SYSTEMS:
+                out.append(f"| {n:,} | {NAMES[s]} | cannot: no resume | | | | | | | |")
+                continue
+            r = m.get((layout, "s6", n, s))
+            if r is None:
+                out.append(f"| {n:,} | {NAMES[s]} | {how[s]} " + not_run(7))
+                continue
+            why = "; ".join(f"{k} x{v}" for k, v in r["disconnected"].items()) or "none"
+            out.append(
+                f"| {n:,} | {NAMES[s]} | {how[s]} | {num(r['catch_up_p50_ms'], 1)} | "
+                f"{num(r['catch_up_p99_ms'], 1)} | {num(r['catch_up_max_ms'], 1)} | {num(r['lost'])} | "
+                f"{num(r['duplicated'])} | {num(r['dropped_subscribers'])} | {why} |"
+            )
+    return out
+
+
 def chart(m, layouts, counts, path):
     import matplotlib
     matplotlib.use("Agg")
@@ -201,7 +326,7 @@ def main():
     with open(os.path.join(args.outdir, "fanout.csv"), "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["layout", "scenario", "subscribers", "system", "runs"] + METRICS)
-        for key in sorted(m):
+        for key in sorted(m, key=lambda k: tuple(map(str, k))):
             w.writerow(list(key) + [m[key]["runs"]] + [m[key][k] for k in METRICS])
 
     md = [
@@ -239,6 +364,28 @@ def main():
             md += saturation_table(m, layout, sat_counts) + [""]
             md += ratio_table(m, layout, "saturation", sat_counts, "deliveries_per_sec", "Deliveries per second, herald over each (above 1: herald delivers more)") + [""]
             md += ratio_table(m, layout, "saturation", sat_counts, "broker_ns_per_delivery", "Broker CPU per delivery at saturation, herald over each") + [""]
+        scenarios = {k[1] for k in m if k[0] == layout}
+        if "s2" in scenarios:
+            md += [f"## S2: rounds, 20 messages per subscriber a second, {layout}", "",
+                   "Seed 003 counted about 3% of deliveries later than 1 s at 20,000 clients.", ""]
+            md += s2_table(m, layout) + [""]
+        for prefix, title in (("s3", "S3: many subjects, 100,000 subscriptions over 10,000 connections, publisher at saturation"),
+                              ("s4", "S4: S3 with a pattern of 100 subjects per connection besides")):
+            names = sorted(n for n in scenarios if n.startswith(prefix + "-"))
+            if names:
+                md += [f"## {title}, {layout}", "",
+                       "Subjects are drawn from the whole range by the named distribution; one in ten "
+                       "subjects has a subscriber (one subscription each), so most messages reach nobody "
+                       "and CPU per message is the figure to compare; herald's topic has 16 partitions.", ""]
+                md += subjects_table(m, layout, names) + [""]
+        if "s5" in scenarios:
+            md += [f"## S5: 1% of subscribers stop reading for 10 s, 10 msg/s, {layout}", ""]
+            md += s5_table(m, layout) + [""]
+        if "s6" in scenarios:
+            md += [f"## S6: every connection dropped and reopened within 1 s, 10 msg/s, {layout}", "",
+                   "Caught up: from reopening until the subscriber had every message published before "
+                   "that moment.", ""]
+            md += s6_table(m, layout) + [""]
     with open(os.path.join(args.outdir, "fanout.md"), "w") as f:
         f.write("\n".join(md))
     chart(m, layouts, s1_counts, os.path.join(args.outdir, "fanout.png"))
