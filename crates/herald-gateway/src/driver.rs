@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::{Stream, StreamExt};
+use futures_util::{FutureExt as _, Stream, StreamExt};
 use herald_push::{Credit, PushEngine, PushStats, Session};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -41,8 +41,15 @@ pub(crate) enum Unreadable {
 
 /// Where a session's messages go: the transport's side of the writer.
 pub(crate) trait Transmit: Send + 'static {
-    /// Sends one message; false once the client is gone.
+    /// Sends one message, or buffers it until [`Transmit::flush`]; false
+    /// once the client is gone.
     fn transmit(&mut self, message: Outgoing) -> impl std::future::Future<Output = bool> + Send;
+
+    /// Writes out what [`Transmit::transmit`] buffered; false once the
+    /// client is gone. Transports that do not buffer need nothing here.
+    fn flush(&mut self) -> impl std::future::Future<Output = bool> + Send {
+        async { true }
+    }
 
     /// Ends the stream once the session is over (a close frame, say).
     fn close(&mut self) -> impl std::future::Future<Output = ()> + Send {
@@ -53,6 +60,38 @@ pub(crate) trait Transmit: Send + 'static {
 impl Transmit for mpsc::Sender<Outgoing> {
     async fn transmit(&mut self, message: Outgoing) -> bool {
         self.send(message).await.is_ok()
+    }
+}
+
+/// Steps a session takes without flushing its writer at most: a client
+/// that keeps its requests coming still sees its answers this often.
+const MAX_UNFLUSHED_STEPS: usize = 64;
+
+/// What woke a session's task.
+enum Step {
+    /// The broker is shutting down.
+    Shutdown,
+    /// Events from the outbox (`None`: it closed).
+    Events(Option<Vec<herald_push::Event>>),
+    /// The client's next message (`None`: its stream ended).
+    Incoming(Option<Result<ClientMessage, Unreadable>>),
+}
+
+/// Waits for whichever comes first: shutdown, events in the outbox, or
+/// the client's next message. Each is cancel-safe, so a step that was not
+/// ready may be dropped and asked for again.
+async fn next_step<S>(
+    shutdown: &CancellationToken,
+    outbox: &herald_push::Outbox,
+    incoming: &mut S,
+) -> Step
+where
+    S: Stream<Item = Result<ClientMessage, Unreadable>> + Unpin,
+{
+    tokio::select! {
+        _ = shutdown.cancelled() => Step::Shutdown,
+        events = outbox.take(TAKE_BYTES) => Step::Events(events),
+        next = incoming.next() => Step::Incoming(next),
     }
 }
 
@@ -111,13 +150,41 @@ pub(crate) async fn drive<S, T>(
     let outbox = Arc::clone(session.outbox());
     let mut first = true;
     let mut messages = Vec::new();
+    // Steps taken since the last flush; the welcome waits in the buffer.
+    let mut unflushed = 1usize;
     let ending = loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => {
-                PushStats::add(&stats.disconnects_shutdown, 1);
-                break Some(go_away(GoAwayReason::Shutdown, "the broker is shutting down", 1000));
+        // What is ready at once is done before flushing, so that the answers
+        // to a pipelined run of requests, and the events that came meanwhile,
+        // leave in one write rather than a system call each. Only when
+        // nothing is ready, or after a bounded run, does the writer flush.
+        let step = {
+            let next = next_step(&shutdown, &outbox, &mut incoming);
+            tokio::pin!(next);
+            match (&mut next).now_or_never() {
+                Some(step) if unflushed < MAX_UNFLUSHED_STEPS => step,
+                ready => {
+                    if unflushed > 0 && !out.flush().await {
+                        break None;
+                    }
+                    unflushed = 0;
+                    match ready {
+                        Some(step) => step,
+                        None => next.await,
+                    }
+                }
             }
-            events = outbox.take(TAKE_BYTES) => {
+        };
+        unflushed += 1;
+        match step {
+            Step::Shutdown => {
+                PushStats::add(&stats.disconnects_shutdown, 1);
+                break Some(go_away(
+                    GoAwayReason::Shutdown,
+                    "the broker is shutting down",
+                    1000,
+                ));
+            }
+            Step::Events(events) => {
                 let Some(events) = events else { break None };
                 stats.record_written(&events);
                 convert::server_messages(events, &mut messages);
@@ -129,7 +196,7 @@ pub(crate) async fn drive<S, T>(
                     break None;
                 }
             }
-            next = incoming.next() => {
+            Step::Incoming(next) => {
                 let client_message = match next {
                     None => {
                         PushStats::add(&stats.disconnects_client, 1);
@@ -155,7 +222,13 @@ pub(crate) async fn drive<S, T>(
                 // Boxed: handling a request needs far more state than
                 // waiting for one, and most sessions wait; inline, every
                 // idle session would carry it.
-                let handled = Box::pin(handle(&engine, &mut session, client_message, opening, &mut out));
+                let handled = Box::pin(handle(
+                    &engine,
+                    &mut session,
+                    client_message,
+                    opening,
+                    &mut out,
+                ));
                 if !handled.await {
                     break None;
                 }

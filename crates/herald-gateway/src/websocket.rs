@@ -16,6 +16,10 @@ use crate::server::Shared;
 /// Bytes a socket's read buffer holds at a time.
 const READ_BUFFER_BYTES: usize = 1024;
 
+/// Bytes of frames buffered before they are written without waiting for
+/// the session's flush.
+const WRITE_BUFFER_BYTES: usize = 64 * 1024;
+
 /// Most bytes waiting in a socket's write buffer (only when writes fail).
 const MAX_WRITE_BUFFER_BYTES: usize = 8 * 1024 * 1024;
 
@@ -26,11 +30,14 @@ pub(crate) async fn upgrade(State(shared): State<Arc<Shared>>, ws: WebSocketUpgr
     // naming the limit; larger ones close the socket at once.
     ws.max_message_size(limit.saturating_mul(2))
         .max_frame_size(limit.saturating_mul(2))
-        // tungstenite starts each socket with 128 KiB read and write
-        // buffers; most sessions sit idle, so start small (a read grows
-        // its buffer for a large message) and write each frame as it goes.
+        // tungstenite starts each socket with a 128 KiB read buffer; most
+        // sessions sit idle, so start small (a read grows its buffer for a
+        // large message). Frames are buffered until the session flushes
+        // (it does when nothing more is ready) or 64 KiB wait: one write
+        // for a run of answers instead of one each. The write buffer grows
+        // only as frames are written, so an idle session holds none.
         .read_buffer_size(READ_BUFFER_BYTES)
-        .write_buffer_size(0)
+        .write_buffer_size(WRITE_BUFFER_BYTES)
         .max_write_buffer_size(MAX_WRITE_BUFFER_BYTES)
         .on_upgrade(move |socket| run(shared, socket))
 }
@@ -83,7 +90,11 @@ struct SocketWriter {
 impl driver::Transmit for SocketWriter {
     async fn transmit(&mut self, message: driver::Outgoing) -> bool {
         let frame = Message::Binary(prost::Message::encode_to_vec(&*message).into());
-        self.sink.send(frame).await.is_ok()
+        self.sink.feed(frame).await.is_ok()
+    }
+
+    async fn flush(&mut self) -> bool {
+        self.sink.flush().await.is_ok()
     }
 
     async fn close(&mut self) {
