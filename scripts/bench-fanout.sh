@@ -31,8 +31,11 @@
 # (publisher and subscriber processes) on CPU 1; `unpinned` lets the
 # kernel place them.
 #
-# Writes $OUT/fanout.jsonl (default /tmp/herald-bench-fanout) and
-# docs/benchmarks/fanout.{md,csv,png} ($DOC to write elsewhere). Every
+# Writes $OUT/fanout.jsonl (default /tmp/herald-bench-fanout), merges its
+# rows into docs/benchmarks/fanout.jsonl (this run's layouts and scenarios
+# replace theirs there; the rest stay as last measured, with their commit)
+# and writes docs/benchmarks/fanout.{md,csv,png} from that ($DOC to write
+# elsewhere). Every
 # broker started here is stopped here, by its PID.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -58,6 +61,7 @@ DATA="/dev/shm/herald-bench-fanout"
 mkdir -p "$OUT" "$DOC"
 ROWS="$OUT/fanout.jsonl"
 rm -f "$ROWS"
+COMMIT="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- crates scripts bench || echo '+changes')"
 
 ulimit -n "$(ulimit -Hn)"
 # The charts use Debian's matplotlib, so the report runs on Debian's Python
@@ -152,7 +156,7 @@ run() {
   # shellcheck disable=SC2086
   if row="$("${GEN[@]}" "$LOADGEN" push fanout $args ${pid:+--broker-pid "$pid"} "${FLOOR_CPU[@]}" \
       --push "$PUSH" --bootstrap "$KAFKA" "$@" 2>>"$OUT/loadgen.err")"; then
-    echo "{\"layout\":\"$layout\",\"round\":$round,${row#\{}" >> "$ROWS"
+    echo "{\"layout\":\"$layout\",\"round\":$round,\"commit\":\"$COMMIT\",${row#\{}" >> "$ROWS"
   else
     echo "   FAILED: $label $* (see $OUT/loadgen.err)"
   fi
@@ -219,5 +223,5 @@ for layout in "${LAYOUT_LIST[@]}"; do
 done
 
 "$REPORT_PY" scripts/bench_fanout_report.py "$ROWS" "$DOC" \
-  --command "scripts/bench-fanout.sh $ASKED" --commit "$(git rev-parse --short HEAD)"
+  --command "scripts/bench-fanout.sh $ASKED" --commit "$COMMIT"
 echo "report: $DOC/fanout.md"
