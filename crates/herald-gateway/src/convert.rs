@@ -171,21 +171,29 @@ pub(crate) fn publish_refused(error: &PublishError) -> Refused {
     }
 }
 
-/// Appends the messages for `events` to `out`: consecutive deliveries go
-/// in one `Deliveries` message.
-pub(crate) fn server_messages(events: Vec<Event>, out: &mut Vec<ServerMessage>) {
-    let mut batch: Vec<proto::Delivery> = Vec::new();
-    let flush = |batch: &mut Vec<proto::Delivery>, out: &mut Vec<ServerMessage>| {
+/// What outbox events become on the way to the client: control messages,
+/// and runs of consecutive deliveries that each go in one `Deliveries`
+/// message (which a transport may encode its own way, see
+/// [`crate::encode`]).
+pub(crate) enum Piece {
+    /// A message as it is.
+    Message(ServerMessage),
+    /// Consecutive deliveries, for one `Deliveries` message.
+    Deliveries(Vec<herald_push::Delivery>),
+}
+
+/// Appends the pieces for `events` to `out`.
+pub(crate) fn pieces(events: Vec<Event>, out: &mut Vec<Piece>) {
+    let mut batch: Vec<herald_push::Delivery> = Vec::new();
+    let flush = |batch: &mut Vec<herald_push::Delivery>, out: &mut Vec<Piece>| {
         if !batch.is_empty() {
-            out.push(message(Kind::Deliveries(proto::Deliveries {
-                deliveries: std::mem::take(batch),
-            })));
+            out.push(Piece::Deliveries(std::mem::take(batch)));
         }
     };
     for event in events {
         let kind = match event {
             Event::Delivery(delivery) => {
-                batch.push(delivery_message(&delivery));
+                batch.push(delivery);
                 continue;
             }
             Event::Subscribed {
@@ -232,19 +240,29 @@ pub(crate) fn server_messages(events: Vec<Event>, out: &mut Vec<ServerMessage>) 
                 // The subscription is over: an error naming it, then the
                 // same end marker an unsubscribe gets.
                 flush(&mut batch, out);
-                out.push(message(Kind::Error(proto::Error {
+                out.push(Piece::Message(message(Kind::Error(proto::Error {
                     code: ErrorCode::UnknownTopic as i32,
                     message: reason,
                     subscription_id,
                     request_id: 0,
-                })));
+                }))));
                 Kind::Unsubscribed(proto::Unsubscribed { subscription_id })
             }
         };
         flush(&mut batch, out);
-        out.push(message(kind));
+        out.push(Piece::Message(message(kind)));
     }
     flush(&mut batch, out);
+}
+
+/// `deliveries` as one `Deliveries` message.
+pub(crate) fn deliveries_message(deliveries: &[herald_push::Delivery]) -> ServerMessage {
+    message(Kind::Deliveries(proto::Deliveries {
+        deliveries: deliveries
+            .iter()
+            .map(|d| delivery_fields(d.subscription_id, d.partition, &d.record, d.high_priority))
+            .collect(),
+    }))
 }
 
 pub(crate) fn gap_reason(reason: GapReason) -> proto::GapReason {
@@ -255,11 +273,16 @@ pub(crate) fn gap_reason(reason: GapReason) -> proto::GapReason {
     }
 }
 
-fn delivery_message(delivery: &herald_push::Delivery) -> proto::Delivery {
-    let record = &delivery.record;
+/// One delivery of `record` as its message.
+pub(crate) fn delivery_fields(
+    subscription_id: u64,
+    partition: u32,
+    record: &herald_push::SharedRecord,
+    high_priority: bool,
+) -> proto::Delivery {
     proto::Delivery {
-        subscription_id: delivery.subscription_id,
-        partition: delivery.partition,
+        subscription_id,
+        partition,
         offset: record.offset,
         timestamp_ms: record.timestamp,
         key: record.key.clone(),
@@ -272,7 +295,7 @@ fn delivery_message(delivery: &herald_push::Delivery) -> proto::Delivery {
                 value: value.map(bytes::Bytes::copy_from_slice),
             })
             .collect(),
-        priority: if delivery.high_priority {
+        priority: if high_priority {
             proto::Priority::High
         } else {
             proto::Priority::Normal

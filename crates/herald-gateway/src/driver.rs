@@ -17,7 +17,7 @@ use herald_push::{Credit, PushEngine, PushStats, Session};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::convert::{self, message, Refused};
+use crate::convert::{self, message, Piece, Refused};
 use crate::proto::{
     self, client_message, server_message::Kind, ClientMessage, GoAwayReason, ServerMessage,
 };
@@ -44,6 +44,18 @@ pub(crate) trait Transmit: Send + 'static {
     /// Sends one message, or buffers it until [`Transmit::flush`]; false
     /// once the client is gone.
     fn transmit(&mut self, message: Outgoing) -> impl std::future::Future<Output = bool> + Send;
+
+    /// Sends consecutive deliveries as one `Deliveries` message; false once
+    /// the client is gone. A transport that writes bytes itself encodes
+    /// them from each record's shared encoding ([`crate::encode`]) instead
+    /// of building the message.
+    fn transmit_deliveries(
+        &mut self,
+        deliveries: Vec<herald_push::Delivery>,
+    ) -> impl std::future::Future<Output = bool> + Send {
+        let message = Box::new(convert::deliveries_message(&deliveries));
+        self.transmit(message)
+    }
 
     /// Writes out what [`Transmit::transmit`] buffered; false once the
     /// client is gone. Transports that do not buffer need nothing here.
@@ -149,7 +161,7 @@ pub(crate) async fn drive<S, T>(
     let stats = Arc::clone(engine.stats());
     let outbox = Arc::clone(session.outbox());
     let mut first = true;
-    let mut messages = Vec::new();
+    let mut pieces = Vec::new();
     // Steps taken since the last flush; the welcome waits in the buffer.
     let mut unflushed = 1usize;
     let ending = loop {
@@ -187,10 +199,14 @@ pub(crate) async fn drive<S, T>(
             Step::Events(events) => {
                 let Some(events) = events else { break None };
                 stats.record_written(&events);
-                convert::server_messages(events, &mut messages);
+                convert::pieces(events, &mut pieces);
                 let mut sent = true;
-                for m in messages.drain(..) {
-                    sent = sent && out.transmit(Box::new(m)).await;
+                for piece in pieces.drain(..) {
+                    sent = sent
+                        && match piece {
+                            Piece::Message(m) => out.transmit(Box::new(m)).await,
+                            Piece::Deliveries(run) => out.transmit_deliveries(run).await,
+                        };
                 }
                 if !sent {
                     break None;

@@ -13,6 +13,7 @@ mod codec;
 mod config;
 mod convert;
 mod driver;
+mod encode;
 mod grpc;
 mod server;
 mod sse;

@@ -93,6 +93,11 @@ impl driver::Transmit for SocketWriter {
         self.sink.feed(frame).await.is_ok()
     }
 
+    async fn transmit_deliveries(&mut self, deliveries: Vec<herald_push::Delivery>) -> bool {
+        let frame = Message::Binary(crate::encode::deliveries(&deliveries));
+        self.sink.feed(frame).await.is_ok()
+    }
+
     async fn flush(&mut self) -> bool {
         self.sink.flush().await.is_ok()
     }

@@ -1,6 +1,6 @@
 //! What a session sends its client, in the order the engine queued it.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use herald_records::Headers;
@@ -25,6 +25,9 @@ pub struct SharedRecord {
     pub value: Option<Bytes>,
     header_section: Bytes,
     header_count: u32,
+    /// Its fields as the delivering transport encodes them, made once by
+    /// the first session that writes it and reused by every other.
+    encoded: OnceLock<Bytes>,
 }
 
 impl SharedRecord {
@@ -45,6 +48,7 @@ impl SharedRecord {
             value: record.value.map(slice),
             header_section: slice(record.header_section()),
             header_count: record.header_count(),
+            encoded: OnceLock::new(),
         }
     }
 
@@ -58,7 +62,16 @@ impl SharedRecord {
             value: Some(Bytes::from_static(value)),
             header_section: Bytes::new(),
             header_count: 0,
+            encoded: OnceLock::new(),
         }
+    }
+
+    /// The record encoded by `encode`, which runs for the first caller
+    /// only: a transport encodes a record fanned out to thousands of
+    /// subscribers once, not once per subscriber. Every caller must pass
+    /// the same encoding (one transport owns the cache).
+    pub fn encoded(&self, encode: impl FnOnce(&Self) -> Bytes) -> &Bytes {
+        self.encoded.get_or_init(|| encode(self))
     }
 
     /// The record's headers, read as they are iterated.
