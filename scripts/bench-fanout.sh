@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The fan-out benchmark: herald's push delivery against core NATS, an MQTT
-# broker (Mosquitto, QoS 0 and 1) and the floor (no broker: a relay that
+# The fan-out benchmark: herald's push delivery against core NATS (and
+# NATS JetStream where persistence is needed), an MQTT broker (Mosquitto,
+# QoS 0 and 1) and the floor (no broker: a relay that
 # only writes to the sockets), every one driven by the same clients
 # (`herald-loadgen push fanout`), in both CPU layouts, REPEATS runs of
 # each point interleaved across systems, and a report of medians with the
@@ -79,7 +80,10 @@ cleanup() {
 }
 trap cleanup EXIT
 start_herald
-bench/nats/start.sh
+# JetStream on: the s5 and s6 runs that need persistence use it; core NATS
+# subjects outside its stream (which exists only during a JetStream run)
+# are routed as without it.
+bench/nats/start.sh --jetstream
 bench/mosquitto/start.sh
 source bench/nats/env.sh
 source bench/mosquitto/env.sh
@@ -114,20 +118,28 @@ SYSTEMS=(
   "websocket|--system herald --transport websocket"
   "grpc|--system herald --transport grpc"
   "nats|--system nats --nats $NATS_ADDR"
+  "jetstream|--system jetstream --nats $NATS_ADDR"
   "mqtt-qos0|--system mqtt --mqtt $MOSQUITTO_ADDR --qos 0"
   "mqtt-qos1|--system mqtt --mqtt $MOSQUITTO_ADDR --qos 1"
   "kernel|--system floor"
 )
 
-# Where every subscriber is a subject's (s3, s4) the floor cannot take
-# part: it has no subjects. Nor where a subscriber stalls or reconnects
-# (s5, s6): it has no queue and no resume. The report says so.
-SUBJECT_SYSTEMS=("${SYSTEMS[0]}" "${SYSTEMS[2]}" "${SYSTEMS[3]}" "${SYSTEMS[4]}")
+# JetStream (persistence, a push consumer per subscriber) runs where a
+# scenario needs what core NATS lacks: a stalled subscriber (s5) and a
+# resume (s6). Where every subscriber is a subject's (s3, s4) the floor
+# cannot take part: it has no subjects. Nor where a subscriber stalls or
+# reconnects (s5, s6): it has no queue and no resume. The report says so.
+entry_of() { local e; for e in "${SYSTEMS[@]}"; do [ "${e%%|*}" = "$1" ] && echo "$e"; done; }
+CORE_SYSTEMS=()
+for label in websocket grpc nats mqtt-qos0 mqtt-qos1 kernel; do CORE_SYSTEMS+=("$(entry_of "$label")"); done
+SUBJECT_SYSTEMS=()
+for label in websocket nats mqtt-qos0 mqtt-qos1; do SUBJECT_SYSTEMS+=("$(entry_of "$label")"); done
+PERSISTENT_SYSTEMS=("${SUBJECT_SYSTEMS[@]}" "$(entry_of jetstream)")
 
 pid_of() {
   case "$1" in
     websocket|grpc) echo "$HERALD_PID" ;;
-    nats) echo "$NATS_PID" ;;
+    nats|jetstream) echo "$NATS_PID" ;;
     mqtt-*) echo "$MOSQUITTO_PID" ;;
     *) echo "" ;;
   esac
@@ -170,7 +182,7 @@ for layout in "${LAYOUT_LIST[@]}"; do
   for round in $(seq 1 "$REPEATS"); do
     if wanted s1; then
       for n in "${S1[@]}"; do
-        for entry in "${SYSTEMS[@]}"; do
+        for entry in "${CORE_SYSTEMS[@]}"; do
           run "$layout" "$round" "$entry" --scenario s1 --subscribers "$n" --rate 10 --secs "$S1_SECS"
         done
         echo "== $layout round $round: s1 at $n subscribers"
@@ -178,14 +190,14 @@ for layout in "${LAYOUT_LIST[@]}"; do
     fi
     if wanted saturation; then
       for n in "${SATURATION[@]}"; do
-        for entry in "${SYSTEMS[@]}"; do
+        for entry in "${CORE_SYSTEMS[@]}"; do
           run "$layout" "$round" "$entry" --scenario saturation --subscribers "$n" --rate 0 --secs "$SATURATION_SECS"
         done
         echo "== $layout round $round: saturation at $n subscribers"
       done
     fi
     if wanted s2; then
-      for entry in "${SYSTEMS[@]}"; do
+      for entry in "${CORE_SYSTEMS[@]}"; do
         [ "${entry%%|*}" = grpc ] && continue
         run "$layout" "$round" "$entry" --scenario s2 --subscribers "$S2_SUBSCRIBERS" \
           --rate 1 --burst 20 --secs "$S2_SECS"
@@ -206,14 +218,14 @@ for layout in "${LAYOUT_LIST[@]}"; do
       done
     done
     if wanted s5; then
-      for entry in "${SUBJECT_SYSTEMS[@]}"; do
+      for entry in "${PERSISTENT_SYSTEMS[@]}"; do
         run "$layout" "$round" "$entry" --scenario s5 --subscribers "$S56_SUBSCRIBERS" \
           --rate 10 --secs "$S5_SECS" "${S5_STALL[@]}"
       done
       echo "== $layout round $round: s5"
     fi
     if wanted s6; then
-      for entry in "${SUBJECT_SYSTEMS[@]}"; do
+      for entry in "${PERSISTENT_SYSTEMS[@]}"; do
         run "$layout" "$round" "$entry" --scenario s6 --subscribers "$S56_SUBSCRIBERS" \
           --rate 10 --secs "$S6_SECS" "${S6_STORM[@]}"
       done

@@ -21,11 +21,12 @@ import platform
 import statistics
 from collections import defaultdict
 
-SYSTEMS = ["websocket", "grpc", "nats", "mqtt-qos0", "mqtt-qos1", "kernel"]
+SYSTEMS = ["websocket", "grpc", "nats", "jetstream", "mqtt-qos0", "mqtt-qos1", "kernel"]
 NAMES = {
     "websocket": "herald WebSocket",
     "grpc": "herald gRPC",
     "nats": "NATS core",
+    "jetstream": "NATS JetStream",
     "mqtt-qos0": "Mosquitto QoS 0",
     "mqtt-qos1": "Mosquitto QoS 1",
     "kernel": "floor (no broker)",
@@ -44,6 +45,9 @@ METRICS = [
 SUBJECT_SYSTEMS = ["websocket", "nats", "mqtt-qos0", "mqtt-qos1"]
 # Those scenarios run herald over WebSocket only (S1 shows gRPC beside it).
 OMITTED = {"grpc"}
+# JetStream runs where persistence is needed (S5, S6) only.
+PERSISTENT_SYSTEMS = SUBJECT_SYSTEMS + ["jetstream"]
+CORE_SYSTEMS = [s for s in SYSTEMS if s != "jetstream"]
 
 
 def med(rows, key):
@@ -138,7 +142,7 @@ def s1_table(m, layout, counts):
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for n in counts:
-        for s in SYSTEMS:
+        for s in CORE_SYSTEMS:
             r = m.get((layout, "s1", n, s))
             if r is None:
                 out.append(f"| {n:,} | {NAMES[s]} | not run or failed | | | | | | | |")
@@ -177,7 +181,7 @@ def saturation_table(m, layout, counts):
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for n in counts:
-        for s in SYSTEMS:
+        for s in CORE_SYSTEMS:
             r = m.get((layout, "saturation", n, s))
             if r is None:
                 out.append(f"| {n:,} | {NAMES[s]} | not run or failed | | | | | | | |")
@@ -202,7 +206,7 @@ def s2_table(m, layout):
     ]
     counts = sorted({k[2] for k in m if k[0] == layout and k[1] == "s2"})
     for n in counts:
-        for s in SYSTEMS:
+        for s in CORE_SYSTEMS:
             if s in OMITTED:
                 continue
             r = m.get((layout, "s2", n, s))
@@ -224,7 +228,7 @@ def subjects_table(m, layout, names):
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for name in names:
-        for s in SYSTEMS:
+        for s in CORE_SYSTEMS:
             if s in OMITTED:
                 continue
             if s not in SUBJECT_SYSTEMS:
@@ -254,7 +258,7 @@ def s5_table(m, layout):
         for s in SYSTEMS:
             if s in OMITTED:
                 continue
-            if s not in SUBJECT_SYSTEMS:
+            if s not in PERSISTENT_SYSTEMS:
                 out.append(f"| {n:,} | {NAMES[s]} | cannot: no queue to stall against | | | | | | | |")
                 continue
             r = m.get((layout, "s5", n, s))
@@ -281,13 +285,14 @@ def s6_table(m, layout):
         "nats": "cannot: core NATS keeps nothing",
         "mqtt-qos0": "persistent session (QoS 0 is not queued)",
         "mqtt-qos1": "persistent session",
+        "jetstream": "push consumer from the last stream sequence it received",
     }
     counts = sorted({k[2] for k in m if k[0] == layout and k[1] == "s6"})
     for n in counts:
         for s in SYSTEMS:
             if s in OMITTED:
                 continue
-            if s not in SUBJECT_SYSTEMS:
+            if s not in PERSISTENT_SYSTEMS:
                 out.append(f"| {n:,} | {NAMES[s]} | cannot: no resume | | | | | | | |")
                 continue
             r = m.get((layout, "s6", n, s))
@@ -348,7 +353,8 @@ def main():
     layouts = sorted({k[0] for k in m}, key=lambda l: l != "pinned")
     s1_counts = sorted({k[2] for k in m if k[1] == "s1"})
     sat_counts = sorted({k[2] for k in m if k[1] == "saturation"})
-    runs = max((r["runs"] for r in m.values()), default=0)
+    counts = sorted({r["runs"] for r in m.values()})
+    runs = "?" if not counts else (str(counts[0]) if len(counts) == 1 else f"{counts[0]} to {counts[-1]}")
 
     with open(os.path.join(args.outdir, "fanout.csv"), "w", newline="") as f:
         w = csv.writer(f)

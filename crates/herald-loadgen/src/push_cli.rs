@@ -35,6 +35,9 @@ pub enum System {
     Herald,
     /// Core NATS (`--nats`).
     Nats,
+    /// NATS JetStream (`--nats`, a server with JetStream on): a stream
+    /// created for the run, a push consumer per subscriber.
+    Jetstream,
     /// An MQTT 3.1.1 broker (`--mqtt`, `--qos`).
     Mqtt,
     /// No broker: a relay that only writes to the sockets.
@@ -441,6 +444,15 @@ pub fn run(command: PushCommand) -> anyhow::Result<()> {
                         fanout::broker::Broker::Nats { addr: nats.clone() },
                         *broker_pid,
                     ),
+                    System::Jetstream => {
+                        let mut connection =
+                            herald_loadgen::push::nats::NatsConnection::connect(nats).await?;
+                        herald_loadgen::push::jetstream::create_stream(&mut connection).await?;
+                        (
+                            fanout::broker::Broker::JetStream { addr: nats.clone() },
+                            *broker_pid,
+                        )
+                    }
                     System::Mqtt => (
                         fanout::broker::Broker::Mqtt {
                             addr: mqtt.clone(),
@@ -502,8 +514,20 @@ pub fn run(command: PushCommand) -> anyhow::Result<()> {
                 };
                 let row = fanout::run(&plan).await;
                 drop(relay);
-                if let fanout::broker::Broker::Herald { topic, .. } = &plan.broker {
-                    drop_topic(&target.bootstrap, topic).await;
+                match &plan.broker {
+                    fanout::broker::Broker::Herald { topic, .. } => {
+                        drop_topic(&target.bootstrap, topic).await;
+                    }
+                    fanout::broker::Broker::JetStream { addr } => {
+                        // What is left is the next run's to delete.
+                        if let Ok(mut connection) =
+                            herald_loadgen::push::nats::NatsConnection::connect(addr).await
+                        {
+                            let _ = herald_loadgen::push::jetstream::delete_stream(&mut connection)
+                                .await;
+                        }
+                    }
+                    _ => {}
                 }
                 serde_json::to_value(row?)?
             }

@@ -24,6 +24,7 @@
 pub mod catch_up;
 pub mod fanout;
 pub mod features;
+pub mod jetstream;
 pub mod memory;
 pub mod mqtt;
 pub mod nats;

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::net::TcpStream;
 
+use super::super::jetstream;
 use super::super::mqtt::MqttConnection;
 use super::super::nats::NatsConnection;
 use super::super::session::{AnySession, Messages as _, Transport};
@@ -34,6 +35,13 @@ pub enum Broker {
     /// Core NATS (at most once): a nats-server's client port.
     Nats {
         /// The client port.
+        addr: String,
+    },
+    /// NATS JetStream: publishes stored in a file-backed stream (each
+    /// answered once stored), every subscriber an ephemeral push consumer
+    /// ([`jetstream`]). The stream must exist.
+    JetStream {
+        /// The client port of a nats-server with JetStream on.
         addr: String,
     },
     /// An MQTT 3.1.1 broker, publishes and subscriptions at one QoS.
@@ -67,6 +75,7 @@ impl Broker {
         match self {
             Broker::Herald { transport, .. } => transport.name().to_owned(),
             Broker::Nats { .. } => "nats".to_owned(),
+            Broker::JetStream { .. } => "jetstream".to_owned(),
             Broker::Mqtt { qos, .. } => format!("mqtt-qos{qos}"),
             Broker::Floor { .. } => "kernel".to_owned(),
         }
@@ -76,7 +85,7 @@ impl Broker {
     pub fn system(&self) -> &'static str {
         match self {
             Broker::Herald { .. } => "herald",
-            Broker::Nats { .. } => "nats",
+            Broker::Nats { .. } | Broker::JetStream { .. } => "nats",
             Broker::Mqtt { .. } => "mqtt",
             Broker::Floor { .. } => "floor",
         }
@@ -98,7 +107,9 @@ impl Broker {
     pub fn pattern_name(&self, group: u32) -> Option<String> {
         match self {
             Broker::Mqtt { .. } => Some(format!("fanout/{group}/+")),
-            Broker::Herald { .. } | Broker::Nats { .. } => Some(format!("fanout.{group}.*")),
+            Broker::Herald { .. } | Broker::Nats { .. } | Broker::JetStream { .. } => {
+                Some(format!("fanout.{group}.*"))
+            }
             Broker::Floor { .. } => None,
         }
     }
@@ -121,6 +132,9 @@ pub enum Subscriber {
     Herald(Box<AnySession>, Option<Positions>),
     /// A NATS connection and its payload buffer.
     Nats(NatsConnection, Vec<u8>),
+    /// A NATS connection receiving from a JetStream push consumer, its
+    /// payload buffer, and the last stream sequence it received.
+    JetStream(NatsConnection, Vec<u8>, u64),
     /// An MQTT connection.
     Mqtt(MqttConnection),
     /// A socket of the floor's relay (read through a 4 KiB buffer, as the
@@ -137,6 +151,8 @@ pub type Positions = BTreeMap<u64, BTreeMap<u32, u64>>;
 #[derive(Debug, Default)]
 pub struct Closed {
     positions: Option<Positions>,
+    /// JetStream: the last stream sequence received.
+    sequence: Option<u64>,
 }
 
 impl Subscriber {
@@ -157,6 +173,7 @@ impl Subscriber {
     ) -> Result<Self, PushBenchError> {
         let closed = Closed {
             positions: resumable.then(Positions::new),
+            sequence: None,
         };
         Self::connect(broker, interest, id, source, resumable, closed).await
     }
@@ -165,7 +182,14 @@ impl Subscriber {
     /// [`Subscriber::reopen`] needs.
     pub fn close(self) -> Closed {
         match self {
-            Subscriber::Herald(_, positions) => Closed { positions },
+            Subscriber::Herald(_, positions) => Closed {
+                positions,
+                sequence: None,
+            },
+            Subscriber::JetStream(_, _, sequence) => Closed {
+                positions: None,
+                sequence: Some(sequence),
+            },
             _ => Closed::default(),
         }
     }
@@ -213,6 +237,22 @@ impl Subscriber {
                     connection.subscribe(&name, sid as u64 + 1).await?;
                 }
                 Subscriber::Nats(connection, Vec::with_capacity(64))
+            }
+            Broker::JetStream { addr } => {
+                let mut connection = NatsConnection::connect_from(addr, source).await?;
+                // Its own subject per connection: a consumer of a closed
+                // connection lives on for a while and must not reach the
+                // next one.
+                let deliver = super::super::nats::unique_subject("fanout-deliver");
+                connection.subscribe(&deliver, 1).await?;
+                let filters: Vec<String> = literal.chain(pattern).collect();
+                let start = match closed.sequence {
+                    Some(sequence) => jetstream::Start::After(sequence),
+                    None => jetstream::Start::New,
+                };
+                let sequence =
+                    jetstream::push_consumer(&mut connection, &deliver, &filters, start).await?;
+                Subscriber::JetStream(connection, Vec::with_capacity(64), sequence)
             }
             Broker::Mqtt { addr, qos } => {
                 let client_id = format!("herald-loadgen-{}-{id}", std::process::id());
@@ -277,6 +317,14 @@ impl Subscriber {
             },
             Subscriber::Nats(connection, payload) => {
                 connection.next_message(payload).await?;
+                each(payload);
+                Ok(())
+            }
+            Subscriber::JetStream(connection, payload, sequence) => {
+                connection.next_message(payload).await?;
+                if let Some(received) = jetstream::stream_sequence(connection.reply()) {
+                    *sequence = received;
+                }
                 each(payload);
                 Ok(())
             }
@@ -363,6 +411,9 @@ pub enum Publisher {
     },
     /// A NATS connection (nothing is answered).
     Nats(NatsConnection),
+    /// A NATS connection publishing into JetStream, each publish answered
+    /// on its inbox once stored.
+    JetStream(NatsConnection, String),
     /// An MQTT connection; at QoS 1 each publish is answered by a PUBACK.
     Mqtt(MqttConnection, QoS),
     /// A socket of the floor's relay (nothing is answered).
@@ -384,6 +435,11 @@ impl Publisher {
             },
             Broker::Nats { addr } => {
                 Publisher::Nats(NatsConnection::connect_from(addr, source).await?)
+            }
+            Broker::JetStream { addr } => {
+                let mut connection = NatsConnection::connect_from(addr, source).await?;
+                let inbox = connection.inbox().await?;
+                Publisher::JetStream(connection, format!("{inbox}.published"))
             }
             Broker::Mqtt { addr, qos } => {
                 let client_id = format!("herald-loadgen-{}-publisher", std::process::id());
@@ -428,6 +484,10 @@ impl Publisher {
                 connection.publish(subject, payload).await?;
                 Ok(false)
             }
+            Publisher::JetStream(connection, reply) => {
+                connection.publish_to(subject, Some(reply), payload).await?;
+                Ok(true)
+            }
             Publisher::Mqtt(connection, qos) => {
                 connection
                     .publish_unanswered(subject, *qos, payload)
@@ -461,6 +521,11 @@ impl Publisher {
                 }
             },
             Publisher::Mqtt(connection, _) => connection.next_ack().await.map(|_| ()),
+            Publisher::JetStream(connection, _) => {
+                let mut answer = Vec::new();
+                connection.next_message(&mut answer).await?;
+                jetstream::published_sequence(&answer).map(|_| ())
+            }
             Publisher::Nats(_) | Publisher::Floor(_) => Err(PushBenchError::Refused(
                 "this broker answers no publish".into(),
             )),
@@ -473,7 +538,9 @@ impl Publisher {
     /// its only bound.
     pub async fn round_trip(&mut self) -> Result<(), PushBenchError> {
         match self {
-            Publisher::Nats(connection) => connection.flush().await,
+            Publisher::Nats(connection) | Publisher::JetStream(connection, _) => {
+                connection.flush().await
+            }
             Publisher::Mqtt(connection, _) => connection.flush().await,
             Publisher::Herald { .. } | Publisher::Floor(_) => Ok(()),
         }
