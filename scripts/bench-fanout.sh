@@ -129,7 +129,12 @@ SYSTEMS=(
 # resume (s6). Where every subscriber is a subject's (s3, s4) the floor
 # cannot take part: it has no subjects. Nor where a subscriber stalls or
 # reconnects (s5, s6): it has no queue and no resume. The report says so.
-entry_of() { local e; for e in "${SYSTEMS[@]}"; do [ "${e%%|*}" = "$1" ] && echo "$e"; done; }
+entry_of() {
+  local e
+  for e in "${SYSTEMS[@]}"; do
+    if [ "${e%%|*}" = "$1" ]; then echo "$e"; fi
+  done
+}
 CORE_SYSTEMS=()
 for label in websocket grpc nats mqtt-qos0 mqtt-qos1 kernel; do CORE_SYSTEMS+=("$(entry_of "$label")"); done
 SUBJECT_SYSTEMS=()

@@ -20,6 +20,10 @@ pub const STREAM: &str = "HERALD_FANOUT";
 /// The subjects it stores: the fan-out's and the warm-up's.
 pub const STREAM_SUBJECTS: [&str; 2] = ["fanout.>", "warm-up.>"];
 
+/// Consumers the stream allows: two per subscriber at the most the
+/// open-file limit allows, and room to spare.
+const MAX_CONSUMERS: u64 = 1_000_000;
+
 /// How long a push consumer outlives its subscriber's interest.
 const INACTIVE_THRESHOLD_NS: u64 = 2_000_000_000;
 
@@ -53,6 +57,11 @@ pub async fn create_stream(connection: &mut NatsConnection) -> Result<(), PushBe
         "storage": "file",
         "retention": "limits",
         "num_replicas": 1,
+        // nats-server 2.15 limits a stream to 1,000 consumers unless it
+        // says otherwise (and takes no value below 1 for unlimited); a run
+        // has one per subscriber, twice over while a storm's closed ones
+        // linger.
+        "max_consumers": MAX_CONSUMERS,
     });
     api(
         connection,

@@ -395,7 +395,7 @@ async fn run(plan: &GeneratorPlan) -> Result<GeneratorReport, PushBenchError> {
 /// error, so that rows can count them.
 fn reason(error: &PushBenchError) -> String {
     let text = error.to_string();
-    text.chars().take(80).collect()
+    text.chars().take(200).collect()
 }
 
 fn say(line: &str) -> Result<(), PushBenchError> {
