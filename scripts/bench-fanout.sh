@@ -115,8 +115,8 @@ else
 fi
 # system label, then the arguments that select it.
 SYSTEMS=(
-  "websocket|--system herald --transport websocket"
-  "grpc|--system herald --transport grpc"
+  "websocket|--system herald --transport websocket --admin $ADMIN"
+  "grpc|--system herald --transport grpc --admin $ADMIN"
   "nats|--system nats --nats $NATS_ADDR"
   "jetstream|--system jetstream --nats $NATS_ADDR"
   "mqtt-qos0|--system mqtt --mqtt $MOSQUITTO_ADDR --qos 0"

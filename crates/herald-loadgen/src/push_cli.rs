@@ -147,6 +147,10 @@ pub enum PushCommand {
         /// this program's child and measured without it).
         #[arg(long)]
         broker_pid: Option<u32>,
+        /// herald's admin listener: its heap gauge says what the
+        /// subscribers cost it.
+        #[arg(long)]
+        admin: Option<String>,
     },
     /// One generator process of `fanout`, started by it.
     #[command(hide = true)]
@@ -426,6 +430,7 @@ pub fn run(command: PushCommand) -> anyhow::Result<()> {
                 per_generator,
                 one_source,
                 broker_pid,
+                admin,
             } => {
                 let program = std::env::current_exe().context("finding this program")?;
                 // The relay lives as long as this handle.
@@ -511,6 +516,10 @@ pub fn run(command: PushCommand) -> anyhow::Result<()> {
                     spread_sources: !*one_source,
                     generator: program,
                     broker_pid: pid,
+                    heap_metrics: match system {
+                        System::Herald => admin.clone(),
+                        _ => None,
+                    },
                 };
                 let row = fanout::run(&plan).await;
                 drop(relay);

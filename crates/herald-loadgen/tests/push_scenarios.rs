@@ -26,6 +26,7 @@ fn fanout_plan(broker: fanout::broker::Broker, rate: u32, pid: Option<u32>) -> f
         spread_sources: true,
         generator: env!("CARGO_BIN_EXE_herald-loadgen").into(),
         broker_pid: pid,
+        heap_metrics: None,
     }
 }
 
@@ -54,9 +55,9 @@ async fn every_push_scenario_runs_and_loses_nothing() {
             topic: topic(&server, &format!("fanout-{transport:?}"), 1).await,
             transport,
         };
-        let row = fanout::run(&fanout_plan(broker, rate, Some(server.pid())))
-            .await
-            .expect("fanout");
+        let mut plan = fanout_plan(broker, rate, Some(server.pid()));
+        plan.heap_metrics = Some(server.admin_addr.to_string());
+        let row = fanout::run(&plan).await.expect("fanout");
         assert!(row.published > 0, "{row:?}");
         assert_eq!(row.generators, 2, "{row:?}");
         assert_eq!(row.dropped_subscribers, 0, "{row:?}");
@@ -64,6 +65,9 @@ async fn every_push_scenario_runs_and_loses_nothing() {
         // Each subscriber gets its subject's half.
         assert_eq!(row.delivered, row.published * 10, "{row:?}");
         assert!(row.disconnected.is_empty(), "{row:?}");
+        // The broker's heap is read, and the sessions cost it little.
+        let heap = row.broker_heap_bytes_per_connection.expect("heap gauge");
+        assert!(heap < 1024.0 * 1024.0, "{row:?}");
     }
 
     let row = rounds::run(&rounds::Rounds {

@@ -72,6 +72,11 @@ pub struct Fanout {
     pub generator: PathBuf,
     /// The broker's pid, for its CPU and memory.
     pub broker_pid: Option<u32>,
+    /// herald's admin listener, whose `herald_process_heap_bytes` gauge
+    /// says what the subscribers cost its allocator (resident memory also
+    /// holds what the allocator keeps for reuse, so on a broker that has
+    /// run before it understates).
+    pub heap_metrics: Option<String>,
 }
 
 /// One run's figures.
@@ -159,6 +164,11 @@ pub struct FanoutRow {
     pub broker_bytes_per_connection: Option<f64>,
     /// The same per subscription.
     pub broker_bytes_per_subscription: Option<f64>,
+    /// herald: its heap in use per subscriber connection (after opening
+    /// them, against before), bytes.
+    pub broker_heap_bytes_per_connection: Option<f64>,
+    /// The same per subscription.
+    pub broker_heap_bytes_per_subscription: Option<f64>,
     /// The generators' anonymous memory per subscriber, bytes.
     pub generator_bytes_per_connection: f64,
 }
@@ -217,6 +227,12 @@ impl Generator {
 pub async fn run(plan: &Fanout) -> Result<FanoutRow, PushBenchError> {
     let memory = |pid: Option<u32>| pid.and_then(|pid| super::anon_rss_bytes(pid).ok());
     let memory_before = memory(plan.broker_pid);
+    let heap = || {
+        plan.heap_metrics
+            .as_deref()
+            .and_then(|admin| super::metric(admin, "herald_process_heap_bytes").ok())
+    };
+    let heap_before = heap();
     let per = plan.per_generator.max(1);
     let count = plan.subscribers.div_ceil(per).max(1);
     let layout = Layout {
@@ -246,6 +262,7 @@ pub async fn run(plan: &Fanout) -> Result<FanoutRow, PushBenchError> {
         }
     }
     let memory_after = memory(plan.broker_pid);
+    let heap_after = heap();
 
     let mut publisher = Publisher::open(
         &plan.broker,
@@ -340,6 +357,9 @@ pub async fn run(plan: &Fanout) -> Result<FanoutRow, PushBenchError> {
     let broker_bytes = memory_before
         .zip(memory_after)
         .map(|(before, after)| after.saturating_sub(before) as f64);
+    let heap_bytes = heap_before
+        .zip(heap_after)
+        .map(|(before, after)| (after - before).max(0.0));
     Ok(FanoutRow {
         scenario: plan.scenario.clone(),
         system: plan.broker.system(),
@@ -398,6 +418,9 @@ pub async fn run(plan: &Fanout) -> Result<FanoutRow, PushBenchError> {
             .map(|ns| ns / published.messages as f64),
         broker_bytes_per_connection: broker_bytes.map(|bytes| bytes / subscribers),
         broker_bytes_per_subscription: broker_bytes
+            .map(|bytes| bytes / layout.subscriptions().max(1) as f64),
+        broker_heap_bytes_per_connection: heap_bytes.map(|bytes| bytes / subscribers),
+        broker_heap_bytes_per_subscription: heap_bytes
             .map(|bytes| bytes / layout.subscriptions().max(1) as f64),
         generator_bytes_per_connection: generator_memory as f64 / subscribers,
     })
