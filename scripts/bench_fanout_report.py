@@ -39,6 +39,7 @@ METRICS = [
     "broker_bytes_per_subscription", "disturbed_subscribers", "spared_p99_us",
     "disturbed_p99_us", "disturbed_lost", "catch_up_p50_ms", "catch_up_p99_ms",
     "catch_up_max_ms", "broker_heap_bytes_per_connection", "broker_heap_bytes_per_subscription",
+    "setup_retries",
 ]
 # The systems that take part where subscribers listen to subjects, stall or
 # reconnect; the floor has no subjects, no queue and no resume.

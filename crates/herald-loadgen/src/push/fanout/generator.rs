@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use super::super::{anon_rss_bytes, now_ns, PushBenchError};
 use super::broker::{Broker, Subscriber};
 use super::disturbance::{Disturbance, Fate};
-use super::layout::Layout;
+use super::layout::{Interest, Layout};
 use super::stamp::{SequenceCheck, Stamp};
 use crate::histogram;
 use hdrhistogram::Histogram;
@@ -80,6 +80,8 @@ pub struct GeneratorReport {
     pub catch_up_us: Vec<(u64, u64)>,
     /// This process's anonymous memory with every subscriber open.
     pub memory_bytes: u64,
+    /// Connections that failed while opening and were opened again.
+    pub setup_retries: u64,
 }
 
 /// One subscriber's tally.
@@ -141,6 +143,38 @@ impl Tally {
 
 /// How long opening every subscriber may take.
 const SETUP: Duration = Duration::from_secs(600);
+
+/// Pauses before each new attempt at opening a subscriber whose first
+/// failed: a burst of thousands of connections can meet a full accept
+/// queue or a reset, which a client rides out by connecting again.
+const RETRY_PAUSES: [Duration; 3] = [
+    Duration::from_millis(100),
+    Duration::from_millis(500),
+    Duration::from_secs(2),
+];
+
+/// Opens one subscriber, again after a pause when an attempt fails (see
+/// [`RETRY_PAUSES`]); answers it and the attempts that failed.
+async fn open_retrying(
+    plan: &GeneratorPlan,
+    interest: &Interest,
+    id: u64,
+    resumable: bool,
+) -> Result<(Subscriber, u64), PushBenchError> {
+    let mut retries = 0;
+    loop {
+        match Subscriber::open(&plan.broker, interest, id, plan.source, resumable).await {
+            Ok(subscriber) => return Ok((subscriber, retries)),
+            Err(e) => match RETRY_PAUSES.get(retries as usize) {
+                Some(pause) => {
+                    tokio::time::sleep(*pause).await;
+                    retries += 1;
+                }
+                None => return Err(e),
+            },
+        }
+    }
+}
 
 /// Runs a generator: the child's side of the protocol above, on a
 /// single-threaded runtime.
@@ -261,6 +295,7 @@ async fn run(plan: &GeneratorPlan) -> Result<GeneratorReport, PushBenchError> {
     let everyone = plan.layout.subscribers;
     let resumable = matches!(plan.disturbance, Disturbance::Reconnect { .. });
     let mut subscribers = Vec::with_capacity(plan.subscribers);
+    let mut setup_retries = 0u64;
     let opening = async {
         let ids: Vec<u64> = (0..plan.subscribers as u64)
             .map(|j| plan.first + j)
@@ -270,14 +305,16 @@ async fn run(plan: &GeneratorPlan) -> Result<GeneratorReport, PushBenchError> {
                 let interest = plan.layout.interest(id);
                 let plan = &plan;
                 async move {
-                    Subscriber::open(&plan.broker, &interest, id, plan.source, resumable)
+                    open_retrying(plan, &interest, id, resumable)
                         .await
-                        .map(|s| (id, interest, s))
+                        .map(|(s, retries)| (id, interest, s, retries))
                 }
             }))
             .await;
             for subscriber in opened {
-                subscribers.push(subscriber?);
+                let (id, interest, subscriber, retries) = subscriber?;
+                setup_retries += retries;
+                subscribers.push((id, interest, subscriber));
             }
         }
         Ok::<_, PushBenchError>(())
@@ -353,6 +390,7 @@ async fn run(plan: &GeneratorPlan) -> Result<GeneratorReport, PushBenchError> {
 
     let mut report = GeneratorReport {
         memory_bytes,
+        setup_retries,
         ..GeneratorReport::default()
     };
     let mut catch_up = shared.catch_up.borrow_mut();

@@ -171,6 +171,9 @@ pub struct FanoutRow {
     pub broker_heap_bytes_per_subscription: Option<f64>,
     /// The generators' anonymous memory per subscriber, bytes.
     pub generator_bytes_per_connection: f64,
+    /// Subscriber connections that failed while opening and were opened
+    /// again (a full accept queue or a reset during the setup burst).
+    pub setup_retries: u64,
 }
 
 /// How long setting up may take before the run fails instead of hanging.
@@ -330,6 +333,7 @@ pub async fn run(plan: &Fanout) -> Result<FanoutRow, PushBenchError> {
             let _ = catch_up.record_n(*value, *n);
         }
         total.disturbed += report.disturbed;
+        total.setup_retries += report.setup_retries;
         total.disturbed_lost += report.disturbed_lost;
         total.delivered += report.delivered;
         total.lost += report.lost;
@@ -423,6 +427,7 @@ pub async fn run(plan: &Fanout) -> Result<FanoutRow, PushBenchError> {
         broker_heap_bytes_per_subscription: heap_bytes
             .map(|bytes| bytes / layout.subscriptions().max(1) as f64),
         generator_bytes_per_connection: generator_memory as f64 / subscribers,
+        setup_retries: total.setup_retries,
     })
 }
 
