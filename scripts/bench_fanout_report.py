@@ -39,7 +39,7 @@ METRICS = [
     "broker_bytes_per_subscription", "disturbed_subscribers", "spared_p99_us",
     "disturbed_p99_us", "disturbed_lost", "catch_up_p50_ms", "catch_up_p99_ms",
     "catch_up_max_ms", "broker_heap_bytes_per_connection", "broker_heap_bytes_per_subscription",
-    "setup_retries",
+    "setup_retries", "planned",
 ]
 # The systems that take part where subscribers listen to subjects, stall or
 # reconnect; the floor has no subjects, no queue and no resume.
@@ -130,6 +130,15 @@ def cpu(r):
     return num(ns)
 
 
+def named(s, r):
+    """The system's name, with the shortfall when the broker held the
+    publisher back past twice its schedule."""
+    planned, published = r.get("planned"), r.get("published")
+    if planned and published is not None and published < planned:
+        return f"{NAMES[s]} (sent {published:,.0f} of {planned:,.0f})"
+    return NAMES[s]
+
+
 def memory(r, per="connection"):
     """Broker memory per connection (or subscription): herald's heap gauge
     where it was read (its resident memory keeps what the allocator
@@ -159,7 +168,7 @@ def s1_table(m, layout, counts):
                 out.append(f"| {n:,} | {NAMES[s]} | not run or failed | | | | | | | |")
                 continue
             out.append(
-                f"| {n:,} | {NAMES[s]} | {ms(r['p50_us'])} | {ms(r['p99_us'])} | {ms(r['p999_us'])} | "
+                f"| {n:,} | {named(s, r)} | {ms(r['p50_us'])} | {ms(r['p99_us'])} | {ms(r['p999_us'])} | "
                 f"{num(r['lost'])} | {num(r['dropped_subscribers'])} | {cpu(r)} | "
                 f"{num(r['broker_cores'], 2)} | {memory(r)} |"
             )
@@ -226,7 +235,7 @@ def s2_table(m, layout):
                 continue
             late = "-" if r["late_share"] is None else f"{r['late_share'] * 100:.2f}%"
             out.append(
-                f"| {n:,} | {NAMES[s]} | {num(r['delivered'])} | {late} | {ms(r['p50_us'])} | "
+                f"| {n:,} | {named(s, r)} | {num(r['delivered'])} | {late} | {ms(r['p50_us'])} | "
                 f"{ms(r['p99_us'])} | {ms(r['p999_us'])} | {num(r['lost'])} | "
                 f"{num(r['dropped_subscribers'])} | {cpu(r)} |"
             )

@@ -111,6 +111,10 @@ pub struct FanoutRow {
     pub window: usize,
     /// Messages published.
     pub published: u64,
+    /// Messages the schedule planned (0 at saturation); fewer were
+    /// published when the broker held the publisher back past twice its
+    /// schedule.
+    pub planned: u64,
     /// Seconds from the first publish to the last answer.
     pub publish_secs: f64,
     /// Deliveries received, over all subscribers.
@@ -383,6 +387,7 @@ pub async fn run(plan: &Fanout) -> Result<FanoutRow, PushBenchError> {
         payload_bytes: plan.payload_bytes,
         window: plan.window,
         published: published.messages,
+        planned: published.planned,
         publish_secs: published.elapsed.as_secs_f64(),
         delivered: total.delivered,
         deliveries_per_sec: if delivering_secs > 0.0 {
