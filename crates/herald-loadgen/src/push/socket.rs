@@ -33,6 +33,7 @@ pub async fn connect_from(
     }
     .map_err(|e| failed(e.to_string()))?;
     if let Some(source) = source {
+        bind_address_no_port(&socket);
         socket
             .bind(SocketAddr::new(source, 0))
             .map_err(|e| failed(format!("binding {source}: {e}")))?;
@@ -50,6 +51,29 @@ pub async fn connect_from(
         .set_nodelay(true)
         .map_err(|e| failed(e.to_string()))?;
     Ok(stream)
+}
+
+/// Asks Linux to choose the source port at `connect` rather than at
+/// `bind` (`IP_BIND_ADDRESS_NO_PORT`): a port bound without a destination
+/// must be free of every socket on that address, TIME_WAIT ones from the
+/// previous run included, so back-to-back runs of 10,000 connections from
+/// one address ran out of ports; chosen at connect, a port only has to
+/// make the four-tuple unique, and loopback TIME_WAIT ports are reused. On
+/// a kernel without it, binding works as before.
+fn bind_address_no_port(socket: &TcpSocket) {
+    use std::os::fd::AsRawFd as _;
+    let on: libc::c_int = 1;
+    // SAFETY: the descriptor is the socket's own and open; the option value
+    // is a c_int that outlives the call, and its size is passed with it.
+    let _ = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_BIND_ADDRESS_NO_PORT,
+            std::ptr::addr_of!(on).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
 }
 
 /// The loopback source address of generator process `index`: 127.0.N.M

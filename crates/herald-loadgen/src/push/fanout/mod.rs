@@ -242,6 +242,9 @@ pub async fn run(plan: &Fanout) -> Result<FanoutRow, PushBenchError> {
     let heap_before = heap();
     let per = plan.per_generator.max(1);
     let count = plan.subscribers.div_ceil(per).max(1);
+    // Each run from addresses of its own (by this process's id), so that
+    // the previous run's closing connections hold none of its ports.
+    let sources = (std::process::id() as usize % 4096) * 16;
     let layout = Layout {
         subscribers: plan.subscribers as u64,
         ..plan.layout.clone()
@@ -255,7 +258,7 @@ pub async fn run(plan: &Fanout) -> Result<FanoutRow, PushBenchError> {
             subscribers: per.min(plan.subscribers.saturating_sub(first)),
             layout: layout.clone(),
             disturbance: plan.disturbance,
-            source: plan.spread_sources.then(|| loopback_source(k)),
+            source: plan.spread_sources.then(|| loopback_source(sources + k)),
             open_parallel: plan.open_parallel,
         };
         generators.push(Generator::start(&plan.generator, &share).await?);
@@ -273,7 +276,8 @@ pub async fn run(plan: &Fanout) -> Result<FanoutRow, PushBenchError> {
 
     let mut publisher = Publisher::open(
         &plan.broker,
-        plan.spread_sources.then(|| loopback_source(count)),
+        plan.spread_sources
+            .then(|| loopback_source(sources + count)),
     )
     .await?;
     warm_up(&mut publisher).await?;
