@@ -63,10 +63,30 @@ impl GatewayCounters {
     }
 }
 
+/// Connections the kernel may hold waiting for `accept`. A reconnection
+/// storm (every subscriber of a restarted load balancer coming back within
+/// a second) arrives faster than one task accepts; past the backlog the
+/// kernel drops SYNs and each client waits out a 1, 3, 7, 15 s retry.
+/// Linux caps it at `net.core.somaxconn` (4,096 by default).
+const ACCEPT_BACKLOG: u32 = 16_384;
+
+/// A listening socket on `addr` with [`ACCEPT_BACKLOG`] and the address
+/// reusable at once after a restart.
+fn listen(addr: std::net::SocketAddr) -> io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(ACCEPT_BACKLOG)
+}
+
 impl GatewayServer {
     /// Binds the listener.
     pub async fn bind(config: GatewayConfig, engine: Arc<PushEngine>) -> io::Result<Self> {
-        let listener = TcpListener::bind(config.listen).await?;
+        let listener = listen(config.listen)?;
         Ok(Self {
             listener,
             shared: Arc::new(Shared {
