@@ -222,20 +222,19 @@ for layout in "${LAYOUT_LIST[@]}"; do
         echo "== $layout round $round: $s $choice"
       done
     done
-    if wanted s5; then
+    for s in s5 s6; do
+      wanted "$s" || continue
+      if [ "$s" = s5 ]; then
+        disturbance=(--secs "$S5_SECS" "${S5_STALL[@]}")
+      else
+        disturbance=(--secs "$S6_SECS" "${S6_STORM[@]}")
+      fi
       for entry in "${PERSISTENT_SYSTEMS[@]}"; do
-        run "$layout" "$round" "$entry" --scenario s5 --subscribers "$S56_SUBSCRIBERS" \
-          --rate 10 --secs "$S5_SECS" "${S5_STALL[@]}"
+        run "$layout" "$round" "$entry" --scenario "$s" --subscribers "$S56_SUBSCRIBERS" \
+          --rate 10 "${disturbance[@]}"
       done
-      echo "== $layout round $round: s5"
-    fi
-    if wanted s6; then
-      for entry in "${PERSISTENT_SYSTEMS[@]}"; do
-        run "$layout" "$round" "$entry" --scenario s6 --subscribers "$S56_SUBSCRIBERS" \
-          --rate 10 --secs "$S6_SECS" "${S6_STORM[@]}"
-      done
-      echo "== $layout round $round: s6"
-    fi
+      echo "== $layout round $round: $s"
+    done
   done
 done
 

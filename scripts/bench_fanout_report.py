@@ -268,31 +268,53 @@ def subjects_table(m, layout, names):
     return out
 
 
-def s5_table(m, layout):
-    out = [
-        "| subscribers | system | p99 ms of the others | S1 p99 ms at this size | ratio | stalled | stalled lost | stalled p99 ms | lost | disconnected |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    counts = sorted({k[2] for k in m if k[0] == layout and k[1] == "s5"})
+def disturbed_rows(m, layout, scenario, out, cannot, lead=lambda s: ""):
+    """The (subscribers, system, medians) of each point of `scenario` that
+    ran; appends the rows of systems that cannot take part (`cannot` says
+    why) or did not run to `out` itself. `lead` gives the cells a row
+    carries before its figures."""
+    counts = sorted({k[2] for k in m if k[0] == layout and k[1] == scenario})
     for n in counts:
         for s in SYSTEMS:
             if s in OMITTED:
                 continue
             if s not in PERSISTENT_SYSTEMS:
-                out.append(f"| {n:,} | {NAMES[s]} | cannot: no queue to stall against | | | | | | | |")
+                out.append(f"| {n:,} | {NAMES[s]} | {cannot} | | | | | | | |")
                 continue
-            r = m.get((layout, "s5", n, s))
+            r = m.get((layout, scenario, n, s))
             if r is None:
-                out.append(f"| {n:,} | {NAMES[s]} " + not_run(8))
+                cells = lead(s)
+                out.append(f"| {n:,} | {NAMES[s]} {cells}" + not_run(8 - cells.count("|")))
                 continue
-            s1 = m.get((layout, "s1", n, s), {}).get("p99_us")
-            why = "; ".join(f"{k} x{v}" for k, v in r["disconnected"].items()) or "none"
-            out.append(
-                f"| {n:,} | {NAMES[s]} | {ms(r['spared_p99_us'])} | {ms(s1)} | {ratio(r['spared_p99_us'], s1)} | "
-                f"{num(r['disturbed_subscribers'])} | {num(r['disturbed_lost'])} | {ms(r['disturbed_p99_us'])} | "
-                f"{num(r['lost'])} | {why} |"
-            )
+            yield n, s, r
+
+
+def disconnections(r):
+    return "; ".join(f"{k} x{v}" for k, v in r["disconnected"].items()) or "none"
+
+
+def s5_table(m, layout):
+    out = [
+        "| subscribers | system | p99 ms of the others | S1 p99 ms at this size | ratio | stalled | stalled lost | stalled p99 ms | lost | disconnected |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for n, s, r in disturbed_rows(m, layout, "s5", out, "cannot: no queue to stall against"):
+        s1 = m.get((layout, "s1", n, s), {}).get("p99_us")
+        out.append(
+            f"| {n:,} | {NAMES[s]} | {ms(r['spared_p99_us'])} | {ms(s1)} | {ratio(r['spared_p99_us'], s1)} | "
+            f"{num(r['disturbed_subscribers'])} | {num(r['disturbed_lost'])} | {ms(r['disturbed_p99_us'])} | "
+            f"{num(r['lost'])} | {disconnections(r)} |"
+        )
     return out
+
+
+RESUMES_BY = {
+    "websocket": "positions it reached",
+    "nats": "cannot: core NATS keeps nothing",
+    "mqtt-qos0": "persistent session (QoS 0 is not queued)",
+    "mqtt-qos1": "persistent session",
+    "jetstream": "push consumer from the last stream sequence it received",
+}
 
 
 def s6_table(m, layout):
@@ -300,31 +322,13 @@ def s6_table(m, layout):
         "| subscribers | system | resumes by | caught up p50 ms | p99 ms | slowest ms | lost | duplicated | dropped subscribers | disconnected |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    how = {
-        "websocket": "positions it reached",
-        "nats": "cannot: core NATS keeps nothing",
-        "mqtt-qos0": "persistent session (QoS 0 is not queued)",
-        "mqtt-qos1": "persistent session",
-        "jetstream": "push consumer from the last stream sequence it received",
-    }
-    counts = sorted({k[2] for k in m if k[0] == layout and k[1] == "s6"})
-    for n in counts:
-        for s in SYSTEMS:
-            if s in OMITTED:
-                continue
-            if s not in PERSISTENT_SYSTEMS:
-                out.append(f"| {n:,} | {NAMES[s]} | cannot: no resume | | | | | | | |")
-                continue
-            r = m.get((layout, "s6", n, s))
-            if r is None:
-                out.append(f"| {n:,} | {NAMES[s]} | {how[s]} " + not_run(7))
-                continue
-            why = "; ".join(f"{k} x{v}" for k, v in r["disconnected"].items()) or "none"
-            out.append(
-                f"| {n:,} | {NAMES[s]} | {how[s]} | {num(r['catch_up_p50_ms'], 1)} | "
-                f"{num(r['catch_up_p99_ms'], 1)} | {num(r['catch_up_max_ms'], 1)} | {num(r['lost'])} | "
-                f"{num(r['duplicated'])} | {num(r['dropped_subscribers'])} | {why} |"
-            )
+    lead = lambda s: f"| {RESUMES_BY[s]} "
+    for n, s, r in disturbed_rows(m, layout, "s6", out, "cannot: no resume", lead):
+        out.append(
+            f"| {n:,} | {NAMES[s]} | {RESUMES_BY[s]} | {num(r['catch_up_p50_ms'], 1)} | "
+            f"{num(r['catch_up_p99_ms'], 1)} | {num(r['catch_up_max_ms'], 1)} | {num(r['lost'])} | "
+            f"{num(r['duplicated'])} | {num(r['dropped_subscribers'])} | {disconnections(r)} |"
+        )
     return out
 
 

@@ -280,6 +280,7 @@ impl NatsConnection {
 #[cfg(test)]
 mod tests {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
     use tokio::net::TcpListener;
 
     use super::NatsConnection;
@@ -300,18 +301,31 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn speaks_the_text_protocol_and_answers_pings() {
+    /// A listener posing as a nats-server: its address, and the first
+    /// client's connection once accepted and sent INFO.
+    async fn fake_server() -> (
+        String,
+        impl std::future::Future<Output = (BufReader<OwnedReadHalf>, OwnedWriteHalf)>,
+    ) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap().to_string();
-        let server = tokio::spawn(async move {
+        let client = async move {
             let (socket, _) = listener.accept().await.unwrap();
             let (read, mut write) = socket.into_split();
-            let mut read = BufReader::new(read);
             write
                 .write_all(b"INFO {\"server_id\":\"x\"}\r\n")
                 .await
                 .unwrap();
+            (BufReader::new(read), write)
+        };
+        (addr, client)
+    }
+
+    #[tokio::test]
+    async fn speaks_the_text_protocol_and_answers_pings() {
+        let (addr, client) = fake_server().await;
+        let server = tokio::spawn(async move {
+            let (mut read, mut write) = client.await;
             let connect = expect(&mut read, "PING").await;
             assert!(
                 connect.starts_with("CONNECT {\"verbose\":false"),
@@ -349,13 +363,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_request_keeps_messages_that_arrive_before_its_answer() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap().to_string();
+        let (addr, client) = fake_server().await;
         let server = tokio::spawn(async move {
-            let (socket, _) = listener.accept().await.unwrap();
-            let (read, mut write) = socket.into_split();
-            let mut read = BufReader::new(read);
-            write.write_all(b"INFO {}\r\n").await.unwrap();
+            let (mut read, mut write) = client.await;
             expect(&mut read, "PING").await;
             write.write_all(b"PONG\r\n").await.unwrap();
             let inbox = expect(&mut read, "PING").await;
