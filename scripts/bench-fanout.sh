@@ -75,7 +75,8 @@ fi
 source "$ROOT/scripts/lib/push-herald.sh"
 cleanup() {
   stop_herald
-  bench/nats/stop.sh >/dev/null || true
+  # --wipe: the JetStream store lives in tmpfs, that is, in memory.
+  bench/nats/stop.sh --wipe >/dev/null || true
   bench/mosquitto/stop.sh >/dev/null || true
 }
 trap cleanup EXIT
