@@ -186,22 +186,22 @@ IFS=, read -r -a LAYOUT_LIST <<< "$LAYOUTS"
 for layout in "${LAYOUT_LIST[@]}"; do
   set_layout "$layout"
   for round in $(seq 1 "$REPEATS"); do
-    if wanted s1; then
-      for n in "${S1[@]}"; do
+    # s1 and saturation: one subject, each size, every core system; s1 at
+    # 10 msg/s, saturation as fast as the window allows.
+    for s in s1 saturation; do
+      wanted "$s" || continue
+      if [ "$s" = s1 ]; then
+        sizes=("${S1[@]}"); pace=(--rate 10 --secs "$S1_SECS")
+      else
+        sizes=("${SATURATION[@]}"); pace=(--rate 0 --secs "$SATURATION_SECS")
+      fi
+      for n in "${sizes[@]}"; do
         for entry in "${CORE_SYSTEMS[@]}"; do
-          run "$layout" "$round" "$entry" --scenario s1 --subscribers "$n" --rate 10 --secs "$S1_SECS"
+          run "$layout" "$round" "$entry" --scenario "$s" --subscribers "$n" "${pace[@]}"
         done
-        echo "== $layout round $round: s1 at $n subscribers"
+        echo "== $layout round $round: $s at $n subscribers"
       done
-    fi
-    if wanted saturation; then
-      for n in "${SATURATION[@]}"; do
-        for entry in "${CORE_SYSTEMS[@]}"; do
-          run "$layout" "$round" "$entry" --scenario saturation --subscribers "$n" --rate 0 --secs "$SATURATION_SECS"
-        done
-        echo "== $layout round $round: saturation at $n subscribers"
-      done
-    fi
+    done
     if wanted s2; then
       for entry in "${CORE_SYSTEMS[@]}"; do
         [ "${entry%%|*}" = grpc ] && continue

@@ -156,24 +156,31 @@ def ratio(a, b):
     return f"{r:.2f}" if r >= 0.1 else f"{r:.2g}"
 
 
+def core_rows(m, layout, scenario, counts, out):
+    """The (subscribers, system, medians) of each point of `scenario` that
+    ran, over the systems of S1 and saturation; appends the rows of those
+    that did not run to `out` itself."""
+    for n in counts:
+        for s in CORE_SYSTEMS:
+            r = m.get((layout, scenario, n, s))
+            if r is None:
+                out.append(f"| {n:,} | {NAMES[s]} | not run or failed | | | | | | | |")
+                continue
+            yield n, s, r
+
+
 def s1_table(m, layout, counts):
     out = [
         "| subscribers | system | p50 ms | p99 ms | p99.9 ms | lost | dropped subscribers | broker CPU ns / delivery | broker cores | broker bytes / connection |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for n in counts:
-        for s in CORE_SYSTEMS:
-            r = m.get((layout, "s1", n, s))
-            if r is None:
-                out.append(f"| {n:,} | {NAMES[s]} | not run or failed | | | | | | | |")
-                continue
-            out.append(
-                f"| {n:,} | {named(s, r)} | {ms(r['p50_us'])} | {ms(r['p99_us'])} | {ms(r['p999_us'])} | "
-                f"{num(r['lost'])} | {num(r['dropped_subscribers'])} | {cpu(r)} | "
-                f"{num(r['broker_cores'], 2)} | {memory(r)} |"
-            )
+    for n, s, r in core_rows(m, layout, "s1", counts, out):
+        out.append(
+            f"| {n:,} | {named(s, r)} | {ms(r['p50_us'])} | {ms(r['p99_us'])} | {ms(r['p999_us'])} | "
+            f"{num(r['lost'])} | {num(r['dropped_subscribers'])} | {cpu(r)} | "
+            f"{num(r['broker_cores'], 2)} | {memory(r)} |"
+        )
     return out
-
 
 def ratio_table(m, layout, what, counts, metric, label):
     rivals = ["nats", "mqtt-qos0", "mqtt-qos1", "kernel"]
@@ -200,20 +207,13 @@ def saturation_table(m, layout, counts):
         "| subscribers | system | deliveries / s | broker CPU ns / delivery | broker cores | p50 ms | p99 ms | lost | dropped subscribers | disconnected |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for n in counts:
-        for s in CORE_SYSTEMS:
-            r = m.get((layout, "saturation", n, s))
-            if r is None:
-                out.append(f"| {n:,} | {NAMES[s]} | not run or failed | | | | | | | |")
-                continue
-            why = "; ".join(f"{k} x{v}" for k, v in r["disconnected"].items()) or "none"
-            out.append(
-                f"| {n:,} | {NAMES[s]} | {num(r['deliveries_per_sec'])} | {cpu(r)} | "
-                f"{num(r['broker_cores'], 2)} | {ms(r['p50_us'])} | {ms(r['p99_us'])} | {num(r['lost'])} | "
-                f"{num(r['dropped_subscribers'])} | {why} |"
-            )
+    for n, s, r in core_rows(m, layout, "saturation", counts, out):
+        out.append(
+            f"| {n:,} | {NAMES[s]} | {num(r['deliveries_per_sec'])} | {cpu(r)} | "
+            f"{num(r['broker_cores'], 2)} | {ms(r['p50_us'])} | {ms(r['p99_us'])} | {num(r['lost'])} | "
+            f"{num(r['dropped_subscribers'])} | {disconnections(r)} |"
+        )
     return out
-
 
 def not_run(cells):
     return "| not run or failed" + " |" * cells

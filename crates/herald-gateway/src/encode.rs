@@ -55,18 +55,20 @@ fn own_len(delivery: &Delivery) -> usize {
     id + priority
 }
 
+/// Bytes of one delivery: its own fields and the shared ones.
+fn delivery_len(delivery: &Delivery) -> usize {
+    own_len(delivery) + shared_fields(&delivery.record, delivery.partition).len()
+}
+
 /// A `ServerMessage` holding `deliveries` as one `Deliveries`, encoded.
+/// The shared fields are looked up twice (to size the message, then to
+/// copy them): a cached read each, cheaper than a list of them per
+/// message.
 pub(crate) fn deliveries(deliveries: &[Delivery]) -> Bytes {
-    let shared: Vec<&Bytes> = deliveries
-        .iter()
-        .map(|d| shared_fields(&d.record, d.partition))
-        .collect();
-    let delivery_len = |d: &Delivery, shared: &Bytes| own_len(d) + shared.len();
     let inner: usize = deliveries
         .iter()
-        .zip(&shared)
-        .map(|(d, s)| {
-            let len = delivery_len(d, s);
+        .map(|d| {
+            let len = delivery_len(d);
             KEY_BYTES + encoded_len_varint(len as u64) + len
         })
         .sum();
@@ -77,9 +79,10 @@ pub(crate) fn deliveries(deliveries: &[Delivery]) -> Bytes {
         &mut out,
     );
     encode_varint(inner as u64, &mut out);
-    for (delivery, shared) in deliveries.iter().zip(shared) {
+    for delivery in deliveries {
+        let shared = shared_fields(&delivery.record, delivery.partition);
         encode_key(DELIVERIES_DELIVERY, WireType::LengthDelimited, &mut out);
-        encode_varint(delivery_len(delivery, shared) as u64, &mut out);
+        encode_varint((own_len(delivery) + shared.len()) as u64, &mut out);
         if delivery.subscription_id != 0 {
             encode_key(DELIVERY_SUBSCRIPTION_ID, WireType::Varint, &mut out);
             encode_varint(delivery.subscription_id, &mut out);
@@ -159,7 +162,7 @@ mod tests {
                 high_priority: i == 1,
             })
             .collect();
-        let encoded = deliveries_bytes(&deliveries);
+        let encoded = super::deliveries(&deliveries);
         assert_eq!(decoded(&encoded), convert::deliveries_message(&deliveries));
         // A second subscriber of the same records reuses their encoding.
         let other: Vec<Delivery> = deliveries
@@ -170,13 +173,9 @@ mod tests {
             })
             .collect();
         assert_eq!(
-            decoded(&deliveries_bytes(&other)),
+            decoded(&super::deliveries(&other)),
             convert::deliveries_message(&other)
         );
-    }
-
-    fn deliveries_bytes(d: &[Delivery]) -> Bytes {
-        deliveries(d)
     }
 
     proptest! {
@@ -205,7 +204,7 @@ mod tests {
                     high_priority: high[i],
                 })
                 .collect();
-            prop_assert_eq!(decoded(&deliveries_bytes(&deliveries)), convert::deliveries_message(&deliveries));
+            prop_assert_eq!(decoded(&super::deliveries(&deliveries)), convert::deliveries_message(&deliveries));
         }
     }
 }

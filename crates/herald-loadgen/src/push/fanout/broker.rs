@@ -95,11 +95,22 @@ impl Broker {
     /// below a root ([`layout`](super::layout)), separated by dots (NATS,
     /// herald) or slashes (MQTT).
     pub fn subject_name(&self, subject: u32) -> String {
+        let mut name = String::new();
+        self.write_subject_name(subject, &mut name);
+        name
+    }
+
+    /// [`Broker::subject_name`] into `name`, replacing what it held: the
+    /// publisher names every message's subject without allocating.
+    pub fn write_subject_name(&self, subject: u32, name: &mut String) {
+        use std::fmt::Write as _;
         let (group, member) = (subject / GROUP, subject % GROUP);
-        match self {
-            Broker::Mqtt { .. } => format!("fanout/{group}/{member}"),
-            _ => format!("fanout.{group}.{member}"),
-        }
+        let separator = match self {
+            Broker::Mqtt { .. } => '/',
+            _ => '.',
+        };
+        name.clear();
+        let _ = write!(name, "fanout{separator}{group}{separator}{member}");
     }
 
     /// The pattern naming every subject of `group`, in this broker's

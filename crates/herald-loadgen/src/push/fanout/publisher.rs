@@ -55,6 +55,7 @@ pub async fn publish(
     // The next sequence number of every subject.
     let mut sequences = vec![0u64; schedule.layout.subjects.max(1) as usize];
     let burst = u64::from(schedule.burst.max(1));
+    let mut name = String::new();
     let mut payload = vec![0x5A; schedule.payload_bytes.max(STAMP_BYTES)];
     let window = schedule.window.max(1);
     let planned = (f64::from(schedule.rate) * schedule.secs).round() as u64 * burst;
@@ -102,10 +103,8 @@ pub async fn publish(
         }
         .write(&mut payload);
         *sequence += 1;
-        if publisher
-            .send(&broker.subject_name(subject), &payload)
-            .await?
-        {
+        broker.write_subject_name(subject, &mut name);
+        if publisher.send(&name, &payload).await? {
             in_flight += 1;
         } else {
             unconfirmed += 1;
