@@ -28,6 +28,7 @@ mod last;
 mod outbox;
 mod priority;
 mod publish;
+mod run;
 mod selection;
 mod session;
 mod stats;

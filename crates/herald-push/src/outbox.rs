@@ -18,7 +18,7 @@ use std::collections::VecDeque;
 
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::Notify;
 
 use crate::event::{Delivery, Event};
@@ -106,63 +106,32 @@ impl Outbox {
     /// credit. `Ok(true)` when the queue was empty: the caller wakes the
     /// writer with [`Outbox::wake`] (once, after its whole batch).
     pub fn push_delivery(&self, delivery: Delivery) -> Result<bool, Refusal> {
-        let cost = delivery.record.cost();
-        let mut queue = self.queue.lock();
-        if queue.closed {
-            return Err(Refusal::Closed);
-        }
-        // One delivery larger than the whole bound still goes, alone. A
-        // high-priority one may use a reserve a quarter of the bound that
-        // normal ones leave free, so it still goes out ahead when a
-        // subscriber is behind on normal records.
-        let limit = if delivery.high_priority {
-            self.limit + self.limit / 4
-        } else {
-            self.limit
-        };
-        let fits = queue.bytes == 0 || queue.bytes + cost <= limit;
-        let credited =
-            queue.credit.messages.is_none_or(|m| m > 0) && queue.credit.bytes.is_none_or(|b| b > 0);
-        if !fits || !credited {
-            return Err(Refusal::Full);
-        }
-        if let Some(m) = queue.credit.messages.as_mut() {
-            *m -= 1;
-        }
-        if let Some(b) = queue.credit.bytes.as_mut() {
-            *b = b.saturating_sub(cost as u64);
-        }
+        let mut pusher = self.pusher();
+        pusher.push_delivery(delivery)?;
+        Ok(pusher.needs_wake())
+    }
+
+    /// Holds the queue for several pushes in a row: one acquisition of its
+    /// lock, and one change of the engine-wide gauge, for a run of
+    /// deliveries instead of one each.
+    pub(crate) fn pusher(&self) -> Pusher<'_> {
+        let queue = self.queue.lock();
         let was_empty = queue.events.is_empty() && queue.urgent.is_empty();
-        queue.bytes += cost;
-        if delivery.high_priority {
-            queue.urgent.push_back(Event::Delivery(delivery));
-        } else {
-            queue.events.push_back(Event::Delivery(delivery));
+        Pusher {
+            outbox: self,
+            queue: Some(queue),
+            was_empty,
+            delivered: false,
+            evented: false,
+            added: 0,
         }
-        PushStats::add(&self.stats.queued_bytes, cost as u64);
-        Ok(was_empty)
     }
 
     /// Queues a control event (subscribed, gap, state, unsubscribed): never
     /// refused for room, since each is bounded by the session's
     /// subscriptions, and wakes the writer.
     pub fn push_event(&self, event: Event) {
-        let mut queue = self.queue.lock();
-        if queue.closed {
-            return;
-        }
-        let cost = event.cost();
-        queue.bytes += cost;
-        // A subscription's deliveries may be urgent: what announces it
-        // must not be overtaken by them.
-        if matches!(event, Event::Subscribed { .. }) {
-            queue.urgent.push_back(event);
-        } else {
-            queue.events.push_back(event);
-        }
-        drop(queue);
-        PushStats::add(&self.stats.queued_bytes, cost as u64);
-        self.ready.notify_one();
+        self.pusher().push_event(event);
     }
 
     /// Wakes the writer: something was queued.
@@ -281,6 +250,112 @@ impl Outbox {
         PushStats::sub(&self.stats.queued_bytes, dropped as u64);
         self.ready.notify_one();
         self.room.notify_waiters();
+    }
+}
+
+/// The queue of an [`Outbox`], held for a run of pushes. Dropping it lets
+/// the writer take what was pushed, counts the bytes in the gauge, and
+/// wakes the writer for a control event (for deliveries, the caller wakes
+/// it once per batch when [`Pusher::needs_wake`] says so).
+pub(crate) struct Pusher<'o> {
+    outbox: &'o Outbox,
+    queue: Option<MutexGuard<'o, Queue>>,
+    /// The queue was empty when taken.
+    was_empty: bool,
+    /// A delivery was queued.
+    delivered: bool,
+    /// A control event was queued.
+    evented: bool,
+    /// Bytes queued.
+    added: usize,
+}
+
+impl Pusher<'_> {
+    fn queue(&mut self) -> &mut Queue {
+        // Only `drop` takes it out.
+        self.queue
+            .as_mut()
+            .expect("a pusher holds its queue until dropped")
+    }
+
+    /// Queues a delivery if it fits and the credit allows, spending the
+    /// credit.
+    pub(crate) fn push_delivery(&mut self, delivery: Delivery) -> Result<(), Refusal> {
+        let cost = delivery.record.cost();
+        let bound = self.outbox.limit;
+        let queue = self.queue();
+        if queue.closed {
+            return Err(Refusal::Closed);
+        }
+        // One delivery larger than the whole bound still goes, alone. A
+        // high-priority one may use a reserve a quarter of the bound that
+        // normal ones leave free, so it still goes out ahead when a
+        // subscriber is behind on normal records.
+        let limit = if delivery.high_priority {
+            bound + bound / 4
+        } else {
+            bound
+        };
+        let fits = queue.bytes == 0 || queue.bytes + cost <= limit;
+        let credited =
+            queue.credit.messages.is_none_or(|m| m > 0) && queue.credit.bytes.is_none_or(|b| b > 0);
+        if !fits || !credited {
+            return Err(Refusal::Full);
+        }
+        if let Some(m) = queue.credit.messages.as_mut() {
+            *m -= 1;
+        }
+        if let Some(b) = queue.credit.bytes.as_mut() {
+            *b = b.saturating_sub(cost as u64);
+        }
+        queue.bytes += cost;
+        if delivery.high_priority {
+            queue.urgent.push_back(Event::Delivery(delivery));
+        } else {
+            queue.events.push_back(Event::Delivery(delivery));
+        }
+        self.added += cost;
+        self.delivered = true;
+        Ok(())
+    }
+
+    /// Queues a control event (subscribed, gap, state, unsubscribed): never
+    /// refused for room, since each is bounded by the session's
+    /// subscriptions. The writer wakes when the pusher is dropped.
+    pub(crate) fn push_event(&mut self, event: Event) {
+        let queue = self.queue();
+        if queue.closed {
+            return;
+        }
+        let cost = event.cost();
+        queue.bytes += cost;
+        // A subscription's deliveries may be urgent: what announces it
+        // must not be overtaken by them.
+        if matches!(event, Event::Subscribed { .. }) {
+            queue.urgent.push_back(event);
+        } else {
+            queue.events.push_back(event);
+        }
+        self.added += cost;
+        self.evented = true;
+    }
+
+    /// True when deliveries went into a queue that was empty: the writer
+    /// may be asleep, and the caller wakes it with [`Outbox::wake`].
+    pub(crate) fn needs_wake(&self) -> bool {
+        self.delivered && self.was_empty
+    }
+}
+
+impl Drop for Pusher<'_> {
+    fn drop(&mut self) {
+        drop(self.queue.take());
+        if self.added > 0 {
+            PushStats::add(&self.outbox.stats.queued_bytes, self.added as u64);
+        }
+        if self.evented {
+            self.outbox.ready.notify_one();
+        }
     }
 }
 

@@ -20,8 +20,9 @@ use herald_broker::{Partition, Topic};
 use herald_subjects::Selector;
 use parking_lot::Mutex;
 
-use crate::event::{Delivery, Event, SharedRecord};
-use crate::outbox::{Outbox, Refusal};
+use crate::event::{Delivery, Event};
+use crate::outbox::{Outbox, Pusher, Refusal};
+use crate::run::{RunContext, RunOffered, RunRecord};
 use crate::selection::Selection;
 use crate::tailer::Frontier;
 
@@ -65,18 +66,6 @@ pub(crate) struct Cursor {
 /// The most high-priority records delivered ahead of a catch-up reader at
 /// once; past it, the reader delivers the rest in their turn.
 pub(crate) const AHEAD_MAX: usize = 1024;
-
-/// What an offer of a record by a tailer came to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Offered {
-    /// Not for this cursor now (catching up, already past it, closed).
-    Skipped,
-    /// Queued; true if the session's queue was empty (wake its writer).
-    Queued(bool),
-    /// The session had no room: the cursor now catches up from this
-    /// record, and the caller starts its reader.
-    Overflowed,
-}
 
 /// What a new subscription is, before it has cursors.
 pub(crate) struct Spec {
@@ -171,98 +160,105 @@ impl Subscription {
         self.id
     }
 
-    /// A tailer offers a record that matched this subscription's selector
-    /// and selection. A high-priority one goes out even while the cursor
-    /// catches up (ahead of the reader, which then passes over it).
-    /// The record at `offset` is made by `record` only if it is queued: a
-    /// tailer behind a flood that its subscribers are catching up on
-    /// builds nothing for them.
-    pub(crate) fn offer(
+    /// A tailer offers a run of records (one subject's, in order) that
+    /// this subscription's selector matched, under one acquisition of the
+    /// cursor's lock and at most one of the session's. For each record:
+    ///
+    /// - one the selection does not admit moves a live cursor past it, so
+    ///   that an acknowledgement of what came before covers it;
+    /// - an expired one does too, with a one-record gap if the client
+    ///   asked to be told;
+    /// - the rest are queued while the cursor is live. A high-priority one
+    ///   goes out even while the cursor catches up (ahead of the reader,
+    ///   which then passes over it).
+    ///
+    /// A record is made shareable only if it is queued: a tailer behind a
+    /// flood that its subscribers are catching up on builds nothing for
+    /// them.
+    pub(crate) fn offer_run(
         &self,
         partition: u32,
-        offset: u64,
-        high_priority: bool,
-        record: impl FnOnce() -> Arc<SharedRecord>,
-    ) -> Offered {
+        run: &mut [RunRecord<'_>],
+        context: &RunContext,
+    ) -> RunOffered {
+        let mut offered = RunOffered::default();
         let Some(cursor) = self.cursors.get(partition as usize) else {
-            return Offered::Skipped;
+            return offered;
         };
         let mut cursor = cursor.lock();
-        if offset < cursor.next || self.is_closed() {
-            return Offered::Skipped;
+        // Checked once: `close` waits for this lock before it returns, so
+        // nothing is queued after it has.
+        if self.is_closed() {
+            return offered;
         }
-        if cursor.feed != Feed::Live && (!high_priority || cursor.ahead.len() >= AHEAD_MAX) {
-            return Offered::Skipped;
-        }
-        let delivery = Delivery {
-            subscription_id: self.id,
-            partition,
-            record: record(),
-            high_priority,
-        };
-        if cursor.feed != Feed::Live {
-            // Refused: the reader delivers it in its turn.
-            return match self.outbox.push_delivery(delivery) {
-                Ok(was_empty) => {
-                    cursor.ahead.push(offset);
-                    Offered::Queued(was_empty)
+        let mut pusher: Option<Pusher<'_>> = None;
+        for entry in run.iter_mut() {
+            let offset = entry.offset();
+            if !self.selection.admits(&entry.record) {
+                if cursor.feed == Feed::Live && offset >= cursor.next {
+                    cursor.next = offset + 1;
                 }
-                Err(_) => Offered::Skipped,
-            };
-        }
-        match self.outbox.push_delivery(delivery) {
-            Ok(was_empty) => {
+                continue;
+            }
+            if entry.expired(context) {
+                offered.expired += 1;
+                if cursor.feed != Feed::Live || offset < cursor.next {
+                    continue;
+                }
                 cursor.next = offset + 1;
-                cursor.queued_end = cursor.next;
-                Offered::Queued(was_empty)
+                if self.report_expired {
+                    cursor.queued_end = cursor.next;
+                    pusher
+                        .get_or_insert_with(|| self.outbox.pusher())
+                        .push_event(Event::Gap {
+                            subscription_id: self.id,
+                            partition,
+                            from_offset: offset,
+                            to_offset: offset + 1,
+                            reason: crate::GapReason::Expired,
+                        });
+                }
+                continue;
             }
-            Err(Refusal::Full) => {
-                // Every record between `next` and this one was offered and
-                // did not match, so the reader starts here.
-                cursor.next = offset;
-                cursor.feed = Feed::CatchingUp;
-                Offered::Overflowed
+            if offset < cursor.next {
+                continue;
             }
-            Err(Refusal::Closed) => Offered::Skipped,
+            let high_priority = entry.high_priority(context);
+            if cursor.feed != Feed::Live && (!high_priority || cursor.ahead.len() >= AHEAD_MAX) {
+                continue;
+            }
+            let delivery = Delivery {
+                subscription_id: self.id,
+                partition,
+                record: entry.shared(),
+                high_priority,
+            };
+            let pushed = pusher
+                .get_or_insert_with(|| self.outbox.pusher())
+                .push_delivery(delivery);
+            match (cursor.feed, pushed) {
+                (Feed::CatchingUp, Ok(())) => {
+                    cursor.ahead.push(offset);
+                    offered.queued += 1;
+                }
+                // Refused: the reader delivers it in its turn.
+                (Feed::CatchingUp, Err(_)) | (Feed::Live, Err(Refusal::Closed)) => {}
+                (Feed::Live, Ok(())) => {
+                    cursor.next = offset + 1;
+                    cursor.queued_end = cursor.next;
+                    offered.queued += 1;
+                }
+                (Feed::Live, Err(Refusal::Full)) => {
+                    // Every record between `next` and this one was offered
+                    // and did not match, so the reader starts here.
+                    cursor.next = offset;
+                    cursor.feed = Feed::CatchingUp;
+                    offered.overflowed = true;
+                }
+            }
         }
-    }
-
-    /// A tailer passes over a record the selector matched but the
-    /// selection does not admit: a live cursor's position moves past it,
-    /// so that an acknowledgement of what came before covers it.
-    pub(crate) fn pass(&self, partition: u32, offset: u64) {
-        let Some(cursor) = self.cursors.get(partition as usize) else {
-            return;
-        };
-        let mut cursor = cursor.lock();
-        if cursor.feed == Feed::Live && offset >= cursor.next {
-            cursor.next = offset + 1;
-        }
-    }
-
-    /// A tailer passes over an expired record the subscription would have
-    /// received: as [`Self::pass`], and with a one-record gap if the
-    /// client asked to be told.
-    pub(crate) fn expire(&self, partition: u32, offset: u64) {
-        let Some(cursor) = self.cursors.get(partition as usize) else {
-            return;
-        };
-        let mut cursor = cursor.lock();
-        if cursor.feed != Feed::Live || offset < cursor.next || self.is_closed() {
-            return;
-        }
-        cursor.next = offset + 1;
-        if !self.report_expired {
-            return;
-        }
-        cursor.queued_end = cursor.next;
-        self.outbox.push_event(Event::Gap {
-            subscription_id: self.id,
-            partition,
-            from_offset: offset,
-            to_offset: offset + 1,
-            reason: crate::GapReason::Expired,
-        });
+        offered.wake = pusher.as_ref().is_some_and(Pusher::needs_wake);
+        offered
     }
 
     /// Turns the cursor of `partition` live if its position reached the

@@ -1,8 +1,9 @@
 //! One tailer per partition that has subscribers: it waits for new
 //! records, reads each committed batch once (decompressing it once), looks
-//! each record's key up in the topic's routing table, and queues a shared
-//! reference to the record for every live subscription it matches. Each
-//! session it queued for is woken once per batch, not once per record.
+//! each run of records with one key up in the topic's routing table, and
+//! queues a shared reference to each record for every live subscription
+//! it matches (see `run`). Each session it queued for is woken once per
+//! chunk of a read (about [`CHUNK_RECORDS`] records), not once per record.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -14,10 +15,17 @@ use tokio_util::sync::CancellationToken;
 
 use crate::batches::decode;
 use crate::catch_up::CatchUpPool;
-use crate::event::SharedRecord;
 use crate::outbox::Outbox;
+use crate::run::{RunContext, RunRecord};
 use crate::stats::PushStats;
-use crate::subscription::{Offered, Route};
+use crate::subscription::Route;
+
+/// Records a tailer offers before it wakes the sessions it queued for: a
+/// read holds up to `read_bytes` of them, and offering all before the
+/// first wake-up would hold back the first subscriber's delivery until
+/// the last one's was queued. Whole batches are offered, so a chunk may
+/// hold more.
+const CHUNK_RECORDS: usize = 64;
 
 /// The offset from which a tailer offers every record: it may be offering
 /// (or have offered) records below it, and offers every one at or past it.
@@ -110,79 +118,111 @@ impl Tailer {
                 }
                 continue;
             }
+            let mut batches = Vec::new();
             for batch in decode(&stored.bytes) {
-                let batch = match batch {
-                    Ok(batch) => batch,
+                match batch {
+                    Ok(batch) => batches.push(batch),
                     Err(e) => {
                         tracing::error!(partition = index, position, error = %e, "stored batch unreadable; skipping the rest of this read");
                         break;
                     }
-                };
+                }
+            }
+            let context = RunContext {
+                ttl_ms: self.topic.message_ttl_ms(),
+                now_ms: crate::expiry::now_ms(),
+                topic_high: self.topic.message_priority_high(),
+            };
+            let mut records: Vec<RunRecord<'_>> = Vec::new();
+            let mut batches = batches.iter().peekable();
+            while let Some(batch) = batches.next() {
                 // Before any record of the batch is offered: see Frontier.
                 self.frontier.raise(batch.end_offset());
-                // After the raise, so that a route added before a
-                // subscription read the frontier is seen (see Frontier).
-                let table = self.table.reader();
-                let (ttl_ms, now_ms) = (self.topic.message_ttl_ms(), crate::expiry::now_ms());
-                let topic_high = self.topic.message_priority_high();
-                for record in batch.records() {
-                    let Ok(record) = record else { break };
-                    if record.offset < 0 || (record.offset as u64) < position {
-                        continue;
-                    }
-                    let Some(key) = record.key else { continue };
-                    let mut shared: Option<Arc<SharedRecord>> = None;
-                    // Read once per record, and only for a routed one.
-                    let mut expired: Option<bool> = None;
-                    let mut high: Option<bool> = None;
-                    table.for_each_match(key, |route| {
-                        if !route.0.selection.admits(&record) {
-                            route.0.pass(index, record.offset as u64);
-                            return;
-                        }
-                        if *expired
-                            .get_or_insert_with(|| crate::expiry::expired(&record, ttl_ms, now_ms))
-                        {
-                            // A gap, if any, wakes the session itself.
-                            route.0.expire(index, record.offset as u64);
-                            self.stats.expired_records.fetch_add(1, Ordering::Relaxed);
-                            return;
-                        }
-                        let high = *high
-                            .get_or_insert_with(|| crate::priority::is_high(&record, topic_high));
-                        let make = || {
-                            Arc::clone(shared.get_or_insert_with(|| {
-                                Arc::new(SharedRecord::slice_of(batch.section(), &record))
-                            }))
-                        };
-                        match route.0.offer(index, record.offset as u64, high, make) {
-                            Offered::Queued(was_empty) => {
-                                self.stats.live_deliveries.fetch_add(1, Ordering::Relaxed);
-                                if was_empty {
-                                    woken.push(Arc::clone(&route.0.outbox));
-                                }
-                            }
-                            Offered::Skipped => {}
-                            Offered::Overflowed => {
-                                self.stats.overflows.fetch_add(1, Ordering::Relaxed);
-                                self.pool.start(
-                                    Arc::clone(&route.0),
-                                    index,
-                                    Arc::clone(&self.frontier),
-                                );
-                            }
-                        }
-                    });
-                    if shared.is_some() {
-                        self.stats.live_records.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-                for outbox in woken.drain(..) {
-                    outbox.wake();
+                // Records without a key have no subject: nobody's.
+                records.extend(
+                    batch
+                        .records()
+                        .map_while(Result::ok)
+                        .filter(|r| r.offset >= 0 && r.offset as u64 >= position && r.key.is_some())
+                        .map(|r| RunRecord::new(r, batch.section())),
+                );
+                if records.len() >= CHUNK_RECORDS || batches.peek().is_none() {
+                    self.offer_chunk(&mut records, &context, &mut woken);
                 }
             }
             position = stored.next_offset;
             self.frontier.raise(position);
+        }
+    }
+
+    /// Offers `records` (whole batches, the frontier raised past them) to
+    /// their subscriptions, a run of one key at a time, then wakes the
+    /// sessions that were idle, and empties `records`.
+    fn offer_chunk(
+        &self,
+        records: &mut Vec<RunRecord<'_>>,
+        context: &RunContext,
+        woken: &mut Vec<Arc<Outbox>>,
+    ) {
+        let index = self.partition.index();
+        // After the raise, so that a route added before a subscription read
+        // the frontier is seen (see Frontier).
+        let table = self.table.reader();
+        let mut tally = Tally::default();
+        let mut start = 0;
+        while start < records.len() {
+            let key = records[start].record.key.unwrap_or_default();
+            let end = records[start..]
+                .iter()
+                .position(|r| r.record.key != Some(key))
+                .map_or(records.len(), |n| start + n);
+            let run = &mut records[start..end];
+            table.for_each_match(key, |route| {
+                let offered = route.0.offer_run(index, run, context);
+                tally.deliveries += offered.queued;
+                tally.expired += offered.expired;
+                if offered.wake {
+                    woken.push(Arc::clone(&route.0.outbox));
+                }
+                if offered.overflowed {
+                    tally.overflows += 1;
+                    self.pool
+                        .start(Arc::clone(&route.0), index, Arc::clone(&self.frontier));
+                }
+            });
+            tally.records += run.iter().filter(|r| r.was_delivered()).count() as u64;
+            start = end;
+        }
+        records.clear();
+        tally.add_to(&self.stats);
+        for outbox in woken.drain(..) {
+            outbox.wake();
+        }
+    }
+}
+
+/// What a chunk's offers came to, counted into the engine's stats once per
+/// chunk rather than once per delivery: the counters are shared by every
+/// tailer and writer, and a change to one is a cache line crossing cores.
+#[derive(Default)]
+struct Tally {
+    records: u64,
+    deliveries: u64,
+    expired: u64,
+    overflows: u64,
+}
+
+impl Tally {
+    fn add_to(&self, stats: &PushStats) {
+        for (counter, n) in [
+            (&stats.live_records, self.records),
+            (&stats.live_deliveries, self.deliveries),
+            (&stats.expired_records, self.expired),
+            (&stats.overflows, self.overflows),
+        ] {
+            if n > 0 {
+                PushStats::add(counter, n);
+            }
         }
     }
 }
