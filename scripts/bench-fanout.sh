@@ -65,6 +65,18 @@ rm -f "$ROWS"
 COMMIT="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- crates scripts bench || echo '+changes')"
 
 ulimit -n "$(ulimit -Hn)"
+# s6 reopens 10,000 connections within a second. The kernel caps every
+# listener's accept queue at net.core.somaxconn (4,096 by default here), and
+# past it drops SYNs that the clients resend 1, 3, 7 s later, for every
+# broker alike: a broker for that many clients runs with the cap raised.
+# Raised for this run where this user may, and put back on exit.
+SOMAXCONN_WAS="$(cat /proc/sys/net/core/somaxconn)"
+SOMAXCONN_SET=0
+if [ "$SOMAXCONN_WAS" -lt 16384 ] && { echo 16384 > /proc/sys/net/core/somaxconn; } 2>/dev/null; then
+  SOMAXCONN_SET=1
+else
+  echo "== net.core.somaxconn stays $SOMAXCONN_WAS: s6's reconnection storm may see SYN retries"
+fi
 # The charts use Debian's matplotlib, so the report runs on Debian's Python
 # (a python3 earlier on PATH may be another one).
 REPORT_PY=/usr/bin/python3
@@ -74,6 +86,7 @@ if ! "$REPORT_PY" -c 'import matplotlib' 2>/dev/null; then
 fi
 source "$ROOT/scripts/lib/push-herald.sh"
 cleanup() {
+  if [ "$SOMAXCONN_SET" = 1 ]; then echo "$SOMAXCONN_WAS" > /proc/sys/net/core/somaxconn || true; fi
   stop_herald
   # --wipe: the JetStream store lives in tmpfs, that is, in memory.
   bench/nats/stop.sh --wipe >/dev/null || true
@@ -183,9 +196,10 @@ run() {
 wanted() { [[ ",$ONLY," == *",$1,"* ]]; }
 
 IFS=, read -r -a LAYOUT_LIST <<< "$LAYOUTS"
-for layout in "${LAYOUT_LIST[@]}"; do
-  set_layout "$layout"
-  for round in $(seq 1 "$REPEATS"); do
+# Rounds outside layouts: a run cut short still has every layout measured.
+for round in $(seq 1 "$REPEATS"); do
+  for layout in "${LAYOUT_LIST[@]}"; do
+    set_layout "$layout"
     # s1 and saturation: one subject, each size, every core system; s1 at
     # 10 msg/s, saturation as fast as the window allows.
     for s in s1 saturation; do
@@ -199,7 +213,7 @@ for layout in "${LAYOUT_LIST[@]}"; do
         for entry in "${CORE_SYSTEMS[@]}"; do
           run "$layout" "$round" "$entry" --scenario "$s" --subscribers "$n" "${pace[@]}"
         done
-        echo "== $layout round $round: $s at $n subscribers"
+        echo "$(date +%T) == $layout round $round: $s at $n subscribers"
       done
     done
     if wanted s2; then
@@ -208,7 +222,7 @@ for layout in "${LAYOUT_LIST[@]}"; do
         run "$layout" "$round" "$entry" --scenario s2 --subscribers "$S2_SUBSCRIBERS" \
           --rate 1 --burst 20 --secs "$S2_SECS"
       done
-      echo "== $layout round $round: s2 at $S2_SUBSCRIBERS subscribers"
+      echo "$(date +%T) == $layout round $round: s2 at $S2_SUBSCRIBERS subscribers"
     fi
     for s in s3 s4; do
       wanted "$s" || continue
@@ -220,7 +234,7 @@ for layout in "${LAYOUT_LIST[@]}"; do
             --subjects "$S3_SUBJECTS" --per-subscriber 10 "${patterns[@]}" --choice "$choice" \
             --partitions 16 --rate 0 --secs "$S3_SECS"
         done
-        echo "== $layout round $round: $s $choice"
+        echo "$(date +%T) == $layout round $round: $s $choice"
       done
     done
     for s in s5 s6; do
@@ -234,7 +248,7 @@ for layout in "${LAYOUT_LIST[@]}"; do
         run "$layout" "$round" "$entry" --scenario "$s" --subscribers "$S56_SUBSCRIBERS" \
           --rate 10 "${disturbance[@]}"
       done
-      echo "== $layout round $round: $s"
+      echo "$(date +%T) == $layout round $round: $s"
     done
   done
 done
