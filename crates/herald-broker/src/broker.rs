@@ -16,8 +16,10 @@ use crate::metadata_store::{Metadata, MetadataStore, TopicRecord};
 use crate::partition_dirs::{discard_partitions, open_new_partitions, open_topic, sweep_deleted};
 use crate::producer_ids::ProducerIdAllocator;
 use crate::producer_snapshot;
+use crate::security::Security;
 use crate::topic::{validate_topic_name, Topic};
 use crate::topic_config::TopicConfig;
+use herald_auth::{Applied, SecurityCommand};
 
 /// What a created (or validated) topic looks like.
 #[derive(Debug, Clone)]
@@ -72,6 +74,7 @@ pub struct Broker {
     registry: RwLock<Registry>,
     producer_epochs: Mutex<HashMap<i64, i16>>,
     groups: GroupService,
+    security: Security,
     _lock: DirLock,
 }
 
@@ -98,7 +101,8 @@ impl Broker {
         std::fs::create_dir_all(&config.data_dir)
             .map_err(|e| BrokerError::io("create directory", &config.data_dir, e))?;
         let lock = DirLock::acquire(&config.data_dir)?;
-        let (store, metadata) = MetadataStore::open(&config.data_dir)?;
+        let (store, mut metadata) = MetadataStore::open(&config.data_dir)?;
+        let secret = security_secret(&store, &mut metadata)?;
         sweep_deleted(&config.data_dir)?;
         let mut registry = Registry::default();
         for record in metadata.topics.values() {
@@ -117,8 +121,10 @@ impl Broker {
             cluster_id = %metadata.cluster_id,
             "broker opened"
         );
+        let security = Security::new(config.security.clone(), metadata.security.clone(), secret);
         Ok(Arc::new(Self {
             cluster_id: metadata.cluster_id.clone(),
+            security,
             admin: Mutex::new(AdminState {
                 store,
                 producer_ids: ProducerIdAllocator::new(metadata.producer_id_high_mark),
@@ -458,6 +464,42 @@ impl Broker {
         &self.groups
     }
 
+    /// Who may do what: credentials, ACLs, tenants, namespaces.
+    pub fn security(&self) -> &Security {
+        &self.security
+    }
+
+    /// Applies a change to the security state: persisted in the metadata
+    /// before it is published (and before the authorizer sees it), or
+    /// refused with nothing changed.
+    pub fn apply_security(&self, command: SecurityCommand) -> Result<Applied, BrokerError> {
+        let mut admin = self.admin.lock();
+        let mut next = admin.metadata.clone();
+        let applied = next.security.apply(command)?;
+        admin.store.save(&next)?;
+        self.security.publish(next.security.clone());
+        admin.metadata = next;
+        Ok(applied)
+    }
+
+    /// Applies several changes as one: all persisted together, or none
+    /// when one is refused.
+    pub fn apply_security_all(
+        &self,
+        commands: Vec<SecurityCommand>,
+    ) -> Result<Vec<Applied>, BrokerError> {
+        let mut admin = self.admin.lock();
+        let mut next = admin.metadata.clone();
+        let applied = commands
+            .into_iter()
+            .map(|c| next.security.apply(c))
+            .collect::<Result<Vec<_>, _>>()?;
+        admin.store.save(&next)?;
+        self.security.publish(next.security.clone());
+        admin.metadata = next;
+        Ok(applied)
+    }
+
     /// Stops the group coordinator, then flushes and closes every partition
     /// log. Appends fail afterwards.
     pub fn close(&self) -> Result<(), BrokerError> {
@@ -495,4 +537,24 @@ fn check_partition_count(topic: &str, count: u32) -> Result<(), BrokerError> {
         });
     }
     Ok(())
+}
+
+/// The metadata's secret for decoy credentials, made (and saved) on the
+/// first open that has none.
+fn security_secret(store: &MetadataStore, metadata: &mut Metadata) -> Result<Vec<u8>, BrokerError> {
+    use base64::engine::general_purpose::STANDARD;
+    use base64::Engine as _;
+    if let Some(secret) = metadata
+        .security_secret
+        .as_deref()
+        .and_then(|s| STANDARD.decode(s).ok())
+        .filter(|s| !s.is_empty())
+    {
+        return Ok(secret);
+    }
+    let mut secret = vec![0u8; 32];
+    getrandom::fill(&mut secret).map_err(|e| BrokerError::Random(e.to_string()))?;
+    metadata.security_secret = Some(STANDARD.encode(&secret));
+    store.save(metadata)?;
+    Ok(secret)
 }

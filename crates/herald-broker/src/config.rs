@@ -38,6 +38,8 @@ pub struct BrokerConfig {
     /// Most producer ids one partition keeps state for; past it the one
     /// unused the longest makes room.
     pub producers_per_partition_max: usize,
+    /// Authorization: on or off, super users.
+    pub security: crate::security::SecurityConfig,
 }
 
 impl BrokerConfig {
@@ -53,6 +55,7 @@ impl BrokerConfig {
             groups: GroupConfig::default(),
             producer_id_expiration: Duration::from_secs(24 * 60 * 60),
             producers_per_partition_max: crate::producer_state::PRODUCERS_PER_PARTITION_MAX,
+            security: crate::security::SecurityConfig::default(),
         }
     }
 }

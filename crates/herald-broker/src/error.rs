@@ -11,6 +11,12 @@ use crate::storage::StorageError;
 /// Why an administrative or lookup operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum BrokerError {
+    /// A change to credentials, ACLs, tenants or namespaces was refused.
+    #[error(transparent)]
+    Security(#[from] herald_auth::SecurityError),
+    /// The system's random source failed.
+    #[error("no randomness available: {0}")]
+    Random(String),
     /// No topic by this name (or id) exists, and it was not created.
     #[error("unknown topic {name}")]
     UnknownTopic {

@@ -4,7 +4,8 @@
 //! idempotent-producer state that guards appends, producer-id allocation, and
 //! periodic log maintenance, and the consumer-group coordinator
 //! ([`GroupService`]) with its committed offsets in the internal partition
-//! `<data-dir>/__consumer_offsets-0/`.
+//! `<data-dir>/__consumer_offsets-0/`, and the security state (credentials,
+//! ACLs, tenants, namespaces: [`Security`]) kept in the same metadata.
 //!
 //! It is transport-agnostic: front ends (the Kafka wire protocol in
 //! `herald-kafka`, later others) turn requests into plain calls here and map
@@ -30,6 +31,7 @@ mod partition_dirs;
 pub mod producer_ids;
 mod producer_snapshot;
 pub mod producer_state;
+pub mod security;
 pub mod storage;
 pub mod subject_index;
 pub mod topic;
@@ -42,6 +44,7 @@ pub use groups::{GroupCall, GroupReply, GroupService, OFFSETS_TOPIC};
 pub use herald_log::{BatchError, FlushPolicy};
 pub use maintenance::Maintenance;
 pub use partition::{OffsetAndTimestamp, OffsetSpec, Partition, ProduceOutcome};
+pub use security::{Security, SecurityConfig};
 pub use storage::{Acks, StorageError, StoredBatches, Watermarks};
 pub use topic::Topic;
 pub use topic_config::{ConfigEntry, ConfigSource, ConfigType, TopicConfig};

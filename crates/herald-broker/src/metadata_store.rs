@@ -43,6 +43,14 @@ pub struct Metadata {
     pub producer_id_high_mark: i64,
     /// Topics by name.
     pub topics: BTreeMap<String, TopicRecord>,
+    /// Credentials, ACLs, tenants and namespaces (absent before herald
+    /// kept them: empty).
+    #[serde(default)]
+    pub security: herald_auth::SecurityState,
+    /// Base64 of the secret unknown users' decoy credentials are made
+    /// from; made on first open.
+    #[serde(default)]
+    pub security_secret: Option<String>,
 }
 
 impl Metadata {
@@ -52,6 +60,8 @@ impl Metadata {
             cluster_id: cluster_id_from(Uuid::new_v4()),
             producer_id_high_mark: 0,
             topics: BTreeMap::new(),
+            security: herald_auth::SecurityState::default(),
+            security_secret: None,
         }
     }
 }

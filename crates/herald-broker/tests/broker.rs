@@ -399,3 +399,83 @@ async fn producer_state_is_the_snapshot_plus_the_batches_after_it() {
         3
     );
 }
+
+#[test]
+fn credentials_acls_and_tenants_survive_restart_and_refusals_change_nothing() {
+    use herald_auth::{
+        AclBinding, Caller, Operation, PatternType, Permission, ResourceType, ScramCredential,
+        ScramMechanism, SecurityCommand,
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = BrokerConfig::new(dir.path());
+    config.security.authorization = true;
+    let credential =
+        ScramCredential::from_password(ScramMechanism::Sha512, "pw", 4096).expect("credential");
+    let read_orders = AclBinding {
+        resource_type: ResourceType::Topic,
+        name: "orders".into(),
+        pattern_type: PatternType::Literal,
+        principal: "User:alice".into(),
+        host: "*".into(),
+        operation: Operation::Read,
+        permission: Permission::Allow,
+    };
+    let secret = {
+        let broker = Broker::open(config.clone()).expect("open");
+        broker
+            .apply_security_all(vec![
+                SecurityCommand::UpsertScram {
+                    user: "alice".into(),
+                    mechanism: ScramMechanism::Sha512,
+                    credential: credential.clone(),
+                },
+                SecurityCommand::CreateAcls(vec![read_orders.clone()]),
+                SecurityCommand::CreateTenant {
+                    name: "acme".into(),
+                    principals: ["User:ann".to_owned()].into(),
+                    namespaces: ["acme.".to_owned()].into(),
+                },
+            ])
+            .expect("applied");
+        // Refused as a whole: the second command names no credential.
+        let refused = broker.apply_security_all(vec![
+            SecurityCommand::CreateAcls(vec![AclBinding {
+                name: "other".into(),
+                ..read_orders.clone()
+            }]),
+            SecurityCommand::DeleteScram {
+                user: "nobody".into(),
+                mechanism: ScramMechanism::Sha256,
+            },
+        ]);
+        assert!(matches!(refused, Err(BrokerError::Security(_))));
+        assert_eq!(broker.security().state().acls.len(), 1 + 3);
+        broker.close().expect("close");
+        broker.security().secret().to_vec()
+    };
+    let broker = Broker::open(config).expect("reopen");
+    let security = broker.security();
+    assert_eq!(security.secret(), &secret[..], "the decoy secret is kept");
+    assert_eq!(
+        security.state().scram("alice", ScramMechanism::Sha512),
+        Some(&credential)
+    );
+    let alice = Caller {
+        principal: "User:alice".into(),
+        host: "127.0.0.1".into(),
+    };
+    assert!(security.authorize(&alice, Operation::Read, ResourceType::Topic, "orders"));
+    assert!(!security.authorize(&alice, Operation::Read, ResourceType::Topic, "other"));
+    let ann = Caller {
+        principal: "User:ann".into(),
+        host: "127.0.0.1".into(),
+    };
+    assert!(security.authorize(&ann, Operation::Create, ResourceType::Topic, "acme.x"));
+    assert_eq!(
+        security
+            .state()
+            .namespace_of("acme.x")
+            .map(|n| n.tenant.clone()),
+        Some("acme".to_owned())
+    );
+}

@@ -59,9 +59,21 @@ pub fn broker(e: &BrokerError) -> i16 {
         BrokerError::InvalidConfig { .. } => ResponseError::InvalidConfig,
         BrokerError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
         BrokerError::Io { .. } | BrokerError::Log { .. } => ResponseError::KafkaStorageError,
-        BrokerError::CorruptMetadata { .. } | BrokerError::DataDirInUse { .. } => {
-            ResponseError::UnknownServerError
-        }
+        BrokerError::CorruptMetadata { .. }
+        | BrokerError::DataDirInUse { .. }
+        | BrokerError::Random(_) => ResponseError::UnknownServerError,
+        BrokerError::Security(e) => return security(e),
+    }
+    .code()
+}
+
+/// Code for a refused change to credentials, ACLs, tenants or namespaces.
+pub fn security(e: &herald_auth::SecurityError) -> i16 {
+    use herald_auth::SecurityError;
+    match e {
+        SecurityError::NoSuchCredential(..) => ResponseError::ResourceNotFound,
+        SecurityError::EmptyUser => ResponseError::UnacceptableCredential,
+        SecurityError::Acl(_) | SecurityError::Tenant(_) => ResponseError::InvalidRequest,
     }
     .code()
 }
