@@ -7,6 +7,7 @@
 pub mod acl;
 pub mod authorizer;
 pub mod plain;
+pub mod principal_mapping;
 pub mod scram;
 pub mod scram_messages;
 pub mod state;
@@ -14,6 +15,7 @@ pub mod tenant;
 
 pub use acl::{AclBinding, AclError, AclFilter, Operation, PatternType, Permission, ResourceType};
 pub use authorizer::{AclIndex, Authorizer, Caller, DecisionCache};
+pub use principal_mapping::{MappingError, PrincipalMapping};
 pub use scram::{
     CredentialError, ScramClient, ScramCredential, ScramError, ScramMechanism, ScramServer,
 };
