@@ -2,6 +2,8 @@
 # Installs everything the tests need, idempotently (a second run only checks):
 #   - .venv with the pinned Python packages of tests/compat/requirements.txt;
 #   - kcat, from Debian;
+#   - the openssl command-line tool, from Debian (the security tests make
+#     their certificates with it);
 #   - the Java Kafka client (tests/compat/java/pom.xml) fetched by Maven into
 #     tests/compat/.deps/java/lib, and tests/compat/java/HeraldCompat.java compiled;
 #   - Debian's chromium, the browser the push suite drives with Playwright;
@@ -46,6 +48,13 @@ kcat_tool() {
   if ! command -v kcat >/dev/null; then
     say "installing kcat from Debian"
     apt_install kcat
+  fi
+}
+
+openssl_tool() {
+  if ! command -v openssl >/dev/null; then
+    say "installing openssl from Debian"
+    apt_install openssl
   fi
 }
 
@@ -99,6 +108,7 @@ fuzz_tool() {
 
 python_env
 kcat_tool
+openssl_tool
 java_client
 chromium_browser
 fuzz_tool

@@ -6,6 +6,7 @@
 
 pub mod acl;
 pub mod authorizer;
+pub mod login_throttle;
 pub mod plain;
 pub mod principal_mapping;
 pub mod scram;
@@ -15,6 +16,7 @@ pub mod tenant;
 
 pub use acl::{AclBinding, AclError, AclFilter, Operation, PatternType, Permission, ResourceType};
 pub use authorizer::{AclIndex, Authorizer, Caller, DecisionCache};
+pub use login_throttle::LoginThrottle;
 pub use principal_mapping::{MappingError, PrincipalMapping};
 pub use scram::{
     CredentialError, ScramClient, ScramCredential, ScramError, ScramMechanism, ScramServer,

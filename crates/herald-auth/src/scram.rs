@@ -318,6 +318,19 @@ impl ScramServer {
         self.mechanism
     }
 
+    /// The user the client's first message named, once it has.
+    pub fn user(&self) -> Option<&str> {
+        match &self.stage {
+            Stage::Final { user, .. } => Some(user),
+            _ => None,
+        }
+    }
+
+    /// True while the client's first message is awaited.
+    pub fn awaits_first(&self) -> bool {
+        matches!(self.stage, Stage::First)
+    }
+
     /// Takes the client's first message and answers the server's first.
     /// `lookup` finds the user's credential for this mechanism; a user it
     /// does not know meets a decoy made with `secret` and fails at the

@@ -3,22 +3,23 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use crate::listener::ListenerConfig;
+
 /// Default largest request frame (Kafka's `socket.request.max.bytes`).
 pub const MAX_FRAME_BYTES_DEFAULT: usize = 100 * 1024 * 1024;
 
 /// How the Kafka front end listens and what it tells clients.
 #[derive(Debug, Clone)]
 pub struct KafkaConfig {
-    /// Address to bind.
-    pub listen: SocketAddr,
-    /// Host clients are told to connect to (Metadata, DescribeCluster).
-    pub advertised_host: String,
-    /// Port clients are told to connect to.
-    pub advertised_port: u16,
+    /// The listeners, at least one; clients are told the address of the
+    /// listener they connected to (Metadata, FindCoordinator,
+    /// DescribeCluster).
+    pub listeners: Vec<ListenerConfig>,
     /// Largest request frame accepted; a larger size prefix closes the
     /// connection before anything is allocated for it.
     pub max_frame_bytes: usize,
-    /// Connections beyond this are closed as soon as they are accepted.
+    /// Connections beyond this (over all listeners) are closed as soon as
+    /// they are accepted.
     pub max_connections: usize,
     /// Requests read from one connection and not yet answered; reading
     /// pauses at this many (pipelining, with back-pressure).
@@ -34,12 +35,11 @@ pub struct KafkaConfig {
 }
 
 impl KafkaConfig {
-    /// Defaults for a listener on `listen`, advertising the same address.
+    /// Defaults for one PLAINTEXT listener on `listen`, advertising the
+    /// same address.
     pub fn new(listen: SocketAddr) -> Self {
         Self {
-            listen,
-            advertised_host: listen.ip().to_string(),
-            advertised_port: listen.port(),
+            listeners: vec![ListenerConfig::plaintext(listen)],
             max_frame_bytes: MAX_FRAME_BYTES_DEFAULT,
             max_connections: 10_000,
             max_in_flight_requests: 16,

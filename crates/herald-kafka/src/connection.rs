@@ -13,8 +13,10 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use herald_broker::storage::FileRegion;
 use herald_metrics::KafkaMetrics;
 use kafka_protocol::messages::ApiKey;
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter, Interest};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{
+    AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter, Interest, WriteHalf,
+};
+use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
@@ -22,6 +24,9 @@ use tokio_util::sync::CancellationToken;
 use crate::codec::{check_frame_length, Chunk, FrameError, ResponseFrame, LENGTH_PREFIX_BYTES};
 use crate::frame_buffers::FrameBuffers;
 use crate::handlers::{self, Context, Outcome};
+use crate::listener::ListenerConfig;
+use crate::session::Session;
+use herald_tls::TlsAcceptor;
 
 /// Bytes asked of the socket per read while a frame is incomplete.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
@@ -40,12 +45,20 @@ struct Permit {
     _bytes: OwnedSemaphorePermit,
 }
 
-/// Serves one connection until the peer closes it, a protocol error closes
-/// it, or shutdown (after answering every request already read).
+/// Longest a TLS handshake may take.
+const TLS_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Serves one connection of `listener` until the peer closes it, a
+/// protocol error or a failed authentication closes it, or shutdown
+/// (after answering every request already read). On a TLS listener the
+/// handshake comes first, and a client certificate's subject, through the
+/// listener's mapping rules, is the client's principal.
 pub(crate) async fn serve(
     stream: TcpStream,
     peer: SocketAddr,
     ctx: Arc<Context>,
+    listener: Arc<ListenerConfig>,
+    tls: Option<TlsAcceptor>,
     shutdown: CancellationToken,
     metrics: Option<Arc<KafkaMetrics>>,
 ) {
@@ -54,22 +67,90 @@ pub(crate) async fn serve(
     if let Err(e) = stream.set_nodelay(true) {
         tracing::debug!(%peer, error = %e, "TCP_NODELAY failed");
     }
-    tracing::debug!(%peer, "connection opened");
-    let (read_half, write_half) = stream.into_split();
+    tracing::debug!(%peer, listener = %listener.name, "connection opened");
+    let Some(acceptor) = tls else {
+        let session = Session::new(listener, Some(peer), None);
+        let (read_half, write_half) = stream.into_split();
+        serve_io(read_half, write_half, &ctx, &session, &shutdown, metrics).await;
+        tracing::debug!(%peer, "connection closed");
+        return;
+    };
+    let tls = match herald_tls::accept(&acceptor, stream, TLS_HANDSHAKE_TIMEOUT).await {
+        Ok(tls) => tls,
+        Err(e) => {
+            tracing::info!(%peer, listener = %listener.name, error = %e, "TLS connection refused");
+            return;
+        }
+    };
+    let subject = tls
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(herald_tls::client_subject);
+    let principal = match subject {
+        None => None,
+        Some(subject) => match listener.principal_mapping.map(&subject) {
+            Some(name) => Some(format!("User:{name}")),
+            None => {
+                tracing::info!(%peer, listener = %listener.name, %subject, "no principal mapping rule applies to the client certificate; closing");
+                return;
+            }
+        },
+    };
+    let session = Session::new(listener, Some(peer), principal);
+    let (read_half, write_half) = tokio::io::split(tls);
+    serve_io(read_half, write_half, &ctx, &session, &shutdown, metrics).await;
+    tracing::debug!(%peer, "connection closed");
+}
+
+/// Reads, answers and writes until the connection ends.
+async fn serve_io<R, W>(
+    read_half: R,
+    write_half: W,
+    ctx: &Context,
+    session: &Session,
+    shutdown: &CancellationToken,
+    metrics: Option<&KafkaMetrics>,
+) where
+    R: AsyncRead + Unpin,
+    W: ResponseSink,
+{
+    let peer = session
+        .peer()
+        .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
     let limit = ctx.config.max_in_flight_requests.max(1);
     let in_flight = Arc::new(Semaphore::new(limit));
     let (requests, request_rx) = mpsc::channel::<(Bytes, Permit)>(limit);
     let (responses, response_rx) = mpsc::channel::<(ResponseFrame, Permit)>(limit);
     tokio::join!(
-        read_requests(read_half, &ctx, in_flight, requests, &shutdown, peer),
-        process_requests(&ctx, request_rx, responses, peer, metrics),
+        read_requests(read_half, ctx, in_flight, requests, shutdown, peer),
+        process_requests(ctx, session, request_rx, responses, metrics),
         write_responses(write_half, response_rx, peer, metrics),
     );
-    tracing::debug!(%peer, "connection closed");
 }
 
-async fn read_requests(
-    mut socket: OwnedReadHalf,
+/// Where responses are written: a plain socket may send record chunks
+/// from their segment files with `sendfile(2)`; a TLS stream must encrypt
+/// them, so copies.
+pub(crate) trait ResponseSink: AsyncWrite + Unpin {
+    /// The socket, when bytes may go to it straight from a file.
+    fn sendfile_socket(&self) -> Option<&TcpStream>;
+}
+
+impl ResponseSink for OwnedWriteHalf {
+    fn sendfile_socket(&self) -> Option<&TcpStream> {
+        Some(self.as_ref())
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> ResponseSink for WriteHalf<S> {
+    fn sendfile_socket(&self) -> Option<&TcpStream> {
+        None
+    }
+}
+
+async fn read_requests<R: AsyncRead + Unpin>(
+    mut socket: R,
     ctx: &Context,
     in_flight: Arc<Semaphore>,
     requests: mpsc::Sender<(Bytes, Permit)>,
@@ -105,7 +186,11 @@ async fn read_requests(
             match result.await {
                 Ok(item) => item,
                 Err(e) => {
-                    tracing::info!(%peer, error = %e, "closing connection");
+                    if buf.starts_with(&[22, 3]) {
+                        tracing::info!(%peer, "a TLS client on a plaintext listener; closing (configure the client for PLAINTEXT or connect to a TLS listener)");
+                    } else {
+                        tracing::info!(%peer, error = %e, "closing connection");
+                    }
                     None
                 }
             }
@@ -136,8 +221,8 @@ enum ReadError {
 
 /// Reads until the next frame's size prefix is in `buf` and checks it
 /// against the limit; `None` at a clean end of stream.
-async fn read_prefix(
-    socket: &mut OwnedReadHalf,
+async fn read_prefix<R: AsyncRead + Unpin>(
+    socket: &mut R,
     buf: &mut BytesMut,
     max: usize,
 ) -> Result<Option<usize>, ReadError> {
@@ -158,8 +243,8 @@ async fn read_prefix(
 }
 
 /// Reads the body of a frame of `size` bytes whose prefix is in `buf`.
-async fn read_body(
-    socket: &mut OwnedReadHalf,
+async fn read_body<R: AsyncRead + Unpin>(
+    socket: &mut R,
     buf: &mut BytesMut,
     size: usize,
     pool: &Arc<FrameBuffers>,
@@ -182,8 +267,8 @@ async fn read_body(
 /// Reads a large frame's body straight into a recycled buffer of its size:
 /// no copy as the connection buffer would grow, and no fresh pages to fault
 /// in. The frame's bytes are already admitted by the request-memory budget.
-async fn read_large_body(
-    socket: &mut OwnedReadHalf,
+async fn read_large_body<R: AsyncRead + Unpin>(
+    socket: &mut R,
     buf: &mut BytesMut,
     size: usize,
     pool: &Arc<FrameBuffers>,
@@ -205,15 +290,16 @@ async fn read_large_body(
 
 async fn process_requests(
     ctx: &Context,
+    session: &Session,
     mut requests: mpsc::Receiver<(Bytes, Permit)>,
     responses: mpsc::Sender<(ResponseFrame, Permit)>,
-    peer: SocketAddr,
     metrics: Option<&KafkaMetrics>,
 ) {
+    let peer = session.peer();
     while let Some((frame, permit)) = requests.recv().await {
         let started = Instant::now();
         let (api, frame_bytes) = (api_name(&frame), LENGTH_PREFIX_BYTES + frame.len());
-        let outcome = handlers::handle_frame(ctx, frame, Some(peer)).await;
+        let outcome = handlers::handle_frame(ctx, session, frame).await;
         if let Some(metrics) = metrics {
             metrics.record_request(api, frame_bytes, started.elapsed());
         }
@@ -225,21 +311,26 @@ async fn process_requests(
             }
             Outcome::NoResponse => drop(permit),
             Outcome::Close(reason) => {
-                tracing::info!(%peer, %reason, "closing connection");
+                tracing::info!(?peer, %reason, "closing connection");
                 return;
             }
+        }
+        // Kafka closes a connection whose authentication failed once its
+        // answer is written (dropping the sender lets the writer finish).
+        if session.has_failed() {
+            return;
         }
     }
 }
 
-async fn write_responses(
-    socket: OwnedWriteHalf,
+async fn write_responses<W: ResponseSink>(
+    socket: W,
     mut responses: mpsc::Receiver<(ResponseFrame, Permit)>,
     peer: SocketAddr,
     metrics: Option<&KafkaMetrics>,
 ) {
+    let mut sendfile = socket.sendfile_socket().is_some();
     let mut writer = BufWriter::with_capacity(WRITE_BUFFER_BYTES, socket);
-    let mut sendfile = true;
     while let Some((response, permit)) = responses.recv().await {
         if let Err(e) = write_frame(&mut writer, &response, &mut sendfile).await {
             tracing::debug!(%peer, error = %e, "write failed");
@@ -264,8 +355,8 @@ async fn write_responses(
 /// Writes one response. Large record chunks are sent from their segment
 /// file; if the kernel refuses `sendfile` for this file system, `sendfile`
 /// turns false and the connection copies from then on.
-async fn write_frame(
-    writer: &mut BufWriter<OwnedWriteHalf>,
+async fn write_frame<W: ResponseSink>(
+    writer: &mut BufWriter<W>,
     response: &ResponseFrame,
     sendfile: &mut bool,
 ) -> std::io::Result<()> {
@@ -274,7 +365,12 @@ async fn write_frame(
             Chunk::File(bytes, region) if *sendfile && bytes.len() >= SENDFILE_BYTES_MIN => {
                 // What is buffered goes first, to keep the response in order.
                 writer.flush().await?;
-                if !send_file(writer.get_ref().as_ref(), region).await? {
+                let Some(socket) = writer.get_ref().sendfile_socket() else {
+                    *sendfile = false;
+                    writer.write_all(bytes).await?;
+                    continue;
+                };
+                if !send_file(socket, region).await? {
                     *sendfile = false;
                     writer.write_all(bytes).await?;
                 }

@@ -19,10 +19,14 @@ mod connection;
 pub mod error_code;
 mod frame_buffers;
 pub mod handlers;
+pub mod listener;
 pub mod registry;
 pub mod server;
+pub mod session;
 #[cfg(test)]
 mod test_support;
 
 pub use config::KafkaConfig;
+pub use listener::{ListenerConfig, SaslMechanism, SecurityProtocol};
 pub use server::KafkaServer;
+pub use session::Session;

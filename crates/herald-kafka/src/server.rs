@@ -1,5 +1,6 @@
-//! The TCP accept loop: one task per connection, a cap on connections, and
-//! a clean shutdown that lets every connection answer what it has read.
+//! The accept loop over every listener: one task per connection, a cap on
+//! connections over all listeners, and a clean shutdown that lets every
+//! connection answer what it has read.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -14,27 +15,104 @@ use tokio_util::sync::CancellationToken;
 use crate::config::KafkaConfig;
 use crate::connection;
 use crate::handlers::Context;
+use crate::listener::{ListenerConfig, SecurityProtocol};
+use herald_tls::TlsAcceptor;
 
-/// A bound Kafka listener.
+/// A bound listener: its socket, its settings, and (for TLS protocols)
+/// the acceptor made once from its TLS config.
+struct Bound {
+    socket: TcpListener,
+    config: Arc<ListenerConfig>,
+    tls: Option<TlsAcceptor>,
+}
+
+impl std::fmt::Debug for Bound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bound")
+            .field("socket", &self.socket)
+            .field("listener", &self.config.name)
+            .field("tls", &self.tls.is_some())
+            .finish()
+    }
+}
+
+/// The bound Kafka listeners.
 #[derive(Debug)]
 pub struct KafkaServer {
-    listener: TcpListener,
+    listeners: Vec<Bound>,
     broker: Arc<Broker>,
     config: KafkaConfig,
     metrics: Option<Arc<KafkaMetrics>>,
 }
 
+/// Why the listeners could not be bound.
+#[derive(Debug, thiserror::Error)]
+pub enum BindError {
+    /// No listener configured.
+    #[error("no Kafka listener is configured")]
+    NoListener,
+    /// A listener's address could not be bound.
+    #[error("binding listener {name} on {addr}: {source}")]
+    Bind {
+        /// The listener's name.
+        name: String,
+        /// Its address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A TLS protocol without a TLS config.
+    #[error("listener {0} uses {1} but has no TLS certificate and key")]
+    NoTls(String, SecurityProtocol),
+    /// A SASL protocol without mechanisms.
+    #[error("listener {0} uses {1} but offers no SASL mechanism")]
+    NoMechanism(String, SecurityProtocol),
+}
+
 impl KafkaServer {
-    /// Binds the listen address.
-    pub async fn bind(mut config: KafkaConfig, broker: Arc<Broker>) -> std::io::Result<Self> {
-        let listener = TcpListener::bind(config.listen).await?;
-        let local = listener.local_addr()?;
-        // Binding port 0 picks a free port: advertise the real one.
-        if config.advertised_port == 0 {
-            config.advertised_port = local.port();
+    /// Binds every listener's address. A listener advertising port 0
+    /// advertises the port bound.
+    pub async fn bind(mut config: KafkaConfig, broker: Arc<Broker>) -> Result<Self, BindError> {
+        if config.listeners.is_empty() {
+            return Err(BindError::NoListener);
+        }
+        let mut listeners = Vec::with_capacity(config.listeners.len());
+        for listener in &mut config.listeners {
+            let tls = match (&listener.tls, listener.protocol.uses_tls()) {
+                (Some(tls), true) => Some(TlsAcceptor::from(Arc::clone(tls))),
+                (None, true) => {
+                    return Err(BindError::NoTls(listener.name.clone(), listener.protocol))
+                }
+                (_, false) => None,
+            };
+            if listener.protocol.uses_sasl() && listener.sasl_mechanisms.is_empty() {
+                return Err(BindError::NoMechanism(
+                    listener.name.clone(),
+                    listener.protocol,
+                ));
+            }
+            let bind_error = |source| BindError::Bind {
+                name: listener.name.clone(),
+                addr: listener.listen,
+                source,
+            };
+            let socket = TcpListener::bind(listener.listen)
+                .await
+                .map_err(bind_error)?;
+            let local = socket.local_addr().map_err(bind_error)?;
+            // Binding port 0 picks a free port: advertise the real one.
+            if listener.advertised_port == 0 {
+                listener.advertised_port = local.port();
+            }
+            listener.listen = local;
+            listeners.push(Bound {
+                socket,
+                config: Arc::new(listener.clone()),
+                tls,
+            });
         }
         Ok(Self {
-            listener,
+            listeners,
             broker,
             config,
             metrics: None,
@@ -47,9 +125,17 @@ impl KafkaServer {
         self
     }
 
-    /// The address actually bound.
+    /// The address the first listener bound.
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
-        self.listener.local_addr()
+        self.listeners[0].socket.local_addr()
+    }
+
+    /// Every listener's name, protocol and bound address.
+    pub fn local_addrs(&self) -> Vec<(String, SecurityProtocol, SocketAddr)> {
+        self.listeners
+            .iter()
+            .map(|l| (l.config.name.clone(), l.config.protocol, l.config.listen))
+            .collect()
     }
 
     /// Serves until `shutdown` is cancelled, then stops accepting, lets each
@@ -57,7 +143,7 @@ impl KafkaServer {
     /// and returns.
     pub async fn run(self, shutdown: CancellationToken) {
         let Self {
-            listener,
+            listeners,
             broker,
             config,
             metrics,
@@ -66,20 +152,26 @@ impl KafkaServer {
         let connections = Arc::new(Semaphore::new(context.config.max_connections));
         let mut tasks = JoinSet::new();
         loop {
+            let accepts = listeners
+                .iter()
+                .map(|l| Box::pin(l.socket.accept()))
+                .collect::<Vec<_>>();
             tokio::select! {
                 _ = shutdown.cancelled() => break,
-                accepted = listener.accept() => match accepted {
+                (accepted, index, _) = futures_util::future::select_all(accepts) => match accepted {
                     Ok((stream, peer)) => {
                         let Ok(permit) = Arc::clone(&connections).try_acquire_owned() else {
                             tracing::warn!(%peer, max = context.config.max_connections, "connection limit reached; closing new connection");
                             drop(stream);
                             continue;
                         };
+                        let listener = &listeners[index];
+                        let (config, tls) = (Arc::clone(&listener.config), listener.tls.clone());
                         let context = Arc::clone(&context);
                         let token = shutdown.clone();
                         let metrics = metrics.clone();
                         tasks.spawn(async move {
-                            connection::serve(stream, peer, context, token, metrics).await;
+                            connection::serve(stream, peer, context, config, tls, token, metrics).await;
                             drop(permit);
                         });
                     }
@@ -93,7 +185,7 @@ impl KafkaServer {
                 Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
             }
         }
-        drop(listener);
+        drop(listeners);
         let grace = context.config.shutdown_grace;
         let drained =
             tokio::time::timeout(grace, async { while tasks.join_next().await.is_some() {} }).await;

@@ -330,3 +330,13 @@ pub(crate) fn frame(key: ApiKey, version: i16, body: &[u8]) -> Bytes {
     buf.extend_from_slice(body);
     buf.freeze()
 }
+
+/// A client of a PLAINTEXT listener on 127.0.0.1:9092.
+pub(crate) fn plaintext_session() -> crate::session::Session {
+    let listen = "127.0.0.1:9092".parse().expect("address");
+    crate::session::Session::new(
+        std::sync::Arc::new(crate::listener::ListenerConfig::plaintext(listen)),
+        None,
+        None,
+    )
+}

@@ -203,4 +203,11 @@ pub struct FileSettings {
     pub push_queue_bytes: Option<u64>,
     /// See [`ServeArgs::push_max_subscriptions`].
     pub push_max_subscriptions: Option<u64>,
+    /// Kafka listeners beyond `kafka_listen`'s plaintext one, each with its
+    /// security protocol. With any, `kafka_listen` must be set for a
+    /// plaintext listener to run too.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub listeners: Vec<crate::security_settings::ListenerFile>,
+    /// Authorization, super users, the bootstrap administrator.
+    pub security: Option<crate::security_settings::SecurityFile>,
 }

@@ -9,6 +9,7 @@ mod cli;
 mod cli_client;
 mod commands;
 mod scrape;
+mod security_settings;
 mod serve;
 mod settings;
 

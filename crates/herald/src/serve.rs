@@ -59,10 +59,12 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         .with_context(|| format!("opening data directory {}", data_dir.display()))?;
     let maintenance =
         Maintenance::start(Arc::clone(&broker)).context("starting the maintenance thread")?;
-    let listen = settings.kafka.listen;
+    if let Some(admin) = &settings.admin {
+        bootstrap_admin(&broker, admin)?;
+    }
     let server = KafkaServer::bind(settings.kafka, Arc::clone(&broker))
         .await
-        .with_context(|| format!("binding the Kafka listener on {listen}"))?
+        .context("binding the Kafka listeners")?
         .with_metrics(Arc::clone(&metrics.kafka));
     let engine =
         PushEngine::new(Arc::clone(&broker), settings.push).context("starting the push engine")?;
@@ -88,6 +90,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         })
     }));
     let addr = server.local_addr().context("reading the bound address")?;
+    let listeners = server.local_addrs();
 
     let shutdown = CancellationToken::new();
     let serving = tokio::spawn(server.run(shutdown.clone()));
@@ -96,6 +99,11 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     // The listener is bound (connections queue) and every log is open. Ready
     // before the log line, which scripts and tests wait for.
     readiness.set_ready();
+    for (name, protocol, bound) in listeners {
+        if bound != addr {
+            tracing::info!(%bound, listener = %name, %protocol, "kafka listener {name} ({protocol}) ready on {bound}");
+        }
+    }
     tracing::info!(%addr, "kafka listener ready on {addr}");
     let signal = wait_for_signal().await?;
     tracing::info!(signal, "shutting down");
@@ -117,6 +125,42 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         .await
         .context("closing logs")??;
     tracing::info!("shutdown complete");
+    Ok(())
+}
+
+/// Gives the bootstrap administrator SCRAM credentials of both mechanisms
+/// for its password, unless the stored ones already match it (so that a
+/// restart does not rewrite the metadata).
+fn bootstrap_admin(
+    broker: &Broker,
+    admin: &crate::security_settings::BootstrapAdmin,
+) -> anyhow::Result<()> {
+    use herald_auth::{ScramCredential, ScramMechanism, SecurityCommand};
+    let state = broker.security().state();
+    let mut commands = Vec::new();
+    for mechanism in ScramMechanism::ALL {
+        let current = state.scram(&admin.user, mechanism);
+        if current.is_some_and(|c| c.verify_password(mechanism, admin.password.as_bytes())) {
+            continue;
+        }
+        let credential = ScramCredential::from_password(
+            mechanism,
+            &admin.password,
+            herald_auth::scram::ITERATIONS_MIN,
+        )
+        .context("making the administrator's credentials")?;
+        commands.push(SecurityCommand::UpsertScram {
+            user: admin.user.clone(),
+            mechanism,
+            credential,
+        });
+    }
+    if !commands.is_empty() {
+        broker
+            .apply_security_all(commands)
+            .context("storing the administrator's credentials")?;
+        tracing::info!(user = %admin.user, "administrator credentials set");
+    }
     Ok(())
 }
 

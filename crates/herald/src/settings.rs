@@ -38,6 +38,8 @@ const PUSH_QUEUE_BYTES_MIN: u64 = 4096;
 pub struct Settings {
     /// Broker core settings.
     pub broker: BrokerConfig,
+    /// The user given credentials at start, if any.
+    pub admin: Option<crate::security_settings::BootstrapAdmin>,
     /// Kafka listener settings.
     pub kafka: KafkaConfig,
     /// Push engine limits.
@@ -82,16 +84,32 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
         .data_dir
         .or(file.data_dir)
         .unwrap_or_else(|| PathBuf::from("./herald-data"));
-    let listen_text = args
-        .kafka_listen
-        .or(file.kafka_listen)
-        .unwrap_or_else(|| "127.0.0.1:9092".to_owned());
-    let listen = parse_listen("kafka_listen", &listen_text)?;
+    // With other listeners configured, the plaintext one runs only when
+    // asked for.
+    let listen_text = args.kafka_listen.or(file.kafka_listen).or_else(|| {
+        file.listeners
+            .is_empty()
+            .then(|| "127.0.0.1:9092".to_owned())
+    });
     let advertised_text = args.advertised_listener.or(file.advertised_listener);
-    let (advertised_host, advertised_port) = match &advertised_text {
-        Some(text) => parse_host_port(text)?,
-        None => (listen.ip().to_string(), listen.port()),
+    let plaintext = match &listen_text {
+        Some(text) => {
+            let listen = parse_listen("kafka_listen", text)?;
+            let mut listener = herald_kafka::ListenerConfig::plaintext(listen);
+            if let Some(advertised) = &advertised_text {
+                let (host, port) = parse_host_port("advertised_listener", advertised)?;
+                listener.advertised_host = host;
+                listener.advertised_port = port;
+            }
+            Some(listener)
+        }
+        None => None,
     };
+    let listeners = crate::security_settings::listeners(plaintext, &file.listeners)?;
+    let (security, admin) = crate::security_settings::security(
+        file.security.as_ref(),
+        std::env::var(crate::security_settings::ADMIN_PASSWORD_ENV).ok(),
+    )?;
     let admin_text = args
         .admin_listen
         .or(file.admin_listen)
@@ -265,7 +283,7 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
 
     let effective = FileSettings {
         data_dir: Some(data_dir.clone()),
-        kafka_listen: Some(listen_text),
+        kafka_listen: listen_text,
         advertised_listener: advertised_text,
         auto_create_topics: Some(auto_create_topics),
         default_partitions: Some(default_partitions),
@@ -285,6 +303,8 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
         push_max_connections: Some(push_max_connections),
         push_queue_bytes: Some(push_queue_bytes),
         push_max_subscriptions: Some(push_max_subscriptions),
+        listeners: file.listeners.clone(),
+        security: file.security.clone(),
     };
     let mut broker = BrokerConfig::new(data_dir);
     broker.auto_create_topics = auto_create_topics;
@@ -297,9 +317,9 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
     broker.groups.offsets_retention_ms = i64::from(retention_minutes) * 60_000;
     broker.groups.group_size_max = group_max_size as usize;
     broker.producer_id_expiration = Duration::from_millis(producer_id_expiration_ms);
-    let mut kafka = KafkaConfig::new(listen);
-    kafka.advertised_host = advertised_host;
-    kafka.advertised_port = advertised_port;
+    broker.security = security;
+    let mut kafka = KafkaConfig::new("127.0.0.1:9092".parse()?);
+    kafka.listeners = listeners;
     kafka.max_frame_bytes = max_frame_bytes as usize;
     kafka.max_connections = max_connections as usize;
     let push = PushConfig {
@@ -317,6 +337,7 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
     };
     Ok(Settings {
         broker,
+        admin,
         kafka,
         push,
         gateway,
@@ -356,24 +377,24 @@ pub fn to_toml(effective: &FileSettings) -> anyhow::Result<String> {
     toml::to_string(effective).context("writing the configuration as TOML")
 }
 
-fn parse_listen(key: &str, text: &str) -> anyhow::Result<SocketAddr> {
+pub(crate) fn parse_listen(key: &str, text: &str) -> anyhow::Result<SocketAddr> {
     let mut addrs = text.to_socket_addrs().map_err(|e| invalid(key, text, e))?;
     addrs
         .next()
         .ok_or_else(|| invalid(key, text, "resolves to no address"))
 }
 
-fn parse_host_port(text: &str) -> anyhow::Result<(String, u16)> {
+pub(crate) fn parse_host_port(key: &str, text: &str) -> anyhow::Result<(String, u16)> {
     let Some((host, port)) = text.rsplit_once(':') else {
-        bail!(invalid("advertised_listener", text, "expected HOST:PORT"));
+        bail!(invalid(key, text, "expected HOST:PORT"));
     };
     let host = host.trim_start_matches('[').trim_end_matches(']');
     if host.is_empty() {
-        bail!(invalid("advertised_listener", text, "the host is empty"));
+        bail!(invalid(key, text, "the host is empty"));
     }
     let port: u16 = port
         .parse()
-        .map_err(|e| invalid("advertised_listener", text, format!("bad port: {e}")))?;
+        .map_err(|e| invalid(key, text, format!("bad port: {e}")))?;
     Ok((host.to_owned(), port))
 }
 
@@ -394,8 +415,10 @@ mod tests {
     #[test]
     fn defaults_apply_without_flags_or_file() {
         let s = resolve(ServeArgs::default()).expect("defaults");
-        assert_eq!(s.kafka.listen.to_string(), "127.0.0.1:9092");
-        assert_eq!(s.kafka.advertised_port, 9092);
+        assert_eq!(s.kafka.listeners.len(), 1);
+        assert_eq!(s.kafka.listeners[0].listen.to_string(), "127.0.0.1:9092");
+        assert_eq!(s.kafka.listeners[0].advertised_port, 9092);
+        assert!(!s.broker.security.authorization);
         assert!(s.broker.auto_create_topics);
         assert_eq!(s.broker.default_partitions, 1);
         assert_eq!(s.broker.log_defaults.flush, FlushPolicy::Never);

@@ -8,11 +8,18 @@ use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
 use kafka_protocol::ResponseError;
 
 use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
-use super::{wire_str, Context};
+use super::{cluster_allowed, topic_allowed, wire_str, Context};
 use crate::error_code;
+use crate::session::Session;
+use herald_auth::Operation;
 
 /// Answers an AlterConfigs request.
-pub fn handle(ctx: &Context, request: AlterConfigsRequest, _version: i16) -> AlterConfigsResponse {
+pub fn handle(
+    ctx: &Context,
+    session: &Session,
+    request: AlterConfigsRequest,
+    _version: i16,
+) -> AlterConfigsResponse {
     let responses = request
         .resources
         .into_iter()
@@ -21,6 +28,18 @@ pub fn handle(ctx: &Context, request: AlterConfigsRequest, _version: i16) -> Alt
                 .with_resource_type(r.resource_type)
                 .with_resource_name(r.resource_name.clone());
             let (code, message) = match r.resource_type {
+                RESOURCE_TOPIC
+                    if !topic_allowed(ctx, session, Operation::AlterConfigs, &r.resource_name) =>
+                {
+                    (
+                        error_code::code(ResponseError::TopicAuthorizationFailed),
+                        Some("not authorized to alter the configs of this topic".to_owned()),
+                    )
+                }
+                RESOURCE_BROKER if !cluster_allowed(ctx, session, Operation::AlterConfigs) => (
+                    error_code::code(ResponseError::ClusterAuthorizationFailed),
+                    Some("not authorized to alter the broker's configs".to_owned()),
+                ),
                 RESOURCE_TOPIC => {
                     // A null value leaves the key out, i.e. back to its default.
                     let changes: Vec<ConfigChange> = r

@@ -4,12 +4,15 @@ use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicR
 use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
 use kafka_protocol::ResponseError;
 
-use super::{wire_str, Context};
+use super::{topic_allowed, wire_str, Context};
 use crate::error_code;
+use crate::session::Session;
+use herald_auth::Operation;
 
 /// Answers a CreatePartitions request.
 pub fn handle(
     ctx: &Context,
+    session: &Session,
     request: CreatePartitionsRequest,
     _version: i16,
 ) -> CreatePartitionsResponse {
@@ -19,6 +22,11 @@ pub fn handle(
         .into_iter()
         .map(|t| {
             let result = CreatePartitionsTopicResult::default().with_name(t.name.clone());
+            if !topic_allowed(ctx, session, Operation::Alter, &t.name.0) {
+                return result
+                    .with_error_code(error_code::code(ResponseError::TopicAuthorizationFailed))
+                    .with_error_message(Some(wire_str("not authorized to alter this topic")));
+            }
             let foreign = t
                 .assignments
                 .iter()

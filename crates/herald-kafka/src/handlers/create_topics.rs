@@ -11,11 +11,20 @@ use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 use kafka_protocol::ResponseError;
 
 use super::describe_configs::source_code;
-use super::{wire_str, Context};
+use super::{cluster_allowed, topic_allowed, wire_str, Context};
 use crate::error_code;
+use crate::session::Session;
+use herald_auth::Operation;
 
 /// Answers a CreateTopics request.
-pub fn handle(ctx: &Context, request: CreateTopicsRequest, version: i16) -> CreateTopicsResponse {
+pub fn handle(
+    ctx: &Context,
+    session: &Session,
+    request: CreateTopicsRequest,
+    version: i16,
+) -> CreateTopicsResponse {
+    // CREATE on the cluster covers every topic; else each needs its own.
+    let on_cluster = cluster_allowed(ctx, session, Operation::Create);
     let validate_only = request.validate_only;
     let mut seen = std::collections::HashSet::new();
     let duplicates: std::collections::HashSet<String> = request
@@ -31,6 +40,14 @@ pub fn handle(ctx: &Context, request: CreateTopicsRequest, version: i16) -> Crea
             if duplicates.contains(&*t.name.0) {
                 let message = "the topic appears more than once in the request".to_owned();
                 return failed(t, error_code::code(ResponseError::InvalidRequest), message);
+            }
+            if !on_cluster && !topic_allowed(ctx, session, Operation::Create, &t.name.0) {
+                let message = "not authorized to create this topic".to_owned();
+                return failed(
+                    t,
+                    error_code::code(ResponseError::TopicAuthorizationFailed),
+                    message,
+                );
             }
             create(ctx, t, validate_only, version)
         })

@@ -3,16 +3,32 @@
 use herald_broker::{GroupCall, GroupReply};
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::{ApiKey, DeleteGroupsRequest, DeleteGroupsResponse, GroupId};
+use kafka_protocol::ResponseError;
 
-use super::{group_call, unexpected_reply, wire_str, Context, Wait};
+use super::{group_allowed, group_call, unexpected_reply, wire_str, Context, Wait};
 use crate::error_code;
+use crate::session::Session;
+use herald_auth::Operation;
 
 /// Answers a DeleteGroups request.
 pub async fn handle(
     ctx: &Context,
-    request: DeleteGroupsRequest,
+    session: &Session,
+    mut request: DeleteGroupsRequest,
     _version: i16,
 ) -> DeleteGroupsResponse {
+    let (allowed, denied): (Vec<GroupId>, Vec<GroupId>) = std::mem::take(&mut request.groups_names)
+        .into_iter()
+        .partition(|g| group_allowed(ctx, session, Operation::Delete, &g.0));
+    let denied = denied.into_iter().map(|g| {
+        DeletableGroupResult::default()
+            .with_group_id(g)
+            .with_error_code(error_code::code(ResponseError::GroupAuthorizationFailed))
+    });
+    if allowed.is_empty() {
+        return DeleteGroupsResponse::default().with_results(denied.collect());
+    }
+    request.groups_names = allowed;
     let names: Vec<String> = request
         .groups_names
         .iter()
@@ -41,6 +57,8 @@ pub async fn handle(
                 .collect()
         }
     };
+    let mut results: Vec<DeletableGroupResult> = results;
+    results.extend(denied);
     DeleteGroupsResponse::default().with_results(results)
 }
 

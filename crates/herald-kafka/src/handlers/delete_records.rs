@@ -12,8 +12,10 @@ use kafka_protocol::messages::delete_records_response::{
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 use kafka_protocol::ResponseError;
 
-use super::Context;
+use super::{topic_allowed, Context};
 use crate::error_code;
+use crate::session::Session;
+use herald_auth::Operation;
 
 /// Kafka's "up to the high watermark" offset.
 const HIGH_WATERMARK: i64 = -1;
@@ -21,15 +23,24 @@ const HIGH_WATERMARK: i64 = -1;
 /// Answers a DeleteRecords request.
 pub async fn handle(
     ctx: &Context,
+    session: &Session,
     request: DeleteRecordsRequest,
     _version: i16,
 ) -> DeleteRecordsResponse {
     let mut topics = Vec::with_capacity(request.topics.len());
     for t in request.topics {
+        let allowed = topic_allowed(ctx, session, Operation::Delete, &t.name.0);
         let topic = ctx.broker.topic(&t.name.0);
         let mut partitions = Vec::with_capacity(t.partitions.len());
         for p in &t.partitions {
-            partitions.push(delete_partition(topic.as_deref(), p).await);
+            partitions.push(if allowed {
+                delete_partition(topic.as_deref(), p).await
+            } else {
+                DeleteRecordsPartitionResult::default()
+                    .with_partition_index(p.partition_index)
+                    .with_low_watermark(-1)
+                    .with_error_code(error_code::code(ResponseError::TopicAuthorizationFailed))
+            });
         }
         topics.push(
             DeleteRecordsTopicResult::default()

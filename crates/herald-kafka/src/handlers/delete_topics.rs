@@ -4,22 +4,29 @@ use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
 use kafka_protocol::ResponseError;
 
-use super::{wire_str, Context};
+use super::{topic_allowed, wire_str, Context};
 use crate::error_code;
+use crate::session::Session;
+use herald_auth::Operation;
 
 /// Answers a DeleteTopics request.
-pub fn handle(ctx: &Context, request: DeleteTopicsRequest, version: i16) -> DeleteTopicsResponse {
+pub fn handle(
+    ctx: &Context,
+    session: &Session,
+    request: DeleteTopicsRequest,
+    version: i16,
+) -> DeleteTopicsResponse {
     let mut responses: Vec<DeletableTopicResult> = request
         .topic_names
         .into_iter()
-        .map(|name| delete_by_name(ctx, name))
+        .map(|name| delete_by_name(ctx, session, name))
         .collect();
     if version >= 6 {
         for state in request.topics {
             let result = match state.name {
-                Some(name) => delete_by_name(ctx, name),
+                Some(name) => delete_by_name(ctx, session, name),
                 None => match ctx.broker.topic_by_id(state.topic_id) {
-                    Some(topic) => delete_by_name(ctx, TopicName(wire_str(topic.name()))),
+                    Some(topic) => delete_by_name(ctx, session, TopicName(wire_str(topic.name()))),
                     None => DeletableTopicResult::default()
                         .with_topic_id(state.topic_id)
                         .with_error_code(error_code::code(ResponseError::UnknownTopicId)),
@@ -31,8 +38,13 @@ pub fn handle(ctx: &Context, request: DeleteTopicsRequest, version: i16) -> Dele
     DeleteTopicsResponse::default().with_responses(responses)
 }
 
-fn delete_by_name(ctx: &Context, name: TopicName) -> DeletableTopicResult {
+fn delete_by_name(ctx: &Context, session: &Session, name: TopicName) -> DeletableTopicResult {
     let result = DeletableTopicResult::default().with_name(Some(name.clone()));
+    if !topic_allowed(ctx, session, Operation::Delete, &name.0) {
+        return result
+            .with_error_code(error_code::code(ResponseError::TopicAuthorizationFailed))
+            .with_error_message(Some(wire_str("not authorized to delete this topic")));
+    }
     match ctx.broker.delete_topic(&name.0) {
         Ok(id) => result.with_topic_id(id),
         Err(e) => result

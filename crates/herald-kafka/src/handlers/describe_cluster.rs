@@ -6,6 +6,7 @@ use kafka_protocol::ResponseError;
 
 use super::{wire_str, Context};
 use crate::error_code;
+use crate::session::Session;
 
 /// `endpoint_type` for brokers (the only kind herald has).
 const ENDPOINT_BROKERS: i8 = 1;
@@ -13,6 +14,7 @@ const ENDPOINT_BROKERS: i8 = 1;
 /// Answers a DescribeCluster request.
 pub fn handle(
     ctx: &Context,
+    session: &Session,
     request: DescribeClusterRequest,
     version: i16,
 ) -> DescribeClusterResponse {
@@ -28,8 +30,8 @@ pub fn handle(
     }
     response.with_brokers(vec![DescribeClusterBroker::default()
         .with_broker_id(node)
-        .with_host(wire_str(ctx.config.advertised_host.clone()))
-        .with_port(i32::from(ctx.config.advertised_port))])
+        .with_host(wire_str(session.listener().advertised_host.clone()))
+        .with_port(i32::from(session.listener().advertised_port))])
 }
 
 /// How the guard walks this API's request body before `kafka-protocol`

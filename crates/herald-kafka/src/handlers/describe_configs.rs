@@ -10,8 +10,10 @@ use kafka_protocol::messages::describe_configs_response::{
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 use kafka_protocol::ResponseError;
 
-use super::{wire_str, Context};
+use super::{cluster_allowed, topic_allowed, wire_str, Context};
 use crate::error_code;
+use crate::session::Session;
+use herald_auth::Operation;
 
 /// `ConfigResource.Type.TOPIC`.
 pub(crate) const RESOURCE_TOPIC: i8 = 2;
@@ -41,6 +43,7 @@ pub(crate) fn type_code(t: ConfigType) -> i8 {
 /// Answers a DescribeConfigs request.
 pub fn handle(
     ctx: &Context,
+    session: &Session,
     request: DescribeConfigsRequest,
     version: i16,
 ) -> DescribeConfigsResponse {
@@ -51,7 +54,29 @@ pub fn handle(
             let result = DescribeConfigsResult::default()
                 .with_resource_type(r.resource_type)
                 .with_resource_name(r.resource_name.clone());
+            let refused = |error: ResponseError, what: &str| {
+                DescribeConfigsResult::default()
+                    .with_resource_type(r.resource_type)
+                    .with_resource_name(r.resource_name.clone())
+                    .with_error_code(error_code::code(error))
+                    .with_error_message(Some(wire_str(format!(
+                        "not authorized to describe the configs of this {what}"
+                    ))))
+            };
             let entries = match r.resource_type {
+                RESOURCE_TOPIC
+                    if !topic_allowed(
+                        ctx,
+                        session,
+                        Operation::DescribeConfigs,
+                        &r.resource_name,
+                    ) =>
+                {
+                    return refused(ResponseError::TopicAuthorizationFailed, "topic");
+                }
+                RESOURCE_BROKER if !cluster_allowed(ctx, session, Operation::DescribeConfigs) => {
+                    return refused(ResponseError::ClusterAuthorizationFailed, "broker");
+                }
                 RESOURCE_TOPIC => match ctx.broker.topic(&r.resource_name) {
                     Some(topic) => topic.config().describe(&ctx.broker.config().log_defaults),
                     None => {
@@ -126,11 +151,27 @@ fn wire_entry(e: ConfigEntry, version: i16, documentation: bool) -> DescribeConf
 pub(crate) fn broker_entries(ctx: &Context) -> Vec<ConfigEntry> {
     let config = ctx.broker.config();
     let log = &config.log_defaults;
-    let listener = format!("PLAINTEXT://{}", ctx.config.listen);
-    let advertised = format!(
-        "PLAINTEXT://{}:{}",
-        ctx.config.advertised_host, ctx.config.advertised_port
-    );
+    let listener = ctx
+        .config
+        .listeners
+        .iter()
+        .map(|l| format!("{}://{}", l.name, l.listen))
+        .collect::<Vec<_>>()
+        .join(",");
+    let advertised = ctx
+        .config
+        .listeners
+        .iter()
+        .map(|l| format!("{}://{}:{}", l.name, l.advertised_host, l.advertised_port))
+        .collect::<Vec<_>>()
+        .join(",");
+    let protocols = ctx
+        .config
+        .listeners
+        .iter()
+        .map(|l| format!("{}:{}", l.name, l.protocol))
+        .collect::<Vec<_>>()
+        .join(",");
     let (flush_messages, flush_ms) = match log.flush {
         FlushPolicy::EveryAppend => ("1".to_owned(), "-1".to_owned()),
         FlushPolicy::Interval(every) => (i64::MAX.to_string(), every.as_millis().to_string()),
@@ -163,7 +204,13 @@ pub(crate) fn broker_entries(ctx: &Context) -> Vec<ConfigEntry> {
             "listeners",
             listener,
             ConfigType::List,
-            "Address the Kafka listener binds.",
+            "Addresses the Kafka listeners bind, by listener name.",
+        ),
+        entry(
+            "listener.security.protocol.map",
+            protocols,
+            ConfigType::List,
+            "Each listener's security protocol.",
         ),
         entry(
             "advertised.listeners",

@@ -5,17 +5,30 @@ use herald_group::ErrorCode;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::{ApiKey, DescribeGroupsRequest, DescribeGroupsResponse, GroupId};
 
-use super::{group_call, unexpected_reply, wire_str, Context, Wait};
+use super::{group_allowed, group_call, unexpected_reply, wire_str, Context, Wait};
 use crate::error_code;
+use crate::session::Session;
+use herald_auth::Operation;
 
 /// Answers a DescribeGroups request.
 pub async fn handle(
     ctx: &Context,
+    session: &Session,
     request: DescribeGroupsRequest,
     version: i16,
 ) -> DescribeGroupsResponse {
     let mut groups = Vec::with_capacity(request.groups.len());
     for group_id in request.groups {
+        if !group_allowed(ctx, session, Operation::Describe, &group_id.0) {
+            groups.push(
+                DescribedGroup::default()
+                    .with_group_id(group_id)
+                    .with_error_code(error_code::code(
+                        kafka_protocol::ResponseError::GroupAuthorizationFailed,
+                    )),
+            );
+            continue;
+        }
         let call = GroupCall::DescribeGroup(group_id.0.to_string());
         let described = match group_call(ctx, call, Wait::Short).await {
             GroupReply::DescribeGroup(d) => d,

@@ -17,9 +17,11 @@ use kafka_protocol::messages::{FetchRequest, FetchResponse};
 use kafka_protocol::ResponseError;
 use tokio::time::Instant;
 
-use super::Context;
+use super::{topic_allowed, Context};
 use crate::codec::Spliced;
 use crate::error_code;
+use crate::session::Session;
+use herald_auth::Operation;
 
 /// One requested partition, resolved.
 struct Wanted {
@@ -33,10 +35,11 @@ struct Wanted {
 /// Answers a Fetch request; also returns the record buffers to splice.
 pub async fn handle(
     ctx: &Context,
+    session: &Session,
     request: FetchRequest,
     version: i16,
 ) -> (FetchResponse, Vec<Spliced>) {
-    let (topics, wanted) = resolve(ctx, &request, version);
+    let (topics, wanted) = resolve(ctx, session, &request, version);
     let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0);
     let max_bytes = usize::try_from(request.max_bytes).unwrap_or(0);
     let wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0))
@@ -53,6 +56,7 @@ pub async fn handle(
 
 fn resolve(
     ctx: &Context,
+    session: &Session,
     request: &FetchRequest,
     version: i16,
 ) -> (Vec<FetchableTopicResponse>, Vec<Wanted>) {
@@ -74,8 +78,16 @@ fn resolve(
                 .with_topic(t.topic.clone())
                 .with_topic_id(t.topic_id),
         );
+        // Authorized before its existence is told; an unknown topic id
+        // names nothing to authorize.
+        let name = topic
+            .as_ref()
+            .map_or_else(|| t.topic.0.to_string(), |t| t.name().to_owned());
+        let unknown_id = version >= 13 && topic.is_none();
+        let denied = !unknown_id && !topic_allowed(ctx, session, Operation::Read, &name);
         for p in &t.partitions {
             let partition = match &topic {
+                _ if denied => Err(error_code::code(ResponseError::TopicAuthorizationFailed)),
                 None => Err(error_code::code(unknown)),
                 Some(topic) => topic
                     .partition(p.partition)

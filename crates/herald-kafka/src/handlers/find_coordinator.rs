@@ -6,8 +6,10 @@ use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinator
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use super::{wire_str, Context};
+use super::{group_allowed, wire_str, Context};
 use crate::error_code;
+use crate::session::Session;
+use herald_auth::Operation;
 
 /// `key_type` of a consumer group.
 const KEY_TYPE_GROUP: i8 = 0;
@@ -17,21 +19,26 @@ const KEY_TYPE_TRANSACTION: i8 = 1;
 /// Answers a FindCoordinator request.
 pub fn handle(
     ctx: &Context,
+    session: &Session,
     request: FindCoordinatorRequest,
     version: i16,
 ) -> FindCoordinatorResponse {
     let node = BrokerId(ctx.broker.node_id());
-    let host = wire_str(ctx.config.advertised_host.clone());
-    let port = i32::from(ctx.config.advertised_port);
+    let host = wire_str(session.listener().advertised_host.clone());
+    let port = i32::from(session.listener().advertised_port);
     let refusal = refusal(request.key_type);
     if version >= 4 {
         let coordinators = request
             .coordinator_keys
             .into_iter()
-            .map(|key| coordinator(key, refusal, node, &host, port))
+            .map(|key| {
+                let refusal = refusal.or_else(|| denied(ctx, session, &key));
+                coordinator(key, refusal, node, &host, port)
+            })
             .collect();
         return FindCoordinatorResponse::default().with_coordinators(coordinators);
     }
+    let refusal = refusal.or_else(|| denied(ctx, session, &request.key));
     match refusal {
         None => FindCoordinatorResponse::default()
             .with_node_id(node)
@@ -75,6 +82,16 @@ fn coordinator(
 /// Why a key type is not served: transactions do not exist yet (the
 /// client retries, as it does while a coordinator is elected), and other
 /// types are invalid.
+/// GROUP_AUTHORIZATION_FAILED unless the client may describe group `key`.
+fn denied(ctx: &Context, session: &Session, key: &str) -> Option<(i16, &'static str)> {
+    (!group_allowed(ctx, session, Operation::Describe, key)).then(|| {
+        (
+            error_code::code(ResponseError::GroupAuthorizationFailed),
+            "not authorized to describe this group",
+        )
+    })
+}
+
 fn refusal(key_type: i8) -> Option<(i16, &'static str)> {
     match key_type {
         KEY_TYPE_GROUP => None,

@@ -9,8 +9,10 @@ use kafka_protocol::ResponseError;
 
 use super::alter_configs::static_broker_message;
 use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
-use super::{wire_str, Context};
+use super::{cluster_allowed, topic_allowed, wire_str, Context};
 use crate::error_code;
+use crate::session::Session;
+use herald_auth::Operation;
 
 const OP_SET: i8 = 0;
 const OP_DELETE: i8 = 1;
@@ -18,6 +20,7 @@ const OP_DELETE: i8 = 1;
 /// Answers an IncrementalAlterConfigs request.
 pub fn handle(
     ctx: &Context,
+    session: &Session,
     request: IncrementalAlterConfigsRequest,
     _version: i16,
 ) -> IncrementalAlterConfigsResponse {
@@ -29,6 +32,18 @@ pub fn handle(
                 .with_resource_type(r.resource_type)
                 .with_resource_name(r.resource_name.clone());
             let (code, message) = match r.resource_type {
+                RESOURCE_TOPIC
+                    if !topic_allowed(ctx, session, Operation::AlterConfigs, &r.resource_name) =>
+                {
+                    (
+                        error_code::code(ResponseError::TopicAuthorizationFailed),
+                        Some("not authorized to alter the configs of this topic".to_owned()),
+                    )
+                }
+                RESOURCE_BROKER if !cluster_allowed(ctx, session, Operation::AlterConfigs) => (
+                    error_code::code(ResponseError::ClusterAuthorizationFailed),
+                    Some("not authorized to alter the broker's configs".to_owned()),
+                ),
                 RESOURCE_TOPIC => match changes(&r.configs) {
                     Ok(changes) => {
                         match ctx.broker.alter_topic_config(

@@ -4,12 +4,15 @@
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 use kafka_protocol::ResponseError;
 
-use super::Context;
+use super::{cluster_allowed, Context};
 use crate::error_code;
+use crate::session::Session;
+use herald_auth::Operation;
 
 /// Answers an InitProducerId request.
 pub fn handle(
     ctx: &Context,
+    session: &Session,
     request: InitProducerIdRequest,
     _version: i16,
 ) -> InitProducerIdResponse {
@@ -28,6 +31,14 @@ pub fn handle(
             "InitProducerId with a transactional id refused: transactions are not supported"
         );
         return failed(error_code::code(ResponseError::InvalidRequest));
+    }
+    // An idempotent producer needs IDEMPOTENT_WRITE on the cluster, or
+    // WRITE on some topic (Kafka since KIP-679).
+    let security = ctx.broker.security();
+    if !cluster_allowed(ctx, session, Operation::IdempotentWrite)
+        && !session.authorize_any(security, Operation::Write, herald_auth::ResourceType::Topic)
+    {
+        return failed(error_code::code(ResponseError::ClusterAuthorizationFailed));
     }
     let current =
         (request.producer_id.0 >= 0).then_some((request.producer_id.0, request.producer_epoch));

@@ -6,14 +6,26 @@ use herald_group::GroupState;
 use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{ApiKey, GroupId, ListGroupsRequest, ListGroupsResponse};
 
-use super::{group_call, unexpected_reply, wire_str, Context, Wait};
+use super::{
+    cluster_allowed, group_allowed, group_call, unexpected_reply, wire_str, Context, Wait,
+};
 use crate::error_code;
+use crate::session::Session;
+use herald_auth::Operation;
 
 /// The type of every group herald coordinates (the classic protocol).
 const GROUP_TYPE: &str = "classic";
 
 /// Answers a ListGroups request.
-pub async fn handle(ctx: &Context, request: ListGroupsRequest, version: i16) -> ListGroupsResponse {
+pub async fn handle(
+    ctx: &Context,
+    session: &Session,
+    request: ListGroupsRequest,
+    version: i16,
+) -> ListGroupsResponse {
+    // DESCRIBE on the cluster lists every group; else the groups the
+    // client may describe.
+    let every = cluster_allowed(ctx, session, Operation::Describe);
     let type_matches = version < 5
         || request.types_filter.is_empty()
         || request
@@ -34,6 +46,7 @@ pub async fn handle(ctx: &Context, request: ListGroupsRequest, version: i16) -> 
         GroupReply::ListGroups(groups) => ListGroupsResponse::default().with_groups(
             groups
                 .into_iter()
+                .filter(|g| every || group_allowed(ctx, session, Operation::Describe, &g.group_id))
                 .map(|g| {
                     let listed = ListedGroup::default()
                         .with_group_id(GroupId(wire_str(g.group_id)))

@@ -9,8 +9,10 @@ use kafka_protocol::messages::list_offsets_response::{
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use kafka_protocol::ResponseError;
 
-use super::Context;
+use super::{topic_allowed, Context};
 use crate::error_code;
+use crate::session::Session;
+use herald_auth::Operation;
 
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
@@ -20,15 +22,25 @@ const EARLIEST_LOCAL: i64 = -4;
 /// Answers a ListOffsets request.
 pub async fn handle(
     ctx: &Context,
+    session: &Session,
     request: ListOffsetsRequest,
     version: i16,
 ) -> ListOffsetsResponse {
     let mut topics = Vec::with_capacity(request.topics.len());
     for t in request.topics {
+        let allowed = topic_allowed(ctx, session, Operation::Describe, &t.name.0);
         let topic = ctx.broker.topic(&t.name.0);
         let mut partitions = Vec::with_capacity(t.partitions.len());
         for p in &t.partitions {
-            partitions.push(lookup(topic.as_deref(), p, version).await);
+            partitions.push(if allowed {
+                lookup(topic.as_deref(), p, version).await
+            } else {
+                ListOffsetsPartitionResponse::default()
+                    .with_partition_index(p.partition_index)
+                    .with_timestamp(-1)
+                    .with_offset(-1)
+                    .with_error_code(error_code::code(ResponseError::TopicAuthorizationFailed))
+            });
         }
         topics.push(
             ListOffsetsTopicResponse::default()

@@ -9,11 +9,18 @@ use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, Topi
 use kafka_protocol::ResponseError;
 use uuid::Uuid;
 
-use super::{wire_str, Context};
+use super::{cluster_allowed, topic_allowed, wire_str, Context};
 use crate::error_code;
+use crate::session::Session;
+use herald_auth::Operation;
 
 /// Answers a Metadata request.
-pub fn handle(ctx: &Context, request: MetadataRequest, version: i16) -> MetadataResponse {
+pub fn handle(
+    ctx: &Context,
+    session: &Session,
+    request: MetadataRequest,
+    version: i16,
+) -> MetadataResponse {
     let node = BrokerId(ctx.broker.node_id());
     // Before v4 there is no flag and clients rely on the broker's setting.
     let allow_create = version < 4 || request.allow_auto_topic_creation;
@@ -22,29 +29,54 @@ pub fn handle(ctx: &Context, request: MetadataRequest, version: i16) -> Metadata
         Some(list) if !(version == 0 && list.is_empty()) => list
             .into_iter()
             .map(|t| match t.name {
-                Some(name) => by_name(ctx, &name.0, allow_create),
-                None => by_id(ctx, t.topic_id),
+                Some(name) => by_name(ctx, session, &name.0, allow_create),
+                None => by_id(ctx, session, t.topic_id),
             })
             .collect(),
+        // Every topic the client may describe; the others are not named.
         _ => ctx
             .broker
             .topics()
             .iter()
+            .filter(|t| topic_allowed(ctx, session, Operation::Describe, t.name()))
             .map(|t| describe(t, node))
             .collect(),
     };
     MetadataResponse::default()
         .with_brokers(vec![MetadataResponseBroker::default()
             .with_node_id(node)
-            .with_host(wire_str(ctx.config.advertised_host.clone()))
-            .with_port(i32::from(ctx.config.advertised_port))])
+            .with_host(wire_str(session.listener().advertised_host.clone()))
+            .with_port(i32::from(session.listener().advertised_port))])
         .with_cluster_id(Some(wire_str(ctx.broker.cluster_id())))
         .with_controller_id(node)
         .with_topics(topics)
 }
 
-fn by_name(ctx: &Context, name: &str, allow_create: bool) -> MetadataResponseTopic {
+fn by_name(
+    ctx: &Context,
+    session: &Session,
+    name: &str,
+    allow_create: bool,
+) -> MetadataResponseTopic {
     let node = BrokerId(ctx.broker.node_id());
+    let refused = |error: ResponseError| {
+        MetadataResponseTopic::default()
+            .with_error_code(error_code::code(error))
+            .with_name(Some(TopicName(wire_str(name))))
+    };
+    // Authorized before its existence is told, as Kafka does.
+    if !topic_allowed(ctx, session, Operation::Describe, name) {
+        return refused(ResponseError::TopicAuthorizationFailed);
+    }
+    // Creating it needs CREATE on the cluster or on the topic.
+    let allow_create =
+        allow_create && ctx.broker.topic(name).is_none() && ctx.broker.config().auto_create_topics;
+    if allow_create
+        && !cluster_allowed(ctx, session, Operation::Create)
+        && !topic_allowed(ctx, session, Operation::Create, name)
+    {
+        return refused(ResponseError::TopicAuthorizationFailed);
+    }
     let found = if allow_create {
         ctx.broker.topic_or_auto_create(name)
     } else {
@@ -67,8 +99,13 @@ fn by_name(ctx: &Context, name: &str, allow_create: bool) -> MetadataResponseTop
     }
 }
 
-fn by_id(ctx: &Context, id: Uuid) -> MetadataResponseTopic {
+fn by_id(ctx: &Context, session: &Session, id: Uuid) -> MetadataResponseTopic {
     match ctx.broker.topic_by_id(id) {
+        Some(topic) if !topic_allowed(ctx, session, Operation::Describe, topic.name()) => {
+            MetadataResponseTopic::default()
+                .with_error_code(error_code::code(ResponseError::TopicAuthorizationFailed))
+                .with_topic_id(id)
+        }
         Some(topic) => describe(&topic, BrokerId(ctx.broker.node_id())),
         None => MetadataResponseTopic::default()
             .with_error_code(error_code::code(ResponseError::UnknownTopicId))

@@ -4,7 +4,6 @@
 //! and broker results into wire messages; error codes come from
 //! [`crate::error_code`].
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -18,6 +17,7 @@ use crate::codec::{decode_request, DecodeError, ResponseFrame};
 use crate::config::KafkaConfig;
 use crate::frame_buffers::FrameBuffers;
 use crate::registry::{self, Call};
+use crate::session::Session;
 
 /// Frames up to this size are read into recycled buffers; larger ones (rare,
 /// up to the frame limit) are read the plain way.
@@ -26,15 +26,20 @@ const FRAME_BUFFER_MAX_BYTES: usize = 16 << 20;
 const FRAME_BUFFERS_RETAINED_BYTES: usize = 32 << 20;
 
 pub mod alter_configs;
+pub mod alter_user_scram_credentials;
 pub mod api_versions;
+pub mod create_acls;
 pub mod create_partitions;
 pub mod create_topics;
+pub mod delete_acls;
 pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;
+pub mod describe_acls;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
+pub mod describe_user_scram_credentials;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
@@ -49,6 +54,8 @@ pub mod offset_commit;
 pub mod offset_delete;
 pub mod offset_fetch;
 pub mod produce;
+pub mod sasl_authenticate;
+pub mod sasl_handshake;
 pub mod sync_group;
 #[cfg(test)]
 mod tests;
@@ -67,6 +74,8 @@ pub struct Context {
     pub request_memory: Arc<Semaphore>,
     /// Recycled receive buffers for large frames.
     pub(crate) frame_buffers: Arc<FrameBuffers>,
+    /// Recent failed logins by source address.
+    pub(crate) login_throttle: parking_lot::Mutex<herald_auth::LoginThrottle>,
 }
 
 impl Context {
@@ -87,6 +96,7 @@ impl Context {
                 FRAME_BUFFER_MAX_BYTES,
                 FRAME_BUFFERS_RETAINED_BYTES,
             )),
+            login_throttle: parking_lot::Mutex::new(herald_auth::LoginThrottle::new()),
         }
     }
 
@@ -108,17 +118,30 @@ pub enum Outcome {
     Close(String),
 }
 
-/// Decodes one frame from the client at `peer` (when known) and answers it
-/// with the handler its API's row in [`crate::registry`] names.
-pub async fn handle_frame(ctx: &Context, frame: Bytes, peer: Option<SocketAddr>) -> Outcome {
+/// Decodes one frame from `session`'s client and answers it with the
+/// handler its API's row in [`crate::registry`] names. On a SASL listener,
+/// a client that has not authenticated may send only ApiVersions,
+/// SaslHandshake and SaslAuthenticate: anything else closes the
+/// connection, as Kafka does.
+pub async fn handle_frame(ctx: &Context, session: &Session, frame: Bytes) -> Outcome {
     match decode_request(frame) {
         Ok(request) => {
+            let before_authentication = matches!(
+                request.api_key,
+                ApiKey::ApiVersions | ApiKey::SaslHandshake | ApiKey::SaslAuthenticate
+            );
+            if !before_authentication && !session.is_authenticated() {
+                return Outcome::Close(format!(
+                    "unexpected {:?} request before SASL authentication completed",
+                    request.api_key
+                ));
+            }
             let call = Call {
                 ctx,
                 key: request.api_key,
                 version: request.version(),
                 header: &request.header,
-                peer,
+                session,
             };
             tracing::trace!(key = ?call.key, version = call.version, correlation_id = call.header.correlation_id, client_id = ?call.header.client_id, "request");
             registry::dispatch(call, request.body).await
@@ -191,4 +214,56 @@ pub(crate) fn unexpected_reply(api: ApiKey, reply: &GroupReply) {
 /// A wire string from a Rust string.
 pub(crate) fn wire_str(s: impl Into<String>) -> StrBytes {
     StrBytes::from_string(s.into())
+}
+
+/// Why ACL requests are refused when authorization is off, as Kafka
+/// without an authorizer answers them (SECURITY_DISABLED); `None` when on.
+pub(crate) fn security_disabled(ctx: &Context) -> Option<&'static str> {
+    (!ctx.broker.security().config().authorization).then_some(
+        "no authorizer is configured: set authorization = true in the [security] settings",
+    )
+}
+
+/// True if the client may do `operation` on the cluster.
+pub(crate) fn cluster_allowed(
+    ctx: &Context,
+    session: &Session,
+    operation: herald_auth::Operation,
+) -> bool {
+    session.authorize(
+        ctx.broker.security(),
+        operation,
+        herald_auth::ResourceType::Cluster,
+        herald_auth::acl::CLUSTER_NAME,
+    )
+}
+
+/// True if the client may do `operation` on topic `name`.
+pub(crate) fn topic_allowed(
+    ctx: &Context,
+    session: &Session,
+    operation: herald_auth::Operation,
+    name: &str,
+) -> bool {
+    session.authorize(
+        ctx.broker.security(),
+        operation,
+        herald_auth::ResourceType::Topic,
+        name,
+    )
+}
+
+/// True if the client may do `operation` on group `name`.
+pub(crate) fn group_allowed(
+    ctx: &Context,
+    session: &Session,
+    operation: herald_auth::Operation,
+    name: &str,
+) -> bool {
+    session.authorize(
+        ctx.broker.security(),
+        operation,
+        herald_auth::ResourceType::Group,
+        name,
+    )
 }

@@ -11,16 +11,24 @@ use kafka_protocol::messages::offset_commit_response::{
 use kafka_protocol::messages::{ApiKey, OffsetCommitRequest, OffsetCommitResponse};
 use kafka_protocol::ResponseError;
 
-use super::{group_call, unexpected_reply, Context, Wait};
+use super::{group_allowed, group_call, topic_allowed, unexpected_reply, Context, Wait};
 use crate::error_code;
+use crate::session::Session;
+use herald_auth::Operation;
 
 /// Answers an OffsetCommit request.
 pub async fn handle(
     ctx: &Context,
+    session: &Session,
     request: OffsetCommitRequest,
     version: i16,
 ) -> OffsetCommitResponse {
     let unknown = error_code::code(ResponseError::UnknownTopicOrPartition);
+    // The group needs READ (every partition is refused without it), and
+    // each topic READ.
+    let group_denied = (!group_allowed(ctx, session, Operation::Read, &request.group_id.0))
+        .then_some(error_code::code(ResponseError::GroupAuthorizationFailed));
+    let topic_denied = error_code::code(ResponseError::TopicAuthorizationFailed);
     // Per requested partition: a code decided here, or None if it goes to
     // the coordinator (whose results come back in the order sent).
     let mut decided: Vec<Vec<Option<i16>>> = Vec::with_capacity(request.topics.len());
@@ -28,8 +36,15 @@ pub async fn handle(
     for topic in &request.topics {
         let name = topic.name.0.to_string();
         let known = ctx.broker.topic(&name);
+        let denied = group_denied.or_else(|| {
+            (!topic_allowed(ctx, session, Operation::Read, &name)).then_some(topic_denied)
+        });
         let mut codes = Vec::with_capacity(topic.partitions.len());
         for p in &topic.partitions {
+            if let Some(code) = denied {
+                codes.push(Some(code));
+                continue;
+            }
             if known
                 .as_ref()
                 .and_then(|t| t.partition(p.partition_index))

@@ -8,18 +8,25 @@ use kafka_protocol::messages::offset_delete_response::{
 };
 use kafka_protocol::messages::{ApiKey, OffsetDeleteRequest, OffsetDeleteResponse, TopicName};
 
-use super::{group_call, unexpected_reply, wire_str, Context, Wait};
+use super::{group_call, topic_allowed, unexpected_reply, wire_str, Context, Wait};
 use crate::error_code;
+use crate::session::Session;
+use herald_auth::Operation;
 
 /// Answers an OffsetDelete request.
 pub async fn handle(
     ctx: &Context,
+    session: &Session,
     request: OffsetDeleteRequest,
     _version: i16,
 ) -> OffsetDeleteResponse {
-    let partitions = request
+    // Each topic needs READ; the group's DELETE was checked before.
+    let (topics_allowed, topics_denied): (Vec<_>, Vec<_>) = request
         .topics
         .iter()
+        .partition(|t| topic_allowed(ctx, session, Operation::Read, &t.name.0));
+    let partitions = topics_allowed
+        .into_iter()
         .flat_map(|t| {
             t.partitions
                 .iter()
@@ -38,7 +45,25 @@ pub async fn handle(
                 .with_error_code(error_code::group_unavailable());
         }
     };
-    let mut topics: Vec<OffsetDeleteResponseTopic> = Vec::new();
+    let mut topics: Vec<OffsetDeleteResponseTopic> = topics_denied
+        .into_iter()
+        .map(|t| {
+            OffsetDeleteResponseTopic::default()
+                .with_name(t.name.clone())
+                .with_partitions(
+                    t.partitions
+                        .iter()
+                        .map(|p| {
+                            OffsetDeleteResponsePartition::default()
+                                .with_partition_index(p.partition_index)
+                                .with_error_code(error_code::code(
+                                    kafka_protocol::ResponseError::TopicAuthorizationFailed,
+                                ))
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
     for p in r.partitions {
         let partition = OffsetDeleteResponsePartition::default()
             .with_partition_index(p.topic_partition.partition)

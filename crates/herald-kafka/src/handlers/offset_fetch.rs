@@ -10,13 +10,17 @@ use kafka_protocol::messages::offset_fetch_response::{
 use kafka_protocol::messages::{
     ApiKey, GroupId, OffsetFetchRequest, OffsetFetchResponse, TopicName,
 };
+use kafka_protocol::ResponseError;
 
-use super::{group_call, unexpected_reply, wire_str, Context, Wait};
+use super::{group_allowed, group_call, topic_allowed, unexpected_reply, wire_str, Context, Wait};
 use crate::error_code;
+use crate::session::Session;
+use herald_auth::Operation;
 
 /// Answers an OffsetFetch request.
 pub async fn handle(
     ctx: &Context,
+    session: &Session,
     request: OffsetFetchRequest,
     version: i16,
 ) -> OffsetFetchResponse {
@@ -35,7 +39,8 @@ pub async fn handle(
                     })
                     .collect()
             });
-            let (error, found) = fetch(ctx, &group.group_id, partitions, require_stable).await;
+            let (error, found, denied) =
+                fetch(ctx, session, &group.group_id, partitions, require_stable).await;
             let topics = by_topic(found)
                 .into_iter()
                 .map(|(name, partitions)| {
@@ -49,8 +54,8 @@ pub async fn handle(
                                         .with_partition_index(p.topic_partition.partition)
                                         .with_committed_offset(p.offset)
                                         .with_committed_leader_epoch(p.leader_epoch.unwrap_or(-1))
+                                        .with_error_code(code_of(&p, &denied))
                                         .with_metadata(Some(wire_str(p.metadata)))
-                                        .with_error_code(error_code::group(p.error))
                                 })
                                 .collect(),
                         )
@@ -76,7 +81,8 @@ pub async fn handle(
             })
             .collect()
     });
-    let (error, found) = fetch(ctx, &request.group_id, partitions, require_stable).await;
+    let (error, found, denied) =
+        fetch(ctx, session, &request.group_id, partitions, require_stable).await;
     // v1 has no group-level error: it is reported on every partition.
     let (group_error, partition_error) = if version < 2 && error != 0 {
         (0, Some(error))
@@ -96,10 +102,8 @@ pub async fn handle(
                                 .with_partition_index(p.topic_partition.partition)
                                 .with_committed_offset(p.offset)
                                 .with_committed_leader_epoch(p.leader_epoch.unwrap_or(-1))
+                                .with_error_code(partition_error.unwrap_or(code_of(&p, &denied)))
                                 .with_metadata(Some(wire_str(p.metadata)))
-                                .with_error_code(
-                                    partition_error.unwrap_or(error_code::group(p.error)),
-                                )
                         })
                         .collect(),
                 )
@@ -110,25 +114,77 @@ pub async fn handle(
         .with_topics(topics)
 }
 
-/// One group's offsets: (group error code, partitions).
+/// Partitions the client named whose topics it may not describe.
+type Denied = std::collections::HashSet<TopicPartition>;
+
+/// One partition's code: TOPIC_AUTHORIZATION_FAILED if denied, else the
+/// coordinator's.
+fn code_of(p: &OffsetFetchPartition, denied: &Denied) -> i16 {
+    if denied.contains(&p.topic_partition) {
+        error_code::code(ResponseError::TopicAuthorizationFailed)
+    } else {
+        error_code::group(p.error)
+    }
+}
+
+/// One group's offsets: (group error code, partitions, the partitions
+/// named whose topics the client may not describe). The group needs
+/// DESCRIBE; a named partition of a topic the client may not describe is
+/// answered TOPIC_AUTHORIZATION_FAILED, and when all are asked for, such
+/// topics are left out.
 async fn fetch(
     ctx: &Context,
+    session: &Session,
     group_id: &GroupId,
     partitions: Option<Vec<TopicPartition>>,
     require_stable: bool,
-) -> (i16, Vec<OffsetFetchPartition>) {
+) -> (i16, Vec<OffsetFetchPartition>, Denied) {
+    if !group_allowed(ctx, session, Operation::Describe, &group_id.0) {
+        return (
+            error_code::code(ResponseError::GroupAuthorizationFailed),
+            Vec::new(),
+            Denied::new(),
+        );
+    }
+    let mut denied = Denied::new();
+    let partitions = partitions.map(|list| {
+        list.into_iter()
+            .filter(|tp| {
+                let allowed = topic_allowed(ctx, session, Operation::Describe, &tp.topic);
+                if !allowed {
+                    denied.insert(tp.clone());
+                }
+                allowed
+            })
+            .collect::<Vec<_>>()
+    });
+    let named = partitions.is_some();
     let call = GroupCall::OffsetFetch(herald_group::OffsetFetchRequest {
         group_id: group_id.0.to_string(),
         partitions,
         require_stable,
     });
-    match group_call(ctx, call, Wait::Short).await {
+    let (error, mut found) = match group_call(ctx, call, Wait::Short).await {
         GroupReply::OffsetFetch(r) => (error_code::group(r.error), r.partitions),
         other => {
             unexpected_reply(ApiKey::OffsetFetch, &other);
             (error_code::group_unavailable(), Vec::new())
         }
+    };
+    if named {
+        found.extend(denied.iter().map(|tp| OffsetFetchPartition {
+            topic_partition: tp.clone(),
+            offset: -1,
+            leader_epoch: None,
+            metadata: String::new(),
+            error: herald_group::ErrorCode::None,
+        }));
+        found.sort_by(|a, b| a.topic_partition.cmp(&b.topic_partition));
+    } else {
+        found
+            .retain(|p| topic_allowed(ctx, session, Operation::Describe, &p.topic_partition.topic));
     }
+    (error, found, denied)
 }
 
 /// Consecutive partitions of the same topic, grouped, order kept.

@@ -9,25 +9,29 @@ use kafka_protocol::messages::produce_response::{PartitionProduceResponse, Topic
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::ResponseError;
 
-use super::{wire_str, Context};
+use super::{topic_allowed, wire_str, Context};
 use crate::error_code;
+use crate::session::Session;
+use herald_auth::Operation;
 
 /// Answers a Produce request; `None` for acks=0.
 pub async fn handle(
     ctx: &Context,
+    session: &Session,
     request: ProduceRequest,
     version: i16,
 ) -> Option<ProduceResponse> {
     let acks = request.acks;
     let mut responses = Vec::with_capacity(request.topic_data.len());
     for data in request.topic_data {
-        responses.push(produce_topic(ctx, data, acks, version).await);
+        responses.push(produce_topic(ctx, session, data, acks, version).await);
     }
     (acks != 0).then(|| ProduceResponse::default().with_responses(responses))
 }
 
 async fn produce_topic(
     ctx: &Context,
+    session: &Session,
     data: TopicProduceData,
     acks: i16,
     version: i16,
@@ -45,11 +49,26 @@ async fn produce_topic(
     } else {
         ResponseError::UnknownTopicOrPartition
     };
-    let Some(topic) = topic else {
+    // Authorized before its existence is told (a name only: an unknown
+    // topic id names nothing to authorize).
+    let name = topic
+        .as_ref()
+        .map_or_else(|| data.name.0.to_string(), |t| t.name().to_owned());
+    let refusal = if version >= 13 && topic.is_none() {
+        Some(unknown)
+    } else if !topic_allowed(ctx, session, Operation::Write, &name) {
+        Some(ResponseError::TopicAuthorizationFailed)
+    } else if topic.is_none() {
+        Some(unknown)
+    } else {
+        None
+    };
+    let (Some(topic), None) = (topic, refusal) else {
+        let code = error_code::code(refusal.unwrap_or(unknown));
         let partitions = data
             .partition_data
             .iter()
-            .map(|p| failed(p.index, error_code::code(unknown), None))
+            .map(|p| failed(p.index, code, None))
             .collect();
         return response.with_partition_responses(partitions);
     };

@@ -11,7 +11,7 @@ use herald_records::testing;
 use super::{handle_frame, Context, Outcome};
 use crate::config::KafkaConfig;
 use crate::registry::APIS;
-use crate::test_support::{frame, populated};
+use crate::test_support::{frame, plaintext_session, populated};
 
 fn context(dir: &std::path::Path) -> Context {
     let broker = Broker::open(BrokerConfig::new(dir)).expect("broker");
@@ -38,7 +38,7 @@ async fn every_handler_answers_every_served_version() {
             let dir = tempfile::tempdir().expect("tempdir");
             let ctx = context(dir.path());
             let (body, _) = populated(range.key, version);
-            match handle_frame(&ctx, frame(range.key, version, &body), None).await {
+            match handle_frame(&ctx, &plaintext_session(), frame(range.key, version, &body)).await {
                 Outcome::Respond(response) => {
                     assert!(response.len() > 8, "{:?} v{version}", range.key)
                 }
@@ -70,8 +70,12 @@ async fn fetch_at_every_version_carries_the_stored_batch() {
                     .with_partition_max_bytes(1 << 20)])]);
         let mut body = bytes::BytesMut::new();
         request.encode(&mut body, version).expect("encode");
-        let Outcome::Respond(response) =
-            handle_frame(&ctx, frame(ApiKey::Fetch, version, &body), None).await
+        let Outcome::Respond(response) = handle_frame(
+            &ctx,
+            &plaintext_session(),
+            frame(ApiKey::Fetch, version, &body),
+        )
+        .await
         else {
             panic!("fetch v{version} not answered");
         };
@@ -118,7 +122,8 @@ where
     use kafka_protocol::protocol::Decodable;
     let mut body = bytes::BytesMut::new();
     request.encode(&mut body, version).expect("encode");
-    let Outcome::Respond(response) = handle_frame(ctx, frame(key, version, &body), None).await
+    let Outcome::Respond(response) =
+        handle_frame(ctx, &plaintext_session(), frame(key, version, &body)).await
     else {
         panic!("{key:?} v{version} not answered");
     };
@@ -341,4 +346,137 @@ async fn committed_offsets_survive_a_broker_restart() {
         (9, Some("kept"))
     );
     Arc::clone(&ctx.broker).close().expect("close");
+}
+
+/// A client of a SASL_PLAINTEXT listener offering SCRAM-SHA-256 and PLAIN.
+fn sasl_session() -> crate::session::Session {
+    use crate::listener::{ListenerConfig, SaslMechanism, SecurityProtocol};
+    let mut listener = ListenerConfig::plaintext("127.0.0.1:9094".parse().expect("addr"));
+    listener.protocol = SecurityProtocol::SaslPlaintext;
+    listener.sasl_mechanisms = vec![
+        SaslMechanism::Scram(herald_auth::ScramMechanism::Sha256),
+        SaslMechanism::Plain,
+    ];
+    crate::session::Session::new(
+        Arc::new(listener),
+        Some("127.0.0.1:40000".parse().expect("addr")),
+        None,
+    )
+}
+
+#[tokio::test]
+async fn before_sasl_only_the_handshake_is_answered_then_scram_authenticates() {
+    use herald_auth::{ScramClient, ScramCredential, ScramMechanism, SecurityCommand};
+    use kafka_protocol::messages::*;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ctx = context(dir.path());
+    let m = ScramMechanism::Sha256;
+    ctx.broker
+        .apply_security(SecurityCommand::UpsertScram {
+            user: "alice".into(),
+            mechanism: m,
+            credential: ScramCredential::from_password(m, "pw", 4096).expect("credential"),
+        })
+        .expect("stored");
+    let session = sasl_session();
+    let (body, _) = populated(ApiKey::Metadata, 12);
+    let refused = handle_frame(&ctx, &session, frame(ApiKey::Metadata, 12, &body)).await;
+    assert!(matches!(refused, Outcome::Close(_)), "{refused:?}");
+    let unsupported: SaslHandshakeResponse = exchange_as(
+        &ctx,
+        &session,
+        ApiKey::SaslHandshake,
+        1,
+        SaslHandshakeRequest::default().with_mechanism(crate::test_support::s("GSSAPI")),
+    )
+    .await;
+    assert_eq!(unsupported.error_code, 33, "UNSUPPORTED_SASL_MECHANISM");
+    assert_eq!(unsupported.mechanisms.len(), 2);
+    let chosen: SaslHandshakeResponse = exchange_as(
+        &ctx,
+        &session,
+        ApiKey::SaslHandshake,
+        1,
+        SaslHandshakeRequest::default().with_mechanism(crate::test_support::s("SCRAM-SHA-256")),
+    )
+    .await;
+    assert_eq!(chosen.error_code, 0);
+    let mut client = ScramClient::new(m, "alice", "pw", "nonce");
+    let first: SaslAuthenticateResponse = exchange_as(
+        &ctx,
+        &session,
+        ApiKey::SaslAuthenticate,
+        2,
+        SaslAuthenticateRequest::default().with_auth_bytes(client.first().into()),
+    )
+    .await;
+    assert_eq!(first.error_code, 0);
+    let last = client.last(&first.auth_bytes).expect("client final");
+    let done: SaslAuthenticateResponse = exchange_as(
+        &ctx,
+        &session,
+        ApiKey::SaslAuthenticate,
+        2,
+        SaslAuthenticateRequest::default().with_auth_bytes(last.into()),
+    )
+    .await;
+    assert_eq!(done.error_code, 0);
+    assert!(
+        client.verify_server(&done.auth_bytes),
+        "the broker proved itself"
+    );
+    assert_eq!(session.principal().as_deref(), Some("User:alice"));
+}
+
+#[tokio::test]
+async fn a_wrong_plain_password_fails_and_ends_the_session() {
+    use kafka_protocol::messages::*;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ctx = context(dir.path());
+    let session = sasl_session();
+    let _: SaslHandshakeResponse = exchange_as(
+        &ctx,
+        &session,
+        ApiKey::SaslHandshake,
+        1,
+        SaslHandshakeRequest::default().with_mechanism(crate::test_support::s("PLAIN")),
+    )
+    .await;
+    let failed: SaslAuthenticateResponse = exchange_as(
+        &ctx,
+        &session,
+        ApiKey::SaslAuthenticate,
+        1,
+        SaslAuthenticateRequest::default()
+            .with_auth_bytes(bytes::Bytes::from_static(b"\0nobody\0guess")),
+    )
+    .await;
+    assert_eq!(failed.error_code, 58, "SASL_AUTHENTICATION_FAILED");
+    assert!(session.has_failed());
+    assert_eq!(session.principal(), None);
+}
+
+/// As `exchange`, as the client of `session`.
+async fn exchange_as<Req, Resp>(
+    ctx: &Context,
+    session: &crate::session::Session,
+    key: kafka_protocol::messages::ApiKey,
+    version: i16,
+    request: Req,
+) -> Resp
+where
+    Req: kafka_protocol::protocol::Encodable,
+    Resp: kafka_protocol::protocol::Decodable,
+{
+    use kafka_protocol::messages::ResponseHeader;
+    use kafka_protocol::protocol::Decodable;
+    let mut body = bytes::BytesMut::new();
+    request.encode(&mut body, version).expect("encode");
+    let Outcome::Respond(response) = handle_frame(ctx, session, frame(key, version, &body)).await
+    else {
+        panic!("{key:?} v{version} not answered");
+    };
+    let mut bytes = bytes::Bytes::from(response.to_vec()).slice(4..);
+    ResponseHeader::decode(&mut bytes, key.response_header_version(version)).expect("header");
+    Resp::decode(&mut bytes, version).expect("decode")
 }

@@ -1,0 +1,192 @@
+//! What one connection knows of its client: the listener it came in on,
+//! its address, who it is (authenticated once, by TLS or SASL), the SASL
+//! exchange under way, and its cached ACL answers. A connection answers
+//! its requests one at a time, so the locks here are never contended.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use herald_auth::{Caller, DecisionCache, Operation, ResourceType, ScramServer};
+use herald_broker::Security;
+use parking_lot::Mutex;
+
+use crate::listener::{ListenerConfig, SaslMechanism};
+
+/// The principal of a client nobody authenticated (Kafka's).
+pub const ANONYMOUS: &str = "User:ANONYMOUS";
+
+/// Where a connection is in authenticating.
+#[derive(Debug)]
+enum Auth {
+    /// A SASL listener's client before it authenticated: the mechanism
+    /// SaslHandshake chose, and a SCRAM exchange under way.
+    Pending {
+        mechanism: Option<SaslMechanism>,
+        scram: Option<ScramServer>,
+    },
+    /// Authenticated (or on a listener without SASL).
+    Known(DecisionCache),
+    /// Authentication failed: the connection closes after its answer.
+    Failed,
+}
+
+/// One connection's client.
+#[derive(Debug)]
+pub struct Session {
+    listener: Arc<ListenerConfig>,
+    peer: Option<SocketAddr>,
+    auth: Mutex<Auth>,
+}
+
+impl Session {
+    /// A client on `listener` from `peer`. `principal` is who TLS says it
+    /// is (a mapped certificate subject), if anyone; on a SASL listener
+    /// the client still authenticates with SASL.
+    pub fn new(
+        listener: Arc<ListenerConfig>,
+        peer: Option<SocketAddr>,
+        principal: Option<String>,
+    ) -> Self {
+        let auth = if listener.protocol.uses_sasl() {
+            Auth::Pending {
+                mechanism: None,
+                scram: None,
+            }
+        } else {
+            Auth::Known(DecisionCache::new(Caller {
+                principal: principal.unwrap_or_else(|| ANONYMOUS.to_owned()),
+                host: host_of(peer),
+            }))
+        };
+        Self {
+            listener,
+            peer,
+            auth: Mutex::new(auth),
+        }
+    }
+
+    /// The listener the client came in on.
+    pub fn listener(&self) -> &ListenerConfig {
+        &self.listener
+    }
+
+    /// The client's address, when known.
+    pub fn peer(&self) -> Option<SocketAddr> {
+        self.peer
+    }
+
+    /// True once the client may send any request.
+    pub fn is_authenticated(&self) -> bool {
+        matches!(*self.auth.lock(), Auth::Known(_))
+    }
+
+    /// True once authentication failed: nothing more is answered.
+    pub fn has_failed(&self) -> bool {
+        matches!(*self.auth.lock(), Auth::Failed)
+    }
+
+    /// The client's principal, once known.
+    pub fn principal(&self) -> Option<String> {
+        match &*self.auth.lock() {
+            Auth::Known(cache) => Some(cache.caller().principal.clone()),
+            _ => None,
+        }
+    }
+
+    /// The mechanism SaslHandshake chose, while authentication is pending.
+    pub(crate) fn chosen_mechanism(&self) -> Option<SaslMechanism> {
+        match &*self.auth.lock() {
+            Auth::Pending { mechanism, .. } => *mechanism,
+            _ => None,
+        }
+    }
+
+    /// Records the mechanism SaslHandshake chose. False when a handshake
+    /// is not expected now (on a listener without SASL, or after one).
+    pub(crate) fn choose_mechanism(&self, chosen: SaslMechanism) -> bool {
+        match &mut *self.auth.lock() {
+            Auth::Pending { mechanism, scram } if mechanism.is_none() => {
+                *mechanism = Some(chosen);
+                *scram = match chosen {
+                    SaslMechanism::Scram(m) => Some(ScramServer::new(m)),
+                    SaslMechanism::Plain => None,
+                };
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Runs `step` on the SCRAM exchange under way, if any.
+    pub(crate) fn with_scram<T>(&self, step: impl FnOnce(&mut ScramServer) -> T) -> Option<T> {
+        match &mut *self.auth.lock() {
+            Auth::Pending {
+                scram: Some(scram), ..
+            } => Some(step(scram)),
+            _ => None,
+        }
+    }
+
+    /// The client authenticated as `user`.
+    pub(crate) fn authenticated(&self, user: &str) {
+        *self.auth.lock() = Auth::Known(DecisionCache::new(Caller {
+            principal: format!("User:{user}"),
+            host: host_of(self.peer),
+        }));
+    }
+
+    /// The client failed to authenticate.
+    pub(crate) fn failed(&self) {
+        *self.auth.lock() = Auth::Failed;
+    }
+
+    /// True if the client may do `operation` on `name` of
+    /// `resource_type`: always when authorization is off; never before it
+    /// authenticated; otherwise the ACLs decide, through this connection's
+    /// cache.
+    pub fn authorize(
+        &self,
+        security: &Security,
+        operation: Operation,
+        resource_type: ResourceType,
+        name: &str,
+    ) -> bool {
+        if !security.config().authorization {
+            return true;
+        }
+        match &mut *self.auth.lock() {
+            Auth::Known(cache) => {
+                security
+                    .authorizer()
+                    .authorize_cached(cache, operation, resource_type, name)
+            }
+            _ => false,
+        }
+    }
+
+    /// True if the client may do `operation` on some resource of
+    /// `resource_type` (see [`herald_auth::Authorizer::authorize_any`]).
+    pub fn authorize_any(
+        &self,
+        security: &Security,
+        operation: Operation,
+        resource_type: ResourceType,
+    ) -> bool {
+        if !security.config().authorization {
+            return true;
+        }
+        match &*self.auth.lock() {
+            Auth::Known(cache) => {
+                security
+                    .authorizer()
+                    .authorize_any(cache.caller(), operation, resource_type)
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The host an ACL names: the client's IP address.
+fn host_of(peer: Option<SocketAddr>) -> String {
+    peer.map(|p| p.ip().to_string()).unwrap_or_default()
+}

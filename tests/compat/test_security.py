@@ -1,0 +1,364 @@
+"""Who may do what, with real clients and their ordinary security settings.
+
+One herald per module with four Kafka listeners: PLAINTEXT (the suite's
+default port), SASL_PLAINTEXT, SASL_SSL and SSL with client certificates
+required (the principal is the certificate's CN, through
+`principal_mapping_rules`). Authorization is on; `admin` is the bootstrap
+administrator (a super user, password in HERALD_ADMIN_PASSWORD). Users are
+created through AlterUserScramCredentials and given ACLs through
+CreateAcls, both from confluent-kafka's AdminClient, as an operator would.
+
+Certificates are made per run with the openssl command-line tool.
+"""
+
+import os
+import re
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
+
+from broker import HeraldBroker, free_port, serve_for_test
+from conftest import EXTERNAL_BOOTSTRAP, KAFKA_LIB, herald_binary_path
+
+pytestmark = pytest.mark.skipif(
+    bool(EXTERNAL_BOOTSTRAP or KAFKA_LIB),
+    reason="starts its own herald with security listeners",
+)
+
+ADMIN_PASSWORD = "admin-" + uuid.uuid4().hex[:12]
+# A failure must reach the client within this (the broker waits 100 ms
+# before a first failed login's answer).
+FAILURE_WITHIN_S = 1.0
+
+
+def openssl(*args, cwd):
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def make_pki(folder: Path) -> Path:
+    """A CA, a server certificate for 127.0.0.1 and a client certificate
+    of CN=alice-tls, all signed by the CA."""
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+            "-keyout", "ca.key", "-out", "ca.pem", "-subj", "/CN=herald test CA", cwd=folder)
+    # Extensions make them X.509 v3 certificates, which TLS libraries
+    # (rustls among them) require.
+    (folder / "server.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    (folder / "client.ext").write_text("extendedKeyUsage=clientAuth\n")
+    for name, subject in [
+        ("server", "/CN=127.0.0.1"),
+        ("client", "/O=acme/OU=eng/CN=alice-tls"),
+    ]:
+        ext = ["-extfile", f"{name}.ext"]
+        openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key",
+                "-out", f"{name}.csr", "-subj", subject, cwd=folder)
+        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+                "-CAcreateserial", "-days", "2", "-out", f"{name}.pem", *ext, cwd=folder)
+    return folder
+
+
+class SecureHerald(HeraldBroker):
+    """herald with a config file adding the security listeners."""
+
+    def __init__(self, binary, data_dir, log_path, config_path):
+        super().__init__(binary, data_dir, log_path, ["--config", str(config_path)])
+
+
+@pytest.fixture(scope="module")
+def secure(request, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("secure")
+    pki = make_pki(folder)
+    ports = {name: free_port() for name in ["sasl", "sasl_ssl", "ssl"]}
+    config = folder / "herald.toml"
+    config.write_text(f"""
+[[listeners]]
+name = "SASL"
+listen = "127.0.0.1:{ports['sasl']}"
+protocol = "SASL_PLAINTEXT"
+
+[[listeners]]
+name = "SASL_TLS"
+listen = "127.0.0.1:{ports['sasl_ssl']}"
+protocol = "SASL_SSL"
+tls_cert = "{pki / 'server.pem'}"
+tls_key = "{pki / 'server.key'}"
+
+[[listeners]]
+name = "MTLS"
+listen = "127.0.0.1:{ports['ssl']}"
+protocol = "SSL"
+tls_cert = "{pki / 'server.pem'}"
+tls_key = "{pki / 'server.key'}"
+tls_client_ca = "{pki / 'ca.pem'}"
+principal_mapping_rules = "RULE:^CN=([^,]+),.*$/$1/,DEFAULT"
+
+[security]
+authorization = true
+admin_user = "admin"
+""")
+    previous = os.environ.get("HERALD_ADMIN_PASSWORD")
+    os.environ["HERALD_ADMIN_PASSWORD"] = ADMIN_PASSWORD
+    server = SecureHerald(herald_binary_path(), folder / "data", folder / "broker.log", config)
+    server.ports = ports
+    server.pki = pki
+    try:
+        yield from serve_for_test(server, request)
+    finally:
+        if previous is None:
+            os.environ.pop("HERALD_ADMIN_PASSWORD", None)
+        else:
+            os.environ["HERALD_ADMIN_PASSWORD"] = previous
+
+
+def sasl(secure, user, password, mechanism="SCRAM-SHA-512", tls=False, **extra):
+    conf = {
+        "bootstrap.servers": f"127.0.0.1:{secure.ports['sasl_ssl' if tls else 'sasl']}",
+        "security.protocol": "SASL_SSL" if tls else "SASL_PLAINTEXT",
+        "sasl.mechanism": mechanism,
+        "sasl.username": user,
+        "sasl.password": password,
+        **extra,
+    }
+    if tls:
+        conf["ssl.ca.location"] = str(secure.pki / "ca.pem")
+    return conf
+
+
+def admin(secure):
+    return AdminClient(sasl(secure, "admin", ADMIN_PASSWORD))
+
+
+def wait_all(futures, timeout=15):
+    return {k: f.result(timeout=timeout) for k, f in futures.items()}
+
+
+def add_user(secure, user, password):
+    client = admin(secure)
+    wait_all(client.alter_user_scram_credentials([
+        UserScramCredentialUpsertion(user, ScramCredentialInfo(mechanism, 4096), password.encode())
+        for mechanism in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512)
+    ]))
+
+
+def allow(secure, principal, resource_type, name, operation, pattern=ResourcePatternType.LITERAL,
+          permission=AclPermissionType.ALLOW):
+    # The client must outlive its futures.
+    client = admin(secure)
+    futures = client.create_acls([
+        AclBinding(resource_type, name, pattern, principal, "*", operation, permission)
+    ])
+    for f in futures.values():
+        f.result(timeout=15)
+
+
+def produce(conf, topic, count, key=b"k"):
+    """Produces `count` records; answers the delivery errors (codes)."""
+    errors = []
+
+    def report(err, _msg):
+        if err is not None:
+            errors.append(err.code())
+
+    producer = Producer({**conf, "message.timeout.ms": 10000, "retries": 0})
+    for i in range(count):
+        producer.produce(topic, key=key, value=b"v%d" % i, on_delivery=report)
+    assert producer.flush(20) == 0, "every record answered"
+    return errors
+
+
+def consume(conf, topic, group, count, timeout_s=20):
+    """Consumes until `count` records or an error; answers (values, error code)."""
+    consumer = Consumer({**conf, "group.id": group, "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    values, error = [], None
+    deadline = time.monotonic() + timeout_s
+    try:
+        while len(values) < count and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    continue
+                error = msg.error().code()
+                break
+            values.append(msg.value())
+        if error is None and values:
+            consumer.commit(asynchronous=False)
+    except KafkaException as e:
+        error = e.args[0].code()
+    finally:
+        consumer.close()
+    return values, error
+
+
+def failure_time(conf, limit_s=5.0):
+    """Seconds until a client with `conf` is told why it cannot connect,
+    and what it was told (librdkafka reports it through `error_cb`)."""
+    told = []
+    started = time.monotonic()
+
+    def on_error(err):
+        told.append((time.monotonic() - started, err))
+
+    client = Producer({**conf, "error_cb": on_error})
+    while not told and time.monotonic() - started < limit_s:
+        client.poll(0.02)
+    assert told, f"the client was told nothing within {limit_s}s"
+    return told[0]
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"])
+@pytest.mark.parametrize("tls", [False, True], ids=["sasl_plaintext", "sasl_ssl"])
+def test_confluent_kafka_produces_and_consumes_with_each_mechanism(secure, mechanism, tls):
+    user = f"u-{uuid.uuid4().hex[:8]}"
+    add_user(secure, user, "pw-" + user)
+    topic, group = f"{user}-topic", f"{user}-group"
+    allow(secure, f"User:{user}", ResourceType.TOPIC, user, AclOperation.ALL, ResourcePatternType.PREFIXED)
+    allow(secure, f"User:{user}", ResourceType.GROUP, user, AclOperation.ALL, ResourcePatternType.PREFIXED)
+    conf = sasl(secure, user, "pw-" + user, mechanism, tls)
+    assert produce(conf, topic, 20) == []
+    values, error = consume(conf, topic, group, 20)
+    assert error is None
+    assert sorted(values) == sorted(b"v%d" % i for i in range(20))
+
+
+def test_kafka_python_over_sasl_ssl_with_scram(secure):
+    from kafka import KafkaConsumer, KafkaProducer
+
+    user = f"kp-{uuid.uuid4().hex[:8]}"
+    add_user(secure, user, "pw-" + user)
+    allow(secure, f"User:{user}", ResourceType.TOPIC, user, AclOperation.ALL, ResourcePatternType.PREFIXED)
+    allow(secure, f"User:{user}", ResourceType.GROUP, user, AclOperation.ALL, ResourcePatternType.PREFIXED)
+    common = dict(
+        bootstrap_servers=f"127.0.0.1:{secure.ports['sasl_ssl']}",
+        security_protocol="SASL_SSL",
+        sasl_mechanism="SCRAM-SHA-256",
+        sasl_plain_username=user,
+        sasl_plain_password="pw-" + user,
+        ssl_cafile=str(secure.pki / "ca.pem"),
+    )
+    producer = KafkaProducer(**common)
+    topic = f"{user}-t"
+    for i in range(10):
+        producer.send(topic, key=b"k", value=b"kp%d" % i).get(timeout=20)
+    producer.close()
+    consumer = KafkaConsumer(topic, group_id=f"{user}-g", auto_offset_reset="earliest",
+                             consumer_timeout_ms=15000, **common)
+    got = [m.value for _, m in zip(range(10), consumer)]
+    consumer.close()
+    assert sorted(got) == sorted(b"kp%d" % i for i in range(10))
+
+
+def test_mutual_tls_maps_the_certificate_to_its_principal(secure):
+    allow(secure, "User:alice-tls", ResourceType.TOPIC, "mtls-", AclOperation.ALL, ResourcePatternType.PREFIXED)
+    allow(secure, "User:alice-tls", ResourceType.GROUP, "mtls-", AclOperation.ALL, ResourcePatternType.PREFIXED)
+    conf = {
+        "bootstrap.servers": f"127.0.0.1:{secure.ports['ssl']}",
+        "security.protocol": "SSL",
+        "ssl.ca.location": str(secure.pki / "ca.pem"),
+        "ssl.certificate.location": str(secure.pki / "client.pem"),
+        "ssl.key.location": str(secure.pki / "client.key"),
+    }
+    assert produce(conf, "mtls-orders", 5) == []
+    values, error = consume(conf, "mtls-orders", "mtls-group", 5)
+    assert error is None and len(values) == 5
+    # The same principal without its ACL on another topic: refused.
+    assert set(produce(conf, "other-orders", 1)) == {KafkaError.TOPIC_AUTHORIZATION_FAILED}
+
+
+def test_each_bad_login_fails_fast_and_alike_while_others_are_served(secure):
+    user = f"f-{uuid.uuid4().hex[:8]}"
+    add_user(secure, user, "right")
+    cases = {
+        "wrong password": sasl(secure, user, "wrong"),
+        "unknown user": sasl(secure, "nobody-" + user, "right"),
+        "wrong password, PLAIN": sasl(secure, user, "wrong", "PLAIN"),
+    }
+    messages = {}
+    for case, conf in cases.items():
+        elapsed, err = failure_time(conf)
+        assert elapsed < FAILURE_WITHIN_S, f"{case}: told after {elapsed:.2f}s"
+        assert err.code() == KafkaError._AUTHENTICATION, f"{case}: {err}"
+        # What the broker said, without librdkafka's address and timing.
+        said = re.search(r"SASL authentication error: (.*?) \(after", err.str())
+        messages[case] = said.group(1) if said else err.str()
+    assert "invalid credentials" in messages["wrong password"], messages
+    # An unknown user is told exactly what a wrong password is told.
+    assert messages["wrong password"] == messages["unknown user"], messages
+    # A mechanism the listener does not offer.
+    elapsed, err = failure_time(sasl(secure, user, "right", "OAUTHBEARER",
+                                     **{"enable.sasl.oauthbearer.unsecure.jwt": True}))
+    assert elapsed < FAILURE_WITHIN_S and err.code() == KafkaError._AUTHENTICATION, err
+    # Plaintext on the TLS ports, and TLS on the SASL_PLAINTEXT one.
+    for port, protocol in [("sasl_ssl", "SASL_PLAINTEXT"), ("ssl", "PLAINTEXT")]:
+        conf = {"bootstrap.servers": f"127.0.0.1:{secure.ports[port]}",
+                "security.protocol": protocol, "sasl.mechanism": "SCRAM-SHA-512",
+                "sasl.username": user, "sasl.password": "right"}
+        elapsed, err = failure_time(conf)
+        assert elapsed < FAILURE_WITHIN_S, f"plaintext on {port}: told after {elapsed:.2f}s ({err})"
+    assert "plaintext on a TLS listener" in secure.log_tail(400)
+    # Meanwhile the broker serves everyone else.
+    assert produce(sasl(secure, "admin", ADMIN_PASSWORD), f"{user}-still", 3) == []
+
+
+def test_acls_give_kafkas_error_codes(secure):
+    user = f"acl-{uuid.uuid4().hex[:8]}"
+    add_user(secure, user, "pw")
+    principal = f"User:{user}"
+    readable, other, denied = f"{user}-readable", f"{user}-other", f"{user}-denied"
+    admin_conf = sasl(secure, "admin", ADMIN_PASSWORD)
+    super_client = AdminClient(admin_conf)
+    wait_all(super_client.create_topics([NewTopic(t, 1) for t in (readable, other, denied)]))
+    assert produce(admin_conf, readable, 3) == [], "a super user may do anything"
+    allow(secure, principal, ResourceType.TOPIC, readable, AclOperation.READ)
+    allow(secure, principal, ResourceType.TOPIC, user, AclOperation.WRITE, ResourcePatternType.PREFIXED)
+    allow(secure, principal, ResourceType.TOPIC, denied, AclOperation.WRITE,
+          permission=AclPermissionType.DENY)
+    allow(secure, principal, ResourceType.GROUP, f"{user}-g", AclOperation.READ)
+    conf = sasl(secure, user, "pw")
+    # Prefixed WRITE allows; a DENY wins over it.
+    assert produce(conf, other, 2) == []
+    assert set(produce(conf, denied, 1)) == {KafkaError.TOPIC_AUTHORIZATION_FAILED}
+    # READ (which implies DESCRIBE) with the group's READ: consumed.
+    values, error = consume(conf, readable, f"{user}-g", 3)
+    assert error is None and len(values) == 3
+    # A group without an ACL.
+    _, error = consume(conf, readable, f"{user}-nogroup", 1, timeout_s=10)
+    assert error == KafkaError.GROUP_AUTHORIZATION_FAILED
+    # Metadata names only what the principal may describe.
+    listed = set(AdminClient(conf).list_topics(timeout=10).topics)
+    assert readable in listed and other in listed
+    assert denied in listed, "WRITE on the prefix implies DESCRIBE"
+    assert all(t.startswith(user) for t in listed), listed
+    # ACLs as DescribeAcls lists them.
+    described = super_client.describe_acls(AclBindingFilter(
+        ResourceType.ANY, None, ResourcePatternType.ANY, principal, None,
+        AclOperation.ANY, AclPermissionType.ANY)).result(timeout=15)
+    assert len(described) == 4
+    # Without ACL rights, CreateAcls is refused.
+    user_client = AdminClient(conf)
+    futures = user_client.create_acls([AclBinding(
+        ResourceType.TOPIC, "x", ResourcePatternType.LITERAL, principal, "*",
+        AclOperation.ALL, AclPermissionType.ALLOW)])
+    with pytest.raises(KafkaException) as refused:
+        for future in futures.values():
+            future.result(timeout=15)
+    assert refused.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
