@@ -9,6 +9,7 @@
 #
 #   scripts/bench-fanout.sh [--quick] [--repeats N] [--layouts pinned,unpinned]
 #                           [--only s1,saturation,s2,s3,s4,s5,s6]
+#                           [--append --first-round K]
 #
 # Scenarios (--quick: fewer subscribers and subjects, shorter runs):
 #   s1          seed 002's table: one subject, 10 / 100 / 1,000 / 10,000 /
@@ -36,7 +37,9 @@
 # rows into docs/benchmarks/fanout.jsonl (this run's layouts and scenarios
 # replace theirs there; the rest stay as last measured, with their commit)
 # and writes docs/benchmarks/fanout.{md,csv,png} from that ($DOC to write
-# elsewhere). Every
+# elsewhere). --append adds the rows as further rounds instead (numbered
+# from --first-round), for a run continued in another session: the medians
+# then cover every round. Every
 # broker started here is stopped here, by its PID.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -47,8 +50,12 @@ QUICK=0
 REPEATS=3
 LAYOUTS="pinned,unpinned"
 ONLY="s1,saturation,s2,s3,s4,s5,s6"
+APPEND=()
+FIRST_ROUND=1
 while [ $# -gt 0 ]; do
   case "$1" in
+    --append) APPEND=(--append); shift ;;
+    --first-round) FIRST_ROUND="$2"; shift 2 ;;
     --quick) QUICK=1; shift ;;
     --repeats) REPEATS="$2"; shift 2 ;;
     --layouts) LAYOUTS="$2"; shift 2 ;;
@@ -197,7 +204,7 @@ wanted() { [[ ",$ONLY," == *",$1,"* ]]; }
 
 IFS=, read -r -a LAYOUT_LIST <<< "$LAYOUTS"
 # Rounds outside layouts: a run cut short still has every layout measured.
-for round in $(seq 1 "$REPEATS"); do
+for round in $(seq "$FIRST_ROUND" $(( FIRST_ROUND + REPEATS - 1 ))); do
   for layout in "${LAYOUT_LIST[@]}"; do
     set_layout "$layout"
     # s1 and saturation: one subject, each size, every core system; s1 at
@@ -254,5 +261,5 @@ for round in $(seq 1 "$REPEATS"); do
 done
 
 "$REPORT_PY" scripts/bench_fanout_report.py "$ROWS" "$DOC" \
-  --command "scripts/bench-fanout.sh $ASKED" --commit "$COMMIT"
+  --command "scripts/bench-fanout.sh $ASKED" --commit "$COMMIT" "${APPEND[@]}"
 echo "report: $DOC/fanout.md"

@@ -9,7 +9,9 @@ seed 002's figures).
 Keeps every run's raw rows in OUTDIR/fanout.jsonl: the rows of ROWS.jsonl
 replace those of the same layout and scenario there and the others stay, so
 that a run of some scenarios (`--only`) updates their sections and leaves
-the rest as last measured (each section names the commit it measured).
+the rest as last measured (each section names the commits it measured).
+With --append they are added instead, as further rounds of the same points
+(a run cut short, continued later): medians then cover both.
 Writes OUTDIR/fanout.md, fanout.csv and fanout.png from them.
 """
 
@@ -71,11 +73,12 @@ def read_rows(path):
         return [json.loads(line) for line in f if line.strip()]
 
 
-def merge(new_path, kept_path):
+def merge(new_path, kept_path, append=False):
     """The kept rows with those of the new run's (layout, scenario) pairs
-    replaced by the new run's; written back to kept_path."""
+    replaced by the new run's (or, appending, beside them); written back
+    to kept_path."""
     new = read_rows(new_path)
-    fresh = {(r["layout"], kind(r)) for r in new}
+    fresh = set() if append else {(r["layout"], kind(r)) for r in new}
     rows = [r for r in read_rows(kept_path) if (r["layout"], kind(r)) not in fresh] + new
     with open(kept_path, "w") as f:
         for r in rows:
@@ -371,8 +374,10 @@ def main():
     parser.add_argument("outdir")
     parser.add_argument("--command", default="scripts/bench-fanout.sh")
     parser.add_argument("--commit", default="?")
+    parser.add_argument("--append", action="store_true",
+                        help="add the rows as further rounds instead of replacing")
     args = parser.parse_args()
-    rows = merge(args.rows, os.path.join(args.outdir, "fanout.jsonl"))
+    rows = merge(args.rows, os.path.join(args.outdir, "fanout.jsonl"), args.append)
     m = medians(load(rows))
     layouts = sorted({k[0] for k in m}, key=lambda l: l != "pinned")
     s1_counts = sorted({k[2] for k in m if k[1] == "s1"})

@@ -362,3 +362,30 @@ def test_acls_give_kafkas_error_codes(secure):
         for future in futures.values():
             future.result(timeout=15)
     assert refused.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+
+
+def test_java_client_over_sasl_ssl_with_scram_sha_512(secure, java_deps, tmp_path):
+    """HeraldCompat (Admin, an idempotent producer, a consumer) as a user
+    whose ACLs cover its topics: idempotence needs WRITE on some topic."""
+    user = f"java-{uuid.uuid4().hex[:8]}"
+    add_user(secure, user, "pw-" + user)
+    allow(secure, f"User:{user}", ResourceType.TOPIC, user, AclOperation.ALL, ResourcePatternType.PREFIXED)
+    props = tmp_path / "client.properties"
+    props.write_text("\n".join([
+        "security.protocol=SASL_SSL",
+        "sasl.mechanism=SCRAM-SHA-512",
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="{user}" password="pw-{user}";',
+        "ssl.truststore.type=PEM",
+        f"ssl.truststore.location={secure.pki / 'ca.pem'}",
+    ]) + "\n")
+    run = subprocess.run(
+        ["java", "-Xmx256m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+         "-cp", f"{java_deps / 'classes'}:{java_deps / 'lib'}/*",
+         "HeraldCompat", f"127.0.0.1:{secure.ports['sasl_ssl']}", f"{user}-java", "2000"],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "HERALD_COMPAT_CLIENT_PROPS": str(props)},
+    )
+    output = f"stdout:\n{run.stdout[-3000:]}\nstderr:\n{run.stderr[-3000:]}"
+    assert run.returncode == 0, output
+    assert "HERALD-COMPAT java ok" in run.stdout and "consumed=2000" in run.stdout, output

@@ -57,6 +57,23 @@ public final class HeraldCompat {
     }
   }
 
+  /**
+   * Every client's settings: the bootstrap servers, and the properties in the file that
+   * {@code HERALD_COMPAT_CLIENT_PROPS} names, if set (security settings, as an operator
+   * would give them: security.protocol, sasl.*, ssl.*).
+   */
+  static Properties base(String bootstrap) throws java.io.IOException {
+    Properties props = new Properties();
+    String extra = System.getenv("HERALD_COMPAT_CLIENT_PROPS");
+    if (extra != null && !extra.isEmpty()) {
+      try (var in = java.nio.file.Files.newBufferedReader(java.nio.file.Path.of(extra))) {
+        props.load(in);
+      }
+    }
+    props.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+    return props;
+  }
+
   static byte[] key(int i) {
     return ("key-" + (i % 100)).getBytes(StandardCharsets.UTF_8);
   }
@@ -92,8 +109,7 @@ public final class HeraldCompat {
   }
 
   static Uuid createAndDescribe(String bootstrap, String topic) throws Exception {
-    Properties props = new Properties();
-    props.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+    Properties props = base(bootstrap);
     try (Admin admin = Admin.create(props)) {
       NewTopic newTopic =
           new NewTopic(topic, PARTITIONS, (short) 1).configs(Map.of("retention.ms", RETENTION_MS));
@@ -128,8 +144,7 @@ public final class HeraldCompat {
   }
 
   static RecordMetadata[] produce(String bootstrap, String topic, int records) throws Exception {
-    Properties props = new Properties();
-    props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+    Properties props = base(bootstrap);
     props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
     props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
     List<Future<RecordMetadata>> futures = new ArrayList<>(records);
@@ -155,8 +170,7 @@ public final class HeraldCompat {
   }
 
   static int consumeAll(String bootstrap, String topic, RecordMetadata[] delivered) throws Exception {
-    Properties props = new Properties();
-    props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+    Properties props = base(bootstrap);
     props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
     props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
     props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
