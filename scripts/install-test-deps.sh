@@ -4,6 +4,8 @@
 #   - kcat, from Debian;
 #   - the openssl command-line tool, from Debian (the security tests make
 #     their certificates with it);
+#   - Apache Kafka's jars (bench/kafka/setup.sh, Maven), whose command-line
+#     tools (kafka-acls, kafka-configs) the security tests drive;
 #   - the Java Kafka client (tests/compat/java/pom.xml) fetched by Maven into
 #     tests/compat/.deps/java/lib, and tests/compat/java/HeraldCompat.java compiled;
 #   - Debian's chromium, the browser the push suite drives with Playwright;
@@ -58,6 +60,11 @@ openssl_tool() {
   fi
 }
 
+kafka_tools() {
+  # Idempotent: the script only checks when the jars are there.
+  "$ROOT/bench/kafka/setup.sh" >/dev/null
+}
+
 java_client() {
   command -v javac >/dev/null || { say "installing a JDK"; apt_install openjdk-17-jdk-headless; }
   command -v mvn >/dev/null || { say "installing Maven"; apt_install maven; }
@@ -110,6 +117,7 @@ python_env
 kcat_tool
 openssl_tool
 java_client
+kafka_tools
 chromium_browser
 fuzz_tool
 say "ready"

@@ -389,3 +389,87 @@ def test_java_client_over_sasl_ssl_with_scram_sha_512(secure, java_deps, tmp_pat
     output = f"stdout:\n{run.stdout[-3000:]}\nstderr:\n{run.stderr[-3000:]}"
     assert run.returncode == 0, output
     assert "HERALD-COMPAT java ok" in run.stdout and "consumed=2000" in run.stdout, output
+
+
+KAFKA_LIB_DIR = Path(__file__).resolve().parents[2] / "bench" / "kafka" / "lib"
+
+
+def kafka_tool(main_class, *args):
+    """Runs one of Apache Kafka's command-line tools (the class behind
+    kafka-acls.sh, kafka-configs.sh); answers (exit code, output)."""
+    run = subprocess.run(
+        ["java", "-Xmx256m", "-cp", f"{KAFKA_LIB_DIR}/*", main_class, *args],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
+    )
+    return run.returncode, run.stdout + run.stderr
+
+
+def command_config(path: Path, user, password, mechanism="SCRAM-SHA-512"):
+    path.write_text("\n".join([
+        "security.protocol=SASL_PLAINTEXT",
+        f"sasl.mechanism={mechanism}",
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="{user}" password="{password}";',
+    ]) + "\n")
+    return str(path)
+
+
+def test_kafkas_own_tools_manage_credentials_and_acls(secure, tmp_path):
+    assert (KAFKA_LIB_DIR / "kafka-tools-4.3.1.jar").is_file(), \
+        "Kafka's tools are missing: run scripts/install-test-deps.sh"
+    bootstrap = f"127.0.0.1:{secure.ports['sasl']}"
+    admin_props = command_config(tmp_path / "admin.properties", "admin", ADMIN_PASSWORD)
+    user = f"tool-{uuid.uuid4().hex[:8]}"
+    # kafka-configs.sh --alter --add-config 'SCRAM-SHA-...=[...]' --entity-type users
+    code, out = kafka_tool(
+        "kafka.admin.ConfigCommand", "--bootstrap-server", bootstrap,
+        "--command-config", admin_props, "--alter", "--entity-type", "users",
+        "--entity-name", user, "--add-config",
+        "SCRAM-SHA-512=[password=s3cret],SCRAM-SHA-256=[iterations=8192,password=s3cret]")
+    assert code == 0 and f"Completed updating config for user {user}" in out, out
+    # kafka-acls.sh --add: prefixed READ and WRITE on topics, READ on groups.
+    for resource, operations in (
+        (["--topic", user], ["--operation", "Read", "--operation", "Write"]),
+        (["--group", user], ["--operation", "Read"]),
+    ):
+        code, out = kafka_tool(
+            "org.apache.kafka.tools.AclCommand", "--bootstrap-server", bootstrap,
+            "--command-config", admin_props, "--add", "--allow-principal", f"User:{user}",
+            *operations, *resource, "--resource-pattern-type", "prefixed")
+        assert code == 0, out
+    code, out = kafka_tool(
+        "org.apache.kafka.tools.AclCommand", "--bootstrap-server", bootstrap,
+        "--command-config", admin_props, "--list", "--principal", f"User:{user}")
+    assert code == 0 and out.count(f"principal=User:{user}") == 3, out
+    # The new user, with the SHA-256 credential the tool set (8192
+    # iterations), on a topic the administrator made (READ and WRITE do not
+    # let it create one: that takes CREATE).
+    super_client = admin(secure)
+    wait_all(super_client.create_topics([NewTopic(f"{user}-t", 1)]))
+    user_conf = sasl(secure, user, "s3cret", "SCRAM-SHA-256")
+    assert produce(user_conf, f"{user}-t", 3) == []
+    values, error = consume(user_conf, f"{user}-t", f"{user}-g", 3)
+    assert error is None and len(values) == 3
+    # Only a user with ALTER on the cluster may change ACLs.
+    user_props = command_config(tmp_path / "user.properties", user, "s3cret", "SCRAM-SHA-256")
+    code, out = kafka_tool(
+        "org.apache.kafka.tools.AclCommand", "--bootstrap-server", bootstrap,
+        "--command-config", user_props, "--add", "--allow-principal", f"User:{user}",
+        "--operation", "All", "--cluster")
+    assert code != 0 and "ClusterAuthorizationException" in out, out
+    # kafka-acls.sh --remove, kafka-configs.sh --delete-config: the user's
+    # WRITE is gone, then its SHA-256 credential.
+    code, out = kafka_tool(
+        "org.apache.kafka.tools.AclCommand", "--bootstrap-server", bootstrap,
+        "--command-config", admin_props, "--remove", "--force", "--allow-principal",
+        f"User:{user}", "--operation", "Write", "--topic", user,
+        "--resource-pattern-type", "prefixed")
+    assert code == 0, out
+    assert set(produce(user_conf, f"{user}-t", 1)) == {KafkaError.TOPIC_AUTHORIZATION_FAILED}
+    code, out = kafka_tool(
+        "kafka.admin.ConfigCommand", "--bootstrap-server", bootstrap,
+        "--command-config", admin_props, "--alter", "--entity-type", "users",
+        "--entity-name", user, "--delete-config", "SCRAM-SHA-256")
+    assert code == 0, out
+    elapsed, err = failure_time(user_conf)
+    assert err.code() == KafkaError._AUTHENTICATION and elapsed < FAILURE_WITHIN_S
