@@ -473,3 +473,34 @@ def test_kafkas_own_tools_manage_credentials_and_acls(secure, tmp_path):
     assert code == 0, out
     elapsed, err = failure_time(user_conf)
     assert err.code() == KafkaError._AUTHENTICATION and elapsed < FAILURE_WITHIN_S
+
+
+def kcat(*args, stdin_text=None):
+    run = subprocess.run(["kcat", *args], input=stdin_text, capture_output=True,
+                         text=True, timeout=60)
+    return run.returncode, run.stdout, run.stderr
+
+
+@pytest.mark.parametrize("how", ["sasl_ssl_scram_sha_256", "sasl_ssl_scram_sha_512", "mtls"])
+def test_kcat_produces_and_consumes(secure, how):
+    user = f"kc-{uuid.uuid4().hex[:8]}"
+    if how == "mtls":
+        principal, topic = "User:alice-tls", f"mtls-kcat-{user}"
+        settings = ["-b", f"127.0.0.1:{secure.ports['ssl']}", "-X", "security.protocol=SSL",
+                    "-X", f"ssl.certificate.location={secure.pki / 'client.pem'}",
+                    "-X", f"ssl.key.location={secure.pki / 'client.key'}"]
+    else:
+        add_user(secure, user, "pw-" + user)
+        principal, topic = f"User:{user}", f"{user}-t"
+        mechanism = "SCRAM-SHA-256" if how.endswith("256") else "SCRAM-SHA-512"
+        settings = ["-b", f"127.0.0.1:{secure.ports['sasl_ssl']}",
+                    "-X", "security.protocol=SASL_SSL", "-X", f"sasl.mechanisms={mechanism}",
+                    "-X", f"sasl.username={user}", "-X", f"sasl.password=pw-{user}"]
+    settings += ["-X", f"ssl.ca.location={secure.pki / 'ca.pem'}"]
+    allow(secure, principal, ResourceType.TOPIC, topic, AclOperation.ALL)
+    lines = [f"line-{i}" for i in range(10)]
+    code, _, err = kcat(*settings, "-P", "-t", topic, stdin_text="\n".join(lines) + "\n")
+    assert code == 0, err
+    code, out, err = kcat(*settings, "-C", "-t", topic, "-o", "beginning", "-e", "-q")
+    assert code == 0, err
+    assert out.split() == lines

@@ -287,6 +287,7 @@ enum Stage {
     Final {
         gs2_header: String,
         auth_message_head: String,
+        client_nonce: String,
         nonce: String,
         user: String,
         credential: ScramCredential,
@@ -381,6 +382,7 @@ impl ScramServer {
         self.stage = Stage::Final {
             gs2_header: first.gs2_header,
             auth_message_head,
+            client_nonce: first.nonce,
             nonce,
             user: first.user,
             credential,
@@ -395,6 +397,7 @@ impl ScramServer {
         let Stage::Final {
             gs2_header,
             auth_message_head,
+            client_nonce,
             nonce,
             user,
             credential,
@@ -403,7 +406,16 @@ impl ScramServer {
             return Err(ScramError::OutOfTurn);
         };
         let last = parse_client_final(message)?;
-        if last.nonce != nonce {
+        // librdkafka up to at least 2.0 writes its own nonce once more in
+        // front of the one the server sent, and Kafka accepts any final
+        // nonce that ends with its own. herald accepts the nonce sent and
+        // exactly that doubled form, nothing else; the proof covers the
+        // message as written either way.
+        let doubled = last
+            .nonce
+            .strip_prefix(client_nonce.as_str())
+            .is_some_and(|rest| rest == nonce);
+        if last.nonce != nonce && !doubled {
             return Err(ScramError::Nonce);
         }
         if last.channel_binding != gs2_header.as_bytes() {
@@ -640,6 +652,45 @@ mod tests {
         tampered[at] = if tampered[at] == b'A' { b'B' } else { b'A' };
         assert!(server.client_final(&tampered).is_err());
         assert_eq!(server.client_final(&last), Err(ScramError::OutOfTurn));
+    }
+
+    /// librdkafka 2.0 (Debian's, behind kcat) writes its nonce twice in
+    /// the final message; Kafka accepts that, and so does herald (but no
+    /// other prefix).
+    #[test]
+    fn a_final_nonce_that_ends_with_the_servers_is_accepted_as_kafka_does() {
+        let m = ScramMechanism::Sha256;
+        let stored = ScramCredential::from_password(m, "pw", 4096).expect("made");
+        let mut server = ScramServer::new(m);
+        let first = server
+            .client_first_with_nonce(b"n,,n=alice,r=cli", |_| Some(stored.clone()), SECRET, "srv")
+            .expect("first");
+        assert_eq!(&first[..9], b"r=clisrv,");
+        let salted = m.salted_password(b"pw", &stored.salt, stored.iterations);
+        let client_key = m.client_key(&salted);
+        let without_proof = "c=biws,r=cliclisrv";
+        let auth = format!(
+            "n=alice,r=cli,{},{without_proof}",
+            String::from_utf8(first).expect("utf-8")
+        );
+        let signature = m.hmac(&m.hash(&client_key), &[auth.as_bytes()]);
+        let proof: Vec<u8> = client_key
+            .iter()
+            .zip(&signature)
+            .map(|(k, s)| k ^ s)
+            .collect();
+        let last = format!("{without_proof},p={}", BASE64.encode(proof));
+        let mut other = ScramServer::new(m);
+        other
+            .client_first_with_nonce(b"n,,n=alice,r=cli", |_| Some(stored.clone()), SECRET, "srv")
+            .expect("first");
+        let (_, user) = server.client_final(last.as_bytes()).expect("accepted");
+        assert_eq!(user, "alice");
+        let forged = last.replace("r=cliclisrv", "r=xxclisrv");
+        assert_eq!(
+            other.client_final(forged.as_bytes()),
+            Err(ScramError::Nonce)
+        );
     }
 
     #[test]
