@@ -129,6 +129,10 @@ class HeraldBroker:
         log.close()
         self._wait_ready()
 
+    def ready_ports(self):
+        """The ports that accept connections once the broker is ready."""
+        return [self.port, self.push_port]
+
     def _wait_ready(self):
         deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline:
@@ -140,7 +144,7 @@ class HeraldBroker:
                 taken = "Address already in use" in this_start
                 error = PortTaken if taken else RuntimeError
                 raise error(f"herald exited with {code} before listening:\n{tail}")
-            if port_accepts("127.0.0.1", self.port) and port_accepts("127.0.0.1", self.push_port):
+            if all(port_accepts("127.0.0.1", port) for port in self.ready_ports()):
                 return
             time.sleep(0.05)
         raise RuntimeError(
@@ -240,6 +244,13 @@ class KafkaBroker(HeraldBroker):
             "appender.out.layout.pattern = [%d] %p %m (%c)%n\n"
         )
 
+    def ready_ports(self):
+        # Kafka has no push listener.
+        return [self.port]
+
+    # Extra arguments of the storage format (SCRAM credentials to seed).
+    format_args = ()
+
     def _java(self, *args):
         return [
             "java", "-Xms256m", "-Xmx1g", f"-Dlog4j2.configurationFile={self.log4j_path}",
@@ -261,7 +272,7 @@ class KafkaBroker(HeraldBroker):
                 cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
             subprocess.run(
                 self._java("kafka.tools.StorageTool", "format", "-t", cluster_id,
-                           "-c", str(self.props_path)),
+                           "-c", str(self.props_path), *self.format_args),
                 check=True, stdin=subprocess.DEVNULL, capture_output=True, timeout=120,
             )
         super().start()

@@ -406,11 +406,12 @@ impl ScramServer {
             return Err(ScramError::OutOfTurn);
         };
         let last = parse_client_final(message)?;
-        // librdkafka up to at least 2.0 writes its own nonce once more in
-        // front of the one the server sent, and Kafka accepts any final
-        // nonce that ends with its own. herald accepts the nonce sent and
-        // exactly that doubled form, nothing else; the proof covers the
-        // message as written either way.
+        // librdkafka before 2.6.1 writes its own nonce once more in front
+        // of the one the server sent. Kafka 3.8.1 accepted any final nonce
+        // ending with its own for that; Kafka 4.3.1 refuses the form, so
+        // Debian's kcat (librdkafka 2.0) cannot use SCRAM against it.
+        // herald accepts the nonce sent and exactly that doubled form,
+        // nothing else; the proof covers the message as written either way.
         let doubled = last
             .nonce
             .strip_prefix(client_nonce.as_str())
@@ -655,8 +656,7 @@ mod tests {
     }
 
     /// librdkafka 2.0 (Debian's, behind kcat) writes its nonce twice in
-    /// the final message; Kafka accepts that, and so does herald (but no
-    /// other prefix).
+    /// the final message; herald accepts that form (but no other prefix).
     #[test]
     fn a_final_nonce_that_ends_with_the_servers_is_accepted_as_kafka_does() {
         let m = ScramMechanism::Sha256;

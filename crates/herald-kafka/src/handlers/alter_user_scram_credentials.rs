@@ -2,8 +2,9 @@
 //! The client sends the salt and the salted password (`Hi(password, salt,
 //! iterations)`), never the password; herald keeps only the keys derived
 //! from them. Each user's changes are checked as Kafka checks them and
-//! applied together or not at all; the valid users' changes are stored in
-//! one durable write. Needs ALTER on the cluster.
+//! applied together or not at all (a user named twice, even for two
+//! mechanisms, is refused, as Kafka does); the valid users' changes are
+//! stored in one durable write. Needs ALTER on the cluster.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -30,7 +31,9 @@ pub fn handle(
     let mut users: BTreeMap<String, Result<Vec<SecurityCommand>, Refusal>> = BTreeMap::new();
     let authorized = cluster_allowed(ctx, session, Operation::Alter);
     let state = ctx.broker.security().state();
-    let mut touched: BTreeSet<(String, i8)> = BTreeSet::new();
+    // Kafka refuses a user named twice in one request, even for two
+    // mechanisms.
+    let mut touched: BTreeSet<String> = BTreeSet::new();
     let mut add = |user: String, command: Result<SecurityCommand, Refusal>| {
         let entry = users.entry(user).or_insert_with(|| Ok(Vec::new()));
         match (entry, command) {
@@ -41,40 +44,48 @@ pub fn handle(
     };
     for deletion in &request.deletions {
         let user = deletion.name.to_string();
-        let key = (user.clone(), deletion.mechanism);
-        let command = check_common(&user, deletion.mechanism, authorized, !touched.insert(key))
-            .and_then(|mechanism| {
-                if state.scram(&user, mechanism).is_none() {
-                    return Err((
-                        ResponseError::ResourceNotFound,
-                        "Attempt to delete a user credential that does not exist".to_owned(),
-                    ));
-                }
-                Ok(SecurityCommand::DeleteScram {
-                    user: user.clone(),
-                    mechanism,
-                })
-            });
+        let command = check_common(
+            &user,
+            deletion.mechanism,
+            authorized,
+            !touched.insert(user.clone()),
+        )
+        .and_then(|mechanism| {
+            if state.scram(&user, mechanism).is_none() {
+                return Err((
+                    ResponseError::ResourceNotFound,
+                    "Attempt to delete a user credential that does not exist".to_owned(),
+                ));
+            }
+            Ok(SecurityCommand::DeleteScram {
+                user: user.clone(),
+                mechanism,
+            })
+        });
         add(user, command);
     }
     for upsertion in &request.upsertions {
         let user = upsertion.name.to_string();
-        let key = (user.clone(), upsertion.mechanism);
-        let command = check_common(&user, upsertion.mechanism, authorized, !touched.insert(key))
-            .and_then(|mechanism| {
-                ScramCredential::from_salted_password(
-                    mechanism,
-                    &upsertion.salt,
-                    &upsertion.salted_password,
-                    i64::from(upsertion.iterations),
-                )
-                .map_err(|e| (ResponseError::UnacceptableCredential, e.to_string()))
-                .map(|credential| SecurityCommand::UpsertScram {
-                    user: user.clone(),
-                    mechanism,
-                    credential,
-                })
-            });
+        let command = check_common(
+            &user,
+            upsertion.mechanism,
+            authorized,
+            !touched.insert(user.clone()),
+        )
+        .and_then(|mechanism| {
+            ScramCredential::from_salted_password(
+                mechanism,
+                &upsertion.salt,
+                &upsertion.salted_password,
+                i64::from(upsertion.iterations),
+            )
+            .map_err(|e| (ResponseError::UnacceptableCredential, e.to_string()))
+            .map(|credential| SecurityCommand::UpsertScram {
+                user: user.clone(),
+                mechanism,
+                credential,
+            })
+        });
         add(user, command);
     }
     let accepted: Vec<SecurityCommand> = users
