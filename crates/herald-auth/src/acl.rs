@@ -292,10 +292,12 @@ impl AclFilter {
     }
 }
 
+/// What the tests of this crate build bindings with.
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
+    /// A binding from any host.
     pub(crate) fn binding(
         resource_type: ResourceType,
         name: &str,

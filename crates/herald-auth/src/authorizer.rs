@@ -311,24 +311,7 @@ mod tests {
     use Operation::*;
     use ResourceType::*;
 
-    fn acl(
-        resource_type: ResourceType,
-        name: &str,
-        pattern_type: PatternType,
-        principal: &str,
-        operation: Operation,
-        permission: Permission,
-    ) -> AclBinding {
-        AclBinding {
-            resource_type,
-            name: name.into(),
-            pattern_type,
-            principal: principal.into(),
-            host: "*".into(),
-            operation,
-            permission,
-        }
-    }
+    use crate::acl::tests::binding as acl;
 
     fn caller(principal: &str) -> Caller {
         Caller {

@@ -8,10 +8,9 @@ use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
 use kafka_protocol::ResponseError;
 
 use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
-use super::{cluster_allowed, topic_allowed, wire_str, Context};
+use super::{wire_str, Context};
 use crate::error_code;
 use crate::session::Session;
-use herald_auth::Operation;
 
 /// Answers an AlterConfigs request.
 pub fn handle(
@@ -27,20 +26,11 @@ pub fn handle(
             let response = AlterConfigsResourceResponse::default()
                 .with_resource_type(r.resource_type)
                 .with_resource_name(r.resource_name.clone());
-            let (code, message) = match r.resource_type {
-                RESOURCE_TOPIC
-                    if !topic_allowed(ctx, session, Operation::AlterConfigs, &r.resource_name) =>
-                {
-                    (
-                        error_code::code(ResponseError::TopicAuthorizationFailed),
-                        Some("not authorized to alter the configs of this topic".to_owned()),
-                    )
-                }
-                RESOURCE_BROKER if !cluster_allowed(ctx, session, Operation::AlterConfigs) => (
-                    error_code::code(ResponseError::ClusterAuthorizationFailed),
-                    Some("not authorized to alter the broker's configs".to_owned()),
-                ),
-                RESOURCE_TOPIC => {
+            let refusal =
+                super::alter_configs_refusal(ctx, session, r.resource_type, &r.resource_name);
+            let (code, message) = match (refusal, r.resource_type) {
+                (Some(refused), _) => refused,
+                (None, RESOURCE_TOPIC) => {
                     // A null value leaves the key out, i.e. back to its default.
                     let changes: Vec<ConfigChange> = r
                         .configs
@@ -62,11 +52,11 @@ pub fn handle(
                         Err(e) => (error_code::broker(&e), Some(e.to_string())),
                     }
                 }
-                RESOURCE_BROKER => (
+                (None, RESOURCE_BROKER) => (
                     error_code::code(ResponseError::InvalidRequest),
                     Some(static_broker_message()),
                 ),
-                other => (
+                (None, other) => (
                     error_code::code(ResponseError::InvalidRequest),
                     Some(format!("resource type {other} is not supported")),
                 ),

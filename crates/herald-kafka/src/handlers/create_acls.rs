@@ -11,7 +11,7 @@ use kafka_protocol::messages::create_acls_response::AclCreationResult;
 use kafka_protocol::messages::{CreateAclsRequest, CreateAclsResponse};
 use kafka_protocol::ResponseError;
 
-use super::{cluster_allowed, security_disabled, wire_str, Context};
+use super::{acl_request_refusal, wire_str, Context};
 use crate::error_code;
 use crate::session::Session;
 
@@ -31,14 +31,8 @@ pub fn handle(ctx: &Context, session: &Session, request: CreateAclsRequest) -> C
                 .collect(),
         )
     };
-    if let Some(message) = security_disabled(ctx) {
-        return refuse_all(ResponseError::SecurityDisabled, message);
-    }
-    if !cluster_allowed(ctx, session, Operation::Alter) {
-        return refuse_all(
-            ResponseError::ClusterAuthorizationFailed,
-            "not authorized to alter ACLs",
-        );
+    if let Some((error, message)) = acl_request_refusal(ctx, session, Operation::Alter) {
+        return refuse_all(error, message);
     }
     let checked: Vec<Result<AclBinding, AclError>> = request
         .creations
@@ -93,19 +87,11 @@ fn binding_from_wire(c: &AclCreation) -> Result<AclBinding, AclError> {
 /// decodes it, transcribed from Kafka's message definition.
 pub(crate) mod layout {
     use crate::codec::guard::Ty::*;
-    use crate::codec::guard::{all, since, Field, Schema};
+    use crate::codec::guard::{all, Schema};
 
-    const CREATION: &[Field] = &[
-        all(I8),
-        all(Str),
-        since(1, I8),
-        all(Str),
-        all(Str),
-        all(I8),
-        all(I8),
-    ];
+    /// A creation has the fields of a DescribeAcls filter.
     pub(crate) const SCHEMA: Schema = Schema {
         flexible_from: 2,
-        fields: &[all(Array(CREATION))],
+        fields: &[all(Array(super::super::describe_acls::layout::FILTER))],
     };
 }

@@ -10,7 +10,7 @@ use kafka_protocol::messages::{DeleteAclsRequest, DeleteAclsResponse};
 use kafka_protocol::ResponseError;
 
 use super::describe_acls::filter_from_wire;
-use super::{cluster_allowed, security_disabled, wire_str, Context};
+use super::{acl_request_refusal, wire_str, Context};
 use crate::error_code;
 use crate::session::Session;
 
@@ -30,14 +30,8 @@ pub fn handle(ctx: &Context, session: &Session, request: DeleteAclsRequest) -> D
                 .collect(),
         )
     };
-    if let Some(message) = security_disabled(ctx) {
-        return refuse_all(ResponseError::SecurityDisabled, message);
-    }
-    if !cluster_allowed(ctx, session, Operation::Alter) {
-        return refuse_all(
-            ResponseError::ClusterAuthorizationFailed,
-            "not authorized to alter ACLs",
-        );
+    if let Some((error, message)) = acl_request_refusal(ctx, session, Operation::Alter) {
+        return refuse_all(error, message);
     }
     let parsed: Vec<_> = request
         .filters

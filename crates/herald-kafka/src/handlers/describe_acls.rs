@@ -9,7 +9,7 @@ use kafka_protocol::messages::{DescribeAclsRequest, DescribeAclsResponse};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use super::{cluster_allowed, security_disabled, wire_str, Context};
+use super::{acl_request_refusal, wire_str, Context};
 use crate::error_code;
 use crate::session::Session;
 
@@ -24,14 +24,8 @@ pub fn handle(
             .with_error_code(error_code::code(error))
             .with_error_message(Some(wire_str(message)))
     };
-    if let Some(message) = security_disabled(ctx) {
-        return refuse(ResponseError::SecurityDisabled, message.to_owned());
-    }
-    if !cluster_allowed(ctx, session, Operation::Describe) {
-        return refuse(
-            ResponseError::ClusterAuthorizationFailed,
-            "not authorized to describe ACLs".to_owned(),
-        );
+    if let Some((error, message)) = acl_request_refusal(ctx, session, Operation::Describe) {
+        return refuse(error, message.to_owned());
     }
     let filter = match filter_from_wire(
         request.resource_type_filter,

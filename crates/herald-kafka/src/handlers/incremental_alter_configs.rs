@@ -9,10 +9,9 @@ use kafka_protocol::ResponseError;
 
 use super::alter_configs::static_broker_message;
 use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
-use super::{cluster_allowed, topic_allowed, wire_str, Context};
+use super::{wire_str, Context};
 use crate::error_code;
 use crate::session::Session;
-use herald_auth::Operation;
 
 const OP_SET: i8 = 0;
 const OP_DELETE: i8 = 1;
@@ -31,20 +30,11 @@ pub fn handle(
             let response = AlterConfigsResourceResponse::default()
                 .with_resource_type(r.resource_type)
                 .with_resource_name(r.resource_name.clone());
-            let (code, message) = match r.resource_type {
-                RESOURCE_TOPIC
-                    if !topic_allowed(ctx, session, Operation::AlterConfigs, &r.resource_name) =>
-                {
-                    (
-                        error_code::code(ResponseError::TopicAuthorizationFailed),
-                        Some("not authorized to alter the configs of this topic".to_owned()),
-                    )
-                }
-                RESOURCE_BROKER if !cluster_allowed(ctx, session, Operation::AlterConfigs) => (
-                    error_code::code(ResponseError::ClusterAuthorizationFailed),
-                    Some("not authorized to alter the broker's configs".to_owned()),
-                ),
-                RESOURCE_TOPIC => match changes(&r.configs) {
+            let refusal =
+                super::alter_configs_refusal(ctx, session, r.resource_type, &r.resource_name);
+            let (code, message) = match (refusal, r.resource_type) {
+                (Some(refused), _) => refused,
+                (None, RESOURCE_TOPIC) => match changes(&r.configs) {
                     Ok(changes) => {
                         match ctx.broker.alter_topic_config(
                             &r.resource_name,
@@ -61,11 +51,11 @@ pub fn handle(
                         Some(message),
                     ),
                 },
-                RESOURCE_BROKER => (
+                (None, RESOURCE_BROKER) => (
                     error_code::code(ResponseError::InvalidRequest),
                     Some(static_broker_message()),
                 ),
-                other => (
+                (None, other) => (
                     error_code::code(ResponseError::InvalidRequest),
                     Some(format!("resource type {other} is not supported")),
                 ),

@@ -216,12 +216,26 @@ pub(crate) fn wire_str(s: impl Into<String>) -> StrBytes {
     StrBytes::from_string(s.into())
 }
 
-/// Why ACL requests are refused when authorization is off, as Kafka
-/// without an authorizer answers them (SECURITY_DISABLED); `None` when on.
-pub(crate) fn security_disabled(ctx: &Context) -> Option<&'static str> {
-    (!ctx.broker.security().config().authorization).then_some(
-        "no authorizer is configured: set authorization = true in the [security] settings",
-    )
+/// Why an ACL request (CreateAcls, DescribeAcls, DeleteAcls) is refused
+/// as a whole, if it is: SECURITY_DISABLED with authorization off (as
+/// Kafka without an authorizer answers), CLUSTER_AUTHORIZATION_FAILED
+/// without `operation` on the cluster.
+pub(crate) fn acl_request_refusal(
+    ctx: &Context,
+    session: &Session,
+    operation: herald_auth::Operation,
+) -> Option<(kafka_protocol::ResponseError, &'static str)> {
+    use kafka_protocol::ResponseError;
+    if !ctx.broker.security().config().authorization {
+        return Some((
+            ResponseError::SecurityDisabled,
+            "no authorizer is configured: set authorization = true in the [security] settings",
+        ));
+    }
+    (!cluster_allowed(ctx, session, operation)).then_some((
+        ResponseError::ClusterAuthorizationFailed,
+        "not authorized to manage ACLs",
+    ))
 }
 
 /// True if the client may do `operation` on the cluster.
@@ -230,8 +244,9 @@ pub(crate) fn cluster_allowed(
     session: &Session,
     operation: herald_auth::Operation,
 ) -> bool {
-    session.authorize(
-        ctx.broker.security(),
+    allowed(
+        ctx,
+        session,
         operation,
         herald_auth::ResourceType::Cluster,
         herald_auth::acl::CLUSTER_NAME,
@@ -245,8 +260,9 @@ pub(crate) fn topic_allowed(
     operation: herald_auth::Operation,
     name: &str,
 ) -> bool {
-    session.authorize(
-        ctx.broker.security(),
+    allowed(
+        ctx,
+        session,
         operation,
         herald_auth::ResourceType::Topic,
         name,
@@ -260,10 +276,47 @@ pub(crate) fn group_allowed(
     operation: herald_auth::Operation,
     name: &str,
 ) -> bool {
-    session.authorize(
-        ctx.broker.security(),
+    allowed(
+        ctx,
+        session,
         operation,
         herald_auth::ResourceType::Group,
         name,
     )
+}
+
+fn allowed(
+    ctx: &Context,
+    session: &Session,
+    operation: herald_auth::Operation,
+    resource_type: herald_auth::ResourceType,
+    name: &str,
+) -> bool {
+    session.authorize(ctx.broker.security(), operation, resource_type, name)
+}
+
+/// Why AlterConfigs or IncrementalAlterConfigs refuses one resource, if it
+/// does: ALTER_CONFIGS is needed on the topic, or on the cluster for the
+/// broker's configs.
+pub(crate) fn alter_configs_refusal(
+    ctx: &Context,
+    session: &Session,
+    resource_type: i8,
+    name: &str,
+) -> Option<(i16, Option<String>)> {
+    use herald_auth::Operation::AlterConfigs;
+    use kafka_protocol::ResponseError;
+    let (error, what) = match resource_type {
+        describe_configs::RESOURCE_TOPIC if !topic_allowed(ctx, session, AlterConfigs, name) => {
+            (ResponseError::TopicAuthorizationFailed, "this topic")
+        }
+        describe_configs::RESOURCE_BROKER if !cluster_allowed(ctx, session, AlterConfigs) => {
+            (ResponseError::ClusterAuthorizationFailed, "the broker")
+        }
+        _ => return None,
+    };
+    Some((
+        crate::error_code::code(error),
+        Some(format!("not authorized to alter the configs of {what}")),
+    ))
 }

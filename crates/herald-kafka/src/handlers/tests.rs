@@ -107,7 +107,8 @@ fn group_context(dir: &std::path::Path) -> Context {
     Context::new(broker, KafkaConfig::new(listen))
 }
 
-/// Sends `request` through the dispatcher and decodes the answer.
+/// Sends `request` through the dispatcher and decodes the answer, as a
+/// client of the plaintext listener.
 async fn exchange<Req, Resp>(
     ctx: &Context,
     key: kafka_protocol::messages::ApiKey,
@@ -118,20 +119,7 @@ where
     Req: kafka_protocol::protocol::Encodable,
     Resp: kafka_protocol::protocol::Decodable,
 {
-    use kafka_protocol::messages::ResponseHeader;
-    use kafka_protocol::protocol::Decodable;
-    let mut body = bytes::BytesMut::new();
-    request.encode(&mut body, version).expect("encode");
-    let Outcome::Respond(response) =
-        handle_frame(ctx, &plaintext_session(), frame(key, version, &body)).await
-    else {
-        panic!("{key:?} v{version} not answered");
-    };
-    let mut bytes = bytes::Bytes::from(response.to_vec()).slice(4..);
-    ResponseHeader::decode(&mut bytes, key.response_header_version(version)).expect("header");
-    let decoded = Resp::decode(&mut bytes, version).expect("decode");
-    assert!(bytes.is_empty(), "{key:?} v{version}: trailing bytes");
-    decoded
+    exchange_as(ctx, &plaintext_session(), key, version, request).await
 }
 
 /// Versions used together by one client generation: (JoinGroup, SyncGroup,
@@ -478,5 +466,7 @@ where
     };
     let mut bytes = bytes::Bytes::from(response.to_vec()).slice(4..);
     ResponseHeader::decode(&mut bytes, key.response_header_version(version)).expect("header");
-    Resp::decode(&mut bytes, version).expect("decode")
+    let decoded = Resp::decode(&mut bytes, version).expect("decode");
+    assert!(bytes.is_empty(), "{key:?} v{version}: trailing bytes");
+    decoded
 }
