@@ -597,3 +597,46 @@ def test_kcat_produces_and_consumes(secure, how):
     code, out, err = kcat(*settings, "-C", "-t", topic, "-o", "beginning", "-e", "-q")
     assert code == 0, err
     assert out.split() == lines
+
+
+def herald_cli(secure, *args, user="admin", password=None, env=None, tls=False):
+    """Runs `herald ARGS` against the SASL listener as `user`."""
+    port = secure.ports["sasl_ssl" if tls else "sasl"]
+    command = [str(herald_binary_path()), *args,
+               "--bootstrap", f"127.0.0.1:{port}",
+               "--security-protocol", "SASL_SSL" if tls else "SASL_PLAINTEXT",
+               "--sasl-username", user]
+    if tls:
+        command += ["--ssl-ca", str(secure.pki / "ca.pem")]
+    run = subprocess.run(
+        command, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
+        env={**os.environ, "HERALD_SASL_PASSWORD": password or ADMIN_PASSWORD, **(env or {})},
+    )
+    return run.returncode, run.stdout + run.stderr
+
+
+def test_herald_user_and_acl_commands_over_kafkas_apis(secure):
+    if AGAINST_KAFKA:
+        pytest.skip("herald's own CLI; Kafka's tools are tested above")
+    user = f"cli-{uuid.uuid4().hex[:8]}"
+    code, out = herald_cli(secure, "user", "set", user, env={"HERALD_USER_PASSWORD": "cli-pw"})
+    assert code == 0 and out.count("credentials of user") == 2, out
+    code, out = herald_cli(secure, "user", "list", tls=True)
+    assert code == 0 and user in out and "SCRAM-SHA-256 (8192 iterations)" in out, out
+    code, out = herald_cli(secure, "acl", "add", "--principal", f"User:{user}",
+                           "--operation", "all", "--topic", user, "--prefixed")
+    assert code == 0 and "TOPIC PREFIXED" in out, out
+    # The user itself, through the CLI, with the password it was given.
+    code, out = herald_cli(secure, "topic", "create", f"{user}-t", "--partitions", "2",
+                           user=user, password="cli-pw")
+    assert code == 0, out
+    code, out = herald_cli(secure, "topic", "create", "elsewhere-t", user=user, password="cli-pw")
+    assert code != 0 and "TopicAuthorizationFailed" in out, out
+    code, out = herald_cli(secure, "acl", "list", "--principal", f"User:{user}")
+    assert code == 0 and out.count(f"principal=User:{user}") == 1, out
+    code, out = herald_cli(secure, "acl", "remove", "--principal", f"User:{user}")
+    assert code == 0 and "removed 1 ACLs" in out, out
+    code, out = herald_cli(secure, "user", "delete", user)
+    assert code == 0 and out.count("deleted") == 2, out
+    code, out = herald_cli(secure, "topic", "list", user=user, password="cli-pw")
+    assert code != 0 and "Authentication failed" in out, out

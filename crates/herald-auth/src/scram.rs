@@ -200,8 +200,7 @@ impl ScramCredential {
         password: &str,
         iterations: u32,
     ) -> Result<Self, CredentialError> {
-        let mut salt = [0u8; SALT_BYTES];
-        getrandom::fill(&mut salt).map_err(|e| CredentialError::Random(e.to_string()))?;
+        let salt = random_salt()?;
         let salted = mechanism.salted_password(password.as_bytes(), &salt, iterations);
         Self::from_salted_password(mechanism, &salt, &salted, i64::from(iterations))
     }
@@ -226,6 +225,13 @@ impl ScramCredential {
             iterations: ITERATIONS_MIN,
         }
     }
+}
+
+/// A fresh random salt, as a client setting a password makes one.
+pub fn random_salt() -> Result<[u8; SALT_BYTES], CredentialError> {
+    let mut salt = [0u8; SALT_BYTES];
+    getrandom::fill(&mut salt).map_err(|e| CredentialError::Random(e.to_string()))?;
+    Ok(salt)
 }
 
 mod base64_bytes {

@@ -1,15 +1,17 @@
-//! One connection to a broker: connect, check with ApiVersions that the
-//! broker serves every request version this client sends, then request and
-//! response, one at a time, each under a timeout. A call that is cancelled
+//! One connection to a broker: connect (with TLS and a SASL login when
+//! asked), check with ApiVersions that the broker serves every request
+//! version this client sends, then request and response, one at a time, each under a timeout. A call that is cancelled
 //! or fails midway leaves the stream out of step; the next call reconnects.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use crate::error::{ClientError, Context as _};
+use crate::security::{ConnectOptions, SaslLogin, Stream};
 use bytes::{Buf, BytesMut};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader,
+    SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -62,13 +64,29 @@ pub mod versions {
     pub const DESCRIBE_GROUPS: i16 = 5;
     /// DeleteGroups.
     pub const DELETE_GROUPS: i16 = 2;
+    /// SaslHandshake (the exchange in SaslAuthenticate requests).
+    pub const SASL_HANDSHAKE: i16 = 1;
+    /// SaslAuthenticate.
+    pub const SASL_AUTHENTICATE: i16 = 2;
+    /// CreateAcls.
+    pub const CREATE_ACLS: i16 = 3;
+    /// DescribeAcls.
+    pub const DESCRIBE_ACLS: i16 = 3;
+    /// DeleteAcls.
+    pub const DELETE_ACLS: i16 = 3;
+    /// DescribeUserScramCredentials.
+    pub const DESCRIBE_USER_SCRAM_CREDENTIALS: i16 = 0;
+    /// AlterUserScramCredentials.
+    pub const ALTER_USER_SCRAM_CREDENTIALS: i16 = 0;
 }
 
 /// A connection to one broker.
 #[derive(Debug)]
 pub struct Connection {
-    stream: TcpStream,
+    stream: Stream,
     address: String,
+    /// How it was opened, to open it again the same way.
+    options: ConnectOptions,
     correlation_id: i32,
     /// Broker's advertised range per API key.
     ranges: HashMap<i16, (i16, i16)>,
@@ -78,8 +96,18 @@ pub struct Connection {
 }
 
 impl Connection {
-    /// Connects to `address` (HOST:PORT) and reads the broker's API versions.
+    /// Connects to `address` (HOST:PORT) in plaintext and reads the
+    /// broker's API versions.
     pub async fn connect(address: &str) -> Result<Self, ClientError> {
+        Self::connect_with(address, &ConnectOptions::default()).await
+    }
+
+    /// Connects to `address` (HOST:PORT), with TLS and a SASL login as
+    /// `options` say, and reads the broker's API versions.
+    pub async fn connect_with(
+        address: &str,
+        options: &ConnectOptions,
+    ) -> Result<Self, ClientError> {
         let stream = tokio::time::timeout(IO_TIMEOUT, TcpStream::connect(address))
             .await
             .map_err(|_| ClientError::Unreachable {
@@ -95,9 +123,17 @@ impl Connection {
             })?;
         // Request/response: latency matters more than packet count.
         let _ = stream.set_nodelay(true);
+        let host = address.rsplit_once(':').map_or(address, |(h, _)| h);
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let stream = tokio::time::timeout(IO_TIMEOUT, Stream::open(stream, host, options))
+            .await
+            .map_err(|_| {
+                ClientError::refused(format!("TLS handshake with {address} timed out"))
+            })??;
         let mut connection = Self {
             stream,
             address: address.to_owned(),
+            options: options.clone(),
             correlation_id: 0,
             ranges: HashMap::new(),
             out_of_step: false,
@@ -119,7 +155,89 @@ impl Connection {
             .iter()
             .map(|k| (k.api_key, (k.min_version, k.max_version)))
             .collect();
+        if let Some(login) = &options.sasl {
+            connection.authenticate(login).await?;
+        }
         Ok(connection)
+    }
+
+    /// SaslHandshake, then the SASL exchange in SaslAuthenticate requests.
+    async fn authenticate(&mut self, login: &SaslLogin) -> Result<(), ClientError> {
+        let handshake: SaslHandshakeResponse = self
+            .call(
+                SaslHandshakeRequest::default()
+                    .with_mechanism(StrBytes::from_string(login.mechanism.clone())),
+                versions::SASL_HANDSHAKE,
+                IO_TIMEOUT,
+            )
+            .await?;
+        if handshake.error_code != 0 {
+            let offered: Vec<String> = handshake.mechanisms.iter().map(|m| m.to_string()).collect();
+            return Err(ClientError::refused(format!(
+                "broker {} refused SASL mechanism {}: {} (it offers {})",
+                self.address,
+                login.mechanism,
+                crate::errors::describe(handshake.error_code),
+                offered.join(", ")
+            )));
+        }
+        let steps = match herald_auth::ScramMechanism::from_name(&login.mechanism) {
+            Some(mechanism) => {
+                let mut scram = herald_auth::ScramClient::with_random_nonce(
+                    mechanism,
+                    &login.user,
+                    &login.password,
+                )
+                .map_err(|e| ClientError::refused(e.to_string()))?;
+                let first = self.sasl_step(scram.first()).await?;
+                let last = scram
+                    .last(&first)
+                    .map_err(|e| ClientError::refused(format!("SCRAM: {e}")))?;
+                let proof = self.sasl_step(last).await?;
+                if !scram.verify_server(&proof) {
+                    return Err(ClientError::refused(format!(
+                        "broker {} did not prove it knows the SCRAM credential",
+                        self.address
+                    )));
+                }
+                2
+            }
+            None if login.mechanism == "PLAIN" => {
+                let message = format!("\0{}\0{}", login.user, login.password);
+                self.sasl_step(message.into_bytes()).await?;
+                1
+            }
+            None => {
+                return Err(ClientError::refused(format!(
+                    "SASL mechanism {} is not supported (SCRAM-SHA-512, SCRAM-SHA-256, PLAIN)",
+                    login.mechanism
+                )))
+            }
+        };
+        tracing::debug!(user = %login.user, steps, "authenticated");
+        Ok(())
+    }
+
+    /// One SaslAuthenticate round trip; the broker's answer bytes.
+    async fn sasl_step(&mut self, bytes: Vec<u8>) -> Result<bytes::Bytes, ClientError> {
+        let response: SaslAuthenticateResponse = self
+            .call(
+                SaslAuthenticateRequest::default().with_auth_bytes(bytes.into()),
+                versions::SASL_AUTHENTICATE,
+                IO_TIMEOUT,
+            )
+            .await?;
+        if response.error_code != 0 {
+            return Err(ClientError::Broker {
+                context: format!("SASL authentication with {}", self.address),
+                code: response.error_code,
+                reason: response
+                    .error_message
+                    .map(|m| m.to_string())
+                    .unwrap_or_else(|| crate::errors::describe(response.error_code)),
+            });
+        }
+        Ok(response.auth_bytes)
     }
 
     /// Fails unless the broker serves `api` at `version`.
@@ -150,7 +268,8 @@ impl Connection {
         if self.out_of_step {
             // A late response of the abandoned request would be read as this
             // one's: start over on a new connection.
-            *self = Box::pin(Self::connect(&address)).await?;
+            let options = self.options.clone();
+            *self = Box::pin(Self::connect_with(&address, &options)).await?;
         }
         tokio::time::timeout(timeout, self.round_trip(request, version))
             .await

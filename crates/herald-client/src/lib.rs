@@ -23,9 +23,12 @@ pub mod groups;
 pub mod member;
 pub mod partitioner;
 pub mod records;
+pub mod security;
+pub mod security_admin;
 
 pub use connection::Connection;
 pub use error::ClientError;
+pub use security::{ConnectOptions, SaslLogin};
 
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::StrBytes;

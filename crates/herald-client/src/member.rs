@@ -38,6 +38,8 @@ const JOIN_RETRY_PAUSE: Duration = Duration::from_millis(500);
 #[derive(Debug)]
 pub struct GroupMember {
     bootstrap: String,
+    /// How the heartbeat connection is opened.
+    options: crate::ConnectOptions,
     group: String,
     topic: String,
     member_id: String,
@@ -50,8 +52,20 @@ impl GroupMember {
     /// A member of `group` subscribed to `topic`, not joined yet; the
     /// heartbeat connection goes to `bootstrap`.
     pub fn new(bootstrap: &str, group: &str, topic: &str) -> Self {
+        Self::with_options(bootstrap, crate::ConnectOptions::default(), group, topic)
+    }
+
+    /// As [`GroupMember::new`], its heartbeat connection opened with
+    /// `options` (TLS, a SASL login).
+    pub fn with_options(
+        bootstrap: &str,
+        options: crate::ConnectOptions,
+        group: &str,
+        topic: &str,
+    ) -> Self {
         Self {
             bootstrap: bootstrap.to_owned(),
+            options,
             group: group.to_owned(),
             topic: topic.to_owned(),
             member_id: String::new(),
@@ -210,8 +224,9 @@ impl GroupMember {
     }
 
     fn start_heartbeat(&mut self) {
-        let (bootstrap, group, member_id, generation_id, rejoin) = (
+        let (bootstrap, options, group, member_id, generation_id, rejoin) = (
             self.bootstrap.clone(),
+            self.options.clone(),
             self.group.clone(),
             self.member_id.clone(),
             self.generation_id,
@@ -222,7 +237,7 @@ impl GroupMember {
             loop {
                 tokio::time::sleep(HEARTBEAT_INTERVAL).await;
                 if connection.is_none() {
-                    connection = Connection::connect(&bootstrap).await.ok();
+                    connection = Connection::connect_with(&bootstrap, &options).await.ok();
                 }
                 let Some(conn) = connection.as_mut() else {
                     continue;

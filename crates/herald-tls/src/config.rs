@@ -122,3 +122,19 @@ pub fn server_config(files: &TlsFiles) -> Result<Arc<ServerConfig>, TlsError> {
     };
     Ok(Arc::new(builder.with_single_cert(chain, key)?))
 }
+
+/// A client config that trusts the CA certificates of `ca` (PEM): for
+/// herald's own tools connecting to a TLS listener.
+pub fn client_config(ca: &Path) -> Result<Arc<rustls::ClientConfig>, TlsError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = RootCertStore::empty();
+    for certificate in certificates("CA", ca)? {
+        roots.add(certificate)?;
+    }
+    Ok(Arc::new(
+        rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()?
+            .with_root_certificates(roots)
+            .with_no_client_auth(),
+    ))
+}

@@ -12,7 +12,7 @@ mod config;
 mod subject;
 
 pub use accept::{accept, looks_like_tls, AcceptError};
-pub use config::{server_config, ClientAuth, TlsError, TlsFiles};
+pub use config::{client_config, server_config, ClientAuth, TlsError, TlsFiles};
 pub use rustls::ServerConfig;
 pub use subject::client_subject;
 pub use tokio_rustls::server::TlsStream;

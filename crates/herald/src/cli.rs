@@ -58,6 +58,12 @@ pub enum Command {
         after_help = "Example:\n  herald publish orders --key eu.fr.paid 'order 1' 'order 2'"
     )]
     Publish(PublishArgs),
+    /// Set, delete and list users' SCRAM credentials (over Kafka's APIs).
+    #[command(subcommand)]
+    User(crate::cli_client::UserCommand),
+    /// Add, list and remove ACLs (over Kafka's APIs).
+    #[command(subcommand)]
+    Acl(crate::cli_client::AclCommand),
     /// A quick local produce-then-consume run with a summary table.
     #[command(after_help = "Example:\n  herald bench --records 100000 --record-bytes 100")]
     Bench(BenchArgs),

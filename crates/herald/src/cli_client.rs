@@ -23,6 +23,78 @@ pub struct BrokerArgs {
         value_name = "HOST:PORT"
     )]
     pub bootstrap: String,
+    /// Kafka's security.protocol: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.
+    #[arg(
+        long,
+        env = "HERALD_SECURITY_PROTOCOL",
+        default_value = "PLAINTEXT",
+        value_name = "PROTOCOL"
+    )]
+    pub security_protocol: String,
+    /// SASL mechanism: SCRAM-SHA-512, SCRAM-SHA-256 or PLAIN (the password
+    /// is read from HERALD_SASL_PASSWORD, never from the command line).
+    #[arg(
+        long,
+        env = "HERALD_SASL_MECHANISM",
+        default_value = "SCRAM-SHA-512",
+        value_name = "MECHANISM"
+    )]
+    pub sasl_mechanism: String,
+    /// SASL user name.
+    #[arg(long, env = "HERALD_SASL_USERNAME", value_name = "USER")]
+    pub sasl_username: Option<String>,
+    /// PEM file of the CA the broker's TLS certificate must chain to.
+    #[arg(long, env = "HERALD_SSL_CA", value_name = "FILE")]
+    pub ssl_ca: Option<PathBuf>,
+}
+
+/// Environment variable holding the SASL password of the client commands.
+pub const SASL_PASSWORD_ENV: &str = "HERALD_SASL_PASSWORD";
+
+impl BrokerArgs {
+    /// The connection options these flags ask for.
+    pub fn options(&self) -> anyhow::Result<herald_client::ConnectOptions> {
+        let (tls, sasl) = match self.security_protocol.to_ascii_uppercase().as_str() {
+            "PLAINTEXT" => (false, false),
+            "SSL" => (true, false),
+            "SASL_PLAINTEXT" => (false, true),
+            "SASL_SSL" => (true, true),
+            other => anyhow::bail!(
+                "invalid --security-protocol {other}: expected PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"
+            ),
+        };
+        let tls_ca = match (tls, &self.ssl_ca) {
+            (true, Some(ca)) => Some(ca.clone()),
+            (true, None) => anyhow::bail!(
+                "--security-protocol {} needs --ssl-ca",
+                self.security_protocol
+            ),
+            (false, _) => None,
+        };
+        let sasl = if sasl {
+            let user = self.sasl_username.clone().ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--security-protocol {} needs --sasl-username",
+                    self.security_protocol
+                )
+            })?;
+            let password = std::env::var(SASL_PASSWORD_ENV)
+                .map_err(|_| anyhow::anyhow!("SASL needs the password in {SASL_PASSWORD_ENV}"))?;
+            Some(herald_client::SaslLogin {
+                mechanism: self.sasl_mechanism.clone(),
+                user,
+                password,
+            })
+        } else {
+            None
+        };
+        Ok(herald_client::ConnectOptions { tls_ca, sasl })
+    }
+
+    /// Connects to the broker as these flags ask.
+    pub async fn connect(&self) -> anyhow::Result<herald_client::Connection> {
+        Ok(herald_client::Connection::connect_with(&self.bootstrap, &self.options()?).await?)
+    }
 }
 
 /// `herald topic ...`.
@@ -402,4 +474,110 @@ pub struct PublishArgs {
     pub headers: Vec<(String, String)>,
     #[command(flatten)]
     pub push: PushArgs,
+}
+
+/// Environment variable holding the password `herald user set` sets.
+pub const USER_PASSWORD_ENV: &str = "HERALD_USER_PASSWORD";
+
+/// `herald user ...`: SCRAM credentials, over Kafka's APIs.
+#[derive(Debug, Subcommand)]
+pub enum UserCommand {
+    /// Set a user's password: SCRAM credentials for one or both mechanisms
+    /// (the password is read from HERALD_USER_PASSWORD, else from the first
+    /// line of stdin; only a salted hash of it leaves this process).
+    #[command(
+        after_help = "Example:\n  HERALD_USER_PASSWORD=... herald user set alice --bootstrap 127.0.0.1:9094 \\\n    --security-protocol SASL_PLAINTEXT --sasl-username admin"
+    )]
+    Set {
+        /// The user.
+        name: String,
+        /// SCRAM-SHA-512, SCRAM-SHA-256, or both.
+        #[arg(long, default_value = "both")]
+        mechanism: String,
+        /// PBKDF2 iterations (4096 to 16384).
+        #[arg(long, default_value_t = 8192)]
+        iterations: u32,
+        #[command(flatten)]
+        broker: BrokerArgs,
+    },
+    /// Remove a user's credentials (one mechanism, or both).
+    Delete {
+        /// The user.
+        name: String,
+        /// SCRAM-SHA-512, SCRAM-SHA-256, or both.
+        #[arg(long, default_value = "both")]
+        mechanism: String,
+        #[command(flatten)]
+        broker: BrokerArgs,
+    },
+    /// List users and the mechanisms they have credentials for.
+    List {
+        #[command(flatten)]
+        broker: BrokerArgs,
+    },
+}
+
+/// What an ACL is about and for whom, as `herald acl` takes it; for `add`
+/// the principal, operation and resource are required, for `list` and
+/// `remove` each left out matches everything.
+#[derive(Debug, Clone, Args)]
+pub struct AclArgs {
+    /// The principal, as User:alice (User:* for everyone).
+    #[arg(long)]
+    pub principal: Option<String>,
+    /// The operation: read, write, create, delete, alter, describe,
+    /// describe_configs, alter_configs, idempotent_write, cluster_action,
+    /// all (repeatable).
+    #[arg(long = "operation")]
+    pub operations: Vec<String>,
+    /// A topic (or, with --prefixed, a topic-name prefix; * for all).
+    #[arg(long, conflicts_with_all = ["group", "cluster", "transactional_id"])]
+    pub topic: Option<String>,
+    /// A consumer group (or prefix).
+    #[arg(long, conflicts_with_all = ["cluster", "transactional_id"])]
+    pub group: Option<String>,
+    /// The cluster.
+    #[arg(long, conflicts_with = "transactional_id")]
+    pub cluster: bool,
+    /// A transactional id (or prefix).
+    #[arg(long)]
+    pub transactional_id: Option<String>,
+    /// The name is a prefix (Kafka's PREFIXED pattern type).
+    #[arg(long)]
+    pub prefixed: bool,
+    /// Deny instead of allow.
+    #[arg(long)]
+    pub deny: bool,
+    /// The client address the ACL is for [add: * (any)].
+    #[arg(long)]
+    pub host: Option<String>,
+}
+
+/// `herald acl ...`: Kafka's ACLs, over its APIs.
+#[derive(Debug, Subcommand)]
+pub enum AclCommand {
+    /// Add ACLs: one per operation.
+    #[command(
+        after_help = "Example:\n  herald acl add --principal User:alice --operation read --operation write \\\n    --topic orders. --prefixed --security-protocol SASL_PLAINTEXT --sasl-username admin"
+    )]
+    Add {
+        #[command(flatten)]
+        acl: AclArgs,
+        #[command(flatten)]
+        broker: BrokerArgs,
+    },
+    /// List the ACLs that match.
+    List {
+        #[command(flatten)]
+        acl: AclArgs,
+        #[command(flatten)]
+        broker: BrokerArgs,
+    },
+    /// Remove the ACLs that match, and list them.
+    Remove {
+        #[command(flatten)]
+        acl: AclArgs,
+        #[command(flatten)]
+        broker: BrokerArgs,
+    },
 }

@@ -35,6 +35,8 @@ fn main() -> ExitCode {
         Command::Produce(args) => run_client(commands::produce::run(args)),
         Command::Consume(args) => run_client(commands::consume::run(args)),
         Command::Bench(args) => run_client(commands::bench::run(args)),
+        Command::User(command) => run_client(commands::user::run(command)),
+        Command::Acl(command) => run_client(commands::acl::run(command)),
         Command::Subscribe(args) => run_client(commands::subscribe::run(args)),
         Command::Publish(args) => run_client(commands::publish::run(args)),
     }

@@ -23,7 +23,7 @@ struct Phase {
 
 /// Runs `herald bench`.
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
-    let mut connection = Connection::connect(&args.broker.bootstrap).await?;
+    let mut connection = args.broker.connect().await?;
     let own_topic = args.topic.is_none();
     let topic = args
         .topic

@@ -20,7 +20,7 @@ const FETCH_WAIT: Duration = Duration::from_millis(500);
 
 /// Runs `herald consume`.
 pub async fn run(args: ConsumeArgs) -> anyhow::Result<()> {
-    let mut connection = Connection::connect(&args.broker.bootstrap).await?;
+    let mut connection = args.broker.connect().await?;
     let topic = admin::topic(&mut connection, &args.topic).await?;
     let mut partitions: Vec<i32> = topic.partitions.iter().map(|(p, _)| *p).collect();
     if let Some(group) = args.group.clone() {
@@ -62,7 +62,12 @@ async fn run_in_group(
     partitions: &[i32],
 ) -> anyhow::Result<()> {
     let ends = end_offsets(&mut connection, &args.topic, partitions).await?;
-    let mut member = GroupMember::new(&args.broker.bootstrap, group, &args.topic);
+    let mut member = GroupMember::with_options(
+        &args.broker.bootstrap,
+        args.broker.options()?,
+        group,
+        &args.topic,
+    );
     let mut positions: Vec<(i32, i64)> = Vec::new();
     let mut printer = Printer::new(args);
     loop {

@@ -14,7 +14,7 @@ use herald_client::{admin, Connection};
 pub async fn run(command: GroupCommand) -> anyhow::Result<()> {
     match command {
         GroupCommand::List { broker } => {
-            let mut connection = Connection::connect(&broker.bootstrap).await?;
+            let mut connection = broker.connect().await?;
             println!("GROUP\tSTATE\tPROTOCOL-TYPE");
             for group in groups::list_groups(&mut connection).await? {
                 println!(
@@ -28,7 +28,7 @@ pub async fn run(command: GroupCommand) -> anyhow::Result<()> {
             json,
             broker,
         } => {
-            let mut connection = Connection::connect(&broker.bootstrap).await?;
+            let mut connection = broker.connect().await?;
             let report = GroupReport::gather(&mut connection, &group).await?;
             if json {
                 println!("{}", report.to_json());
@@ -44,11 +44,11 @@ pub async fn run(command: GroupCommand) -> anyhow::Result<()> {
             dry_run,
             broker,
         } => {
-            let mut connection = Connection::connect(&broker.bootstrap).await?;
+            let mut connection = broker.connect().await?;
             reset_offsets(&mut connection, &group, &topic, &partitions, to, dry_run).await?;
         }
         GroupCommand::Delete { group, broker } => {
-            let mut connection = Connection::connect(&broker.bootstrap).await?;
+            let mut connection = broker.connect().await?;
             groups::delete_group(&mut connection, &group).await?;
             println!("deleted group {group}");
         }

@@ -1,6 +1,7 @@
 //! The client subcommands, one file each. Each returns `Ok` on success and
 //! an error whose one-line chain `main` prints on failure.
 
+pub mod acl;
 pub mod bench;
 pub mod consume;
 pub mod group;
@@ -9,6 +10,7 @@ pub mod publish;
 pub mod push_client;
 pub mod subscribe;
 pub mod topic;
+pub mod user;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

@@ -34,7 +34,7 @@ pub struct Totals {
 
 /// Runs `herald produce`.
 pub async fn run(args: ProduceArgs) -> anyhow::Result<()> {
-    let mut connection = Connection::connect(&args.broker.bootstrap).await?;
+    let mut connection = args.broker.connect().await?;
     let topic = admin::metadata(&mut connection, Some(&[args.topic.as_str()]), true)
         .await?
         .into_iter()

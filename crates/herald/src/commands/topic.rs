@@ -16,18 +16,18 @@ pub async fn run(command: TopicCommand) -> anyhow::Result<()> {
             configs,
             broker,
         } => {
-            let mut connection = Connection::connect(&broker.bootstrap).await?;
+            let mut connection = broker.connect().await?;
             let count = admin::create_topic(&mut connection, &name, partitions, &configs).await?;
             println!("created topic {name} with {count} partitions");
         }
         TopicCommand::List { broker } => {
-            let mut connection = Connection::connect(&broker.bootstrap).await?;
+            let mut connection = broker.connect().await?;
             for topic in admin::metadata(&mut connection, None, false).await? {
                 println!("{}\t{} partitions", topic.name, topic.partitions.len());
             }
         }
         TopicCommand::Describe { name, broker } => {
-            let mut connection = Connection::connect(&broker.bootstrap).await?;
+            let mut connection = broker.connect().await?;
             describe(&mut connection, &name).await?;
         }
         TopicCommand::Alter {
@@ -40,7 +40,7 @@ pub async fn run(command: TopicCommand) -> anyhow::Result<()> {
             if partitions.is_none() && set.is_empty() && delete.is_empty() {
                 bail!("nothing to alter: give --partitions, --set or --delete-config");
             }
-            let mut connection = Connection::connect(&broker.bootstrap).await?;
+            let mut connection = broker.connect().await?;
             if let Some(count) = partitions {
                 admin::create_partitions(&mut connection, &name, count).await?;
                 println!("topic {name} now has {count} partitions");
@@ -56,7 +56,7 @@ pub async fn run(command: TopicCommand) -> anyhow::Result<()> {
             }
         }
         TopicCommand::Delete { name, broker } => {
-            let mut connection = Connection::connect(&broker.bootstrap).await?;
+            let mut connection = broker.connect().await?;
             admin::delete_topic(&mut connection, &name).await?;
             println!("deleted topic {name}");
         }
