@@ -22,6 +22,9 @@ use crate::scram_messages::{parse_client_final, parse_client_first, MessageError
 pub const ITERATIONS_MIN: u32 = 4096;
 /// Most iterations a credential may have (Kafka's bound).
 pub const ITERATIONS_MAX: u32 = 16384;
+/// Most iterations herald's client computes for a server (librdkafka's
+/// bound): more would let a server make the client burn CPU.
+pub const CLIENT_ITERATIONS_MAX: u32 = 1_000_000;
 /// Bytes of a salt herald makes.
 pub const SALT_BYTES: usize = 24;
 /// Bytes of randomness in the server's part of a nonce.
@@ -282,6 +285,11 @@ pub enum ScramError {
     /// The system's random source failed.
     #[error("no randomness for a nonce: {0}")]
     Random(String),
+    /// A server asked a client for an iteration count out of bounds.
+    #[error(
+        "the server asked for {0} iterations, outside {ITERATIONS_MIN} to {CLIENT_ITERATIONS_MAX}"
+    )]
+    Iterations(u32),
 }
 
 /// Where an exchange is.
@@ -519,6 +527,11 @@ impl ScramClient {
             .and_then(|a| a.strip_prefix("i="))
             .and_then(|i| i.parse().ok())
             .ok_or(MessageError::Missing("i"))?;
+        // A server asking for fewer iterations than Kafka allows weakens
+        // the proof; one asking for millions makes the client burn CPU.
+        if !(ITERATIONS_MIN..=CLIENT_ITERATIONS_MAX).contains(&iterations) {
+            return Err(ScramError::Iterations(iterations));
+        }
         let salted = self
             .mechanism
             .salted_password(self.password.as_bytes(), &salt, iterations);
@@ -697,6 +710,19 @@ mod tests {
             other.client_final(forged.as_bytes()),
             Err(ScramError::Nonce)
         );
+    }
+
+    #[test]
+    fn a_client_refuses_a_server_asking_for_too_few_or_too_many_iterations() {
+        for iterations in [1, 4095, 1_000_001] {
+            let mut client = ScramClient::new(ScramMechanism::Sha256, "alice", "pw", "c");
+            client.first();
+            let server_first = format!("r=cs,s=c2FsdA==,i={iterations}");
+            assert_eq!(
+                client.last(server_first.as_bytes()),
+                Err(ScramError::Iterations(iterations))
+            );
+        }
     }
 
     #[test]

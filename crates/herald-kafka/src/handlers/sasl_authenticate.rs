@@ -5,6 +5,7 @@
 //! that doubles with each recent failure of the same user from the same
 //! address; the connection then closes.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -51,14 +52,24 @@ pub async fn handle(
     let secret = security.secret();
     let bytes = &request.auth_bytes;
     let step = match mechanism {
-        SaslMechanism::Plain => match plain::authenticate(
-            bytes,
-            |user| state.any_scram(user).map(|(m, c)| (m, c.clone())),
-            secret,
-        ) {
-            Ok(user) => Step::Done(user, Vec::new()),
-            Err(e) => Step::Failed(plain::parse(bytes).ok().map(|p| p.user), e.to_string()),
-        },
+        SaslMechanism::Plain => {
+            // Checking a password costs thousands of PBKDF2 rounds
+            // (milliseconds): off the connections' threads.
+            let (message, state, secret) = (bytes.clone(), Arc::clone(&state), secret.to_vec());
+            let checked = tokio::task::spawn_blocking(move || {
+                plain::authenticate(
+                    &message,
+                    |user| state.any_scram(user).map(|(m, c)| (m, c.clone())),
+                    &secret,
+                )
+            })
+            .await;
+            match checked {
+                Ok(Ok(user)) => Step::Done(user, Vec::new()),
+                Ok(Err(e)) => Step::Failed(plain::parse(bytes).ok().map(|p| p.user), e.to_string()),
+                Err(e) => Step::Failed(None, format!("the password check did not finish: {e}")),
+            }
+        }
         SaslMechanism::Scram(m) => session
             .with_scram(|server| {
                 let first = server.awaits_first();
