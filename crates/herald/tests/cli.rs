@@ -307,6 +307,8 @@ fn every_subcommand_help_shows_an_example() {
         &["group", "describe", "--help"][..],
         &["group", "reset-offsets", "--help"][..],
         &["group", "delete", "--help"][..],
+        &["user", "set", "--help"][..],
+        &["acl", "add", "--help"][..],
     ] {
         let output = Command::new(env!("CARGO_BIN_EXE_herald"))
             .args(args)
@@ -339,4 +341,48 @@ fn print_config_shows_effective_settings_and_bad_values_are_refused() {
         &refused,
         "invalid max_connections = 0: must be between 1 and 1000000",
     );
+}
+
+#[test]
+fn security_settings_are_checked_and_named() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let refused = |toml: &str, env: &[(&str, &str)]| {
+        let path = dir.path().join("herald.toml");
+        std::fs::write(&path, toml).expect("write config");
+        let output = Command::new(env!("CARGO_BIN_EXE_herald"))
+            .args(["serve", "--print-config", "--config"])
+            .arg(&path)
+            .envs(env.iter().copied())
+            .env_remove("HERALD_ADMIN_PASSWORD")
+            .output()
+            .expect("run");
+        assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+        stderr(&output)
+    };
+    let listener =
+        |extra: &str| format!("[[listeners]]\nname = \"EXT\"\nlisten = \"127.0.0.1:0\"\n{extra}");
+    let text = refused(&listener("protocol = \"SASL_SSL\"\n"), &[]);
+    assert!(
+        text.contains("listeners[0].protocol") && text.contains("tls_cert"),
+        "{text}"
+    );
+    let text = refused(&listener("protocol = \"TLS\"\n"), &[]);
+    assert!(
+        text.contains("expected PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"),
+        "{text}"
+    );
+    let text = refused(
+        &listener("protocol = \"SSL\"\ntls_cert = \"/nonexistent/cert.pem\"\ntls_key = \"/nonexistent/key.pem\"\n"),
+        &[],
+    );
+    assert!(text.contains("/nonexistent/cert.pem"), "{text}");
+    let text = refused(
+        &listener("protocol = \"SASL_PLAINTEXT\"\nsasl_mechanisms = [\"GSSAPI\"]\n"),
+        &[],
+    );
+    assert!(text.contains("GSSAPI"), "{text}");
+    let text = refused("[security]\nadmin_user = \"admin\"\n", &[]);
+    assert!(text.contains("HERALD_ADMIN_PASSWORD"), "{text}");
+    let text = refused("[security]\nsuper_users = [\"admin\"]\n", &[]);
+    assert!(text.contains("security.super_users"), "{text}");
 }
