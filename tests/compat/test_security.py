@@ -40,6 +40,7 @@ from confluent_kafka.admin import (
 )
 
 from broker import HeraldBroker, KafkaBroker, free_port, serve_for_test
+from pki import make_pki
 from conftest import EXTERNAL_BOOTSTRAP, KAFKA_LIB, herald_binary_path
 
 pytestmark = pytest.mark.skipif(
@@ -52,31 +53,6 @@ ADMIN_PASSWORD = "admin-" + uuid.uuid4().hex[:12]
 # A failure must reach the client within this (the broker waits 100 ms
 # before a first failed login's answer).
 FAILURE_WITHIN_S = 1.0
-
-
-def openssl(*args, cwd):
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
-
-
-def make_pki(folder: Path) -> Path:
-    """A CA, a server certificate for 127.0.0.1 and a client certificate
-    of CN=alice-tls, all signed by the CA."""
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-            "-keyout", "ca.key", "-out", "ca.pem", "-subj", "/CN=herald test CA", cwd=folder)
-    # Extensions make them X.509 v3 certificates, which TLS libraries
-    # (rustls among them) require.
-    (folder / "server.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    (folder / "client.ext").write_text("extendedKeyUsage=clientAuth\n")
-    for name, subject in [
-        ("server", "/CN=127.0.0.1"),
-        ("client", "/O=acme/OU=eng/CN=alice-tls"),
-    ]:
-        ext = ["-extfile", f"{name}.ext"]
-        openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key",
-                "-out", f"{name}.csr", "-subj", subject, cwd=folder)
-        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-                "-CAcreateserial", "-days", "2", "-out", f"{name}.pem", *ext, cwd=folder)
-    return folder
 
 
 class SecureHerald(HeraldBroker):
@@ -164,6 +140,8 @@ def secure(request, tmp_path_factory):
 name = "SASL"
 listen = "127.0.0.1:{ports['sasl']}"
 protocol = "SASL_PLAINTEXT"
+# As Kafka's sasl.enabled.mechanisms below; SASL_TLS offers all four.
+sasl_mechanisms = ["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"]
 
 [[listeners]]
 name = "SASL_TLS"
@@ -317,6 +295,89 @@ def test_confluent_kafka_produces_and_consumes_with_each_mechanism(secure, mecha
     values, error = consume(conf, topic, group, 20)
     assert error is None
     assert sorted(values) == sorted(b"v%d" % i for i in range(20))
+
+
+OAUTH_IS_HERALDS = "herald signs its own OAUTHBEARER tokens; Kafka needs an identity provider"
+
+
+def oidc(secure, user, password):
+    """librdkafka's OAUTHBEARER login with tokens from herald's token
+    endpoint (the OAuth 2.0 client-credentials grant), over SASL_SSL."""
+    return {
+        "bootstrap.servers": f"127.0.0.1:{secure.ports['sasl_ssl']}",
+        "security.protocol": "SASL_SSL",
+        "ssl.ca.location": str(secure.pki / "ca.pem"),
+        "sasl.mechanism": "OAUTHBEARER",
+        "sasl.oauthbearer.method": "oidc",
+        "sasl.oauthbearer.client.id": user,
+        "sasl.oauthbearer.client.secret": password,
+        "sasl.oauthbearer.token.endpoint.url": f"http://{secure.push_address}/v1/token",
+    }
+
+
+def test_confluent_kafka_logs_in_with_tokens_from_the_token_endpoint(secure):
+    if AGAINST_KAFKA:
+        pytest.skip(OAUTH_IS_HERALDS)
+    user = f"oauth-{uuid.uuid4().hex[:8]}"
+    add_user(secure, user, "pw-" + user)
+    allow(secure, f"User:{user}", ResourceType.TOPIC, user, AclOperation.ALL, ResourcePatternType.PREFIXED)
+    allow(secure, f"User:{user}", ResourceType.GROUP, user, AclOperation.ALL, ResourcePatternType.PREFIXED)
+    conf = oidc(secure, user, "pw-" + user)
+    assert produce(conf, f"{user}-topic", 20) == []
+    values, error = consume(conf, f"{user}-topic", f"{user}-group", 20)
+    assert error is None and sorted(values) == sorted(b"v%d" % i for i in range(20))
+    # The token is the user's: a topic outside its ACLs is refused.
+    assert produce(conf, f"other-{user}", 1) == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
+
+    # A wrong client secret gets no token, and so no connection.
+    elapsed, err = failure_time(oidc(secure, user, "wrong"), limit_s=10)
+    assert err.code() in (KafkaError._AUTHENTICATION, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN), err
+
+
+def test_forged_and_expired_tokens_fail_as_kafka_clients_expect(secure):
+    if AGAINST_KAFKA:
+        pytest.skip(OAUTH_IS_HERALDS)
+    import base64
+    import json
+    import urllib.parse
+    import urllib.request
+
+    user = f"tok-{uuid.uuid4().hex[:8]}"
+    add_user(secure, user, "pw-" + user)
+    basic = base64.b64encode(f"{user}:pw-{user}".encode()).decode()
+
+    def token(**form):
+        request = urllib.request.Request(
+            f"http://{secure.push_address}/v1/token", method="POST",
+            data=urllib.parse.urlencode({"grant_type": "client_credentials", **form}).encode(),
+            headers={"Authorization": f"Basic {basic}"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.loads(response.read())["access_token"]
+
+    good = token()
+    header, claims, signature = good.split(".")
+    padded = claims + "=" * (-len(claims) % 4)
+    edited = json.loads(base64.urlsafe_b64decode(padded))
+    edited["sub"] = "admin"
+    forged = f"{header}.{base64.urlsafe_b64encode(json.dumps(edited).encode()).decode().rstrip('=')}.{signature}"
+    expired = token(expires_in="1")
+    time.sleep(2.1)
+    for case, bad in {"forged": forged, "expired": expired}.items():
+        conf = {
+            "bootstrap.servers": f"127.0.0.1:{secure.ports['sasl_ssl']}",
+            "security.protocol": "SASL_SSL",
+            "ssl.ca.location": str(secure.pki / "ca.pem"),
+            "sasl.mechanism": "OAUTHBEARER",
+            # Far in the future for librdkafka: only the broker may judge.
+            "oauth_cb": lambda _config, bad=bad: (bad, time.time() + 3600, user),
+        }
+        _, err = failure_time(conf)
+        assert err.code() == KafkaError._AUTHENTICATION, f"{case}: {err}"
+        assert "invalid_token" in err.str(), f"{case}: {err}"
+        # librdkafka asks for the token on its own timer; what the broker
+        # controls is the exchange, which librdkafka times itself.
+        exchange_ms = int(re.search(r"after (\d+)ms in state AUTH", err.str()).group(1))
+        assert exchange_ms < FAILURE_WITHIN_S * 1000, f"{case}: {err}"
 
 
 def test_kafka_python_over_sasl_ssl_with_scram(secure):

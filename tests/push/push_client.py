@@ -15,26 +15,30 @@ class Closed(Exception):
     """The session's stream ended."""
 
 
-def channel(address: str, options=()) -> grpc.Channel:
+def channel(address: str, options=(), credentials=None) -> grpc.Channel:
     # A connection of its own, not shared with other channels to the
     # same address.
-    return grpc.insecure_channel(address, options=[("grpc.use_local_subchannel_pool", 1), *options])
+    options = [("grpc.use_local_subchannel_pool", 1), *options]
+    if credentials is not None:
+        return grpc.secure_channel(address, credentials, options=options)
+    return grpc.insecure_channel(address, options=options)
 
 
 class Session:
     """One session. `gate`, when given, is a threading.Event the reader
     waits on before taking each message: clear it to stop reading."""
 
-    def __init__(self, proto, address, hello=None, gate=None, options=()):
+    def __init__(self, proto, address, hello=None, gate=None, options=(), credentials=None,
+                 metadata=None):
         self.pb = proto.pb
-        self.channel = channel(address, options)
+        self.channel = channel(address, options, credentials)
         self.stub = proto.rpc.HeraldStub(self.channel)
         self.requests = queue.Queue()
         self.messages = queue.Queue()
         self.gate = gate
         if hello is not None:
             self.requests.put(self.pb.ClientMessage(hello=hello))
-        self.call = self.stub.Session(self._requests())
+        self.call = self.stub.Session(self._requests(), metadata=metadata)
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
         self.deliveries = []  # (subscription, partition, offset, key, value)

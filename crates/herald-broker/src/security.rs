@@ -1,15 +1,21 @@
 //! The broker's side of who may do what: the security state (credentials,
 //! ACLs, tenants, namespaces) as last persisted in the metadata, published
 //! for lock-free reading, the authorizer built from its ACLs, and the
-//! secret that makes unknown users' decoy credentials.
+//! secret that makes unknown users' decoy credentials and signs access
+//! tokens.
 //!
 //! Changes go through [`crate::Broker::apply_security`], which persists
 //! the new state before publishing it.
 
+use std::net::IpAddr;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
-use herald_auth::{Authorizer, Caller, Operation, ResourceType, SecurityState};
+use herald_auth::{
+    Authorizer, Caller, Login, LoginContext, LoginStep, LoginThrottle, Operation, ResourceType,
+    SecurityState, TokenKey,
+};
 
 /// Who may do what, as configured when the broker starts.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -30,7 +36,10 @@ pub struct Security {
     config: SecurityConfig,
     state: ArcSwap<SecurityState>,
     authorizer: Authorizer,
-    secret: Vec<u8>,
+    secret: Arc<[u8]>,
+    tokens: TokenKey,
+    /// Failed logins by (address, user), over every front end.
+    login_throttle: parking_lot::Mutex<LoginThrottle>,
 }
 
 impl Security {
@@ -44,7 +53,9 @@ impl Security {
             config,
             state: ArcSwap::from_pointee(state),
             authorizer,
-            secret,
+            tokens: TokenKey::from_secret(&secret),
+            secret: Arc::from(secret),
+            login_throttle: parking_lot::Mutex::new(LoginThrottle::new()),
         }
     }
 
@@ -73,6 +84,65 @@ impl Security {
     /// metadata, so a name gets the same salt across restarts.
     pub fn secret(&self) -> &[u8] {
         &self.secret
+    }
+
+    /// The key access tokens are signed and checked with (derived from the
+    /// secret, so tokens outlive a restart).
+    pub fn token_key(&self) -> &TokenKey {
+        &self.tokens
+    }
+
+    /// What a login checks against now: the credentials, the decoy secret,
+    /// the token key and the time.
+    pub fn login_context(&self) -> LoginContext {
+        let now_secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+        LoginContext {
+            state: self.state(),
+            secret: Arc::clone(&self.secret),
+            tokens: self.tokens.clone(),
+            now_secs,
+        }
+    }
+
+    /// Records a failed login of `user` from `address`; answers how long
+    /// to wait before telling the client (doubling with each recent
+    /// failure of the pair, whichever front end they came through).
+    pub fn login_failed(&self, address: IpAddr, user: &str) -> Duration {
+        self.login_throttle
+            .lock()
+            .failed(address, user, Instant::now())
+    }
+
+    /// Records a successful login: the pair's failures are forgotten.
+    pub fn login_succeeded(&self, address: IpAddr, user: &str) {
+        self.login_throttle.lock().succeeded(address, user);
+    }
+
+    /// Runs `login`'s next step on `message`. A password check (PLAIN)
+    /// costs thousands of PBKDF2 rounds, so it runs on a blocking thread,
+    /// not on the async runtime's. Answers the step, and the exchange when
+    /// it goes on.
+    pub async fn login_step(
+        &self,
+        mut login: Login,
+        message: Vec<u8>,
+    ) -> (LoginStep, Option<Login>) {
+        let context = self.login_context();
+        if !login.next_step_is_costly() {
+            let step = login.step(&message, &context);
+            return (step, Some(login));
+        }
+        let checked = tokio::task::spawn_blocking(move || {
+            let step = login.step(&message, &context);
+            (step, Some(login))
+        })
+        .await;
+        checked.unwrap_or_else(|e| {
+            let reason = format!("the password check did not finish: {e}");
+            (LoginStep::Failed { user: None, reason }, None)
+        })
     }
 
     /// True if `caller` may do `operation` on `name` of `resource_type`;

@@ -132,6 +132,7 @@ pub(crate) fn publish_record(request: proto::PublishRequest) -> Result<PublishRe
 pub(crate) fn subscribe_refused(error: &SubscribeError) -> Refused {
     let code = match error {
         SubscribeError::UnknownTopic(_) => ErrorCode::UnknownTopic,
+        SubscribeError::NotAuthorized(_) => ErrorCode::NotAuthorized,
         SubscribeError::TooManySubscriptions { .. } => ErrorCode::TooManySubscriptions,
         SubscribeError::SubscribeRate { .. } => ErrorCode::SubscribeRate,
         SubscribeError::DuplicateId(_) => ErrorCode::DuplicateSubscriptionId,
@@ -161,6 +162,7 @@ pub(crate) fn publish_refused(error: &PublishError) -> Refused {
     use herald_broker::ProduceError;
     let code = match error {
         PublishError::UnknownTopic(_) => ErrorCode::UnknownTopic,
+        PublishError::NotAuthorized(_) => ErrorCode::NotAuthorized,
         PublishError::UnknownPartition { .. } => ErrorCode::InvalidRequest,
         PublishError::Produce(ProduceError::TooLarge { .. }) => ErrorCode::RecordTooLarge,
         PublishError::Produce(_) => ErrorCode::Storage,

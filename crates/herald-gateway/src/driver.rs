@@ -13,14 +13,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::{FutureExt as _, Stream, StreamExt};
-use herald_push::{Credit, PushEngine, PushStats, Session};
+use std::net::SocketAddr;
+
+use herald_push::{Credit, Identity, PushEngine, PushStats, Session};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::auth::{self, Known, LoginOutcome, LOGIN_DEADLINE};
 use crate::convert::{self, message, Piece, Refused};
 use crate::proto::{
     self, client_message, server_message::Kind, ClientMessage, GoAwayReason, ServerMessage,
 };
+use crate::server::Shared;
 
 /// Most bytes of deliveries written in one message.
 pub(crate) const DELIVERIES_MESSAGE_BYTES: usize = 1024 * 1024;
@@ -130,15 +134,18 @@ fn go_away(reason: GoAwayReason, text: impl Into<String>, retry_after_ms: u32) -
 /// (a subscribe's lookups, a publish's append) it does not write; the
 /// outbox holds what arrives meanwhile, up to its bound.
 pub(crate) async fn drive<S, T>(
-    engine: Arc<PushEngine>,
+    shared: Arc<Shared>,
     mut incoming: S,
     mut out: T,
-    max_message_bytes: usize,
-    shutdown: CancellationToken,
+    known: Known,
+    peer: Option<SocketAddr>,
 ) where
-    S: Stream<Item = Result<ClientMessage, Unreadable>> + Unpin,
+    S: Stream<Item = Result<ClientMessage, Unreadable>> + Unpin + Send,
     T: Transmit,
 {
+    let engine = Arc::clone(&shared.engine);
+    let max_message_bytes = shared.max_message_bytes;
+    let shutdown = shared.shutdown.clone();
     let mut session = match engine.open_session(Credit::default()) {
         Ok(session) => session,
         Err(full) => {
@@ -149,19 +156,54 @@ pub(crate) async fn drive<S, T>(
             return;
         }
     };
-    let config = engine.config();
-    let welcome = message(Kind::Welcome(proto::Welcome {
-        max_subscriptions: u32::try_from(config.max_subscriptions_per_session).unwrap_or(u32::MAX),
-        max_message_bytes: u32::try_from(max_message_bytes).unwrap_or(u32::MAX),
-        queue_bytes: config.queue_bytes as u64,
-    }));
-    if !out.transmit(Box::new(welcome)).await {
-        return;
+    // The hello that logged in, with its other requests still to do.
+    let mut opening_hello = None;
+    match known {
+        Known::Identity(identity) => {
+            session.set_identity(identity);
+            if !out
+                .transmit(welcome(&shared, &mut session, Vec::new()))
+                .await
+            {
+                return;
+            }
+        }
+        Known::MustLogIn => {
+            let login = first_login(&shared, &mut session, &mut incoming, &mut out, peer);
+            match tokio::time::timeout(LOGIN_DEADLINE, login).await {
+                Ok(Some(hello)) => opening_hello = Some(hello),
+                Ok(None) | Err(_) => {
+                    PushStats::add(&engine.stats().disconnects_protocol_error, 1);
+                    let away =
+                        go_away(GoAwayReason::AuthenticationFailed, AUTHENTICATION_FAILED, 0);
+                    if out.transmit(away).await {
+                        out.close().await;
+                    }
+                    return;
+                }
+            }
+        }
     }
     let stats = Arc::clone(engine.stats());
     let outbox = Arc::clone(session.outbox());
-    let mut first = true;
+    let mut first = opening_hello.is_none();
     let mut pieces = Vec::new();
+    if let Some(hello) = opening_hello {
+        let mut ctx = Handling {
+            shared: &shared,
+            session: &mut session,
+            incoming: &mut incoming,
+            out: &mut out,
+            peer,
+        };
+        if let Handled::End(ending) = hello_requests(&mut ctx, hello).await {
+            if let Some(away) = ending {
+                let _ = out.transmit(away).await;
+            }
+            out.close().await;
+            return;
+        }
+    }
     // Steps taken since the last flush; the welcome waits in the buffer.
     let mut unflushed = 1usize;
     let ending = loop {
@@ -235,18 +277,19 @@ pub(crate) async fn drive<S, T>(
                     }
                 };
                 let opening = std::mem::replace(&mut first, false);
+                let mut ctx = Handling {
+                    shared: &shared,
+                    session: &mut session,
+                    incoming: &mut incoming,
+                    out: &mut out,
+                    peer,
+                };
                 // Boxed: handling a request needs far more state than
                 // waiting for one, and most sessions wait; inline, every
                 // idle session would carry it.
-                let handled = Box::pin(handle(
-                    &engine,
-                    &mut session,
-                    client_message,
-                    opening,
-                    &mut out,
-                ));
-                if !handled.await {
-                    break None;
+                let handled = Box::pin(handle(&mut ctx, client_message, opening));
+                if let Handled::End(ending) = handled.await {
+                    break ending;
                 }
             }
         }
@@ -258,49 +301,188 @@ pub(crate) async fn drive<S, T>(
     out.close().await;
 }
 
-/// Acts on one client message; false if the session must end.
-async fn handle<T: Transmit>(
-    engine: &PushEngine,
+/// What the client is told when its login fails, whatever the reason.
+const AUTHENTICATION_FAILED: &str = "authentication failed";
+
+/// What handling a message needs of its session.
+struct Handling<'a, S, T> {
+    shared: &'a Arc<Shared>,
+    session: &'a mut Session,
+    incoming: &'a mut S,
+    out: &'a mut T,
+    peer: Option<SocketAddr>,
+}
+
+/// Whether a session goes on after a message.
+enum Handled {
+    Continue,
+    /// It ends, with this go-away if any.
+    End(Option<Outgoing>),
+}
+
+impl Handled {
+    fn sent(sent: bool) -> Self {
+        if sent {
+            Handled::Continue
+        } else {
+            Handled::End(None)
+        }
+    }
+}
+
+/// The `Welcome` telling the client its limits and who it is.
+fn welcome(shared: &Shared, session: &mut Session, authenticate_final: Vec<u8>) -> Outgoing {
+    let config = shared.engine.config();
+    Box::new(message(Kind::Welcome(proto::Welcome {
+        max_subscriptions: u32::try_from(config.max_subscriptions_per_session).unwrap_or(u32::MAX),
+        max_message_bytes: u32::try_from(shared.max_message_bytes).unwrap_or(u32::MAX),
+        queue_bytes: config.queue_bytes as u64,
+        principal: session.identity().principal().to_owned(),
+        authenticate_final: authenticate_final.into(),
+    })))
+}
+
+/// A login's challenges and answers over a session's own stream.
+struct SessionConversation<'a, S, T> {
+    incoming: &'a mut S,
+    out: &'a mut T,
+}
+
+impl<S, T> auth::Conversation for SessionConversation<'_, S, T>
+where
+    S: Stream<Item = Result<ClientMessage, Unreadable>> + Unpin + Send,
+    T: Transmit,
+{
+    async fn exchange(&mut self, challenge: Vec<u8>) -> Option<Vec<u8>> {
+        let challenge = message(Kind::AuthenticateChallenge(proto::AuthenticateChallenge {
+            payload: challenge.into(),
+        }));
+        if !self.out.transmit(Box::new(challenge)).await || !self.out.flush().await {
+            return None;
+        }
+        match self.incoming.next().await {
+            Some(Ok(ClientMessage {
+                kind: Some(client_message::Kind::AuthenticateStep(step)),
+            })) => Some(step.payload.to_vec()),
+            _ => None,
+        }
+    }
+}
+
+/// On a listener that requires a login: the session's first message must
+/// be a hello that logs in. Answers that hello once the client is in (the
+/// welcome sent), or `None`.
+async fn first_login<S, T>(
+    shared: &Arc<Shared>,
     session: &mut Session,
+    incoming: &mut S,
+    out: &mut T,
+    peer: Option<SocketAddr>,
+) -> Option<proto::Hello>
+where
+    S: Stream<Item = Result<ClientMessage, Unreadable>> + Unpin + Send,
+    T: Transmit,
+{
+    let Some(Ok(ClientMessage {
+        kind: Some(client_message::Kind::Hello(mut hello)),
+    })) = incoming.next().await
+    else {
+        tracing::info!(?peer, "push client did not log in first; closing");
+        return None;
+    };
+    let authenticate = hello.authenticate.take().or_else(|| {
+        tracing::info!(?peer, "push client's hello does not log in; closing");
+        None
+    })?;
+    let mut conversation = SessionConversation { incoming, out };
+    match auth::log_in(
+        &shared.engine,
+        &shared.sasl_mechanisms,
+        peer,
+        &authenticate.mechanism,
+        authenticate.payload.to_vec(),
+        &mut conversation,
+    )
+    .await
+    {
+        LoginOutcome::Done(identity, last) => {
+            session.set_identity(identity);
+            let welcome = welcome(shared, session, last);
+            conversation.out.transmit(welcome).await.then_some(hello)
+        }
+        LoginOutcome::Failed => None,
+    }
+}
+
+/// Acts on one client message.
+async fn handle<S, T>(
+    ctx: &mut Handling<'_, S, T>,
     request: ClientMessage,
     opening: bool,
-    out: &mut T,
-) -> bool {
+) -> Handled
+where
+    S: Stream<Item = Result<ClientMessage, Unreadable>> + Unpin + Send,
+    T: Transmit,
+{
+    let session = &mut *ctx.session;
+    let out = &mut *ctx.out;
+    let engine = &ctx.shared.engine;
     match request.kind {
         None => {
             let text = "a message without a kind (sent by a newer client?)";
-            return out
-                .transmit(Box::new(Refused::invalid(text).to_message(0, 0)))
-                .await;
+            return Handled::sent(
+                out.transmit(Box::new(Refused::invalid(text).to_message(0, 0)))
+                    .await,
+            );
         }
-        Some(client_message::Kind::Hello(hello)) => {
+        Some(client_message::Kind::Hello(mut hello)) => {
             if !opening {
-                return out
-                    .transmit(Box::new(
+                return Handled::sent(
+                    out.transmit(Box::new(
                         Refused::invalid("hello must be a session's first message")
                             .to_message(0, 0),
                     ))
-                    .await;
+                    .await,
+                );
             }
-            if let Some(credit) = hello.initial_credit {
-                session.outbox().set_credit(Credit {
-                    messages: Some(credit.messages),
-                    bytes: Some(credit.bytes),
-                });
-            }
-            if !hello.client_name.is_empty() {
-                tracing::debug!(client = %hello.client_name, "push session opened");
-            }
-            for token in hello.resume_tokens {
-                if let Err(e) = session.resume(&token).await {
-                    if !out
-                        .transmit(Box::new(convert::subscribe_refused(&e).to_message(0, 0)))
-                        .await
-                    {
-                        return false;
-                    }
+            // A login on a listener that lets clients in without one: the
+            // client becomes who it proves to be, and is welcomed again.
+            if let Some(authenticate) = hello.authenticate.take() {
+                let mut conversation = SessionConversation {
+                    incoming: &mut *ctx.incoming,
+                    out: &mut *ctx.out,
+                };
+                let outcome = auth::log_in(
+                    engine,
+                    &ctx.shared.sasl_mechanisms,
+                    ctx.peer,
+                    &authenticate.mechanism,
+                    authenticate.payload.to_vec(),
+                    &mut conversation,
+                )
+                .await;
+                let LoginOutcome::Done(identity, last) = outcome else {
+                    return Handled::End(Some(go_away(
+                        GoAwayReason::AuthenticationFailed,
+                        AUTHENTICATION_FAILED,
+                        0,
+                    )));
+                };
+                ctx.session.set_identity(identity);
+                let welcome = welcome(ctx.shared, ctx.session, last);
+                if !ctx.out.transmit(welcome).await {
+                    return Handled::End(None);
                 }
             }
+            return hello_requests(ctx, hello).await;
+        }
+        Some(client_message::Kind::AuthenticateStep(_)) => {
+            return Handled::sent(
+                out.transmit(Box::new(
+                    Refused::invalid("no login is under way").to_message(0, 0),
+                ))
+                .await,
+            );
         }
         Some(client_message::Kind::Subscribe(subscribe)) => {
             let id = subscribe.subscription_id;
@@ -312,7 +494,7 @@ async fn handle<T: Transmit>(
                 Err(refused) => Err(refused),
             };
             if let Err(refused) = result {
-                return out.transmit(Box::new(refused.to_message(id, 0))).await;
+                return Handled::sent(out.transmit(Box::new(refused.to_message(id, 0))).await);
             }
         }
         Some(client_message::Kind::Unsubscribe(unsubscribe)) => {
@@ -322,7 +504,7 @@ async fn handle<T: Transmit>(
                     code: proto::ErrorCode::UnknownSubscription,
                     message: format!("no subscription {id} on this session"),
                 };
-                return out.transmit(Box::new(refused.to_message(id, 0))).await;
+                return Handled::sent(out.transmit(Box::new(refused.to_message(id, 0))).await);
             }
         }
         Some(client_message::Kind::Ack(ack)) => {
@@ -334,30 +516,67 @@ async fn handle<T: Transmit>(
                 })),
                 Err(e) => convert::ack_refused(&e).to_message(id, 0),
             };
-            return out.transmit(Box::new(answer)).await;
+            return Handled::sent(out.transmit(Box::new(answer)).await);
         }
         Some(client_message::Kind::Credit(credit)) => session.grant(credit.messages, credit.bytes),
         Some(client_message::Kind::Publish(request)) => {
-            return out.transmit(Box::new(publish(engine, request).await)).await;
+            let answer = publish(engine, session.identity(), request).await;
+            return Handled::sent(out.transmit(Box::new(answer)).await);
         }
     }
-    true
+    Handled::Continue
+}
+
+/// What a hello asks besides a login: credit, a name, resumed
+/// subscriptions.
+async fn hello_requests<S, T>(ctx: &mut Handling<'_, S, T>, hello: proto::Hello) -> Handled
+where
+    T: Transmit,
+{
+    if let Some(credit) = hello.initial_credit {
+        ctx.session.outbox().set_credit(Credit {
+            messages: Some(credit.messages),
+            bytes: Some(credit.bytes),
+        });
+    }
+    if !hello.client_name.is_empty() {
+        tracing::debug!(client = %hello.client_name, principal = ctx.session.identity().principal(), "push session opened");
+    }
+    for token in hello.resume_tokens {
+        if let Err(e) = ctx.session.resume(&token).await {
+            if !ctx
+                .out
+                .transmit(Box::new(convert::subscribe_refused(&e).to_message(0, 0)))
+                .await
+            {
+                return Handled::End(None);
+            }
+        }
+    }
+    Handled::Continue
 }
 
 /// Publishes one request; the `Published` (or `Error`) message answering it.
-pub(crate) async fn publish(engine: &PushEngine, request: proto::PublishRequest) -> ServerMessage {
-    message(Kind::Published(publish_result(engine, request).await))
+pub(crate) async fn publish(
+    engine: &PushEngine,
+    identity: &mut Identity,
+    request: proto::PublishRequest,
+) -> ServerMessage {
+    message(Kind::Published(
+        publish_result(engine, identity, request).await,
+    ))
 }
 
 /// Publishes one request and answers where it went, or why not.
 pub(crate) async fn publish_result(
     engine: &PushEngine,
+    identity: &mut Identity,
     request: proto::PublishRequest,
 ) -> proto::PublishResult {
     let request_id = request.request_id;
     let outcome = match convert::publish_record(request) {
         Ok(record) => engine
-            .publish(record)
+            .publish(identity, record)
             .await
             .map_err(|e| convert::publish_refused(&e)),
         Err(refused) => Err(refused),

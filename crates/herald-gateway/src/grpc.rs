@@ -1,18 +1,21 @@
 //! The session protocol over gRPC: the `Herald` service.
 
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use axum::extract::ConnectInfo;
 use futures_util::{Stream, StreamExt};
-use herald_push::PushEngine;
+use herald_push::Identity;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
-use tokio_util::sync::CancellationToken;
 use tonic::{Code, Request, Response, Status, Streaming};
 
+use crate::auth::{self, Known};
 use crate::driver::{self, Unreadable};
 use crate::proto::herald_server::Herald;
 use crate::proto::{ClientMessage, PublishRequest, PublishResult, ServerMessage};
+use crate::server::{Peer, Shared};
 
 /// Messages queued between a session's writer and the HTTP/2 stream.
 const STREAM_QUEUE: usize = 4;
@@ -20,9 +23,41 @@ const STREAM_QUEUE: usize = 4;
 /// The gRPC service.
 #[derive(Clone)]
 pub(crate) struct HeraldService {
-    pub(crate) engine: Arc<PushEngine>,
-    pub(crate) max_message_bytes: usize,
-    pub(crate) shutdown: CancellationToken,
+    pub(crate) shared: Arc<Shared>,
+}
+
+/// Who the client of a call is: its `authorization` metadata, else its
+/// connection; refused with UNAUTHENTICATED when its token is invalid.
+fn identify<T>(
+    shared: &Shared,
+    request: &Request<T>,
+) -> Result<(Known, Option<SocketAddr>), Status> {
+    let Some(ConnectInfo(peer)) = request.extensions().get::<ConnectInfo<Peer>>() else {
+        return Err(Status::internal("the connection's address is unknown"));
+    };
+    let token = request
+        .metadata()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            let (scheme, token) = v.trim().split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+        });
+    match auth::identify(shared, peer, token) {
+        Ok(known) => Ok((known, Some(peer.addr))),
+        Err(_) => Err(Status::unauthenticated("invalid access token")),
+    }
+}
+
+/// The identity a publish runs as: a publish has no hello to log in with,
+/// so on a listener that requires a login it needs a token.
+fn publisher<T>(shared: &Shared, request: &Request<T>) -> Result<Identity, Status> {
+    match identify(shared, request)?.0 {
+        Known::Identity(identity) => Ok(identity),
+        Known::MustLogIn => Err(Status::unauthenticated(
+            "this listener requires a login: send an access token as `authorization: Bearer TOKEN`",
+        )),
+    }
 }
 
 type Boxed<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
@@ -42,14 +77,15 @@ impl Herald for HeraldService {
         &self,
         request: Request<Streaming<ClientMessage>>,
     ) -> Result<Response<Self::SessionStream>, Status> {
+        let (known, peer) = identify(&self.shared, &request)?;
         let incoming = request.into_inner().map(|m| m.map_err(unreadable));
         let (out, out_rx) = mpsc::channel(STREAM_QUEUE);
         tokio::spawn(driver::drive(
-            Arc::clone(&self.engine),
+            Arc::clone(&self.shared),
             incoming,
             out,
-            self.max_message_bytes,
-            self.shutdown.clone(),
+            known,
+            peer,
         ));
         Ok(Response::new(Box::pin(
             ReceiverStream::new(out_rx).map(|message| Ok(*message)),
@@ -60,8 +96,9 @@ impl Herald for HeraldService {
         &self,
         request: Request<PublishRequest>,
     ) -> Result<Response<PublishResult>, Status> {
+        let mut identity = publisher(&self.shared, &request)?;
         Ok(Response::new(
-            driver::publish_result(&self.engine, request.into_inner()).await,
+            driver::publish_result(&self.shared.engine, &mut identity, request.into_inner()).await,
         ))
     }
 
@@ -71,14 +108,17 @@ impl Herald for HeraldService {
         &self,
         request: Request<Streaming<PublishRequest>>,
     ) -> Result<Response<Self::PublishStreamStream>, Status> {
-        let engine = Arc::clone(&self.engine);
+        let mut identity = publisher(&self.shared, &request)?;
+        let engine = Arc::clone(&self.shared.engine);
         let mut incoming = request.into_inner();
         let (out, out_rx) = mpsc::channel(STREAM_QUEUE);
         tokio::spawn(async move {
             // One at a time, so answers come in request order.
             while let Some(request) = incoming.next().await {
                 let answer = match request {
-                    Ok(request) => Ok(driver::publish_result(&engine, request).await),
+                    Ok(request) => {
+                        Ok(driver::publish_result(&engine, &mut identity, request).await)
+                    }
                     Err(status) => Err(status),
                 };
                 let failed = answer.is_err();

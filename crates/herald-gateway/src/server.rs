@@ -1,5 +1,6 @@
-//! The push listener: one port serving gRPC (HTTP/2), WebSocket and
-//! Server-Sent Events (HTTP/1.1), with a bound on open connections.
+//! The push listener: one port serving gRPC (HTTP/2), WebSocket,
+//! Server-Sent Events and the token endpoint (HTTP/1.1), plaintext or
+//! TLS, with a bound on open connections.
 
 use std::io;
 use std::net::SocketAddr;
@@ -9,17 +10,20 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::Router;
+use herald_auth::{PrincipalMapping, SaslMechanism, SecurityProtocol};
 use herald_push::PushEngine;
+use herald_tls::TlsAcceptor;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::GatewayConfig;
 use crate::grpc::HeraldService;
 use crate::proto::herald_server::HeraldServer;
-use crate::{sse, websocket};
+use crate::{sse, token_endpoint, websocket};
 
 /// What every handler of the listener shares.
 #[derive(Debug)]
@@ -31,6 +35,15 @@ pub(crate) struct Shared {
     connections: AtomicUsize,
     max_connections: usize,
     refused: AtomicU64,
+    /// Its security protocol: with SASL, clients must log in.
+    pub(crate) protocol: SecurityProtocol,
+    /// The mechanisms a hello may log in with.
+    pub(crate) sasl_mechanisms: Vec<SaslMechanism>,
+    /// Longest (and default) lifetime of the tokens `/v1/token` issues.
+    pub(crate) token_lifetime: Duration,
+    /// The TLS config, with ALPN for HTTP/2 (TLS protocols only).
+    tls: Option<Arc<herald_tls::ServerConfig>>,
+    principal_mapping: PrincipalMapping,
 }
 
 /// The push listener, bound and ready to serve.
@@ -87,6 +100,25 @@ impl GatewayServer {
     /// Binds the listener.
     pub async fn bind(config: GatewayConfig, engine: Arc<PushEngine>) -> io::Result<Self> {
         let listener = listen(config.listen)?;
+        let tls = match (&config.tls, config.protocol.uses_tls()) {
+            (Some(tls), true) => {
+                // gRPC clients insist on HTTP/2 chosen by ALPN; browsers
+                // and curl speak either.
+                let mut tls = (**tls).clone();
+                tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+                Some(Arc::new(tls))
+            }
+            (None, true) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "the push listener uses {} but has no TLS certificate and key",
+                        config.protocol
+                    ),
+                ))
+            }
+            (_, false) => None,
+        };
         Ok(Self {
             listener,
             shared: Arc::new(Shared {
@@ -96,6 +128,11 @@ impl GatewayServer {
                 connections: AtomicUsize::new(0),
                 max_connections: config.max_connections,
                 refused: AtomicU64::new(0),
+                protocol: config.protocol,
+                sasl_mechanisms: config.sasl_mechanisms,
+                token_lifetime: config.token_lifetime,
+                tls,
+                principal_mapping: config.principal_mapping,
             }),
         })
     }
@@ -115,9 +152,7 @@ impl GatewayServer {
     pub async fn run(self, shutdown: CancellationToken) {
         let shared = self.shared;
         let service = HeraldService {
-            engine: Arc::clone(&shared.engine),
-            max_message_bytes: shared.max_message_bytes,
-            shutdown: shared.shutdown.clone(),
+            shared: Arc::clone(&shared),
         };
         let grpc = tonic::service::Routes::new(
             HeraldServer::new(service).max_decoding_message_size(shared.max_message_bytes),
@@ -126,15 +161,25 @@ impl GatewayServer {
         let router = Router::new()
             .route("/v1/session", get(websocket::upgrade))
             .route("/v1/events", get(sse::events))
+            .route("/v1/token", post(token_endpoint::issue))
             .with_state(Arc::clone(&shared))
             .merge(grpc);
-        let listener = Limited {
-            inner: self.listener,
-            shared: Arc::clone(&shared),
+        let local_addr = self.listener.local_addr();
+        let (ready_tx, ready_rx) = mpsc::channel(ACCEPTED_QUEUE);
+        let acceptor = tokio::spawn(accept_loop(
+            self.listener,
+            Arc::clone(&shared),
+            ready_tx,
+            shutdown.clone(),
+        ));
+        let listener = Accepted {
+            ready: ready_rx,
+            local_addr,
         };
         let sessions = shared.shutdown.clone();
         let graceful = shutdown.clone();
-        let serve = axum::serve(listener, router).with_graceful_shutdown(async move {
+        let app = router.into_make_service_with_connect_info::<Peer>();
+        let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
             graceful.cancelled().await;
             sessions.cancel();
         });
@@ -151,12 +196,10 @@ impl GatewayServer {
                 tracing::warn!("push connections still open after the grace period; closing them");
             }
         }
+        acceptor.abort();
     }
 }
 
-/// The TCP listener with a bound on open connections: past it, a new
-/// connection is closed at once (sessions past the engine's own session
-/// limit get a go-away instead, so the bound here is a little higher).
 /// Bytes a push connection may hold in its kernel send queue not yet
 /// sent. What is queued there cannot be overtaken: with the default (no
 /// limit, megabytes with autotuning) a high-priority delivery would wait
@@ -185,60 +228,165 @@ fn limit_unsent(stream: &tokio::net::TcpStream) {
     }
 }
 
-struct Limited {
-    inner: TcpListener,
-    shared: Arc<Shared>,
+/// Connections accepted (and, on TLS, through their handshake) and not
+/// yet taken by the HTTP server.
+const ACCEPTED_QUEUE: usize = 1024;
+
+/// Longest a client may take over its TLS handshake.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What the listener knows of a connection, for the requests on it.
+#[derive(Debug, Clone)]
+pub(crate) struct Peer {
+    /// The client's address.
+    pub(crate) addr: SocketAddr,
+    /// On a TLS listener, the principal its certificate maps to, if it
+    /// showed one.
+    pub(crate) certificate_principal: Option<String>,
 }
 
-impl axum::serve::Listener for Limited {
+impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, Accepted>> for Peer {
+    fn connect_info(stream: axum::serve::IncomingStream<'_, Accepted>) -> Self {
+        stream.io().peer.clone()
+    }
+}
+
+/// Accepts connections, bounds how many are open (past the bound a new
+/// connection is closed at once; sessions past the engine's own session
+/// limit get a go-away instead, so the bound here is a little higher), and
+/// runs each TLS
+/// handshake in a task of its own (a slow or silent client must not hold
+/// up the others); hands each ready connection to the HTTP server.
+async fn accept_loop(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    ready: mpsc::Sender<(Counted, SocketAddr)>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = shutdown.cancelled() => return,
+        };
+        let (stream, addr) = match accepted {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                // Out of file descriptors, or a connection reset before
+                // it was accepted: wait a little rather than spin.
+                tracing::warn!(error = %e, "push listener accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let open = shared.connections.fetch_add(1, Ordering::AcqRel);
+        let slot = Slot(Arc::clone(&shared));
+        if open >= shared.max_connections {
+            shared.refused.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(%addr, "push listener full; connection closed");
+            continue;
+        }
+        let _ = stream.set_nodelay(true);
+        limit_unsent(&stream);
+        let Some(acceptor) = shared.tls.clone().map(TlsAcceptor::from) else {
+            let peer = Peer {
+                addr,
+                certificate_principal: None,
+            };
+            let counted = Counted {
+                stream: Transport::Plain(stream),
+                peer,
+                _slot: slot,
+            };
+            if ready.send((counted, addr)).await.is_err() {
+                return;
+            }
+            continue;
+        };
+        let shared = Arc::clone(&shared);
+        let ready = ready.clone();
+        tokio::spawn(async move {
+            let tls = match herald_tls::accept(&acceptor, stream, TLS_HANDSHAKE_TIMEOUT).await {
+                Ok(tls) => tls,
+                Err(e) => {
+                    tracing::info!(%addr, error = %e, "push connection closed before its TLS session began");
+                    return;
+                }
+            };
+            let subject = tls
+                .get_ref()
+                .1
+                .peer_certificates()
+                .and_then(herald_tls::client_subject);
+            let certificate_principal = match subject {
+                None => None,
+                Some(subject) => match shared.principal_mapping.map(&subject) {
+                    Some(name) => Some(format!("User:{name}")),
+                    None => {
+                        tracing::info!(%addr, %subject, "no principal mapping rule applies to the client certificate; closing");
+                        return;
+                    }
+                },
+            };
+            let counted = Counted {
+                stream: Transport::Tls(Box::new(tls)),
+                peer: Peer {
+                    addr,
+                    certificate_principal,
+                },
+                _slot: slot,
+            };
+            let _ = ready.send((counted, addr)).await;
+        });
+    }
+}
+
+/// The connections [`accept_loop`] made ready, as the HTTP server takes
+/// them.
+pub(crate) struct Accepted {
+    ready: mpsc::Receiver<(Counted, SocketAddr)>,
+    local_addr: io::Result<SocketAddr>,
+}
+
+impl axum::serve::Listener for Accepted {
     type Io = Counted;
     type Addr = SocketAddr;
 
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        loop {
-            match self.inner.accept().await {
-                Ok((stream, addr)) => {
-                    let open = self.shared.connections.fetch_add(1, Ordering::AcqRel);
-                    if open >= self.shared.max_connections {
-                        self.shared.connections.fetch_sub(1, Ordering::AcqRel);
-                        self.shared.refused.fetch_add(1, Ordering::Relaxed);
-                        tracing::debug!(%addr, "push listener full; connection closed");
-                        drop(stream);
-                        continue;
-                    }
-                    let _ = stream.set_nodelay(true);
-                    limit_unsent(&stream);
-                    let counted = Counted {
-                        stream,
-                        shared: Arc::clone(&self.shared),
-                    };
-                    return (counted, addr);
-                }
-                Err(e) => {
-                    // Out of file descriptors, or a connection reset before
-                    // it was accepted: wait a little rather than spin.
-                    tracing::warn!(error = %e, "push listener accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-            }
+        match self.ready.recv().await {
+            Some(ready) => ready,
+            // The accept loop ended (shutdown): nothing more will come.
+            None => std::future::pending().await,
         }
     }
 
     fn local_addr(&self) -> io::Result<Self::Addr> {
-        self.inner.local_addr()
+        match &self.local_addr {
+            Ok(addr) => Ok(*addr),
+            Err(e) => Err(io::Error::new(e.kind(), e.to_string())),
+        }
     }
+}
+
+/// A place in the bound on open connections, given back when dropped.
+struct Slot(Arc<Shared>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A connection's byte stream: TCP, or TLS over it.
+enum Transport {
+    Plain(TcpStream),
+    Tls(Box<herald_tls::TlsStream<TcpStream>>),
 }
 
 /// A connection counted against the bound until it is dropped.
-struct Counted {
-    stream: TcpStream,
-    shared: Arc<Shared>,
-}
-
-impl Drop for Counted {
-    fn drop(&mut self) {
-        self.shared.connections.fetch_sub(1, Ordering::AcqRel);
-    }
+pub(crate) struct Counted {
+    stream: Transport,
+    peer: Peer,
+    _slot: Slot,
 }
 
 impl AsyncRead for Counted {
@@ -247,7 +395,10 @@ impl AsyncRead for Counted {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_read(cx, buf)
+        match &mut self.get_mut().stream {
+            Transport::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Transport::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
     }
 }
 
@@ -257,15 +408,24 @@ impl AsyncWrite for Counted {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
+        match &mut self.get_mut().stream {
+            Transport::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Transport::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+        match &mut self.get_mut().stream {
+            Transport::Plain(s) => Pin::new(s).poll_flush(cx),
+            Transport::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+        match &mut self.get_mut().stream {
+            Transport::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Transport::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
     }
 
     fn poll_write_vectored(
@@ -273,10 +433,16 @@ impl AsyncWrite for Counted {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().stream).poll_write_vectored(cx, bufs)
+        match &mut self.get_mut().stream {
+            Transport::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Transport::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+        }
     }
 
     fn is_write_vectored(&self) -> bool {
-        self.stream.is_write_vectored()
+        match &self.stream {
+            Transport::Plain(s) => s.is_write_vectored(),
+            Transport::Tls(s) => s.is_write_vectored(),
+        }
     }
 }

@@ -11,12 +11,16 @@
 //! reconnecting `EventSource` sends the last id back as `Last-Event-ID` and
 //! continues right after that delivery. Gaps arrive as `gap` events, the
 //! broker's shutdown as a `goaway` event.
+//!
+//! An access token goes in `access_token=` (an EventSource cannot set
+//! headers) or an `Authorization: Bearer` header; an invalid one gets 401,
+//! a topic the principal may not read 403.
 
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Query, State};
+use axum::extract::{ConnectInfo, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -30,9 +34,10 @@ use serde_json::{json, Map, Value};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
+use crate::auth::{self, Known};
 use crate::convert;
 use crate::driver::DELIVERIES_MESSAGE_BYTES;
-use crate::server::Shared;
+use crate::server::{Peer, Shared};
 
 const TOKEN_CODEC: base64::engine::GeneralPurpose =
     base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -50,6 +55,8 @@ pub(crate) struct EventsQuery {
     filter: Option<String>,
     /// Comma-separated (an attribute holds no comma).
     attributes: Option<String>,
+    /// An access token (an EventSource cannot set headers).
+    access_token: Option<String>,
 }
 
 fn refuse(status: StatusCode, text: impl Into<String>) -> Response {
@@ -59,9 +66,29 @@ fn refuse(status: StatusCode, text: impl Into<String>) -> Response {
 /// Opens the event stream, or answers why not with an HTTP status.
 pub(crate) async fn events(
     State(shared): State<Arc<Shared>>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
     Query(query): Query<EventsQuery>,
     headers: HeaderMap,
 ) -> Response {
+    let identity = match auth::identify(
+        &shared,
+        &peer,
+        auth::bearer(&headers, query.access_token.as_deref()),
+    ) {
+        Ok(Known::Identity(identity)) => identity,
+        Ok(Known::MustLogIn) => {
+            let mut response = refuse(
+                StatusCode::UNAUTHORIZED,
+                "this listener requires a login: send access_token= (from POST /v1/token)\n",
+            );
+            response.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer"),
+            );
+            return response;
+        }
+        Err(refused) => return crate::token_endpoint::unauthorized(&refused.0),
+    };
     let selector = match (&query.subject, &query.pattern) {
         (Some(subject), None) => Selector::literal(subject.as_bytes()),
         (None, Some(pattern)) => Selector::parse(pattern.as_bytes()),
@@ -119,6 +146,7 @@ pub(crate) async fn events(
             return response;
         }
     };
+    session.set_identity(identity);
     // Cumulative acks, each delivery acknowledged as it is written: an
     // event's id then covers exactly what the browser received.
     let request = SubscribeRequest {
@@ -135,6 +163,7 @@ pub(crate) async fn events(
     if let Err(e) = session.subscribe(request).await {
         let status = match e {
             SubscribeError::UnknownTopic(_) => StatusCode::NOT_FOUND,
+            SubscribeError::NotAuthorized(_) => StatusCode::FORBIDDEN,
             SubscribeError::TooManySubscriptions { .. } | SubscribeError::SubscribeRate { .. } => {
                 StatusCode::TOO_MANY_REQUESTS
             }
@@ -148,8 +177,9 @@ pub(crate) async fn events(
     let mut response = Sse::new(ReceiverStream::new(rx))
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
         .into_response();
-    // Readable from pages of any origin: the stream carries no credentials
-    // (access control comes with the tenants issue).
+    // Readable from pages of any origin: a page reads only what its token
+    // (or the anonymous principal) may read, and the browser sends no
+    // cookie, so another origin gains nothing it could not ask for itself.
     response
         .headers_mut()
         .insert("access-control-allow-origin", HeaderValue::from_static("*"));

@@ -1,17 +1,22 @@
 //! The session protocol over WebSocket: `GET /v1/session`, one encoded
 //! message per binary frame each way.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
-use axum::extract::State;
+use axum::extract::{ConnectInfo, Query, State};
+use axum::http::HeaderMap;
 use axum::response::Response;
 use futures_util::{SinkExt, StreamExt};
 use prost::Message as _;
 
 use crate::driver::{self, Unreadable};
 use crate::proto::ClientMessage;
-use crate::server::Shared;
+use serde::Deserialize;
+
+use crate::auth::{self, Known};
+use crate::server::{Peer, Shared};
 
 /// Bytes a socket's read buffer holds at a time.
 const READ_BUFFER_BYTES: usize = 1024;
@@ -23,8 +28,31 @@ const WRITE_BUFFER_BYTES: usize = 64 * 1024;
 /// Most bytes waiting in a socket's write buffer (only when writes fail).
 const MAX_WRITE_BUFFER_BYTES: usize = 8 * 1024 * 1024;
 
-/// Upgrades the request and runs a session on the socket.
-pub(crate) async fn upgrade(State(shared): State<Arc<Shared>>, ws: WebSocketUpgrade) -> Response {
+/// The query `/v1/session` may carry.
+#[derive(Debug, Deserialize)]
+pub(crate) struct SessionQuery {
+    /// An access token, for browsers (which cannot set headers on a
+    /// WebSocket).
+    access_token: Option<String>,
+}
+
+/// Upgrades the request and runs a session on the socket. A request whose
+/// token is refused gets 401 and no socket.
+pub(crate) async fn upgrade(
+    State(shared): State<Arc<Shared>>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    Query(query): Query<SessionQuery>,
+    headers: HeaderMap,
+    ws: WebSocketUpgrade,
+) -> Response {
+    let known = match auth::identify(
+        &shared,
+        &peer,
+        auth::bearer(&headers, query.access_token.as_deref()),
+    ) {
+        Ok(known) => known,
+        Err(refused) => return crate::token_endpoint::unauthorized(&refused.0),
+    };
     let limit = shared.max_message_bytes;
     // Frames up to twice the limit are read and answered with a go-away
     // naming the limit; larger ones close the socket at once.
@@ -39,10 +67,10 @@ pub(crate) async fn upgrade(State(shared): State<Arc<Shared>>, ws: WebSocketUpgr
         .read_buffer_size(READ_BUFFER_BYTES)
         .write_buffer_size(WRITE_BUFFER_BYTES)
         .max_write_buffer_size(MAX_WRITE_BUFFER_BYTES)
-        .on_upgrade(move |socket| run(shared, socket))
+        .on_upgrade(move |socket| run(shared, socket, known, peer.addr))
 }
 
-async fn run(shared: Arc<Shared>, socket: WebSocket) {
+async fn run(shared: Arc<Shared>, socket: WebSocket, known: Known, peer: SocketAddr) {
     let limit = shared.max_message_bytes;
     let (sink, stream) = socket.split();
     let incoming = stream.filter_map(move |frame| async move {
@@ -72,14 +100,7 @@ async fn run(shared: Arc<Shared>, socket: WebSocket) {
     // The session's writer writes straight to the socket: no task or queue
     // of its own per connection.
     let out = SocketWriter { sink };
-    driver::drive(
-        Arc::clone(&shared.engine),
-        incoming,
-        out,
-        limit,
-        shared.shutdown.clone(),
-    )
-    .await;
+    driver::drive(shared, incoming, out, known, Some(peer)).await;
 }
 
 /// The socket's sending half, as a session's writer uses it.

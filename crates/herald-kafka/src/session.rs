@@ -6,7 +6,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use herald_auth::{Caller, DecisionCache, Operation, ResourceType, ScramServer};
+use herald_auth::{Caller, DecisionCache, Login, Operation, ResourceType};
 use herald_broker::Security;
 use parking_lot::Mutex;
 
@@ -18,11 +18,11 @@ pub const ANONYMOUS: &str = "User:ANONYMOUS";
 /// Where a connection is in authenticating.
 #[derive(Debug)]
 enum Auth {
-    /// A SASL listener's client before it authenticated: the mechanism
-    /// SaslHandshake chose, and a SCRAM exchange under way.
+    /// A SASL listener's client before it authenticated: the exchange
+    /// SaslHandshake started (taken out while a step runs).
     Pending {
         mechanism: Option<SaslMechanism>,
-        scram: Option<ScramServer>,
+        login: Option<Login>,
     },
     /// Authenticated (or on a listener without SASL).
     Known(DecisionCache),
@@ -50,7 +50,7 @@ impl Session {
         let auth = if listener.protocol.uses_sasl() {
             Auth::Pending {
                 mechanism: None,
-                scram: None,
+                login: None,
             }
         } else {
             Auth::Known(DecisionCache::new(Caller {
@@ -105,25 +105,28 @@ impl Session {
     /// is not expected now (on a listener without SASL, or after one).
     pub(crate) fn choose_mechanism(&self, chosen: SaslMechanism) -> bool {
         match &mut *self.auth.lock() {
-            Auth::Pending { mechanism, scram } if mechanism.is_none() => {
+            Auth::Pending { mechanism, login } if mechanism.is_none() => {
                 *mechanism = Some(chosen);
-                *scram = match chosen {
-                    SaslMechanism::Scram(m) => Some(ScramServer::new(m)),
-                    SaslMechanism::Plain => None,
-                };
+                *login = Some(Login::new(chosen));
                 true
             }
             _ => false,
         }
     }
 
-    /// Runs `step` on the SCRAM exchange under way, if any.
-    pub(crate) fn with_scram<T>(&self, step: impl FnOnce(&mut ScramServer) -> T) -> Option<T> {
+    /// Takes the exchange under way out of the session, to run its next
+    /// step (perhaps on another thread); [`Self::put_back`] returns it.
+    pub(crate) fn take_login(&self) -> Option<Login> {
         match &mut *self.auth.lock() {
-            Auth::Pending {
-                scram: Some(scram), ..
-            } => Some(step(scram)),
+            Auth::Pending { login, .. } => login.take(),
             _ => None,
+        }
+    }
+
+    /// Returns an exchange that goes on after its step.
+    pub(crate) fn put_back(&self, exchange: Login) {
+        if let Auth::Pending { login, .. } = &mut *self.auth.lock() {
+            *login = Some(exchange);
         }
     }
 

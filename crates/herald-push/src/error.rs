@@ -11,6 +11,10 @@ pub enum SubscribeError {
     /// No such topic.
     #[error("unknown topic {0}")]
     UnknownTopic(String),
+    /// The ACLs do not let the client read the topic (or use the named
+    /// subscription's group).
+    #[error("not authorized: {0}")]
+    NotAuthorized(String),
     /// The session holds as many subscriptions as it may.
     #[error("the session already holds {max} subscriptions, the most it may")]
     TooManySubscriptions {
@@ -66,6 +70,9 @@ pub enum PublishError {
     /// No such topic (and it was not created automatically).
     #[error("unknown topic {0}")]
     UnknownTopic(String),
+    /// The ACLs do not let the client write to the topic.
+    #[error("not authorized: {0}")]
+    NotAuthorized(String),
     /// The partition named does not exist.
     #[error("topic {topic} has no partition {partition}")]
     UnknownPartition {

@@ -13,6 +13,9 @@
 //! not get (removed by retention, or past its lag limit) are reported as a
 //! gap.
 //!
+//! Every subscribe and publish is checked against the broker's ACLs for
+//! the session's [`Identity`] (READ, WRITE on the topic).
+//!
 //! Transports (gRPC, WebSocket, SSE) drive a [`Session`] and drain its
 //! [`Outbox`]; this crate knows nothing of them.
 
@@ -24,6 +27,7 @@ mod engine;
 mod error;
 mod event;
 mod expiry;
+mod identity;
 mod last;
 mod outbox;
 mod priority;
@@ -43,6 +47,7 @@ pub use engine::{PushEngine, TooManySessions, PUSH_DIR};
 pub use error::{AckError, PublishError, SubscribeError};
 pub use event::{Delivery, Event, GapReason, SharedRecord, DELIVERY_OVERHEAD_BYTES};
 pub use expiry::{EXPIRES_AT_HEADER, TTL_HEADER};
+pub use identity::{Identity, ANONYMOUS};
 pub use last::LAST_SCAN_RECORDS_MAX;
 pub use outbox::{Credit, Outbox, Refusal};
 pub use priority::PRIORITY_HEADER;

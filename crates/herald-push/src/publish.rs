@@ -2,6 +2,10 @@
 //! and appended through the partition contract, exactly as a Kafka
 //! producer's record would be.
 
+use herald_auth::acl::CLUSTER_NAME;
+use herald_auth::{Operation, ResourceType};
+
+use crate::identity::Identity;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -44,7 +48,43 @@ static NEXT_UNKEYED: AtomicU32 = AtomicU32::new(0);
 impl PushEngine {
     /// Stores one record; resolves once it is as durable as a Kafka
     /// producer's acks=all would make it.
-    pub async fn publish(&self, record: PublishRecord) -> Result<Published, PublishError> {
+    /// `identity` must hold WRITE on the topic (and, for a topic that does
+    /// not exist yet and is created automatically, CREATE on it or on the
+    /// cluster), as a Kafka producer must.
+    pub async fn publish(
+        &self,
+        identity: &mut Identity,
+        record: PublishRecord,
+    ) -> Result<Published, PublishError> {
+        let security = self.broker.security();
+        if !identity.may(
+            security,
+            Operation::Write,
+            ResourceType::Topic,
+            &record.topic,
+        ) {
+            return Err(PublishError::NotAuthorized(format!(
+                "{} may not write to topic {}",
+                identity.principal(),
+                record.topic
+            )));
+        }
+        if self.broker.topic(&record.topic).is_none()
+            && !identity.may(
+                security,
+                Operation::Create,
+                ResourceType::Cluster,
+                CLUSTER_NAME,
+            )
+            && !identity.may(
+                security,
+                Operation::Create,
+                ResourceType::Topic,
+                &record.topic,
+            )
+        {
+            return Err(PublishError::UnknownTopic(record.topic.clone()));
+        }
         let topic = self
             .broker
             .topic_or_auto_create(&record.topic)

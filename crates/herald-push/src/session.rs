@@ -12,6 +12,7 @@ use herald_subjects::Selector;
 use crate::engine::PushEngine;
 use crate::error::{AckError, SubscribeError};
 use crate::event::Event;
+use crate::identity::Identity;
 use crate::outbox::Outbox;
 use crate::selection::Selection;
 use crate::stats::PushStats;
@@ -70,6 +71,8 @@ pub struct Session {
     engine: Arc<PushEngine>,
     outbox: Arc<Outbox>,
     subscriptions: HashMap<u64, Arc<Subscription>>,
+    /// Who the client is: what it may read.
+    identity: Identity,
     /// Token bucket for subscribes: (tokens, when last refilled).
     rate: (f64, Instant),
 }
@@ -89,6 +92,7 @@ impl Session {
             engine,
             outbox,
             subscriptions: HashMap::new(),
+            identity: Identity::anonymous(""),
             rate: (burst, Instant::now()),
         }
     }
@@ -96,6 +100,17 @@ impl Session {
     /// The session's outbox: its writer drains it with [`Outbox::take`].
     pub fn outbox(&self) -> &Arc<Outbox> {
         &self.outbox
+    }
+
+    /// Who the client is (anonymous until the transport says otherwise).
+    pub fn identity(&mut self) -> &mut Identity {
+        &mut self.identity
+    }
+
+    /// Sets who the client is: a transport calls this once it knows (from
+    /// the connection's TLS certificate, a token, or a login in the hello).
+    pub fn set_identity(&mut self, identity: Identity) {
+        self.identity = identity;
     }
 
     /// The engine's counters.
@@ -107,6 +122,24 @@ impl Session {
     /// its deliveries.
     pub async fn subscribe(&mut self, request: SubscribeRequest) -> Result<(), SubscribeError> {
         self.admit(request.id)?;
+        let security = self.engine.broker.security();
+        self.identity
+            .may_read(security, &request.topic)
+            .map_err(SubscribeError::NotAuthorized)?;
+        if let Some(name) = &request.name {
+            let group = format!("{}{name}", crate::durable::GROUP_PREFIX);
+            if !self.identity.may(
+                security,
+                herald_auth::Operation::Read,
+                herald_auth::ResourceType::Group,
+                &group,
+            ) {
+                return Err(SubscribeError::NotAuthorized(format!(
+                    "{} may not use group {group}",
+                    self.identity.principal()
+                )));
+            }
+        }
         let topic = self
             .engine
             .broker
@@ -185,6 +218,9 @@ impl Session {
     pub async fn resume(&mut self, token: &[u8]) -> Result<u64, SubscribeError> {
         let preview = self.engine.keys.verify(token, SystemTime::now())?;
         self.admit(preview.subscription_id)?;
+        self.identity
+            .may_read(self.engine.broker.security(), &preview.topic)
+            .map_err(SubscribeError::NotAuthorized)?;
         let topic = self.engine.broker.topic(&preview.topic).ok_or_else(|| {
             SubscribeError::StaleToken(format!("topic {} no longer exists", preview.topic))
         })?;

@@ -34,12 +34,15 @@ fn fixture(config: PushConfig) -> Fixture {
 
 async fn publish(engine: &PushEngine, key: &str, value: &str) -> (u32, u64) {
     let published = engine
-        .publish(PublishRecord {
-            topic: "orders".into(),
-            key: Some(key.as_bytes().to_vec()),
-            value: Some(value.as_bytes().to_vec()),
-            ..Default::default()
-        })
+        .publish(
+            &mut herald_push::Identity::anonymous(""),
+            PublishRecord {
+                topic: "orders".into(),
+                key: Some(key.as_bytes().to_vec()),
+                value: Some(value.as_bytes().to_vec()),
+                ..Default::default()
+            },
+        )
         .await
         .expect("publish");
     (published.partition, published.offset)
@@ -575,16 +578,19 @@ async fn publish_with(
     headers: &[(&str, &str)],
 ) -> (u32, u64) {
     let published = engine
-        .publish(PublishRecord {
-            topic: "orders".into(),
-            key: Some(key.as_bytes().to_vec()),
-            value: Some(value.as_bytes().to_vec()),
-            headers: headers
-                .iter()
-                .map(|(k, v)| (k.as_bytes().to_vec(), Some(v.as_bytes().to_vec())))
-                .collect(),
-            ..Default::default()
-        })
+        .publish(
+            &mut herald_push::Identity::anonymous(""),
+            PublishRecord {
+                topic: "orders".into(),
+                key: Some(key.as_bytes().to_vec()),
+                value: Some(value.as_bytes().to_vec()),
+                headers: headers
+                    .iter()
+                    .map(|(k, v)| (k.as_bytes().to_vec(), Some(v.as_bytes().to_vec())))
+                    .collect(),
+                ..Default::default()
+            },
+        )
         .await
         .expect("publish");
     (published.partition, published.offset)
@@ -777,13 +783,16 @@ async fn expired_records_are_never_pushed_and_told_only_when_asked() {
     let (_, g) = publish_with(&f.engine, "exp.1", "g", &[("herald.expires-at", &past)]).await;
     let old = f
         .engine
-        .publish(PublishRecord {
-            topic: "orders".into(),
-            key: Some(b"exp.1".to_vec()),
-            value: Some(b"h".to_vec()),
-            timestamp_ms: Some(now_ms() - 60_000),
-            ..Default::default()
-        })
+        .publish(
+            &mut herald_push::Identity::anonymous(""),
+            PublishRecord {
+                topic: "orders".into(),
+                key: Some(b"exp.1".to_vec()),
+                value: Some(b"h".to_vec()),
+                timestamp_ms: Some(now_ms() - 60_000),
+                ..Default::default()
+            },
+        )
         .await
         .expect("publish");
     publish_with(&f.engine, "exp.1", "i", &[("herald.ttl-ms", "60000")]).await;

@@ -216,4 +216,7 @@ pub struct FileSettings {
     pub listeners: Vec<crate::security_settings::ListenerFile>,
     /// Authorization, super users, the bootstrap administrator.
     pub security: Option<crate::security_settings::SecurityFile>,
+    /// The push listener's security protocol, TLS files and SASL
+    /// mechanisms, and the lifetime of the access tokens it issues.
+    pub push_listener: Option<crate::security_settings::PushListenerFile>,
 }

@@ -1,7 +1,7 @@
 //! The settings of who may do what: the Kafka listeners beyond the
 //! default plaintext one (`[[listeners]]`, each with its security protocol,
-//! TLS files, SASL mechanisms and principal mapping) and the `[security]`
-//! table (authorization, super users, the bootstrap administrator).
+//! TLS files, SASL mechanisms and principal mapping), the push listener's
+//! (`[push_listener]`), and the `[security]` table (authorization, super users, the bootstrap administrator).
 //! Every value is checked here, naming the key and the reason.
 
 use std::path::PathBuf;
@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use anyhow::{anyhow, bail, Context as _};
 use herald_auth::PrincipalMapping;
 use herald_broker::SecurityConfig;
+use herald_gateway::GatewayConfig;
 use herald_kafka::{ListenerConfig, SaslMechanism, SecurityProtocol};
 use herald_tls::{ClientAuth, TlsFiles};
 use serde::{Deserialize, Serialize};
@@ -30,7 +31,7 @@ pub struct ListenerFile {
     /// address].
     pub advertised: Option<String>,
     /// SASL mechanisms offered [default: SCRAM-SHA-512, SCRAM-SHA-256,
-    /// PLAIN].
+    /// PLAIN, OAUTHBEARER].
     pub sasl_mechanisms: Option<Vec<String>>,
     /// PEM certificate chain (TLS protocols).
     pub tls_cert: Option<PathBuf>,
@@ -43,6 +44,81 @@ pub struct ListenerFile {
     pub tls_client_auth: Option<String>,
     /// Kafka's `ssl.principal.mapping.rules` [default: DEFAULT].
     pub principal_mapping_rules: Option<String>,
+}
+
+/// The `[push_listener]` table of the config file: the push listener's
+/// security, as a Kafka listener's (its address is `push_listen`).
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct PushListenerFile {
+    /// `PLAINTEXT`, `SSL`, `SASL_PLAINTEXT` or `SASL_SSL` [default:
+    /// PLAINTEXT]. With SASL every client logs in (in its hello, or with an
+    /// access token); otherwise logging in is optional.
+    pub protocol: Option<String>,
+    /// Mechanisms a hello may log in with [default: all four].
+    pub sasl_mechanisms: Option<Vec<String>>,
+    /// PEM certificate chain (TLS protocols).
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key (TLS protocols).
+    pub tls_key: Option<PathBuf>,
+    /// PEM CA certificates client certificates must chain to.
+    pub tls_client_ca: Option<PathBuf>,
+    /// `none`, `requested` or `required`.
+    pub tls_client_auth: Option<String>,
+    /// Kafka's `ssl.principal.mapping.rules` [default: DEFAULT].
+    pub principal_mapping_rules: Option<String>,
+    /// Longest lifetime of the access tokens `POST /v1/token` issues, in
+    /// seconds [default: 3600; at most 604800].
+    pub token_lifetime_secs: Option<u64>,
+}
+
+/// Longest token lifetime accepted: a week.
+const TOKEN_LIFETIME_MAX_SECS: u64 = 7 * 24 * 3600;
+
+/// The push listener on `listen`, with the security of `file`, checked as a
+/// Kafka listener's is.
+pub fn push_listener(
+    listen: &str,
+    file: Option<&PushListenerFile>,
+    max_connections: usize,
+) -> anyhow::Result<GatewayConfig> {
+    let file = file.cloned().unwrap_or_default();
+    let key = |field: &str| format!("push_listener.{field}");
+    let protocol = file.protocol.clone().unwrap_or_else(|| "PLAINTEXT".into());
+    let as_listener = ListenerFile {
+        name: "PUSH".into(),
+        listen: listen.to_owned(),
+        protocol: protocol.clone(),
+        advertised: None,
+        // Any listener takes a login, so any may name its mechanisms.
+        sasl_mechanisms: file.sasl_mechanisms.clone(),
+        tls_cert: file.tls_cert.clone(),
+        tls_key: file.tls_key.clone(),
+        tls_client_ca: file.tls_client_ca.clone(),
+        tls_client_auth: file.tls_client_auth.clone(),
+        principal_mapping_rules: file.principal_mapping_rules.clone(),
+    };
+    let mut checked = listener(&as_listener, &key, true)?;
+    if checked.sasl_mechanisms.is_empty() {
+        checked.sasl_mechanisms = SaslMechanism::ALL.to_vec();
+    }
+    let lifetime = file
+        .token_lifetime_secs
+        .unwrap_or(herald_gateway::TOKEN_LIFETIME_DEFAULT.as_secs());
+    if !(1..=TOKEN_LIFETIME_MAX_SECS).contains(&lifetime) {
+        bail!(invalid(
+            &key("token_lifetime_secs"),
+            lifetime,
+            format!("must be 1 to {TOKEN_LIFETIME_MAX_SECS} (a week)")
+        ));
+    }
+    let mut config = GatewayConfig::plaintext(checked.listen, max_connections);
+    config.protocol = checked.protocol;
+    config.sasl_mechanisms = checked.sasl_mechanisms;
+    config.tls = checked.tls;
+    config.principal_mapping = checked.principal_mapping;
+    config.token_lifetime = std::time::Duration::from_secs(lifetime);
+    Ok(config)
 }
 
 /// The `[security]` table of the config file.
@@ -95,7 +171,7 @@ pub fn listeners(
     let mut listeners: Vec<ListenerConfig> = default.into_iter().collect();
     for (i, file) in files.iter().enumerate() {
         let key = |field: &str| format!("listeners[{i}].{field}");
-        let listener = listener(file, &key)?;
+        let listener = listener(file, &key, false)?;
         if listeners.iter().any(|l| l.name == listener.name) {
             bail!(invalid(
                 &key("name"),
@@ -121,7 +197,14 @@ pub fn listeners(
     Ok(listeners)
 }
 
-fn listener(file: &ListenerFile, key: &dyn Fn(&str) -> String) -> anyhow::Result<ListenerConfig> {
+/// A listener's settings, checked. `any_take_mechanisms`: a listener whose
+/// protocol is not SASL may still name mechanisms (the push listener's
+/// optional logins).
+fn listener(
+    file: &ListenerFile,
+    key: &dyn Fn(&str) -> String,
+    any_take_mechanisms: bool,
+) -> anyhow::Result<ListenerConfig> {
     let name_ok = !file.name.is_empty()
         && file
             .name
@@ -146,7 +229,8 @@ fn listener(file: &ListenerFile, key: &dyn Fn(&str) -> String) -> anyhow::Result
         Some(text) => crate::settings::parse_host_port(&key("advertised"), text)?,
         None => (listen.ip().to_string(), listen.port()),
     };
-    let sasl_mechanisms = match (&file.sasl_mechanisms, protocol.uses_sasl()) {
+    let takes_mechanisms = protocol.uses_sasl() || any_take_mechanisms;
+    let sasl_mechanisms = match (&file.sasl_mechanisms, takes_mechanisms) {
         (None, true) => SaslMechanism::ALL.to_vec(),
         (Some(names), true) => {
             let mut mechanisms = Vec::new();
@@ -155,7 +239,7 @@ fn listener(file: &ListenerFile, key: &dyn Fn(&str) -> String) -> anyhow::Result
                     invalid(
                         &key("sasl_mechanisms"),
                         name,
-                        "expected SCRAM-SHA-512, SCRAM-SHA-256 or PLAIN",
+                        "expected SCRAM-SHA-512, SCRAM-SHA-256, PLAIN or OAUTHBEARER",
                     )
                 })?;
                 if !mechanisms.contains(&mechanism) {

@@ -10,7 +10,7 @@ use anyhow::{anyhow, bail, Context as _};
 use herald_broker::config::{GROUP_SIZE_MAX_DEFAULT, PARTITIONS_MAX};
 use herald_broker::BrokerConfig;
 use herald_broker::FlushPolicy;
-use herald_gateway::{GatewayConfig, MAX_MESSAGE_BYTES_DEFAULT, PUSH_LISTEN_DEFAULT};
+use herald_gateway::{GatewayConfig, PUSH_LISTEN_DEFAULT};
 use herald_kafka::config::MAX_FRAME_BYTES_DEFAULT;
 use herald_kafka::KafkaConfig;
 use herald_push::PushConfig;
@@ -242,7 +242,7 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
         .push_listen
         .or(file.push_listen)
         .unwrap_or_else(|| PUSH_LISTEN_DEFAULT.to_owned());
-    let push_listen = parse_listen("push_listen", &push_text)?;
+    parse_listen("push_listen", &push_text)?;
     let open_files = raise_open_file_limit();
     let push_connections_max = open_files.saturating_sub(OPEN_FILES_RESERVE + max_connections);
     let push_max_connections = match args.push_max_connections.or(file.push_max_connections) {
@@ -299,12 +299,13 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
         offsets_retention_minutes: Some(retention_minutes),
         group_max_size: Some(group_max_size),
         producer_id_expiration_ms: Some(producer_id_expiration_ms),
-        push_listen: Some(push_text),
+        push_listen: Some(push_text.clone()),
         push_max_connections: Some(push_max_connections),
         push_queue_bytes: Some(push_queue_bytes),
         push_max_subscriptions: Some(push_max_subscriptions),
         listeners: file.listeners.clone(),
         security: file.security.clone(),
+        push_listener: file.push_listener.clone(),
     };
     let mut broker = BrokerConfig::new(data_dir);
     broker.auto_create_topics = auto_create_topics;
@@ -330,11 +331,11 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
     };
     // A few connections past the session limit, so a client refused a
     // session is told why (a go-away) rather than cut off.
-    let gateway = GatewayConfig {
-        listen: push_listen,
-        max_connections: push_max_connections as usize + 64,
-        max_message_bytes: MAX_MESSAGE_BYTES_DEFAULT,
-    };
+    let gateway = crate::security_settings::push_listener(
+        &push_text,
+        file.push_listener.as_ref(),
+        push_max_connections as usize + 64,
+    )?;
     Ok(Settings {
         broker,
         admin,

@@ -385,4 +385,17 @@ fn security_settings_are_checked_and_named() {
     assert!(text.contains("HERALD_ADMIN_PASSWORD"), "{text}");
     let text = refused("[security]\nsuper_users = [\"admin\"]\n", &[]);
     assert!(text.contains("security.super_users"), "{text}");
+    // The push listener's security is checked the same way.
+    let text = refused("[push_listener]\nprotocol = \"SSL\"\n", &[]);
+    assert!(
+        text.contains("push_listener.protocol") && text.contains("tls_cert"),
+        "{text}"
+    );
+    let text = refused("[push_listener]\nsasl_mechanisms = [\"KERBEROS\"]\n", &[]);
+    assert!(
+        text.contains("push_listener.sasl_mechanisms") && text.contains("KERBEROS"),
+        "{text}"
+    );
+    let text = refused("[push_listener]\ntoken_lifetime_secs = 0\n", &[]);
+    assert!(text.contains("push_listener.token_lifetime_secs"), "{text}");
 }

@@ -74,8 +74,6 @@ pub struct Context {
     pub request_memory: Arc<Semaphore>,
     /// Recycled receive buffers for large frames.
     pub(crate) frame_buffers: Arc<FrameBuffers>,
-    /// Recent failed logins by source address.
-    pub(crate) login_throttle: parking_lot::Mutex<herald_auth::LoginThrottle>,
 }
 
 impl Context {
@@ -96,7 +94,6 @@ impl Context {
                 FRAME_BUFFER_MAX_BYTES,
                 FRAME_BUFFERS_RETAINED_BYTES,
             )),
-            login_throttle: parking_lot::Mutex::new(herald_auth::LoginThrottle::new()),
         }
     }
 
