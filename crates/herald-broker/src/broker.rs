@@ -1,7 +1,7 @@
 //! The broker core: the topic registry over the durable metadata store, and
 //! the operations front ends call (topic admin, producer ids, maintenance).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -19,7 +19,7 @@ use crate::producer_snapshot;
 use crate::security::Security;
 use crate::topic::{validate_topic_name, Topic};
 use crate::topic_config::TopicConfig;
-use herald_auth::{Applied, SecurityCommand};
+use herald_auth::{Applied, SecurityCommand, SecurityState};
 
 /// What a created (or validated) topic looks like.
 #[derive(Debug, Clone)]
@@ -106,7 +106,8 @@ impl Broker {
         sweep_deleted(&config.data_dir)?;
         let mut registry = Registry::default();
         for record in metadata.topics.values() {
-            let topic = open_topic(&config, record)?;
+            let inherited = inherited_configs(&metadata.security, &record.name);
+            let topic = open_topic(&config, record, inherited)?;
             registry.by_id.insert(topic.id(), Arc::clone(&topic));
             registry.by_name.insert(record.name.clone(), topic);
         }
@@ -203,11 +204,13 @@ impl Broker {
         validate_topic_name(name)?;
         let count = partitions.unwrap_or(self.config.default_partitions);
         check_partition_count(name, count)?;
+        let mut admin = self.admin.lock();
         let config = TopicConfig::from_pairs(
             configs.iter().map(|(k, v)| (k.as_str(), v.as_str())),
             &self.config.log_defaults,
-        )?;
-        let mut admin = self.admin.lock();
+        )?
+        .inheriting(inherited_configs(&admin.metadata.security, name));
+        config.log_config(&self.config.log_defaults)?;
         if admin.metadata.topics.contains_key(name) {
             return Err(BrokerError::TopicExists {
                 name: name.to_owned(),
@@ -347,7 +350,7 @@ impl Broker {
         })?;
         let defaults = &self.config.log_defaults;
         let mut config = if replace_all {
-            TopicConfig::default()
+            topic.config().without_overrides()
         } else {
             topic.config()
         };
@@ -473,13 +476,8 @@ impl Broker {
     /// before it is published (and before the authorizer sees it), or
     /// refused with nothing changed.
     pub fn apply_security(&self, command: SecurityCommand) -> Result<Applied, BrokerError> {
-        let mut admin = self.admin.lock();
-        let mut next = admin.metadata.clone();
-        let applied = next.security.apply(command)?;
-        admin.store.save(&next)?;
-        self.security.publish(next.security.clone());
-        admin.metadata = next;
-        Ok(applied)
+        self.apply_security_all(vec![command])
+            .map(|mut applied| applied.remove(0))
     }
 
     /// Applies several changes as one: all persisted together, or none
@@ -494,10 +492,75 @@ impl Broker {
             .into_iter()
             .map(|c| next.security.apply(c))
             .collect::<Result<Vec<_>, _>>()?;
+        let namespaces_changed = next.security.namespaces != admin.metadata.security.namespaces;
+        let inheriting = if namespaces_changed {
+            self.check_inheritance(&next.security)?
+        } else {
+            Vec::new()
+        };
         admin.store.save(&next)?;
         self.security.publish(next.security.clone());
         admin.metadata = next;
+        for (topic, config) in inheriting {
+            self.set_topic_config(&topic, config);
+        }
         Ok(applied)
+    }
+
+    /// The topics whose inherited configs `state`'s namespaces change,
+    /// with their configs under it; refused if a namespace's configs are
+    /// not valid, or do not fit one of its topics.
+    fn check_inheritance(
+        &self,
+        state: &SecurityState,
+    ) -> Result<Vec<(Arc<Topic>, TopicConfig)>, BrokerError> {
+        let defaults = &self.config.log_defaults;
+        for namespace in state.namespaces.values() {
+            TopicConfig::from_pairs(
+                namespace
+                    .configs
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str())),
+                defaults,
+            )
+            .map_err(|e| in_namespace(&namespace.prefix, e))?;
+        }
+        let mut changed = Vec::new();
+        for topic in self.topics() {
+            let now = topic.config();
+            let next = now.inheriting(inherited_configs(state, topic.name()));
+            if next != now {
+                next.log_config(defaults)
+                    .map_err(|e| BrokerError::InvalidConfig {
+                        key: "namespace".into(),
+                        value: topic.name().to_owned(),
+                        reason: format!(
+                            "the namespace's configs do not fit topic {}: {e}",
+                            topic.name()
+                        ),
+                    })?;
+                changed.push((topic, next));
+            }
+        }
+        Ok(changed)
+    }
+
+    /// Puts a checked config in force on a topic and its partitions.
+    fn set_topic_config(&self, topic: &Topic, config: TopicConfig) {
+        match config.log_config(&self.config.log_defaults) {
+            Ok(log_config) => {
+                for partition in topic.partitions().iter() {
+                    if let Err(e) = partition.update_config(log_config.clone()) {
+                        tracing::error!(topic = topic.name(), error = %e, "partition refused the namespace's configs");
+                    }
+                }
+                topic.set_config(config);
+                tracing::info!(topic = topic.name(), "topic configs follow its namespace");
+            }
+            Err(e) => {
+                tracing::error!(topic = topic.name(), error = %e, "the namespace's configs do not fit the topic");
+            }
+        }
     }
 
     /// Stops the group coordinator, then flushes and closes every partition
@@ -541,6 +604,26 @@ fn check_partition_count(topic: &str, count: u32) -> Result<(), BrokerError> {
 
 /// The metadata's secret for decoy credentials, made (and saved) on the
 /// first open that has none.
+/// The configs a topic named `name` inherits: its namespace's, if any.
+fn inherited_configs(state: &SecurityState, name: &str) -> BTreeMap<String, String> {
+    state
+        .namespace_of(name)
+        .map(|n| n.configs.clone())
+        .unwrap_or_default()
+}
+
+/// A namespace config refused, named as the namespace's.
+fn in_namespace(prefix: &str, error: BrokerError) -> BrokerError {
+    match error {
+        BrokerError::InvalidConfig { key, value, reason } => BrokerError::InvalidConfig {
+            key,
+            value,
+            reason: format!("{reason} (in namespace {prefix})"),
+        },
+        other => other,
+    }
+}
+
 fn security_secret(store: &MetadataStore, metadata: &mut Metadata) -> Result<Vec<u8>, BrokerError> {
     use base64::engine::general_purpose::STANDARD;
     use base64::Engine as _;

@@ -2,6 +2,7 @@
 //! ones for new partitions, and removing them safely (renamed aside first,
 //! swept at the next start if a crash interrupts the removal).
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 use std::sync::Arc;
@@ -24,11 +25,23 @@ const DELETE_SUFFIX: &str = "-delete";
 pub(crate) fn open_topic(
     config: &BrokerConfig,
     record: &TopicRecord,
+    inherited: BTreeMap<String, String>,
 ) -> Result<Arc<Topic>, BrokerError> {
-    let topic_config = TopicConfig::from_pairs(
+    let own = TopicConfig::from_pairs(
         record.configs.iter().map(|(k, v)| (k.as_str(), v.as_str())),
         &config.log_defaults,
     )?;
+    // A namespace's configs were checked against its topics when set;
+    // should they no longer fit (the broker's defaults changed since),
+    // the topic opens with its own and says so.
+    let with_namespace = own.inheriting(inherited);
+    let topic_config = match with_namespace.log_config(&config.log_defaults) {
+        Ok(_) => with_namespace,
+        Err(e) => {
+            tracing::error!(topic = %record.name, error = %e, "the topic's namespace configs do not fit it; opened without them");
+            own.clone()
+        }
+    };
     let log_config = topic_config.log_config(&config.log_defaults)?;
     let mut partitions = Vec::with_capacity(record.partitions as usize);
     for p in 0..record.partitions {

@@ -14,6 +14,9 @@ use crate::error::BrokerError;
 pub enum ConfigSource {
     /// Set on this topic.
     TopicOverride,
+    /// Inherited from the topic's namespace (described to Kafka clients
+    /// as a dynamic default).
+    Namespace,
     /// The broker's default, not overridden.
     Default,
     /// Fixed by the broker's startup configuration (flags, env, file).
@@ -169,11 +172,16 @@ fn spec(name: &str) -> Option<&'static KeySpec> {
     KEYS.iter().find(|k| k.name == name)
 }
 
-/// The overrides set on one topic, always valid against the broker's
-/// defaults they were checked with.
+/// The overrides set on one topic, and the configs it inherits from its
+/// namespace, always valid against the broker's defaults they were
+/// checked with. A key the topic sets wins over its namespace's, which
+/// wins over the broker's default.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TopicConfig {
     overrides: BTreeMap<String, String>,
+    /// The namespace's configs (not persisted with the topic: they come
+    /// from the namespace, and follow its changes).
+    inherited: BTreeMap<String, String>,
 }
 
 impl TopicConfig {
@@ -196,26 +204,51 @@ impl TopicConfig {
         &self.overrides
     }
 
+    /// The configs inherited from the topic's namespace, by key.
+    pub fn inherited(&self) -> &BTreeMap<String, String> {
+        &self.inherited
+    }
+
+    /// The same overrides, inheriting `inherited` instead (unchecked:
+    /// [`Self::log_config`] says whether the result is valid).
+    pub fn inheriting(&self, inherited: BTreeMap<String, String>) -> Self {
+        Self {
+            overrides: self.overrides.clone(),
+            inherited,
+        }
+    }
+
+    /// No overrides, the same inheritance.
+    pub fn without_overrides(&self) -> Self {
+        Self {
+            overrides: BTreeMap::new(),
+            inherited: self.inherited.clone(),
+        }
+    }
+
+    /// The value in force for `key`, when the topic or its namespace sets
+    /// one.
+    fn effective(&self, key: &str) -> Option<&String> {
+        self.overrides.get(key).or_else(|| self.inherited.get(key))
+    }
+
     /// `message.priority`: true if records without a priority header are
     /// high priority. Checked when set.
     pub fn message_priority_high(&self) -> bool {
-        self.overrides
-            .get("message.priority")
+        self.effective("message.priority")
             .is_some_and(|v| v.trim().eq_ignore_ascii_case("high"))
     }
 
     /// `subject.filters`. Checked when set.
     pub fn subject_filters(&self) -> SubjectFilters {
-        self.overrides
-            .get("subject.filters")
+        self.effective("subject.filters")
             .and_then(|v| SubjectFilters::parse(v))
             .unwrap_or(SubjectFilters::Auto)
     }
 
     /// `message.ttl.ms` (`None`: records do not expire). Checked when set.
     pub fn message_ttl_ms(&self) -> Option<u64> {
-        self.overrides
-            .get("message.ttl.ms")
+        self.effective("message.ttl.ms")
             .and_then(|v| parse_limit("message.ttl.ms", v).ok().flatten())
     }
 
@@ -245,6 +278,11 @@ impl TopicConfig {
     /// The log configuration these overrides give on top of `defaults`.
     pub fn log_config(&self, defaults: &LogConfig) -> Result<LogConfig, BrokerError> {
         let mut config = defaults.clone();
+        for (key, value) in &self.inherited {
+            if !self.overrides.contains_key(key) {
+                apply(&mut config, key, value)?;
+            }
+        }
         for (key, value) in &self.overrides {
             apply(&mut config, key, value)?;
         }
@@ -252,7 +290,7 @@ impl TopicConfig {
         // after), so a small segment.bytes with the default
         // max.message.bytes is legal there: clamp the default to fit rather
         // than refuse. An explicit max.message.bytes is still checked.
-        if !self.overrides.contains_key("max.message.bytes") {
+        if self.effective("max.message.bytes").is_none() {
             config.max_batch_bytes = config.max_batch_bytes.min(config.segment_bytes);
         }
         config.validate().map_err(|e| {
@@ -262,8 +300,7 @@ impl TopicConfig {
                 other => other,
             };
             let value = self
-                .overrides
-                .get(key)
+                .effective(key)
                 .cloned()
                 .unwrap_or_else(|| e.value.to_string());
             BrokerError::invalid_config(key, &value, e.reason)
@@ -275,19 +312,16 @@ impl TopicConfig {
     pub fn describe(&self, defaults: &LogConfig) -> Vec<ConfigEntry> {
         KEYS.iter()
             .map(|k| {
-                let overridden = self.overrides.get(k.name);
+                let (value, source) = match (self.overrides.get(k.name), self.inherited.get(k.name))
+                {
+                    (Some(v), _) => (v.clone(), ConfigSource::TopicOverride),
+                    (None, Some(v)) => (v.clone(), ConfigSource::Namespace),
+                    (None, None) => (default_value(k, defaults), ConfigSource::Default),
+                };
                 ConfigEntry {
                     name: k.name.to_owned(),
-                    value: Some(
-                        overridden
-                            .cloned()
-                            .unwrap_or_else(|| default_value(k, defaults)),
-                    ),
-                    source: if overridden.is_some() {
-                        ConfigSource::TopicOverride
-                    } else {
-                        ConfigSource::Default
-                    },
+                    value: Some(value),
+                    source,
                     read_only: k.fixed.is_some(),
                     config_type: k.config_type,
                     documentation: k.documentation,
@@ -498,6 +532,41 @@ mod tests {
             .expect("listed");
         assert_eq!(segment.source, ConfigSource::Default);
         assert_eq!(segment.value.as_deref(), Some("1073741824"));
+    }
+
+    #[test]
+    fn a_namespace_value_is_inherited_unless_the_topic_sets_its_own() {
+        let namespace: BTreeMap<String, String> = [
+            ("retention.ms".to_owned(), "5000".to_owned()),
+            ("message.ttl.ms".to_owned(), "250".to_owned()),
+        ]
+        .into();
+        let own = TopicConfig::from_pairs([("message.ttl.ms", "100")], &defaults())
+            .expect("valid")
+            .inheriting(namespace);
+        let described = own.describe(&defaults());
+        let entry = |name: &str| {
+            described
+                .iter()
+                .find(|e| e.name == name)
+                .map(|e| (e.value.clone().unwrap_or_default(), e.source))
+                .expect("listed")
+        };
+        assert_eq!(
+            entry("retention.ms"),
+            ("5000".into(), ConfigSource::Namespace)
+        );
+        assert_eq!(
+            entry("message.ttl.ms"),
+            ("100".into(), ConfigSource::TopicOverride)
+        );
+        assert_eq!(entry("segment.ms").1, ConfigSource::Default);
+        assert_eq!(own.message_ttl_ms(), Some(100));
+        let log = own.log_config(&defaults()).expect("valid");
+        assert_eq!(log.retention_age, Some(Duration::from_millis(5000)));
+        // Only the topic's own settings are stored with it.
+        assert_eq!(own.overrides().len(), 1);
+        assert_eq!(own.without_overrides().message_ttl_ms(), Some(250));
     }
 
     #[test]

@@ -479,3 +479,83 @@ fn credentials_acls_and_tenants_survive_restart_and_refusals_change_nothing() {
         Some("acme".to_owned())
     );
 }
+
+#[test]
+fn topics_follow_their_namespaces_configs_and_bad_ones_are_refused() {
+    use herald_auth::SecurityCommand;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = BrokerConfig::new(dir.path());
+    {
+        let broker = Broker::open(config.clone()).expect("open");
+        broker
+            .create_topic("acme.orders", Some(1), &[], false)
+            .expect("created before its namespace");
+        broker
+            .apply_security_all(vec![
+                SecurityCommand::CreateTenant {
+                    name: "acme".into(),
+                    principals: ["User:ann".to_owned()].into(),
+                    namespaces: ["acme.".to_owned()].into(),
+                },
+                SecurityCommand::AlterNamespaceConfigs {
+                    prefix: "acme.".into(),
+                    set: [("retention.ms".to_owned(), "60000".to_owned())].into(),
+                    remove: Default::default(),
+                },
+            ])
+            .expect("applied");
+        let topic = broker.topic("acme.orders").expect("topic");
+        assert_eq!(
+            topic
+                .config()
+                .inherited()
+                .get("retention.ms")
+                .map(String::as_str),
+            Some("60000")
+        );
+        assert!(topic.config().overrides().is_empty());
+        // A topic created afterwards inherits at once.
+        broker
+            .create_topic("acme.events", Some(1), &[], false)
+            .expect("created");
+        let events = broker.topic("acme.events").expect("topic");
+        assert_eq!(events.config().inherited().len(), 1);
+        // An invalid value, or one that does not fit a topic, changes nothing.
+        for (key, value) in [("retention.ms", "soon"), ("no.such.key", "1")] {
+            let refused = broker.apply_security(SecurityCommand::AlterNamespaceConfigs {
+                prefix: "acme.".into(),
+                set: [(key.to_owned(), value.to_owned())].into(),
+                remove: Default::default(),
+            });
+            assert!(
+                matches!(refused, Err(BrokerError::InvalidConfig { .. })),
+                "{key}: {refused:?}"
+            );
+        }
+        assert_eq!(
+            broker.security().state().namespaces["acme."]
+                .configs
+                .get("retention.ms")
+                .map(String::as_str),
+            Some("60000")
+        );
+        broker.close().expect("close");
+    }
+    let broker = Broker::open(config).expect("reopen");
+    let topic = broker.topic("acme.orders").expect("topic");
+    assert_eq!(
+        topic
+            .config()
+            .inherited()
+            .get("retention.ms")
+            .map(String::as_str),
+        Some("60000")
+    );
+    // Deleting the tenant takes the inheritance away.
+    broker
+        .apply_security(SecurityCommand::DeleteTenant {
+            name: "acme".into(),
+        })
+        .expect("deleted");
+    assert!(topic.config().inherited().is_empty());
+}

@@ -29,37 +29,111 @@ pub(crate) enum Known {
 #[derive(Debug)]
 pub(crate) struct Refused(pub(crate) String);
 
-/// The bearer token a request carries: its `Authorization: Bearer`
-/// header, else its `access_token` query parameter (browsers cannot set
-/// headers on an EventSource or a WebSocket).
-pub(crate) fn bearer<'a>(headers: &'a HeaderMap, query_token: Option<&'a str>) -> Option<&'a str> {
-    headers
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            let (scheme, token) = v.trim().split_once(' ')?;
-            scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
-        })
-        .or(query_token)
+/// The credentials a request carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Credentials<'a> {
+    /// An access token.
+    Bearer(&'a str),
+    /// A user name and password (HTTP Basic), checked as PLAIN is.
+    Basic(String, String),
+    /// None.
+    None,
 }
 
-/// Who the client of a request is, from its token and its connection.
-pub(crate) fn identify(
+/// The credentials of an `Authorization` header value (or gRPC metadata),
+/// else an `access_token` query parameter (browsers cannot set headers on
+/// an EventSource or a WebSocket).
+pub(crate) fn credentials<'a>(
+    authorization: Option<&'a str>,
+    query_token: Option<&'a str>,
+) -> Credentials<'a> {
+    let header = authorization.and_then(|v| v.trim().split_once(' '));
+    match header {
+        Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") => {
+            Credentials::Bearer(token.trim())
+        }
+        Some((scheme, encoded)) if scheme.eq_ignore_ascii_case("basic") => {
+            basic(encoded.trim()).map_or(Credentials::None, |(u, p)| Credentials::Basic(u, p))
+        }
+        _ => query_token.map_or(Credentials::None, Credentials::Bearer),
+    }
+}
+
+/// The credentials of a request's headers and `access_token` parameter.
+pub(crate) fn from_headers<'a>(
+    headers: &'a HeaderMap,
+    query_token: Option<&'a str>,
+) -> Credentials<'a> {
+    let authorization = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    credentials(authorization, query_token)
+}
+
+/// The user name and password of base64 `user:password`.
+pub(crate) fn basic(encoded: &str) -> Option<(String, String)> {
+    use base64::Engine as _;
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .ok()?;
+    let text = String::from_utf8(decoded).ok()?;
+    let (user, password) = text.split_once(':')?;
+    Some((user.to_owned(), password.to_owned()))
+}
+
+/// Checks a user's password as a PLAIN login does (on a blocking thread,
+/// with the shared throttle); answers the user.
+pub(crate) async fn check_password(
+    engine: &PushEngine,
+    peer: SocketAddr,
+    user: &str,
+    password: &str,
+) -> Option<String> {
+    let security = engine.broker().security();
+    let message = format!("\0{user}\0{password}").into_bytes();
+    let (step, _) = security
+        .login_step(herald_auth::Login::new(SaslMechanism::Plain), message)
+        .await;
+    match step {
+        LoginStep::Done { user, .. } => {
+            security.login_succeeded(peer.ip(), &user);
+            Some(user)
+        }
+        _ => {
+            tracing::info!(%peer, %user, "push request with invalid credentials");
+            tokio::time::sleep(security.login_failed(peer.ip(), user)).await;
+            None
+        }
+    }
+}
+
+/// Who the client of a request is, from its credentials and its
+/// connection.
+pub(crate) async fn identify(
     shared: &Shared,
     peer: &Peer,
-    token: Option<&str>,
+    credentials: Credentials<'_>,
 ) -> Result<Known, Refused> {
     let host = peer.addr.ip().to_string();
-    if let Some(token) = token {
-        let security = shared.engine.broker().security();
-        let now = security.login_context().now_secs;
-        return match security.token_key().verify(token, now) {
-            Ok(claims) => Ok(Known::Identity(Identity::new(claims.principal(), host))),
-            Err(e) => {
-                tracing::info!(peer = %peer.addr, reason = %e, "push access token refused");
-                Err(Refused(e.to_string()))
-            }
-        };
+    match credentials {
+        Credentials::Bearer(token) => {
+            let security = shared.engine.broker().security();
+            let now = security.login_context().now_secs;
+            return match security.token_key().verify(token, now) {
+                Ok(claims) => Ok(Known::Identity(Identity::new(claims.principal(), host))),
+                Err(e) => {
+                    tracing::info!(peer = %peer.addr, reason = %e, "push access token refused");
+                    Err(Refused(e.to_string()))
+                }
+            };
+        }
+        Credentials::Basic(user, password) => {
+            return match check_password(&shared.engine, peer.addr, &user, &password).await {
+                Some(user) => Ok(Known::Identity(Identity::new(format!("User:{user}"), host))),
+                None => Err(Refused("invalid user name or password".into())),
+            };
+        }
+        Credentials::None => {}
     }
     // On SASL_SSL the certificate secures the channel; the login says who
     // the client is, as on Kafka's listeners.
@@ -155,21 +229,20 @@ pub(crate) async fn log_in<C: Conversation>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use axum::http::HeaderValue;
 
     #[test]
-    fn a_bearer_header_wins_over_the_query_and_other_schemes_are_ignored() {
-        let mut headers = HeaderMap::new();
-        assert_eq!(bearer(&headers, Some("q")), Some("q"));
-        headers.insert(
-            axum::http::header::AUTHORIZATION,
-            HeaderValue::from_static("bearer  abc.def.ghi "),
+    fn a_header_wins_over_the_query_and_basic_is_decoded() {
+        assert_eq!(credentials(None, Some("q")), Credentials::Bearer("q"));
+        assert_eq!(
+            credentials(Some("bearer  abc.def.ghi "), Some("q")),
+            Credentials::Bearer("abc.def.ghi")
         );
-        assert_eq!(bearer(&headers, Some("q")), Some("abc.def.ghi"));
-        headers.insert(
-            axum::http::header::AUTHORIZATION,
-            HeaderValue::from_static("Basic dXNlcjpwdw=="),
+        // base64 of "alice:pass:word": the password keeps its colons.
+        assert_eq!(
+            credentials(Some("Basic YWxpY2U6cGFzczp3b3Jk"), None),
+            Credentials::Basic("alice".into(), "pass:word".into())
         );
-        assert_eq!(bearer(&headers, None), None);
+        assert_eq!(credentials(Some("Basic !!"), None), Credentials::None);
+        assert_eq!(credentials(Some("Digest x"), None), Credentials::None);
     }
 }

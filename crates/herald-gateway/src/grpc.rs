@@ -26,36 +26,34 @@ pub(crate) struct HeraldService {
     pub(crate) shared: Arc<Shared>,
 }
 
-/// Who the client of a call is: its `authorization` metadata, else its
-/// connection; refused with UNAUTHENTICATED when its token is invalid.
-fn identify<T>(
+/// Who the client of a call is: its `authorization` metadata (a bearer
+/// token, or Basic with a user's name and password), else its connection;
+/// refused with UNAUTHENTICATED when its credentials are not valid.
+pub(crate) async fn identify<T>(
     shared: &Shared,
     request: &Request<T>,
 ) -> Result<(Known, Option<SocketAddr>), Status> {
     let Some(ConnectInfo(peer)) = request.extensions().get::<ConnectInfo<Peer>>() else {
         return Err(Status::internal("the connection's address is unknown"));
     };
-    let token = request
+    let authorization = request
         .metadata()
         .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            let (scheme, token) = v.trim().split_once(' ')?;
-            scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
-        });
-    match auth::identify(shared, peer, token) {
+        .and_then(|v| v.to_str().ok());
+    match auth::identify(shared, peer, auth::credentials(authorization, None)).await {
         Ok(known) => Ok((known, Some(peer.addr))),
-        Err(_) => Err(Status::unauthenticated("invalid access token")),
+        Err(refused) => Err(Status::unauthenticated(refused.0)),
     }
 }
 
-/// The identity a publish runs as: a publish has no hello to log in with,
-/// so on a listener that requires a login it needs a token.
-fn publisher<T>(shared: &Shared, request: &Request<T>) -> Result<Identity, Status> {
-    match identify(shared, request)?.0 {
+/// The identity a call without a hello (a publish, an admin call) runs
+/// as: on a listener that requires a login, it needs credentials in its
+/// metadata.
+pub(crate) async fn caller<T>(shared: &Shared, request: &Request<T>) -> Result<Identity, Status> {
+    match identify(shared, request).await?.0 {
         Known::Identity(identity) => Ok(identity),
         Known::MustLogIn => Err(Status::unauthenticated(
-            "this listener requires a login: send an access token as `authorization: Bearer TOKEN`",
+            "this listener requires a login: send `authorization: Bearer TOKEN` (or Basic) metadata",
         )),
     }
 }
@@ -77,7 +75,7 @@ impl Herald for HeraldService {
         &self,
         request: Request<Streaming<ClientMessage>>,
     ) -> Result<Response<Self::SessionStream>, Status> {
-        let (known, peer) = identify(&self.shared, &request)?;
+        let (known, peer) = identify(&self.shared, &request).await?;
         let incoming = request.into_inner().map(|m| m.map_err(unreadable));
         let (out, out_rx) = mpsc::channel(STREAM_QUEUE);
         tokio::spawn(driver::drive(
@@ -96,7 +94,7 @@ impl Herald for HeraldService {
         &self,
         request: Request<PublishRequest>,
     ) -> Result<Response<PublishResult>, Status> {
-        let mut identity = publisher(&self.shared, &request)?;
+        let mut identity = caller(&self.shared, &request).await?;
         Ok(Response::new(
             driver::publish_result(&self.shared.engine, &mut identity, request.into_inner()).await,
         ))
@@ -108,7 +106,7 @@ impl Herald for HeraldService {
         &self,
         request: Request<Streaming<PublishRequest>>,
     ) -> Result<Response<Self::PublishStreamStream>, Status> {
-        let mut identity = publisher(&self.shared, &request)?;
+        let mut identity = caller(&self.shared, &request).await?;
         let engine = Arc::clone(&self.shared.engine);
         let mut incoming = request.into_inner();
         let (out, out_rx) = mpsc::channel(STREAM_QUEUE);

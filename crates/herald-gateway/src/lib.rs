@@ -6,6 +6,7 @@
 //! | path | transport |
 //! |---|---|
 //! | `/herald.v1.Herald/*` | gRPC (HTTP/2): `Session`, `Publish`, `PublishStream` |
+//! | `/herald.v1.HeraldAdmin/*` | gRPC: tenants and namespaces |
 //! | `/v1/session` | WebSocket: one encoded message per binary frame |
 //! | `/v1/events` | Server-Sent Events, one subject or pattern, `Last-Event-ID` resume |
 //! | `/v1/token` | `POST`: an access token for a user's name and password (OAuth 2.0 client credentials) |
@@ -15,6 +16,7 @@
 //! protocols): a token in the request, or a SASL exchange in the session's
 //! hello. Subscribes and publishes are checked against the broker's ACLs.
 
+mod admin_service;
 mod auth;
 mod codec;
 mod config;

@@ -20,8 +20,10 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::admin_service::AdminService;
 use crate::config::GatewayConfig;
 use crate::grpc::HeraldService;
+use crate::proto::herald_admin_server::HeraldAdminServer;
 use crate::proto::herald_server::HeraldServer;
 use crate::{sse, token_endpoint, websocket};
 
@@ -154,9 +156,13 @@ impl GatewayServer {
         let service = HeraldService {
             shared: Arc::clone(&shared),
         };
+        let admin = AdminService {
+            shared: Arc::clone(&shared),
+        };
         let grpc = tonic::service::Routes::new(
             HeraldServer::new(service).max_decoding_message_size(shared.max_message_bytes),
         )
+        .add_service(HeraldAdminServer::new(admin))
         .into_axum_router();
         let router = Router::new()
             .route("/v1/session", get(websocket::upgrade))

@@ -70,11 +70,8 @@ pub(crate) async fn events(
     Query(query): Query<EventsQuery>,
     headers: HeaderMap,
 ) -> Response {
-    let identity = match auth::identify(
-        &shared,
-        &peer,
-        auth::bearer(&headers, query.access_token.as_deref()),
-    ) {
+    let credentials = auth::from_headers(&headers, query.access_token.as_deref());
+    let identity = match auth::identify(&shared, &peer, credentials).await {
         Ok(Known::Identity(identity)) => identity,
         Ok(Known::MustLogIn) => {
             let mut response = refuse(

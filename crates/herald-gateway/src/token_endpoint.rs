@@ -18,9 +18,7 @@ use std::sync::Arc;
 use axum::extract::{ConnectInfo, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use base64::Engine as _;
 use bytes::Bytes;
-use herald_auth::{Login, LoginStep, SaslMechanism};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -75,17 +73,10 @@ fn no_store(response: &mut Response) {
 
 /// The user name and password of an `Authorization: Basic` header.
 fn basic_credentials(headers: &HeaderMap) -> Option<(String, String)> {
-    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, encoded) = value.trim().split_once(' ')?;
-    if !scheme.eq_ignore_ascii_case("basic") {
-        return None;
+    match crate::auth::from_headers(headers, None) {
+        crate::auth::Credentials::Basic(user, password) => Some((user, password)),
+        _ => None,
     }
-    let decoded = base64::engine::general_purpose::STANDARD
-        .decode(encoded.trim())
-        .ok()?;
-    let text = String::from_utf8(decoded).ok()?;
-    let (user, password) = text.split_once(':')?;
-    Some((user.to_owned(), password.to_owned()))
 }
 
 /// Answers a token request.
@@ -121,18 +112,9 @@ pub(crate) async fn issue(
         .or_else(|| form.client_id.clone().zip(form.client_secret.clone()));
     let caller = match credentials {
         Some((user, password)) => {
-            let message = format!("\0{user}\0{password}").into_bytes();
-            let (step, _) = security
-                .login_step(Login::new(SaslMechanism::Plain), message)
-                .await;
-            match step {
-                LoginStep::Done { user, .. } => {
-                    security.login_succeeded(peer.addr.ip(), &user);
-                    user
-                }
-                _ => {
-                    tracing::info!(peer = %peer.addr, %user, "token request with invalid credentials");
-                    tokio::time::sleep(security.login_failed(peer.addr.ip(), &user)).await;
+            match crate::auth::check_password(&shared.engine, peer.addr, &user, &password).await {
+                Some(user) => user,
+                None => {
                     return oauth_error(
                         StatusCode::UNAUTHORIZED,
                         "invalid_client",
@@ -201,7 +183,7 @@ mod tests {
     #[test]
     fn basic_credentials_split_at_the_first_colon() {
         let mut headers = HeaderMap::new();
-        let encoded = base64::engine::general_purpose::STANDARD.encode("alice:pass:word");
+        let encoded = "YWxpY2U6cGFzczp3b3Jk";
         headers.insert(
             header::AUTHORIZATION,
             HeaderValue::from_str(&format!("Basic {encoded}")).expect("ascii"),

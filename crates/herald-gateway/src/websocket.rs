@@ -45,11 +45,8 @@ pub(crate) async fn upgrade(
     headers: HeaderMap,
     ws: WebSocketUpgrade,
 ) -> Response {
-    let known = match auth::identify(
-        &shared,
-        &peer,
-        auth::bearer(&headers, query.access_token.as_deref()),
-    ) {
+    let credentials = auth::from_headers(&headers, query.access_token.as_deref());
+    let known = match auth::identify(&shared, &peer, credentials).await {
         Ok(known) => known,
         Err(refused) => return crate::token_endpoint::unauthorized(&refused.0),
     };

@@ -64,6 +64,10 @@ pub enum Command {
     /// Add, list and remove ACLs (over Kafka's APIs).
     #[command(subcommand)]
     Acl(crate::cli_client::AclCommand),
+    /// Create, list, configure and delete tenants and their namespaces
+    /// (over the push listener's admin service).
+    #[command(subcommand)]
+    Tenant(crate::cli_client::TenantCommand),
     /// A quick local produce-then-consume run with a summary table.
     #[command(after_help = "Example:\n  herald bench --records 100000 --record-bytes 100")]
     Bench(BenchArgs),

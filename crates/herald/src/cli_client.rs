@@ -413,6 +413,75 @@ pub struct PushArgs {
         value_name = "HOST:PORT"
     )]
     pub push_server: String,
+    /// PEM CA certificates the listener's certificate must chain to:
+    /// connect over TLS.
+    #[arg(long, env = "HERALD_PUSH_CA", value_name = "FILE")]
+    pub push_ca: Option<PathBuf>,
+    /// Log in as this user (the password is read from
+    /// HERALD_SASL_PASSWORD, never from the command line).
+    #[arg(long, env = "HERALD_PUSH_USER", value_name = "USER")]
+    pub push_user: Option<String>,
+    /// Log in with this access token (from the listener's /v1/token).
+    #[arg(
+        long,
+        env = "HERALD_PUSH_TOKEN",
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
+    pub push_token: Option<String>,
+}
+
+/// `herald tenant`.
+#[derive(Debug, Subcommand)]
+pub enum TenantCommand {
+    /// Create a tenant: its principals get every operation on the topics,
+    /// groups and transactional ids under its namespaces.
+    #[command(
+        after_help = "Example:\n  herald tenant create acme --principal User:alice --namespace acme. --config retention.ms=86400000"
+    )]
+    Create {
+        /// The tenant's name.
+        name: String,
+        /// A principal of the tenant (`User:alice`); repeatable.
+        #[arg(long = "principal", value_name = "PRINCIPAL")]
+        principals: Vec<String>,
+        /// A namespace (topic-name prefix) it owns; repeatable.
+        #[arg(long = "namespace", value_name = "PREFIX", required = true)]
+        namespaces: Vec<String>,
+        /// A config its namespaces' topics inherit; repeatable.
+        #[arg(long = "config", value_name = "KEY=VALUE", value_parser = parse_key_value)]
+        configs: Vec<(String, String)>,
+        #[command(flatten)]
+        push: PushArgs,
+    },
+    /// Delete a tenant, its namespaces and its ACLs (its topics stay).
+    Delete {
+        /// The tenant's name.
+        name: String,
+        #[command(flatten)]
+        push: PushArgs,
+    },
+    /// List tenants with their principals, namespaces and configs.
+    List {
+        #[command(flatten)]
+        push: PushArgs,
+    },
+    /// Set or remove configs a namespace's topics inherit.
+    #[command(
+        after_help = "Example:\n  herald tenant configure acme. --set retention.ms=3600000 --remove message.ttl.ms"
+    )]
+    Configure {
+        /// The namespace's prefix.
+        prefix: String,
+        /// A config to set; repeatable.
+        #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_key_value)]
+        set: Vec<(String, String)>,
+        /// A config to remove; repeatable.
+        #[arg(long = "remove", value_name = "KEY")]
+        remove: Vec<String>,
+        #[command(flatten)]
+        push: PushArgs,
+    },
 }
 
 /// `herald subscribe`.

@@ -37,6 +37,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => run_client(commands::bench::run(args)),
         Command::User(command) => run_client(commands::user::run(command)),
         Command::Acl(command) => run_client(commands::acl::run(command)),
+        Command::Tenant(command) => run_client(commands::tenant::run(command)),
         Command::Subscribe(args) => run_client(commands::subscribe::run(args)),
         Command::Publish(args) => run_client(commands::publish::run(args)),
     }

@@ -24,6 +24,9 @@ pub(crate) const RESOURCE_BROKER: i8 = 4;
 pub(crate) fn source_code(source: ConfigSource) -> i8 {
     match source {
         ConfigSource::TopicOverride => 1,
+        // DYNAMIC_DEFAULT_BROKER_CONFIG: a default set at run time above
+        // the topic, which is what a namespace's config is.
+        ConfigSource::Namespace => 3,
         ConfigSource::Static => 4,
         ConfigSource::Default => 5,
     }

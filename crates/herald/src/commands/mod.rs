@@ -9,6 +9,7 @@ pub mod produce;
 pub mod publish;
 pub mod push_client;
 pub mod subscribe;
+pub mod tenant;
 pub mod topic;
 pub mod user;
 

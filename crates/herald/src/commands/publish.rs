@@ -19,7 +19,7 @@ pub async fn run(args: PublishArgs) -> anyhow::Result<()> {
     } else {
         args.values.clone()
     };
-    let mut client = super::push_client::connect(&args.push.push_server).await?;
+    let mut client = super::push_client::connect(&args.push).await?;
     let headers: Vec<Header> = args
         .headers
         .iter()

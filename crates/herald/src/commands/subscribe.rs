@@ -46,7 +46,7 @@ pub async fn run(args: SubscribeArgs) -> anyhow::Result<()> {
             )
         }
     };
-    let mut client = super::push_client::connect(&args.push.push_server).await?;
+    let mut client = super::push_client::connect(&args.push).await?;
     let (requests, requests_rx) = mpsc::channel(16);
     let subscribe = proto::Subscribe {
         subscription_id: SUBSCRIPTION,
