@@ -10,6 +10,14 @@ if [ -f "$KAFKA_RUN/kafka.pid" ] && kill -0 "$(cat "$KAFKA_RUN/kafka.pid")" 2>/d
 fi
 # rewrite log.dirs if KAFKA_DATA overridden
 sed "s#^log.dirs=.*#log.dirs=$KAFKA_DATA#" "$KDIR/config/server.properties" > "$KAFKA_RUN/server.properties"
+# KAFKA_EXTRA_PROPERTIES: a file of key=value lines that replace or add to
+# the config (scripts/bench-security.sh adds an SSL listener).
+if [ -n "${KAFKA_EXTRA_PROPERTIES:-}" ]; then
+  keys=$(grep -oE '^[^#=]+' "$KAFKA_EXTRA_PROPERTIES" | sed 's/[.[\*^$]/\\&/g' | paste -sd'|')
+  grep -vE "^($keys)=" "$KAFKA_RUN/server.properties" > "$KAFKA_RUN/server.properties.new" || true
+  cat "$KAFKA_EXTRA_PROPERTIES" >> "$KAFKA_RUN/server.properties.new"
+  mv "$KAFKA_RUN/server.properties.new" "$KAFKA_RUN/server.properties"
+fi
 if [ ! -f "$KAFKA_DATA/meta.properties" ]; then
   mkdir -p "$KAFKA_DATA"
   CLUSTER_ID="$(java -cp "$CP" -Dlog4j2.configurationFile="$KDIR/config/tools-log4j2.properties" kafka.tools.StorageTool random-uuid)"

@@ -161,6 +161,13 @@ impl Connection {
         Ok(connection)
     }
 
+    /// The connection's byte stream, past ApiVersions and the login: for a
+    /// load generator that writes its own pre-encoded requests (the broker
+    /// does not check correlation ids for order).
+    pub fn into_stream(self) -> Stream {
+        self.stream
+    }
+
     /// SaslHandshake, then the SASL exchange in SaslAuthenticate requests.
     async fn authenticate(&mut self, login: &SaslLogin) -> Result<(), ClientError> {
         let handshake: SaslHandshakeResponse = self

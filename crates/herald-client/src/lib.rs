@@ -28,7 +28,7 @@ pub mod security_admin;
 
 pub use connection::Connection;
 pub use error::ClientError;
-pub use security::{ConnectOptions, SaslLogin};
+pub use security::{ConnectOptions, SaslLogin, Stream};
 
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::StrBytes;

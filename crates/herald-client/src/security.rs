@@ -43,8 +43,10 @@ pub struct ConnectOptions {
 
 /// A connection's byte stream: plain TCP or TLS over it.
 #[derive(Debug)]
-pub(crate) enum Stream {
+pub enum Stream {
+    /// Plain TCP.
     Plain(TcpStream),
+    /// TLS over TCP.
     Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
 }
 

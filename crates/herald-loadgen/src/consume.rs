@@ -3,6 +3,7 @@
 //! first, independently of the others, and again from 0 while the run is
 //! shorter than its minimum duration.
 
+use herald_client::ConnectOptions;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -29,6 +30,8 @@ pub struct ConsumeSpec {
     pub min_duration: Duration,
     /// Count bound per subscriber, in records.
     pub records_max: u64,
+    /// TLS and SASL, as a Kafka client's `security.protocol` says.
+    pub security: ConnectOptions,
 }
 
 /// What a consume run measured.
@@ -72,7 +75,14 @@ async fn subscribe(
     spec: &ConsumeSpec,
     progress: &Progress,
 ) -> Result<(u64, u64), LoadError> {
-    let mut fetcher = Fetcher::connect(spec.addr, &spec.topic, index, spec.max_bytes).await?;
+    let mut fetcher = Fetcher::connect(
+        spec.addr,
+        &spec.topic,
+        index,
+        spec.max_bytes,
+        &spec.security,
+    )
+    .await?;
     let start = Instant::now();
     let deadline = start + spec.duration;
     let mut offset = 0i64;

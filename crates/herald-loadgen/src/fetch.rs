@@ -5,10 +5,10 @@
 use std::net::SocketAddr;
 
 use bytes::{Bytes, BytesMut};
+use herald_client::{ConnectOptions, Stream};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, FetchResponse};
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 
 use crate::admin::topic_name;
 use crate::wire::{decode_response, read_frame, request_frame};
@@ -30,7 +30,7 @@ pub struct Fetched {
 
 /// A subscriber's connection.
 pub struct Fetcher {
-    stream: TcpStream,
+    stream: Stream,
     buf: BytesMut,
     topic: String,
     client_id: String,
@@ -45,13 +45,9 @@ impl Fetcher {
         topic: &str,
         index: u32,
         max_bytes: i32,
+        security: &ConnectOptions,
     ) -> Result<Self, LoadError> {
-        let stream = TcpStream::connect(addr)
-            .await
-            .map_err(|e| LoadError::io("connect subscriber", e))?;
-        stream
-            .set_nodelay(true)
-            .map_err(|e| LoadError::io("set TCP_NODELAY", e))?;
+        let stream = crate::connect::open(addr, security).await?;
         Ok(Self {
             stream,
             buf: BytesMut::with_capacity(max_bytes as usize + 4096),

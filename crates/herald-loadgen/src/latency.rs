@@ -30,7 +30,7 @@ pub struct LatencyOutcome {
 pub async fn run(spec: &ProduceSpec, progress: Arc<Progress>) -> Result<LatencyOutcome, LoadError> {
     let mut spec = spec.clone();
     spec.stamp = true;
-    let mut fetcher = Fetcher::connect(spec.addr, &spec.topic, 0, 1 << 20).await?;
+    let mut fetcher = Fetcher::connect(spec.addr, &spec.topic, 0, 1 << 20, &spec.security).await?;
     let start_offset = fetcher.fetch(0).await?.high_watermark;
     let stop = Arc::new(AtomicBool::new(false));
     let tail = tokio::spawn(tail(fetcher, start_offset.max(0), stop.clone()));

@@ -21,6 +21,7 @@
 
 pub mod admin;
 pub mod clock;
+pub mod connect;
 pub mod consume;
 pub mod cpu;
 pub mod error;
@@ -36,6 +37,8 @@ pub mod push;
 pub mod records;
 pub mod report;
 pub mod row;
+pub mod security_bench;
+pub mod security_cli;
 pub mod suite;
 pub mod wire;
 

@@ -107,6 +107,9 @@ enum Command {
     /// Push delivery benchmarks against herald's push listener.
     #[command(subcommand)]
     Push(push_cli::PushCommand),
+    /// What TLS, SASL and ACLs cost (scripts/bench-security.sh).
+    #[command(subcommand)]
+    Security(herald_loadgen::security_cli::SecurityCommand),
     /// Writes wire.md, wire.csv and wire.png from result files.
     Report {
         /// JSON-lines result files.
@@ -194,6 +197,7 @@ fn main() -> anyhow::Result<()> {
             append_rows(&out, &[row])?;
         }
         Command::Push(command) => push_cli::run(command)?,
+        Command::Security(command) => herald_loadgen::security_cli::run(command)?,
         Command::Floor {
             dir,
             secs,

@@ -11,11 +11,10 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use hdrhistogram::Histogram;
+use herald_client::{ConnectOptions, Stream};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
-use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::OwnedReadHalf;
-use tokio::net::TcpStream;
+use tokio::io::{AsyncWriteExt, ReadHalf};
 use tokio::sync::{mpsc, Semaphore};
 
 use crate::admin::topic_name;
@@ -51,6 +50,8 @@ pub struct ProduceSpec {
     pub rate: Option<f64>,
     /// Write the send time into each batch's first record.
     pub stamp: bool,
+    /// TLS and SASL, as a Kafka client's `security.protocol` says.
+    pub security: ConnectOptions,
 }
 
 /// What a produce run measured.
@@ -111,13 +112,8 @@ async fn publish(
     spec: &ProduceSpec,
     progress: &Arc<Progress>,
 ) -> Result<ProduceOutcome, LoadError> {
-    let stream = TcpStream::connect(spec.addr)
-        .await
-        .map_err(|e| LoadError::io("connect publisher", e))?;
-    stream
-        .set_nodelay(true)
-        .map_err(|e| LoadError::io("set TCP_NODELAY", e))?;
-    let (reader, mut writer) = stream.into_split();
+    let stream = crate::connect::open(spec.addr, &spec.security).await?;
+    let (reader, mut writer) = tokio::io::split(stream);
     let mut frame = Frame::new(spec, index)?;
     let semaphore = Arc::new(Semaphore::new(spec.in_flight.max(1)));
     let (sent_tx, sent_rx) = mpsc::channel::<Instant>(spec.in_flight.max(1));
@@ -180,7 +176,7 @@ async fn publish(
 
 /// Reads answers until the writer is done and every request is answered.
 async fn read_answers(
-    mut reader: OwnedReadHalf,
+    mut reader: ReadHalf<Stream>,
     mut sent: mpsc::Receiver<Instant>,
     semaphore: Arc<Semaphore>,
     progress: Arc<Progress>,

@@ -100,6 +100,7 @@ impl Suite {
                 duration: self.plan.warm_up,
                 min_duration: self.plan.warm_up,
                 records_max: u64::MAX,
+                security: Default::default(),
             };
             self.measured(&label, |p| async move { consume::run(&read, p).await })
                 .await
@@ -131,6 +132,7 @@ impl Suite {
             records_max: self.plan.produce_records_max,
             rate: None,
             stamp: false,
+            security: Default::default(),
         }
     }
 
@@ -196,6 +198,7 @@ impl Suite {
                 duration: self.plan.consume_duration,
                 min_duration: self.plan.consume_min_duration,
                 records_max: u64::MAX,
+                security: Default::default(),
             };
             let label = format!("{} consume b={batch} c={subscribers}", self.broker);
             let mut runs = Vec::new();

@@ -46,6 +46,7 @@ fn spec(addr: SocketAddr, topic: &str) -> ProduceSpec {
         records_max: 2_000_000,
         rate: None,
         stamp: false,
+        security: Default::default(),
     }
 }
 
@@ -72,6 +73,7 @@ async fn consumed_records_equal_produced_records() {
         duration: Duration::from_secs(30),
         min_duration: Duration::ZERO,
         records_max: u64::MAX,
+        security: Default::default(),
     };
     let consumed = consume::run(&consume_spec, Arc::new(Progress::default()))
         .await
