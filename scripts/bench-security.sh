@@ -3,7 +3,7 @@
 # produce and fetch paths, beside what TLS costs Apache Kafka on the same
 # machine, and how many SCRAM logins a broker core serves.
 #
-#   scripts/bench-security.sh           3 runs of 5 s per point, writes docs/benchmarks/security.{md,jsonl}
+#   scripts/bench-security.sh           5 runs of 5 s per point, writes docs/benchmarks/security.{md,jsonl}
 #   scripts/bench-security.sh --quick   1 run of 2 s per point, writes to $OUT (default /tmp/herald-bench-security)
 #
 # Setups, one producer and then one fetcher on one connection each, one
@@ -15,6 +15,9 @@
 #   herald sasl_ssl+acls          the same over TLS
 #   kafka plaintext, kafka ssl    Apache Kafka 4.3.1, its TLS cost
 # and SCRAM-SHA-512 logins per second against herald (8 connecting tasks).
+# Both heralds run at once and their setups take turns, one run each per
+# round (then Kafka's two, the same way), so that the machine's drift over
+# the minutes of a run falls on every setup alike.
 # Certificates are made per run with openssl. Every broker started here is
 # stopped here, by its PID.
 set -euo pipefail
@@ -29,7 +32,7 @@ if [ -n "$QUICK" ]; then
   SECS=2; REPEATS=1
 else
   REPORT_DIR="${REPORT_DIR:-$ROOT/docs/benchmarks}"
-  SECS=5; REPEATS=3
+  SECS=5; REPEATS=5
 fi
 LOADGEN="$ROOT/target/release/herald-loadgen"
 HERALD="$ROOT/target/release/herald"
@@ -48,12 +51,12 @@ cargo build --release -p herald -p herald-loadgen
 # shellcheck source=../bench/kafka/env.sh
 source "$ROOT/bench/kafka/env.sh"
 
-HERALD_PID=""
+PIDS=()
 cleanup() {
-  if [ -n "$HERALD_PID" ] && kill -0 "$HERALD_PID" 2>/dev/null; then
-    kill "$HERALD_PID"; wait "$HERALD_PID" 2>/dev/null || true
-  fi
-  rm -rf "$DATA"
+  for pid in "${PIDS[@]}"; do
+    if kill -0 "$pid" 2>/dev/null; then kill "$pid"; wait "$pid" 2>/dev/null || true; fi
+  done
+  rm -rf "$DATA-open" "$DATA-secure"
   "$ROOT/bench/kafka/stop.sh" --wipe >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
@@ -78,27 +81,24 @@ wait_port() {  # addr
   echo "nothing listens on $1"; return 1
 }
 
-# herald with the listeners and settings of $1 (a TOML file).
-start_herald() {  # config log
-  rm -rf "$DATA"
-  "$HERALD" serve --data-dir "$DATA" --config "$1" --admin-listen 127.0.0.1:0 \
-    --push-listen 127.0.0.1:0 > "$2" 2>&1 &
-  HERALD_PID=$!
-}
-stop_herald() {
-  kill "$HERALD_PID"; wait "$HERALD_PID" 2>/dev/null || true
-  HERALD_PID=""
-  rm -rf "$DATA"
+# herald with the listeners and settings of $1 (a TOML file), data in $2;
+# its PID in STARTED.
+start_herald() {  # config data log
+  rm -rf "$2"
+  "$HERALD" serve --data-dir "$2" --config "$1" --admin-listen 127.0.0.1:0 \
+    --push-listen 127.0.0.1:0 > "$3" 2>&1 &
+  STARTED=$!
+  PIDS+=("$STARTED")
 }
 
-measure() {  # broker setup pid bootstrap [flags...]
-  local broker=$1 setup=$2 pid=$3 bootstrap=$4; shift 4
-  echo "== $broker $setup"
+measure() {  # broker setup pid bootstrap round [flags...]
+  local broker=$1 setup=$2 pid=$3 bootstrap=$4 round=$5; shift 5
+  echo "== $broker $setup, round $((round + 1)) of $REPEATS"
   "$LOADGEN" security measure --broker "$broker" --setup "$setup" --broker-pid "$pid" \
-    --bootstrap "$bootstrap" --secs "$SECS" --repeats "$REPEATS" --out "$ROWS" "$@"
+    --bootstrap "$bootstrap" --secs "$SECS" --repeats 1 --first-repeat "$round" --out "$ROWS" "$@"
 }
 
-echo "== herald without authorization: plaintext and TLS"
+echo "== herald without authorization (plaintext, TLS), and herald with SASL and 10,000 ACLs"
 cat > "$OUT/open.toml" <<TOML
 kafka_listen = "127.0.0.1:19592"
 [[listeners]]
@@ -108,13 +108,6 @@ protocol = "SSL"
 tls_cert = "$PKI/server.pem"
 tls_key = "$PKI/server.key"
 TOML
-start_herald "$OUT/open.toml" "$OUT/herald-open.log"
-wait_port 127.0.0.1:19592; wait_port 127.0.0.1:19593
-measure herald plaintext "$HERALD_PID" 127.0.0.1:19592
-measure herald ssl "$HERALD_PID" 127.0.0.1:19593 --tls-ca "$PKI/ca.pem"
-stop_herald
-
-echo "== herald with SASL and 10,000 ACLs"
 cat > "$OUT/secure.toml" <<TOML
 [[listeners]]
 name = "SASL"
@@ -130,15 +123,21 @@ tls_key = "$PKI/server.key"
 authorization = true
 admin_user = "admin"
 TOML
-start_herald "$OUT/secure.toml" "$OUT/herald-secure.log"
-wait_port 127.0.0.1:19594; wait_port 127.0.0.1:19595
+start_herald "$OUT/open.toml" "$DATA-open" "$OUT/herald-open.log"; OPEN_PID=$STARTED
+start_herald "$OUT/secure.toml" "$DATA-secure" "$OUT/herald-secure.log"; SECURE_PID=$STARTED
+for port in 19592 19593 19594 19595; do wait_port "127.0.0.1:$port"; done
 "$LOADGEN" security seed --bootstrap 127.0.0.1:19594 --sasl-user admin --principals 1000 --acls 10000
-measure herald sasl_plaintext+acls "$HERALD_PID" 127.0.0.1:19594 --sasl-user bench
-measure herald sasl_ssl+acls "$HERALD_PID" 127.0.0.1:19595 --sasl-user bench --tls-ca "$PKI/ca.pem"
+for round in $(seq 0 $((REPEATS - 1))); do
+  measure herald plaintext "$OPEN_PID" 127.0.0.1:19592 "$round"
+  measure herald sasl_plaintext+acls "$SECURE_PID" 127.0.0.1:19594 "$round" --sasl-user bench
+  measure herald ssl "$OPEN_PID" 127.0.0.1:19593 "$round" --tls-ca "$PKI/ca.pem"
+  measure herald sasl_ssl+acls "$SECURE_PID" 127.0.0.1:19595 "$round" --sasl-user bench --tls-ca "$PKI/ca.pem"
+done
 echo "== herald SCRAM-SHA-512 logins"
-"$LOADGEN" security handshakes --broker herald --setup sasl_plaintext --broker-pid "$HERALD_PID" \
+"$LOADGEN" security handshakes --broker herald --setup sasl_plaintext --broker-pid "$SECURE_PID" \
   --bootstrap 127.0.0.1:19594 --sasl-user bench --secs "$SECS" --repeats "$REPEATS" --out "$ROWS"
-stop_herald
+for pid in "$OPEN_PID" "$SECURE_PID"; do kill "$pid"; wait "$pid" 2>/dev/null || true; done
+rm -rf "$DATA-open" "$DATA-secure"
 
 echo "== Apache Kafka: plaintext and TLS"
 cat > "$OUT/kafka-tls.properties" <<PROPS
@@ -152,8 +151,10 @@ PROPS
 KAFKA_EXTRA_PROPERTIES="$OUT/kafka-tls.properties" "$ROOT/bench/kafka/start.sh"
 KAFKA_PID=$(cat "$KAFKA_RUN/kafka.pid")
 wait_port 127.0.0.1:19394
-measure kafka plaintext "$KAFKA_PID" 127.0.0.1:19392
-measure kafka ssl "$KAFKA_PID" 127.0.0.1:19394 --tls-ca "$PKI/ca.pem"
+for round in $(seq 0 $((REPEATS - 1))); do
+  measure kafka plaintext "$KAFKA_PID" 127.0.0.1:19392 "$round"
+  measure kafka ssl "$KAFKA_PID" 127.0.0.1:19394 "$round" --tls-ca "$PKI/ca.pem"
+done
 "$ROOT/bench/kafka/stop.sh" --wipe
 
 echo "== report"

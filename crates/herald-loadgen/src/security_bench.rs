@@ -158,6 +158,8 @@ pub struct MeasureSpec {
     pub secs: f64,
     /// Runs of each batch size.
     pub repeats: u32,
+    /// The number the first run's rows carry.
+    pub first_repeat: u32,
     /// The broker's PID, for its CPU time.
     pub broker_pid: Option<u32>,
 }
@@ -165,7 +167,7 @@ pub struct MeasureSpec {
 /// Produces to and fetches from a fresh topic per batch size and repeat;
 /// appends a row per run to `out`.
 pub async fn measure(spec: &MeasureSpec, out: &Path) -> Result<(), LoadError> {
-    for repeat in 0..spec.repeats {
+    for repeat in spec.first_repeat..spec.first_repeat + spec.repeats {
         for &batch in &spec.batches {
             let topic = format!(
                 "{TOPIC_PREFIX}{}-b{batch}-r{repeat}-{}",
@@ -268,7 +270,7 @@ async fn wait_for_leader(connection: &mut Connection, topic: &str) -> Result<(),
 /// Opens and logs in connections on `connections` tasks for `secs`; the
 /// row counts them against the broker's CPU time.
 pub async fn handshakes(spec: &MeasureSpec, connections: u32, out: &Path) -> Result<(), LoadError> {
-    for repeat in 0..spec.repeats {
+    for repeat in spec.first_repeat..spec.first_repeat + spec.repeats {
         let done = Arc::new(AtomicU64::new(0));
         let deadline = Instant::now() + Duration::from_secs_f64(spec.secs);
         let before = spec.broker_pid.and_then(cpu::sample);

@@ -86,6 +86,10 @@ pub struct RunArgs {
     /// Runs of each point.
     #[arg(long, default_value_t = 3)]
     pub repeats: u32,
+    /// The number the first run's rows carry (a script that interleaves
+    /// setups runs one at a time).
+    #[arg(long, default_value_t = 0)]
+    pub first_repeat: u32,
     /// The broker's PID, for its CPU time.
     #[arg(long)]
     pub broker_pid: Option<u32>,
@@ -119,6 +123,7 @@ fn spec(listener: &Listener, run: &RunArgs, batches: Vec<u32>) -> anyhow::Result
         batches,
         secs: run.secs,
         repeats: run.repeats,
+        first_repeat: run.first_repeat,
         broker_pid: run.broker_pid,
     })
 }
