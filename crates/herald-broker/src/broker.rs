@@ -19,7 +19,9 @@ use crate::producer_snapshot;
 use crate::security::Security;
 use crate::topic::{validate_topic_name, Topic};
 use crate::topic_config::TopicConfig;
+use arc_swap::ArcSwap;
 use herald_auth::{Applied, SecurityCommand, SecurityState};
+use herald_flow::{QuotaEntity, QuotaError, QuotaOp, QuotaState};
 
 /// What a created (or validated) topic looks like.
 #[derive(Debug, Clone)]
@@ -75,6 +77,8 @@ pub struct Broker {
     producer_epochs: Mutex<HashMap<i64, i16>>,
     groups: GroupService,
     security: Security,
+    /// Client quotas and tenant SLAs, published for lock-free reading.
+    quotas: ArcSwap<QuotaState>,
     _lock: DirLock,
 }
 
@@ -126,6 +130,7 @@ impl Broker {
         Ok(Arc::new(Self {
             cluster_id: metadata.cluster_id.clone(),
             security,
+            quotas: ArcSwap::from_pointee(metadata.quotas.clone()),
             admin: Mutex::new(AdminState {
                 store,
                 producer_ids: ProducerIdAllocator::new(metadata.producer_id_high_mark),
@@ -465,6 +470,34 @@ impl Broker {
     /// The consumer-group coordinator.
     pub fn groups(&self) -> &GroupService {
         &self.groups
+    }
+
+    /// Client quotas and tenant SLAs as last persisted.
+    pub fn quotas(&self) -> Arc<QuotaState> {
+        self.quotas.load_full()
+    }
+
+    /// AlterClientQuotas: each entry's changes are checked on their own
+    /// (as Kafka does); the valid ones are persisted together, unless
+    /// `validate_only`. Answers each entry's outcome, in order.
+    pub fn alter_quotas(
+        &self,
+        entries: Vec<(QuotaEntity, Vec<QuotaOp>)>,
+        validate_only: bool,
+    ) -> Result<Vec<Result<(), QuotaError>>, BrokerError> {
+        let mut admin = self.admin.lock();
+        let mut next = admin.metadata.clone();
+        let outcomes: Vec<Result<(), QuotaError>> = entries
+            .iter()
+            .map(|(entity, ops)| next.quotas.alter(entity, ops))
+            .collect();
+        if validate_only || outcomes.iter().all(Result::is_err) {
+            return Ok(outcomes);
+        }
+        admin.store.save(&next)?;
+        self.quotas.store(Arc::new(next.quotas.clone()));
+        admin.metadata = next;
+        Ok(outcomes)
     }
 
     /// Who may do what: credentials, ACLs, tenants, namespaces.

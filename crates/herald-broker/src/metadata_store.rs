@@ -33,7 +33,8 @@ pub struct TopicRecord {
 }
 
 /// The whole persisted document.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+// Not Eq: quota values are floating point, as Kafka's are.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Metadata {
     /// Format of the document, for later migrations.
     pub format_version: u32,
@@ -51,6 +52,10 @@ pub struct Metadata {
     /// from; made on first open.
     #[serde(default)]
     pub security_secret: Option<String>,
+    /// Client quotas and tenant SLAs (absent before herald kept them:
+    /// none).
+    #[serde(default)]
+    pub quotas: herald_flow::QuotaState,
 }
 
 impl Metadata {
@@ -62,6 +67,7 @@ impl Metadata {
             topics: BTreeMap::new(),
             security: herald_auth::SecurityState::default(),
             security_secret: None,
+            quotas: herald_flow::QuotaState::default(),
         }
     }
 }

@@ -7,6 +7,9 @@
 //!   SLAs in bytes or messages per second, with a burst, in two modes:
 //!   throttle (accept and say how long to pause, as Kafka does) and reject
 //!   (refuse and say when to retry, as seed 004 asks).
+//! - [`quotas`]: Kafka's client quotas (by user, client id, IP) and
+//!   herald's tenant SLAs, as stored: validated as Kafka validates
+//!   AlterClientQuotas, matched as DescribeClientQuotas matches.
 //! - [`window`]: Little's law over the last N messages served: throughput
 //!   λ, mean latency W, and the in-flight estimate L = λW.
 //! - [`controller`]: controllers that move an in-flight limit from those
@@ -15,8 +18,10 @@
 
 pub mod bucket;
 pub mod controller;
+pub mod quotas;
 pub mod window;
 
 pub use bucket::{Admission, TokenBucket};
 pub use controller::{Adaptive, Gradient, LastThreePoints, LimitController, Sample};
+pub use quotas::{EntityType, QuotaEntity, QuotaError, QuotaOp, QuotaState};
 pub use window::{LittleWindow, Measurement};

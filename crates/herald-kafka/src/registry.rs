@@ -305,6 +305,11 @@ registry! {
         |call, request| call.respond(&describe_user_scram_credentials::handle(call.ctx, call.session, request));
     AlterUserScramCredentials(AlterUserScramCredentialsRequest), versions 0..=0, schema alter_user_scram_credentials,
         |call, request| call.respond(&alter_user_scram_credentials::handle(call.ctx, call.session, request));
+    // Client quotas and tenant SLAs.
+    DescribeClientQuotas(DescribeClientQuotasRequest), versions 0..=1, schema describe_client_quotas,
+        |call, request| call.respond(&describe_client_quotas::handle(call.ctx, call.session, request));
+    AlterClientQuotas(AlterClientQuotasRequest), versions 0..=1, schema alter_client_quotas,
+        |call, request| call.respond(&alter_client_quotas::handle(call.ctx, call.session, request));
 }
 
 /// The row of an API key, if herald serves that API.

@@ -60,6 +60,8 @@ pub(crate) enum Ty {
     I16,
     I32,
     I64,
+    /// A float64 (8 bytes).
+    F64,
     Uuid,
     Bool,
     /// String or nullable string (compact in flexible versions).
@@ -85,6 +87,7 @@ impl fmt::Debug for Ty {
             Ty::I16 => f.write_str("I16"),
             Ty::I32 => f.write_str("I32"),
             Ty::I64 => f.write_str("I64"),
+            Ty::F64 => f.write_str("F64"),
             Ty::Uuid => f.write_str("Uuid"),
             Ty::Bool => f.write_str("Bool"),
             Ty::Str => f.write_str("Str"),
@@ -332,7 +335,7 @@ impl Walker<'_> {
             Ty::I8 | Ty::Bool => self.take(1).map(|_| ()),
             Ty::I16 => self.take(2).map(|_| ()),
             Ty::I32 => self.take(4).map(|_| ()),
-            Ty::I64 => self.take(8).map(|_| ()),
+            Ty::I64 | Ty::F64 => self.take(8).map(|_| ()),
             Ty::Uuid => self.take(16).map(|_| ()),
             Ty::Str => self.skip_sized(false),
             Ty::Bytes => self.skip_sized(true),

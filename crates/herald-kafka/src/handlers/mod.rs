@@ -25,6 +25,7 @@ const FRAME_BUFFER_MAX_BYTES: usize = 16 << 20;
 /// Bytes of idle frame buffers the server keeps for reuse.
 const FRAME_BUFFERS_RETAINED_BYTES: usize = 32 << 20;
 
+pub mod alter_client_quotas;
 pub mod alter_configs;
 pub mod alter_user_scram_credentials;
 pub mod api_versions;
@@ -36,6 +37,7 @@ pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_acls;
+pub mod describe_client_quotas;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
