@@ -256,6 +256,41 @@ impl QuotaState {
     }
 }
 
+impl QuotaState {
+    /// The quota `key` of a client (`user`, `client_id`), with the entity
+    /// it comes from, by Kafka's precedence: user and client id, user and
+    /// default client, user, default user and client id, default user and
+    /// default client, default user, client id, default client.
+    pub fn resolve(&self, user: &str, client_id: &str, key: &str) -> Option<(QuotaEntity, f64)> {
+        let candidates: [&[(EntityType, Option<&str>)]; 8] = [
+            &[
+                (EntityType::User, Some(user)),
+                (EntityType::ClientId, Some(client_id)),
+            ],
+            &[(EntityType::User, Some(user)), (EntityType::ClientId, None)],
+            &[(EntityType::User, Some(user))],
+            &[
+                (EntityType::User, None),
+                (EntityType::ClientId, Some(client_id)),
+            ],
+            &[(EntityType::User, None), (EntityType::ClientId, None)],
+            &[(EntityType::User, None)],
+            &[(EntityType::ClientId, Some(client_id))],
+            &[(EntityType::ClientId, None)],
+        ];
+        candidates.iter().find_map(|components| {
+            let entity = QuotaEntity(
+                components
+                    .iter()
+                    .map(|(kind, name)| (*kind, name.map(str::to_owned)))
+                    .collect(),
+            );
+            let value = *self.entries.get(&entity)?.get(key)?;
+            Some((entity, value))
+        })
+    }
+}
+
 /// How DescribeClientQuotas matches one component.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Match {
@@ -364,6 +399,59 @@ mod tests {
             3
         );
         assert_eq!(state.describe(&[], false).len(), 3);
+    }
+
+    #[test]
+    fn a_client_gets_the_most_specific_quota_as_kafka_resolves_them() {
+        let mut state = QuotaState::default();
+        let set = |state: &mut QuotaState, components: &[(&str, Option<&str>)], rate: f64| {
+            let entity = QuotaEntity::parse(components.iter().copied()).expect("entity");
+            state
+                .alter(&entity, &[op("producer_byte_rate", rate)])
+                .expect("valid");
+        };
+        assert_eq!(state.resolve("alice", "app", "producer_byte_rate"), None);
+        set(&mut state, &[("client-id", None)], 8.0);
+        assert_eq!(
+            state
+                .resolve("alice", "app", "producer_byte_rate")
+                .map(|r| r.1),
+            Some(8.0)
+        );
+        set(&mut state, &[("client-id", Some("app"))], 7.0);
+        set(&mut state, &[("user", None)], 6.0);
+        assert_eq!(
+            state
+                .resolve("alice", "app", "producer_byte_rate")
+                .map(|r| r.1),
+            Some(6.0)
+        );
+        set(&mut state, &[("user", Some("alice"))], 3.0);
+        assert_eq!(
+            state
+                .resolve("alice", "app", "producer_byte_rate")
+                .map(|r| r.1),
+            Some(3.0)
+        );
+        set(
+            &mut state,
+            &[("user", Some("alice")), ("client-id", Some("app"))],
+            1.0,
+        );
+        assert_eq!(
+            state
+                .resolve("alice", "app", "producer_byte_rate")
+                .map(|r| r.1),
+            Some(1.0)
+        );
+        // Another user falls back to the default user's.
+        assert_eq!(
+            state
+                .resolve("bob", "app", "producer_byte_rate")
+                .map(|r| r.1),
+            Some(6.0)
+        );
+        assert_eq!(state.resolve("bob", "app", "consumer_byte_rate"), None);
     }
 
     #[test]
