@@ -12,6 +12,7 @@ themselves against Apache Kafka:
 """
 
 import base64
+import contextlib
 import os
 import signal
 import socket
@@ -47,6 +48,22 @@ def port_accepts(host: str, port: int) -> bool:
             return True
     except OSError:
         return False
+
+
+@contextlib.contextmanager
+def environment(**values):
+    """Sets environment variables for the block (a broker started in it
+    reads them), and puts back what was there before."""
+    previous = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in previous.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 class HeraldBroker:

@@ -24,7 +24,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -39,8 +39,9 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from broker import HeraldBroker, KafkaBroker, free_port, serve_for_test
+from broker import HeraldBroker, KafkaBroker, environment, free_port, serve_for_test
 from pki import make_pki
+from secure_clients import consume, produce
 from conftest import EXTERNAL_BOOTSTRAP, KAFKA_LIB, herald_binary_path
 
 pytestmark = pytest.mark.skipif(
@@ -163,21 +164,14 @@ principal_mapping_rules = "RULE:^CN=([^,]+),.*$/$1/,DEFAULT"
 authorization = true
 admin_user = "admin"
 """)
-    previous = os.environ.get("HERALD_ADMIN_PASSWORD")
-    os.environ["HERALD_ADMIN_PASSWORD"] = ADMIN_PASSWORD
-    if AGAINST_KAFKA:
-        server = SecureKafka(Path(KAFKA_LIB), folder / "data", folder / "broker.log", ports, pki)
-    else:
-        server = SecureHerald(herald_binary_path(), folder / "data", folder / "broker.log", config)
-        server.ports = ports
-        server.pki = pki
-    try:
-        yield from serve_for_test(server, request)
-    finally:
-        if previous is None:
-            os.environ.pop("HERALD_ADMIN_PASSWORD", None)
+    with environment(HERALD_ADMIN_PASSWORD=ADMIN_PASSWORD):
+        if AGAINST_KAFKA:
+            server = SecureKafka(Path(KAFKA_LIB), folder / "data", folder / "broker.log", ports, pki)
         else:
-            os.environ["HERALD_ADMIN_PASSWORD"] = previous
+            server = SecureHerald(herald_binary_path(), folder / "data", folder / "broker.log", config)
+            server.ports = ports
+            server.pki = pki
+        yield from serve_for_test(server, request)
 
 
 def sasl(secure, user, password, mechanism="SCRAM-SHA-512", tls=False, **extra):
@@ -220,48 +214,6 @@ def allow(secure, principal, resource_type, name, operation, pattern=ResourcePat
     ])
     for f in futures.values():
         f.result(timeout=15)
-
-
-def produce(conf, topic, count, key=b"k"):
-    """Produces `count` records; answers the delivery errors (codes)."""
-    errors = []
-
-    def report(err, _msg):
-        if err is not None:
-            errors.append(err.code())
-
-    producer = Producer({**conf, "message.timeout.ms": 10000, "retries": 0})
-    for i in range(count):
-        producer.produce(topic, key=key, value=b"v%d" % i, on_delivery=report)
-    assert producer.flush(20) == 0, "every record answered"
-    return errors
-
-
-def consume(conf, topic, group, count, timeout_s=20):
-    """Consumes until `count` records or an error; answers (values, error code)."""
-    consumer = Consumer({**conf, "group.id": group, "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False})
-    consumer.subscribe([topic])
-    values, error = [], None
-    deadline = time.monotonic() + timeout_s
-    try:
-        while len(values) < count and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error():
-                if msg.error().code() == KafkaError._PARTITION_EOF:
-                    continue
-                error = msg.error().code()
-                break
-            values.append(msg.value())
-        if error is None and values:
-            consumer.commit(asynchronous=False)
-    except KafkaException as e:
-        error = e.args[0].code()
-    finally:
-        consumer.close()
-    return values, error
 
 
 def failure_time(conf, limit_s=5.0):

@@ -5,7 +5,6 @@ bootstrap administrator; and the helpers the security tests share."""
 
 import base64
 import json
-import os
 import ssl
 import urllib.error
 import urllib.parse
@@ -28,7 +27,7 @@ from confluent_kafka.admin import (
 )
 from scramp import ScramClient
 
-from broker import HeraldBroker, free_port, serve_for_test
+from broker import HeraldBroker, environment, free_port, serve_for_test
 from conftest import herald_binary_path
 from pki import make_pki
 from push_client import Session
@@ -66,18 +65,11 @@ token_lifetime_secs = 600
 authorization = true
 admin_user = "admin"
 """)
-    previous = os.environ.get("HERALD_ADMIN_PASSWORD")
-    os.environ["HERALD_ADMIN_PASSWORD"] = ADMIN_PASSWORD
-    server = SecurePushHerald(herald_binary_path(), folder / "data", folder / "broker.log", config)
-    server.ports = ports
-    server.pki = pki
-    try:
+    with environment(HERALD_ADMIN_PASSWORD=ADMIN_PASSWORD):
+        server = SecurePushHerald(herald_binary_path(), folder / "data", folder / "broker.log", config)
+        server.ports = ports
+        server.pki = pki
         yield from serve_for_test(server, request)
-    finally:
-        if previous is None:
-            os.environ.pop("HERALD_ADMIN_PASSWORD", None)
-        else:
-            os.environ["HERALD_ADMIN_PASSWORD"] = previous
 
 
 def admin(secure):

@@ -11,10 +11,9 @@ SASL_PLAINTEXT Kafka listener, authorization on.
 
 import os
 import subprocess
-import time
 import uuid
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -25,6 +24,7 @@ from confluent_kafka.admin import (
 )
 
 from conftest import herald_binary_path
+from secure_clients import consume, produce
 from secure_push import (  # noqa: F401 (secure is a fixture)
     ADMIN_PASSWORD,
     add_user,
@@ -56,41 +56,6 @@ def kafka(secure, user, password):
         "sasl.username": user,
         "sasl.password": password,
     }
-
-
-def produce(conf, topic, count):
-    errors = []
-    producer = Producer({**conf, "message.timeout.ms": 10000, "retries": 0})
-    for i in range(count):
-        producer.produce(topic, key=b"k", value=b"v%d" % i,
-                         on_delivery=lambda err, _m: err and errors.append(err.code()))
-    assert producer.flush(TIMEOUT_S) == 0
-    return errors
-
-
-def consume(conf, topic, group, count):
-    consumer = Consumer({**conf, "group.id": group, "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False})
-    values, error = [], None
-    try:
-        consumer.subscribe([topic])
-        deadline = time.monotonic() + TIMEOUT_S
-        while len(values) < count and error is None and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error():
-                if msg.error().code() != KafkaError._PARTITION_EOF:
-                    error = msg.error().code()
-                continue
-            values.append(msg.value())
-        if error is None and values:
-            consumer.commit(asynchronous=False)
-    except KafkaException as e:
-        error = e.args[0].code()
-    finally:
-        consumer.close()
-    return values, error
 
 
 def create_topic(conf, name):
