@@ -480,6 +480,11 @@ fn credentials_acls_and_tenants_survive_restart_and_refusals_change_nothing() {
     );
 }
 
+/// The `retention.ms` a topic inherits from its namespace, if any.
+fn inherited_retention(topic: &herald_broker::Topic) -> Option<String> {
+    topic.config().inherited().get("retention.ms").cloned()
+}
+
 #[test]
 fn topics_follow_their_namespaces_configs_and_bad_ones_are_refused() {
     use herald_auth::SecurityCommand;
@@ -505,14 +510,7 @@ fn topics_follow_their_namespaces_configs_and_bad_ones_are_refused() {
             ])
             .expect("applied");
         let topic = broker.topic("acme.orders").expect("topic");
-        assert_eq!(
-            topic
-                .config()
-                .inherited()
-                .get("retention.ms")
-                .map(String::as_str),
-            Some("60000")
-        );
+        assert_eq!(inherited_retention(&topic).as_deref(), Some("60000"));
         assert!(topic.config().overrides().is_empty());
         // A topic created afterwards inherits at once.
         broker
@@ -543,14 +541,7 @@ fn topics_follow_their_namespaces_configs_and_bad_ones_are_refused() {
     }
     let broker = Broker::open(config).expect("reopen");
     let topic = broker.topic("acme.orders").expect("topic");
-    assert_eq!(
-        topic
-            .config()
-            .inherited()
-            .get("retention.ms")
-            .map(String::as_str),
-        Some("60000")
-    );
+    assert_eq!(inherited_retention(&topic).as_deref(), Some("60000"));
     // Deleting the tenant takes the inheritance away.
     broker
         .apply_security(SecurityCommand::DeleteTenant {
