@@ -94,12 +94,16 @@ impl TokenBucket {
     }
 
     /// Reject mode: takes `units` if they fit, else takes nothing and says
-    /// when they would.
+    /// when they would. A request larger than the burst could never fit,
+    /// so it goes once the bucket is full and leaves a debt the next
+    /// requests wait out: any window then admits at most rate × window +
+    /// max(burst, largest request).
     pub fn try_take(&mut self, units: u64, now_ns: u64) -> Admission {
-        let next = self.start(now_ns) + i128::from(self.cost_ns(units));
-        let late = next - i128::from(now_ns);
+        let start = self.start(now_ns);
+        let needed = self.cost_ns(units).min(self.burst_ns());
+        let late = start + i128::from(needed) - i128::from(now_ns);
         if late <= 0 {
-            self.paid_ns = next;
+            self.paid_ns = start + i128::from(self.cost_ns(units));
             Admission::Admitted
         } else {
             Admission::Rejected {
@@ -162,11 +166,33 @@ mod tests {
     #[test]
     fn a_rejected_request_takes_nothing() {
         let mut bucket = TokenBucket::new(1000, 10, S);
+        assert_eq!(bucket.try_take(4, S), Admission::Admitted);
         assert_eq!(
-            bucket.try_take(11, S),
+            bucket.try_take(8, S),
+            Admission::Rejected {
+                retry_after_ns: 2 * MS
+            }
+        );
+        assert_eq!(bucket.try_take(6, S), Admission::Admitted);
+    }
+
+    #[test]
+    fn a_request_larger_than_the_burst_goes_from_a_full_bucket_into_debt() {
+        let mut bucket = TokenBucket::new(1000, 10, S);
+        assert_eq!(bucket.try_take(1, S), Admission::Admitted);
+        // 25 units never fit in 10: they wait for a full bucket (1 ms)...
+        assert_eq!(
+            bucket.try_take(25, S),
             Admission::Rejected { retry_after_ns: MS }
         );
-        assert_eq!(bucket.try_take(10, S), Admission::Admitted);
+        assert_eq!(bucket.try_take(25, S + MS), Admission::Admitted);
+        // ...and leave 15 units owed: the next unit waits 16 ms.
+        assert_eq!(
+            bucket.try_take(1, S + MS),
+            Admission::Rejected {
+                retry_after_ns: 16 * MS
+            }
+        );
     }
 
     #[test]
@@ -212,7 +238,8 @@ mod tests {
 
     proptest! {
         /// Over any window, what is admitted is at most the rate times the
-        /// window plus the burst, whatever the request sizes and times.
+        /// window plus the burst (or the largest request, if larger than
+        /// the burst), whatever the request sizes and times.
         #[test]
         fn no_window_admits_more_than_rate_times_window_plus_burst(
             rate in 1u64..100_000,
@@ -223,6 +250,7 @@ mod tests {
             let mut bucket = TokenBucket::new(rate, burst, 0);
             let mut now = 0;
             let mut admitted: Vec<(u64, u64)> = Vec::new();
+            let largest = requests.iter().map(|(_, units)| *units).max().unwrap_or(0);
             for (gap, units) in requests {
                 now += gap;
                 if bucket.try_take(units, now) == Admission::Admitted {
@@ -236,7 +264,8 @@ mod tests {
                     .take_while(|(t, _)| *t < start + window)
                     .map(|(_, u)| u)
                     .sum();
-                let allowed = u128::from(rate) * u128::from(window) / NANOS + u128::from(burst);
+                let allowed =
+                    u128::from(rate) * u128::from(window) / NANOS + u128::from(burst.max(largest));
                 prop_assert!(u128::from(total) <= allowed, "{total} admitted in {window_ms} ms, allowed {allowed}");
             }
         }

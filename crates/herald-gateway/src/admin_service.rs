@@ -10,13 +10,14 @@ use herald_auth::{
     Operation, ResourceType, SecurityCommand, SecurityError, SecurityState, TenantError,
 };
 use herald_broker::BrokerError;
+use herald_flow::{EntityType, QuotaEntity, QuotaOp, QuotaState};
 use tonic::{Request, Response, Status};
 
 use crate::grpc::caller;
 use crate::proto::herald_admin_server::HeraldAdmin;
 use crate::proto::{
-    AlterNamespaceRequest, CreateTenantRequest, DeleteTenantRequest, DeleteTenantResponse,
-    ListTenantsRequest, ListTenantsResponse, Namespace, Tenant,
+    AlterNamespaceRequest, AlterTenantSlaRequest, CreateTenantRequest, DeleteTenantRequest,
+    DeleteTenantResponse, ListTenantsRequest, ListTenantsResponse, Namespace, Tenant,
 };
 use crate::server::Shared;
 
@@ -74,10 +75,21 @@ fn refusal(error: BrokerError) -> Status {
     }
 }
 
+/// The quota entity a tenant's SLA is stored under.
+fn sla_entity(tenant: &str) -> QuotaEntity {
+    QuotaEntity([(EntityType::Tenant, Some(tenant.to_owned()))].into())
+}
+
 /// A tenant as the protocol shows it.
-fn tenant_message(state: &SecurityState, name: &str) -> Option<Tenant> {
+fn tenant_message(state: &SecurityState, quotas: &QuotaState, name: &str) -> Option<Tenant> {
     let tenant = state.tenants.get(name)?;
+    let sla = quotas
+        .entries
+        .get(&sla_entity(name))
+        .map(|values| values.clone().into_iter().collect())
+        .unwrap_or_default();
     Some(Tenant {
+        sla,
         name: tenant.name.clone(),
         principals: tenant.principals.iter().cloned().collect(),
         namespaces: tenant
@@ -118,8 +130,8 @@ impl HeraldAdmin for AdminService {
         }
         self.apply(commands)?;
         tracing::info!(tenant = %request.name, "tenant created");
-        let state = self.shared.engine.broker().security().state();
-        tenant_message(&state, &request.name)
+        let broker = self.shared.engine.broker();
+        tenant_message(&broker.security().state(), &broker.quotas(), &request.name)
             .map(Response::new)
             .ok_or_else(|| Status::aborted("the tenant was removed meanwhile"))
     }
@@ -131,6 +143,22 @@ impl HeraldAdmin for AdminService {
         self.require(&request, Operation::Alter).await?;
         let name = request.into_inner().name;
         self.apply(vec![SecurityCommand::DeleteTenant { name: name.clone() }])?;
+        // Its SLA goes with it: a tenant made again under the name starts
+        // without one.
+        let broker = self.shared.engine.broker();
+        if let Some(values) = broker.quotas().entries.get(&sla_entity(&name)) {
+            let removals = values
+                .keys()
+                .map(|key| QuotaOp {
+                    key: key.clone(),
+                    value: 0.0,
+                    remove: true,
+                })
+                .collect();
+            broker
+                .alter_quotas(vec![(sla_entity(&name), removals)], false)
+                .map_err(|e| Status::unavailable(e.to_string()))?;
+        }
         tracing::info!(tenant = %name, "tenant deleted");
         Ok(Response::new(DeleteTenantResponse {}))
     }
@@ -140,11 +168,12 @@ impl HeraldAdmin for AdminService {
         request: Request<ListTenantsRequest>,
     ) -> Result<Response<ListTenantsResponse>, Status> {
         self.require(&request, Operation::Describe).await?;
-        let state = self.shared.engine.broker().security().state();
+        let broker = self.shared.engine.broker();
+        let (state, quotas) = (broker.security().state(), broker.quotas());
         let tenants = state
             .tenants
             .keys()
-            .filter_map(|name| tenant_message(&state, name))
+            .filter_map(|name| tenant_message(&state, &quotas, name))
             .collect();
         Ok(Response::new(ListTenantsResponse { tenants }))
     }
@@ -172,5 +201,46 @@ impl HeraldAdmin for AdminService {
                 })
             })
             .ok_or_else(|| Status::aborted("the namespace was removed meanwhile"))
+    }
+
+    async fn alter_tenant_sla(
+        &self,
+        request: Request<AlterTenantSlaRequest>,
+    ) -> Result<Response<Tenant>, Status> {
+        self.require(&request, Operation::Alter).await?;
+        let request = request.into_inner();
+        let broker = self.shared.engine.broker();
+        if !broker
+            .security()
+            .state()
+            .tenants
+            .contains_key(&request.name)
+        {
+            return Err(Status::not_found(format!("no tenant {}", request.name)));
+        }
+        let mut ops: Vec<QuotaOp> = request
+            .set
+            .into_iter()
+            .map(|(key, value)| QuotaOp {
+                key,
+                value,
+                remove: false,
+            })
+            .collect();
+        ops.extend(request.remove.into_iter().map(|key| QuotaOp {
+            key,
+            value: 0.0,
+            remove: true,
+        }));
+        let mut outcomes = broker
+            .alter_quotas(vec![(sla_entity(&request.name), ops)], false)
+            .map_err(|e| Status::unavailable(e.to_string()))?;
+        if let Some(Err(e)) = outcomes.pop() {
+            return Err(Status::invalid_argument(e.to_string()));
+        }
+        tracing::info!(tenant = %request.name, "tenant SLA altered");
+        tenant_message(&broker.security().state(), &broker.quotas(), &request.name)
+            .map(Response::new)
+            .ok_or_else(|| Status::aborted("the tenant was removed meanwhile"))
     }
 }

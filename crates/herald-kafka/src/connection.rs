@@ -25,6 +25,7 @@ use crate::codec::{check_frame_length, Chunk, FrameError, ResponseFrame, LENGTH_
 use crate::frame_buffers::FrameBuffers;
 use crate::handlers::{self, Context, Outcome};
 use crate::listener::ListenerConfig;
+use crate::quota::Verdict;
 use crate::session::Session;
 use herald_tls::TlsAcceptor;
 
@@ -120,10 +121,10 @@ async fn serve_io<R, W>(
         .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
     let limit = ctx.config.max_in_flight_requests.max(1);
     let in_flight = Arc::new(Semaphore::new(limit));
-    let (requests, request_rx) = mpsc::channel::<(Bytes, Permit)>(limit);
+    let (requests, request_rx) = mpsc::channel::<(Bytes, Verdict, Permit)>(limit);
     let (responses, response_rx) = mpsc::channel::<(ResponseFrame, Permit)>(limit);
     tokio::join!(
-        read_requests(read_half, ctx, in_flight, requests, shutdown, peer),
+        read_requests(read_half, ctx, session, in_flight, requests, shutdown, peer),
         process_requests(ctx, session, request_rx, responses, metrics),
         write_responses(write_half, response_rx, peer, metrics),
     );
@@ -152,17 +153,24 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ResponseSink for WriteHalf<S> {
 async fn read_requests<R: AsyncRead + Unpin>(
     mut socket: R,
     ctx: &Context,
+    session: &Session,
     in_flight: Arc<Semaphore>,
-    requests: mpsc::Sender<(Bytes, Permit)>,
+    requests: mpsc::Sender<(Bytes, Verdict, Permit)>,
     shutdown: &CancellationToken,
     peer: SocketAddr,
 ) {
     let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
     loop {
         let next = async {
+            // A client its quota throttled is not read from meanwhile (as
+            // Kafka mutes its channel): it cannot send more by ignoring
+            // `throttle_time_ms`, as librdkafka does.
+            while let Some(pause) = session.quotas().pause_left(&ctx.quota_buckets) {
+                tokio::time::sleep(pause).await;
+            }
             let slot = Arc::clone(&in_flight).acquire_owned().await.ok()?;
             let result = async {
-                type Read = Result<Option<(Bytes, Permit)>, ReadError>;
+                type Read = Result<Option<(Bytes, Verdict, Permit)>, ReadError>;
                 let Some(size) =
                     read_prefix(&mut socket, &mut buf, ctx.config.max_frame_bytes).await?
                 else {
@@ -175,8 +183,12 @@ async fn read_requests<R: AsyncRead + Unpin>(
                     .await
                     .map_err(|_| ReadError::Closed)?;
                 let frame = read_body(&mut socket, &mut buf, size, &ctx.frame_buffers).await?;
+                // Charged before the next frame is read, so a throttled
+                // client's next request waits for the pause.
+                let verdict = crate::quota::admit_frame(ctx, session, &frame);
                 Ok(Some((
                     frame,
+                    verdict,
                     Permit {
                         _slot: slot,
                         _bytes: bytes,
@@ -291,15 +303,15 @@ async fn read_large_body<R: AsyncRead + Unpin>(
 async fn process_requests(
     ctx: &Context,
     session: &Session,
-    mut requests: mpsc::Receiver<(Bytes, Permit)>,
+    mut requests: mpsc::Receiver<(Bytes, Verdict, Permit)>,
     responses: mpsc::Sender<(ResponseFrame, Permit)>,
     metrics: Option<&KafkaMetrics>,
 ) {
     let peer = session.peer();
-    while let Some((frame, permit)) = requests.recv().await {
+    while let Some((frame, verdict, permit)) = requests.recv().await {
         let started = Instant::now();
         let (api, frame_bytes) = (api_name(&frame), LENGTH_PREFIX_BYTES + frame.len());
-        let outcome = handlers::handle_frame(ctx, session, frame).await;
+        let outcome = handlers::handle_admitted(ctx, session, frame, verdict).await;
         if let Some(metrics) = metrics {
             metrics.record_request(api, frame_bytes, started.elapsed());
         }

@@ -20,6 +20,7 @@ pub mod error_code;
 mod frame_buffers;
 pub mod handlers;
 pub mod listener;
+pub mod quota;
 pub mod registry;
 pub mod server;
 pub mod session;

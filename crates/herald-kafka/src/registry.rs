@@ -60,6 +60,8 @@ pub struct Call<'a> {
     pub header: &'a RequestHeader,
     /// The connection's client: its listener, address and principal.
     pub session: &'a crate::session::Session,
+    /// What the quotas decided as the frame was read.
+    pub quota: crate::quota::Verdict,
 }
 
 impl Call<'_> {
@@ -208,13 +210,13 @@ registry! {
     // as Kafka 4 does (KIP-896): librdkafka up to 2.11 only keeps gzip,
     // snappy and lz4 enabled when the broker lists Produce v0.
     Produce(ProduceRequest), versions 0..=13, served from 3, schema produce,
-        |call, request| match produce::handle(call.ctx, call.session, request, call.version).await {
+        |call, request| match produce::handle(call, request).await {
             Some(response) => call.respond(&response),
             None => Outcome::NoResponse,
         };
     Fetch(FetchRequest), versions 4..=18, schema fetch,
         |call, request| {
-            let (response, records) = fetch::handle(call.ctx, call.session, request, call.version).await;
+            let (response, records) = fetch::handle(call.ctx, call.session, request, call.version, &call.client_id()).await;
             call.respond_spliced(&response, &records)
         };
     ListOffsets(ListOffsetsRequest), versions 1..=10, schema list_offsets,

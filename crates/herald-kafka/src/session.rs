@@ -11,6 +11,7 @@ use herald_broker::Security;
 use parking_lot::Mutex;
 
 use crate::listener::{ListenerConfig, SaslMechanism};
+use crate::quota::ConnectionQuotas;
 
 /// The principal of a client nobody authenticated (Kafka's).
 pub const ANONYMOUS: &str = "User:ANONYMOUS";
@@ -36,6 +37,7 @@ pub struct Session {
     listener: Arc<ListenerConfig>,
     peer: Option<SocketAddr>,
     auth: Mutex<Auth>,
+    quotas: ConnectionQuotas,
 }
 
 impl Session {
@@ -62,6 +64,7 @@ impl Session {
             listener,
             peer,
             auth: Mutex::new(auth),
+            quotas: ConnectionQuotas::default(),
         }
     }
 
@@ -186,6 +189,13 @@ impl Session {
             }
             _ => false,
         }
+    }
+}
+
+impl Session {
+    /// What the connection is charged to, and until when it is paused.
+    pub fn quotas(&self) -> &ConnectionQuotas {
+        &self.quotas
     }
 }
 

@@ -364,6 +364,15 @@ pub fn parse_key_value(text: &str) -> Result<(String, String), String> {
     }
 }
 
+/// `KEY=NUMBER`.
+pub fn parse_key_number(text: &str) -> Result<(String, f64), String> {
+    let (key, value) = parse_key_value(text)?;
+    match value.parse::<f64>() {
+        Ok(number) if number.is_finite() => Ok((key, number)),
+        _ => Err(format!("expected a number after '{key}=', got '{value}'")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -477,6 +486,26 @@ pub enum TenantCommand {
         #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_key_value)]
         set: Vec<(String, String)>,
         /// A config to remove; repeatable.
+        #[arg(long = "remove", value_name = "KEY")]
+        remove: Vec<String>,
+        #[command(flatten)]
+        push: PushArgs,
+    },
+    /// Set or remove keys of a tenant's SLA: input_bytes_per_sec,
+    /// input_messages_per_sec, output_bytes_per_sec,
+    /// output_messages_per_sec, reject_over_rate (1: refuse a produce
+    /// over an input rate; 0: throttle it, the default), max_partitions,
+    /// max_stored_bytes, max_connections.
+    #[command(
+        after_help = "Example:\n  herald tenant sla acme --set input_bytes_per_sec=1048576 --set reject_over_rate=1"
+    )]
+    Sla {
+        /// The tenant's name.
+        name: String,
+        /// A key to set; repeatable.
+        #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_key_number)]
+        set: Vec<(String, f64)>,
+        /// A key to remove; repeatable.
         #[arg(long = "remove", value_name = "KEY")]
         remove: Vec<String>,
         #[command(flatten)]

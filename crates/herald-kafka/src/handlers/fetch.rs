@@ -33,15 +33,25 @@ struct Wanted {
 }
 
 /// Answers a Fetch request; also returns the record buffers to splice.
+///
+/// Under a fetch quota (the client's `consumer_byte_rate`, its tenant's
+/// output rates) the answer is sized to the tokens the quota holds rather
+/// than answered empty: at least the first batch goes, as Kafka's
+/// `max_bytes` allows. What went over is answered with `throttle_time_ms`
+/// and paid by pausing the connection.
 pub async fn handle(
     ctx: &Context,
     session: &Session,
     request: FetchRequest,
     version: i16,
+    client_id: &str,
 ) -> (FetchResponse, Vec<Spliced>) {
     let (topics, wanted) = resolve(ctx, session, &request, version);
     let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0);
-    let max_bytes = usize::try_from(request.max_bytes).unwrap_or(0);
+    let mut max_bytes = usize::try_from(request.max_bytes).unwrap_or(0);
+    if let Some(allowed) = crate::quota::fetch_allowance(ctx, session, client_id) {
+        max_bytes = max_bytes.min(usize::try_from(allowed).unwrap_or(usize::MAX).max(1));
+    }
     let wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0))
         .min(ctx.config.fetch_wait_max);
     let deadline = Instant::now() + wait;
@@ -49,7 +59,18 @@ pub async fn handle(
         let read = read_all(&wanted, max_bytes).await;
         let done = read.bytes >= min_bytes.max(1) || read.any_error || Instant::now() >= deadline;
         if done || !wait_for_any(ctx, &wanted, &read.high_watermarks, deadline).await {
-            return (assemble(topics, read.partitions), read.splice);
+            let records = || {
+                read.partitions
+                    .iter()
+                    .filter_map(|(_, p)| p.records.as_deref())
+                    .map(super::produce::record_count)
+                    .sum()
+            };
+            let verdict =
+                crate::quota::charge_fetch(ctx, session, client_id, read.bytes as u64, records);
+            let response =
+                assemble(topics, read.partitions).with_throttle_time_ms(verdict.throttle_time_ms());
+            return (response, read.splice);
         }
     }
 }

@@ -76,6 +76,8 @@ pub struct Context {
     pub request_memory: Arc<Semaphore>,
     /// Recycled receive buffers for large frames.
     pub(crate) frame_buffers: Arc<FrameBuffers>,
+    /// Every quota entity's token bucket.
+    pub(crate) quota_buckets: crate::quota::QuotaBuckets,
 }
 
 impl Context {
@@ -96,6 +98,7 @@ impl Context {
                 FRAME_BUFFER_MAX_BYTES,
                 FRAME_BUFFERS_RETAINED_BYTES,
             )),
+            quota_buckets: crate::quota::QuotaBuckets::default(),
         }
     }
 
@@ -123,6 +126,17 @@ pub enum Outcome {
 /// SaslHandshake and SaslAuthenticate: anything else closes the
 /// connection, as Kafka does.
 pub async fn handle_frame(ctx: &Context, session: &Session, frame: Bytes) -> Outcome {
+    let quota = crate::quota::admit_frame(ctx, session, &frame);
+    handle_admitted(ctx, session, frame, quota).await
+}
+
+/// [`handle_frame`] for a frame the quotas already judged as it was read.
+pub async fn handle_admitted(
+    ctx: &Context,
+    session: &Session,
+    frame: Bytes,
+    quota: crate::quota::Verdict,
+) -> Outcome {
     match decode_request(frame) {
         Ok(request) => {
             let before_authentication = matches!(
@@ -141,6 +155,7 @@ pub async fn handle_frame(ctx: &Context, session: &Session, frame: Bytes) -> Out
                 version: request.version(),
                 header: &request.header,
                 session,
+                quota,
             };
             tracing::trace!(key = ?call.key, version = call.version, correlation_id = call.header.correlation_id, client_id = ?call.header.client_id, "request");
             registry::dispatch(call, request.body).await

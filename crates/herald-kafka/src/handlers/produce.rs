@@ -11,22 +11,81 @@ use kafka_protocol::ResponseError;
 
 use super::{topic_allowed, wire_str, Context};
 use crate::error_code;
+use crate::quota::Verdict;
+use crate::registry::Call;
 use crate::session::Session;
 use herald_auth::Operation;
+use herald_records::BatchHeader;
 
 /// Answers a Produce request; `None` for acks=0.
-pub async fn handle(
-    ctx: &Context,
-    session: &Session,
-    request: ProduceRequest,
-    version: i16,
-) -> Option<ProduceResponse> {
+///
+/// The frame's bytes were charged to the client's produce quota and its
+/// tenant's input byte rate as it was read (`call.quota`); its records are
+/// charged here to the tenant's input message rate. Throttled, the answer
+/// carries `throttle_time_ms` (the connection is paused meanwhile);
+/// refused (a tenant in reject mode), every partition is answered
+/// THROTTLING_QUOTA_EXCEEDED with the reason and nothing is appended.
+pub async fn handle(call: &Call<'_>, request: ProduceRequest) -> Option<ProduceResponse> {
+    let (ctx, session, version) = (call.ctx, call.session, call.version);
     let acks = request.acks;
-    let mut responses = Vec::with_capacity(request.topic_data.len());
-    for data in request.topic_data {
-        responses.push(produce_topic(ctx, session, data, acks, version).await);
+    let mut verdict = call.quota.clone();
+    if !matches!(verdict, Verdict::Refuse(_)) {
+        let records: u64 = request
+            .topic_data
+            .iter()
+            .flat_map(|t| t.partition_data.iter())
+            .filter_map(|p| p.records.as_deref())
+            .map(record_count)
+            .sum();
+        verdict = verdict.and(crate::quota::admit_records(
+            ctx,
+            session,
+            &call.client_id(),
+            records,
+        ));
     }
-    (acks != 0).then(|| ProduceResponse::default().with_responses(responses))
+    let responses = match &verdict {
+        Verdict::Refuse(refusal) => request
+            .topic_data
+            .into_iter()
+            .map(|data| refused(data, &refusal.message))
+            .collect(),
+        _ => {
+            let mut responses = Vec::with_capacity(request.topic_data.len());
+            for data in request.topic_data {
+                responses.push(produce_topic(ctx, session, data, acks, version).await);
+            }
+            responses
+        }
+    };
+    (acks != 0).then(|| {
+        ProduceResponse::default()
+            .with_responses(responses)
+            .with_throttle_time_ms(verdict.throttle_time_ms())
+    })
+}
+
+/// The records in a produce's batches, by their headers.
+pub(crate) fn record_count(records: &[u8]) -> u64 {
+    herald_records::batches(records)
+        .map_while(Result::ok)
+        .filter_map(BatchHeader::parse)
+        .map(|header| u64::try_from(header.records_count()).unwrap_or(0))
+        .sum()
+}
+
+/// Every partition of `data` answered THROTTLING_QUOTA_EXCEEDED.
+fn refused(data: TopicProduceData, message: &str) -> TopicProduceResponse {
+    let code = error_code::code(ResponseError::ThrottlingQuotaExceeded);
+    let partitions = data
+        .partition_data
+        .iter()
+        .map(|p| failed(p.index, code, Some(message)))
+        .collect();
+    TopicProduceResponse::default()
+        .with_name(data.name)
+        .with_topic_id(data.topic_id)
+        .with_partition_responses(partitions)
 }
 
 async fn produce_topic(

@@ -1,10 +1,10 @@
-//! `herald tenant create|delete|list|configure`: tenants and their
-//! namespaces through the push listener's `HeraldAdmin` service.
+//! `herald tenant create|delete|list|configure|sla`: tenants, their
+//! namespaces and their SLAs through the push listener's `HeraldAdmin` service.
 
 use anyhow::Context as _;
 use herald_gateway::proto::{
-    AlterNamespaceRequest, CreateTenantRequest, DeleteTenantRequest, ListTenantsRequest, Namespace,
-    Tenant,
+    AlterNamespaceRequest, AlterTenantSlaRequest, CreateTenantRequest, DeleteTenantRequest,
+    ListTenantsRequest, Namespace, Tenant,
 };
 
 use crate::cli_client::TenantCommand;
@@ -76,6 +76,26 @@ pub async fn run(command: TenantCommand) -> anyhow::Result<()> {
                 .into_inner();
             print_namespace(&namespace);
         }
+        TenantCommand::Sla {
+            name,
+            set,
+            remove,
+            push,
+        } => {
+            let mut client = super::push_client::connect_admin(&push).await?;
+            let tenant = client
+                .alter_tenant_sla(AlterTenantSlaRequest {
+                    name: name.clone(),
+                    set: set.into_iter().collect(),
+                    remove,
+                })
+                .await
+                .map_err(refused)
+                .with_context(|| format!("altering the SLA of tenant {name}"))?
+                .into_inner();
+            println!("{}", tenant.name);
+            print_tenant(&tenant);
+        }
     }
     Ok(())
 }
@@ -91,6 +111,11 @@ fn print_tenant(tenant: &Tenant) {
     }
     for namespace in &tenant.namespaces {
         print_namespace(namespace);
+    }
+    let mut sla: Vec<_> = tenant.sla.iter().collect();
+    sla.sort_by(|a, b| a.0.cmp(b.0));
+    for (key, value) in sla {
+        println!("  sla {key}={value}");
     }
 }
 

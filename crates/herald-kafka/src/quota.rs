@@ -1,0 +1,839 @@
+//! Client quotas and tenant SLAs, enforced on the Kafka listeners.
+//!
+//! A produce is charged as its frame is read, before the next one is: the
+//! frame's bytes go to the client's `producer_byte_rate` (Kafka's quota,
+//! always in throttle mode) and to its tenant's `input_bytes_per_sec`. In
+//! throttle mode (Kafka's, the default) an over-rate request is accepted,
+//! answered with `throttle_time_ms`, and the connection is not read from
+//! until the debt is paid, so the rate holds even for clients that ignore
+//! `throttle_time_ms` (librdkafka does). A tenant with `reject_over_rate`
+//! set has an over-rate produce refused instead, with nothing taken, and
+//! is not paused: it is told when to retry (seed 004's reject mode). The
+//! tenant's `input_messages_per_sec` is charged by the produce handler,
+//! which is where the record counts are decoded.
+//!
+//! Fetches are sized to the tokens the client's `consumer_byte_rate` and
+//! its tenant's `output_bytes_per_sec` hold, and their answers charged.
+//!
+//! One token bucket (herald-flow's GCRA) per quota entity and key, shared
+//! by every connection of that entity as Kafka shares its quota sensors; a
+//! connection keeps its buckets once resolved ([`ClientQuotas`]) and looks
+//! again only when the quotas, the tenants or its client id change.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use herald_auth::SecurityState;
+use herald_flow::{Admission, EntityType, QuotaEntity, QuotaState, TokenBucket};
+use parking_lot::Mutex;
+
+/// Kafka's produce byte rate, per user and client id.
+pub const PRODUCER_BYTE_RATE: &str = "producer_byte_rate";
+/// Kafka's fetch byte rate, per user and client id.
+pub const CONSUMER_BYTE_RATE: &str = "consumer_byte_rate";
+/// A tenant's produce bytes per second.
+pub const INPUT_BYTES: &str = "input_bytes_per_sec";
+/// A tenant's produced records per second.
+pub const INPUT_MESSAGES: &str = "input_messages_per_sec";
+/// A tenant's fetched bytes per second.
+pub const OUTPUT_BYTES: &str = "output_bytes_per_sec";
+/// A tenant's fetched records per second.
+pub const OUTPUT_MESSAGES: &str = "output_messages_per_sec";
+/// 1 when the tenant's produces over its input rates are refused.
+pub const REJECT_OVER_RATE: &str = "reject_over_rate";
+
+/// Seconds of its rate a bucket holds: what a client may send at once
+/// above the rate, and the idle time it may make up for. Small enough that
+/// no one-second window admits more than 1.05x the rate (plus the one
+/// frame that goes over), large enough that a paused reader waking a few
+/// timer ticks late loses nothing.
+const BURST_SECONDS: f64 = 0.05;
+
+/// Buckets past this count are looked over for idle ones on the next new
+/// one (a client chooses its client id, so the map must not only grow).
+const PRUNE_AFTER: usize = 4096;
+
+/// A shared bucket.
+pub type Bucket = Arc<Mutex<TokenBucket>>;
+
+/// Every quota entity's buckets, and the clock they run on.
+#[derive(Debug)]
+pub struct QuotaBuckets {
+    epoch: Instant,
+    /// Added to the real clock (tests move time with it).
+    skew_ns: std::sync::atomic::AtomicU64,
+    buckets: Mutex<BucketMap>,
+}
+
+#[derive(Debug, Default)]
+struct BucketMap {
+    by_entity: HashMap<(QuotaEntity, &'static str, u64), Bucket>,
+    prune_at: usize,
+}
+
+impl Default for QuotaBuckets {
+    fn default() -> Self {
+        Self {
+            epoch: Instant::now(),
+            skew_ns: std::sync::atomic::AtomicU64::new(0),
+            buckets: Mutex::new(BucketMap {
+                by_entity: HashMap::new(),
+                prune_at: PRUNE_AFTER,
+            }),
+        }
+    }
+}
+
+impl QuotaBuckets {
+    /// Nanoseconds since the buckets were made.
+    pub fn now_ns(&self) -> u64 {
+        let skew = self.skew_ns.load(std::sync::atomic::Ordering::Relaxed);
+        u64::try_from(self.epoch.elapsed().as_nanos())
+            .unwrap_or(u64::MAX)
+            .saturating_add(skew)
+    }
+
+    /// Moves the clock forward by `by` (for tests).
+    #[cfg(test)]
+    fn advance(&self, by: Duration) {
+        let ns = u64::try_from(by.as_nanos()).unwrap_or(u64::MAX);
+        self.skew_ns
+            .fetch_add(ns, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The bucket of `entity`'s `key` at `rate` units per second. A rate
+    /// change makes a new bucket.
+    fn bucket(&self, entity: QuotaEntity, key: &'static str, rate: f64) -> Bucket {
+        let rate = rate.max(1.0) as u64;
+        let now = self.now_ns();
+        let mut map = self.buckets.lock();
+        if map.by_entity.len() >= map.prune_at {
+            // A full bucket nobody holds is the same as a new one: dropping
+            // it lets no one through faster.
+            map.by_entity.retain(|_, bucket| {
+                Arc::strong_count(bucket) > 1 || {
+                    let b = bucket.lock();
+                    b.available(now) < b.burst()
+                }
+            });
+            map.prune_at = (map.by_entity.len() * 2).max(PRUNE_AFTER);
+        }
+        let bucket = map.by_entity.entry((entity, key, rate)).or_insert_with(|| {
+            let burst = ((rate as f64) * BURST_SECONDS).max(1.0) as u64;
+            // A new bucket starts empty: a client's first second is held
+            // to the rate, where Kafka's windowed rate admits a burst.
+            let mut bucket = TokenBucket::new(rate, burst, now);
+            bucket.take(burst, now);
+            Arc::new(Mutex::new(bucket))
+        });
+        Arc::clone(bucket)
+    }
+
+    /// The bucket of the client quota `key` of (`user`, `client_id`), if
+    /// one applies. A default entity's quota is each user's (or client
+    /// id's) own, as in Kafka, so the bucket is keyed by the names.
+    fn client_bucket(
+        &self,
+        quotas: &QuotaState,
+        user: &str,
+        client_id: &str,
+        key: &'static str,
+    ) -> Option<Bucket> {
+        let (entity, rate) = quotas.resolve(user, client_id, key)?;
+        let named = QuotaEntity(
+            entity
+                .0
+                .into_keys()
+                .map(|kind| {
+                    let name = match kind {
+                        EntityType::User => user,
+                        _ => client_id,
+                    };
+                    (kind, Some(name.to_owned()))
+                })
+                .collect(),
+        );
+        Some(self.bucket(named, key, rate))
+    }
+}
+
+/// A tenant's SLA, as one connection of it holds it.
+#[derive(Debug)]
+struct TenantQuotas {
+    name: String,
+    reject: bool,
+    input_bytes: Option<(Bucket, u64)>,
+    input_messages: Option<(Bucket, u64)>,
+    output_bytes: Option<(Bucket, u64)>,
+    output_messages: Option<(Bucket, u64)>,
+}
+
+/// The buckets one connection's client is charged to.
+#[derive(Debug, Default)]
+struct Resolved {
+    produce: Option<Bucket>,
+    fetch: Option<Bucket>,
+    tenant: Option<TenantQuotas>,
+}
+
+/// What the quotas and tenants were when a connection resolved its
+/// buckets (compared by identity: both are replaced whole on change).
+#[derive(Debug, Default)]
+struct ResolvedFrom {
+    quotas: Option<Arc<QuotaState>>,
+    security: Option<Arc<SecurityState>>,
+    principal: String,
+    client_id: String,
+}
+
+/// One connection's quotas, resolved once and kept while nothing they
+/// depend on changes: no map lookup per request.
+#[derive(Debug, Default)]
+pub struct ClientQuotas {
+    from: ResolvedFrom,
+    resolved: Resolved,
+}
+
+/// Why a produce was refused in reject mode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// When the client may try again.
+    pub retry_after: Duration,
+    /// What to tell it.
+    pub message: String,
+}
+
+/// What the quotas decided about one request.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Verdict {
+    /// Within every rate.
+    #[default]
+    Go,
+    /// Accepted over a rate: answer with this throttle time (the reader
+    /// pauses that long too).
+    Throttle(Duration),
+    /// Refused (reject mode): nothing was taken.
+    Refuse(Refusal),
+}
+
+impl Verdict {
+    /// The throttle time to answer with, in Kafka's milliseconds.
+    pub fn throttle_time_ms(&self) -> i32 {
+        let pause = match self {
+            Verdict::Go => Duration::ZERO,
+            Verdict::Throttle(pause) => *pause,
+            Verdict::Refuse(refusal) => refusal.retry_after,
+        };
+        i32::try_from(pause.as_millis()).unwrap_or(i32::MAX)
+    }
+
+    /// The longer pause of two verdicts; a refusal wins.
+    pub fn and(self, other: Verdict) -> Verdict {
+        match (self, other) {
+            (Verdict::Refuse(r), _) | (_, Verdict::Refuse(r)) => Verdict::Refuse(r),
+            (Verdict::Throttle(a), Verdict::Throttle(b)) => Verdict::Throttle(a.max(b)),
+            (Verdict::Throttle(a), Verdict::Go) | (Verdict::Go, Verdict::Throttle(a)) => {
+                Verdict::Throttle(a)
+            }
+            (Verdict::Go, Verdict::Go) => Verdict::Go,
+        }
+    }
+}
+
+fn throttled(admission: Admission) -> Verdict {
+    match admission {
+        Admission::Throttled { pause_ns } => Verdict::Throttle(Duration::from_nanos(pause_ns)),
+        Admission::Admitted | Admission::Rejected { .. } => Verdict::Go,
+    }
+}
+
+impl ClientQuotas {
+    /// Resolves again if the quotas, the tenants, the principal or the
+    /// client id changed since the last time; answers whether any quota
+    /// applies to the client at all.
+    fn refresh(
+        &mut self,
+        quotas: &Arc<QuotaState>,
+        security: &Arc<SecurityState>,
+        principal: &str,
+        client_id: &str,
+        buckets: &QuotaBuckets,
+    ) {
+        let from = &self.from;
+        let same = from.quotas.as_ref().is_some_and(|q| Arc::ptr_eq(q, quotas))
+            && from
+                .security
+                .as_ref()
+                .is_some_and(|s| Arc::ptr_eq(s, security))
+            && from.principal == principal
+            && from.client_id == client_id;
+        if same {
+            return;
+        }
+        let user = principal.strip_prefix("User:").unwrap_or(principal);
+        self.resolved = Resolved {
+            produce: buckets.client_bucket(quotas, user, client_id, PRODUCER_BYTE_RATE),
+            fetch: buckets.client_bucket(quotas, user, client_id, CONSUMER_BYTE_RATE),
+            tenant: tenant_of(security, principal).and_then(|name| {
+                let entity = QuotaEntity([(EntityType::Tenant, Some(name.to_owned()))].into());
+                let values = quotas.entries.get(&entity)?;
+                let bucket = |key: &'static str| {
+                    let rate = *values.get(key)?;
+                    Some((buckets.bucket(entity.clone(), key, rate), rate as u64))
+                };
+                Some(TenantQuotas {
+                    name: name.to_owned(),
+                    reject: values.get(REJECT_OVER_RATE).is_some_and(|v| *v >= 1.0),
+                    input_bytes: bucket(INPUT_BYTES),
+                    input_messages: bucket(INPUT_MESSAGES),
+                    output_bytes: bucket(OUTPUT_BYTES),
+                    output_messages: bucket(OUTPUT_MESSAGES),
+                })
+            }),
+        };
+        self.from = ResolvedFrom {
+            quotas: Some(Arc::clone(quotas)),
+            security: Some(Arc::clone(security)),
+            principal: principal.to_owned(),
+            client_id: client_id.to_owned(),
+        };
+    }
+}
+
+/// The tenant `principal` belongs to, if any (the first by name: a
+/// principal is meant to be in one).
+fn tenant_of<'a>(security: &'a SecurityState, principal: &str) -> Option<&'a str> {
+    security
+        .tenants
+        .values()
+        .find(|t| t.principals.contains(principal))
+        .map(|t| t.name.as_str())
+}
+
+/// Charges `units` to a tenant bucket in its mode: reject mode takes them
+/// only if they fit.
+fn charge_tenant(
+    tenant: &TenantQuotas,
+    bucket: &Option<(Bucket, u64)>,
+    what: &str,
+    units: u64,
+    now: u64,
+) -> Verdict {
+    let Some((bucket, rate)) = bucket else {
+        return Verdict::Go;
+    };
+    let mut bucket = bucket.lock();
+    if !tenant.reject {
+        return throttled(bucket.take(units, now));
+    }
+    match bucket.try_take(units, now) {
+        Admission::Rejected { retry_after_ns } => {
+            let retry_after = Duration::from_nanos(retry_after_ns);
+            Verdict::Refuse(Refusal {
+                retry_after,
+                message: format!(
+                    "tenant {} is over its {what} rate of {rate}/s; retry after {} ms",
+                    tenant.name,
+                    retry_after.as_millis().max(1)
+                ),
+            })
+        }
+        _ => Verdict::Go,
+    }
+}
+
+/// The quota-relevant part of a connection: what it is charged to and
+/// until when it is not read from.
+#[derive(Debug, Default)]
+pub struct ConnectionQuotas {
+    quotas: Mutex<ClientQuotas>,
+    /// Not read from until then (ns on the quota clock).
+    paused_until_ns: std::sync::atomic::AtomicU64,
+}
+
+/// Who is asking, for resolving quotas.
+#[derive(Debug, Clone, Copy)]
+pub struct Client<'a> {
+    /// The principal (`User:alice`).
+    pub principal: &'a str,
+    /// The client id of the request.
+    pub client_id: &'a str,
+}
+
+impl ConnectionQuotas {
+    fn with_resolved<T>(
+        &self,
+        buckets: &QuotaBuckets,
+        quotas: &Arc<QuotaState>,
+        security: &Arc<SecurityState>,
+        client: Client<'_>,
+        f: impl FnOnce(&Resolved) -> T,
+    ) -> T {
+        let mut slot = self.quotas.lock();
+        slot.refresh(
+            quotas,
+            security,
+            client.principal,
+            client.client_id,
+            buckets,
+        );
+        f(&slot.resolved)
+    }
+
+    fn pause(&self, buckets: &QuotaBuckets, verdict: &Verdict) {
+        if let Verdict::Throttle(pause) = verdict {
+            let until = buckets
+                .now_ns()
+                .saturating_add(u64::try_from(pause.as_nanos()).unwrap_or(u64::MAX));
+            self.paused_until_ns
+                .fetch_max(until, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Charges a produce frame of `bytes` as it is read: the client's
+    /// produce quota and its tenant's input byte rate.
+    pub fn admit_produce(
+        &self,
+        buckets: &QuotaBuckets,
+        quotas: &Arc<QuotaState>,
+        security: &Arc<SecurityState>,
+        client: Client<'_>,
+        bytes: u64,
+    ) -> Verdict {
+        if quotas.entries.is_empty() {
+            return Verdict::Go;
+        }
+        let verdict = self.with_resolved(buckets, quotas, security, client, |r| {
+            // Read after resolving: a bucket made then must not be ahead.
+            let now = buckets.now_ns();
+            // The tenant first: a refusal there must take nothing anywhere.
+            let tenant = r.tenant.as_ref().map_or(Verdict::Go, |t| {
+                charge_tenant(t, &t.input_bytes, "input byte", bytes, now)
+            });
+            if matches!(tenant, Verdict::Refuse(_)) {
+                return tenant;
+            }
+            let client = r
+                .produce
+                .as_ref()
+                .map_or(Verdict::Go, |b| throttled(b.lock().take(bytes, now)));
+            tenant.and(client)
+        });
+        self.pause(buckets, &verdict);
+        verdict
+    }
+
+    /// Charges `records` produced to the tenant's input message rate.
+    pub fn admit_records(
+        &self,
+        buckets: &QuotaBuckets,
+        quotas: &Arc<QuotaState>,
+        security: &Arc<SecurityState>,
+        client: Client<'_>,
+        records: u64,
+    ) -> Verdict {
+        if quotas.entries.is_empty() {
+            return Verdict::Go;
+        }
+        let verdict = self.with_resolved(buckets, quotas, security, client, |r| {
+            // Read after resolving: a bucket made then must not be ahead.
+            let now = buckets.now_ns();
+            r.tenant.as_ref().map_or(Verdict::Go, |t| {
+                charge_tenant(t, &t.input_messages, "input message", records, now)
+            })
+        });
+        self.pause(buckets, &verdict);
+        verdict
+    }
+
+    /// The bytes a fetch may answer now: what the client's fetch quota and
+    /// its tenant's output byte rate hold (`None`: no limit).
+    pub fn fetch_allowance(
+        &self,
+        buckets: &QuotaBuckets,
+        quotas: &Arc<QuotaState>,
+        security: &Arc<SecurityState>,
+        client: Client<'_>,
+    ) -> Option<u64> {
+        if quotas.entries.is_empty() {
+            return None;
+        }
+        self.with_resolved(buckets, quotas, security, client, |r| {
+            let now = buckets.now_ns();
+            let tenant = r
+                .tenant
+                .as_ref()
+                .and_then(|t| t.output_bytes.as_ref().map(|(b, _)| b));
+            [r.fetch.as_ref(), tenant]
+                .into_iter()
+                .flatten()
+                .map(|b| b.lock().available(now))
+                .min()
+        })
+    }
+
+    /// Charges a fetch's answer of `bytes` and `records` (counted only if
+    /// a message rate applies): the client's fetch quota and its tenant's
+    /// output rates, always in throttle mode (what was read cannot be
+    /// taken back).
+    pub fn charge_fetch(
+        &self,
+        buckets: &QuotaBuckets,
+        quotas: &Arc<QuotaState>,
+        security: &Arc<SecurityState>,
+        client: Client<'_>,
+        bytes: u64,
+        records: impl FnOnce() -> u64,
+    ) -> Verdict {
+        if quotas.entries.is_empty() {
+            return Verdict::Go;
+        }
+        let verdict = self.with_resolved(buckets, quotas, security, client, |r| {
+            // Read after resolving: a bucket made then must not be ahead.
+            let now = buckets.now_ns();
+            let take = |b: Option<&Bucket>, units: u64| {
+                b.map_or(Verdict::Go, |b| throttled(b.lock().take(units, now)))
+            };
+            let mut verdict = take(r.fetch.as_ref(), bytes);
+            if let Some(t) = &r.tenant {
+                verdict = verdict.and(take(t.output_bytes.as_ref().map(|(b, _)| b), bytes));
+                if let Some((b, _)) = &t.output_messages {
+                    verdict = verdict.and(take(Some(b), records()));
+                }
+            }
+            verdict
+        });
+        self.pause(buckets, &verdict);
+        verdict
+    }
+
+    /// How long reading from the connection waits still, if a quota
+    /// paused it.
+    pub fn pause_left(&self, buckets: &QuotaBuckets) -> Option<Duration> {
+        let until = self
+            .paused_until_ns
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let now = buckets.now_ns();
+        (until > now).then(|| Duration::from_nanos(until - now))
+    }
+}
+
+/// Charges a request frame as it is read: a produce to its client's
+/// produce quota and its tenant's input byte rate; nothing else is charged
+/// here. Pauses the connection when throttled.
+pub fn admit_frame(
+    ctx: &crate::handlers::Context,
+    session: &crate::session::Session,
+    frame: &[u8],
+) -> Verdict {
+    let Some(client_id) = produce_client_id(frame) else {
+        return Verdict::Go;
+    };
+    let quotas = ctx.broker.quotas();
+    if quotas.entries.is_empty() {
+        return Verdict::Go;
+    }
+    let security = ctx.broker.security().state();
+    let principal = session
+        .principal()
+        .unwrap_or_else(|| crate::session::ANONYMOUS.to_owned());
+    let client = Client {
+        principal: &principal,
+        client_id,
+    };
+    let bytes = frame.len() as u64;
+    session
+        .quotas()
+        .admit_produce(&ctx.quota_buckets, &quotas, &security, client, bytes)
+}
+
+/// Charges `records` produced by `session`'s client to its tenant's input
+/// message rate.
+pub fn admit_records(
+    ctx: &crate::handlers::Context,
+    session: &crate::session::Session,
+    client_id: &str,
+    records: u64,
+) -> Verdict {
+    let quotas = ctx.broker.quotas();
+    if quotas.entries.is_empty() || records == 0 {
+        return Verdict::Go;
+    }
+    let security = ctx.broker.security().state();
+    let principal = session
+        .principal()
+        .unwrap_or_else(|| crate::session::ANONYMOUS.to_owned());
+    let client = Client {
+        principal: &principal,
+        client_id,
+    };
+    session
+        .quotas()
+        .admit_records(&ctx.quota_buckets, &quotas, &security, client, records)
+}
+
+/// What a fetch of `session`'s client may answer now, in bytes (`None`:
+/// no quota applies).
+pub fn fetch_allowance(
+    ctx: &crate::handlers::Context,
+    session: &crate::session::Session,
+    client_id: &str,
+) -> Option<u64> {
+    let quotas = ctx.broker.quotas();
+    if quotas.entries.is_empty() {
+        return None;
+    }
+    let security = ctx.broker.security().state();
+    let principal = session
+        .principal()
+        .unwrap_or_else(|| crate::session::ANONYMOUS.to_owned());
+    let client = Client {
+        principal: &principal,
+        client_id,
+    };
+    session
+        .quotas()
+        .fetch_allowance(&ctx.quota_buckets, &quotas, &security, client)
+}
+
+/// Charges a fetch answer of `bytes` (and the `records` it counts) to
+/// `session`'s client; pauses the connection when over.
+pub fn charge_fetch(
+    ctx: &crate::handlers::Context,
+    session: &crate::session::Session,
+    client_id: &str,
+    bytes: u64,
+    records: impl FnOnce() -> u64,
+) -> Verdict {
+    let quotas = ctx.broker.quotas();
+    if quotas.entries.is_empty() || bytes == 0 {
+        return Verdict::Go;
+    }
+    let security = ctx.broker.security().state();
+    let principal = session
+        .principal()
+        .unwrap_or_else(|| crate::session::ANONYMOUS.to_owned());
+    let client = Client {
+        principal: &principal,
+        client_id,
+    };
+    session.quotas().charge_fetch(
+        &ctx.quota_buckets,
+        &quotas,
+        &security,
+        client,
+        bytes,
+        records,
+    )
+}
+
+/// The client id of a Produce request frame (`None` for any other API):
+/// read from the request header without decoding the body, so the frame
+/// can be charged as it is read.
+pub fn produce_client_id(frame: &[u8]) -> Option<&str> {
+    const PRODUCE: i16 = 0;
+    let api_key = i16::from_be_bytes(frame.get(0..2)?.try_into().ok()?);
+    if api_key != PRODUCE {
+        return None;
+    }
+    // api key, api version, correlation id, then the client id as a
+    // nullable int16-prefixed string in every header version.
+    let length = i16::from_be_bytes(frame.get(8..10)?.try_into().ok()?);
+    if length < 0 {
+        return Some("");
+    }
+    std::str::from_utf8(frame.get(10..10 + length as usize)?).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn produce_frame(client_id: Option<&str>) -> Vec<u8> {
+        let mut frame = vec![0, 0, 0, 9, 0, 0, 0, 7];
+        match client_id {
+            Some(id) => {
+                frame.extend_from_slice(&(id.len() as i16).to_be_bytes());
+                frame.extend_from_slice(id.as_bytes());
+            }
+            None => frame.extend_from_slice(&(-1i16).to_be_bytes()),
+        }
+        frame.extend_from_slice(&[0; 16]);
+        frame
+    }
+
+    #[test]
+    fn the_client_id_of_a_produce_frame_is_read_from_its_header() {
+        assert_eq!(
+            produce_client_id(&produce_frame(Some("app-1"))),
+            Some("app-1")
+        );
+        assert_eq!(produce_client_id(&produce_frame(None)), Some(""));
+        let mut fetch = produce_frame(Some("app-1"));
+        fetch[1] = 1;
+        assert_eq!(produce_client_id(&fetch), None);
+        // A header cut short is no produce to charge.
+        assert_eq!(produce_client_id(&produce_frame(Some("app-1"))[..12]), None);
+        assert_eq!(produce_client_id(&[0]), None);
+    }
+
+    fn state_with(entries: &[(QuotaEntity, &str, f64)]) -> Arc<QuotaState> {
+        let mut state = QuotaState::default();
+        for (entity, key, value) in entries {
+            state
+                .entries
+                .entry(entity.clone())
+                .or_default()
+                .insert((*key).to_owned(), *value);
+        }
+        Arc::new(state)
+    }
+
+    fn entity(kind: EntityType, name: Option<&str>) -> QuotaEntity {
+        QuotaEntity([(kind, name.map(str::to_owned))].into())
+    }
+
+    fn security_with_tenant(tenant: &str, principal: &str) -> Arc<SecurityState> {
+        let mut state = SecurityState::default();
+        state.tenants.insert(
+            tenant.to_owned(),
+            herald_auth::Tenant {
+                name: tenant.to_owned(),
+                principals: [principal.to_owned()].into(),
+                namespaces: Default::default(),
+            },
+        );
+        Arc::new(state)
+    }
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn a_default_quota_is_each_clients_own() {
+        let buckets = QuotaBuckets::default();
+        let quotas = state_with(&[(
+            entity(EntityType::ClientId, None),
+            PRODUCER_BYTE_RATE,
+            1000.0,
+        )]);
+        let security = Arc::new(SecurityState::default());
+        let (a, b) = (ConnectionQuotas::default(), ConnectionQuotas::default());
+        let client = |id| Client {
+            principal: "User:ANONYMOUS",
+            client_id: id,
+        };
+        // A new bucket starts empty: 100 bytes at 1000 B/s owe 100 ms.
+        let pause = |v: Verdict| match v {
+            Verdict::Throttle(p) => p,
+            other => panic!("not throttled: {other:?}"),
+        };
+        let first = pause(a.admit_produce(&buckets, &quotas, &security, client("a"), 100));
+        assert!(first > 90 * MS && first <= 100 * MS, "{first:?}");
+        // Another client id owes only its own 100 bytes.
+        let other = pause(b.admit_produce(&buckets, &quotas, &security, client("b"), 100));
+        assert!(other > 90 * MS && other <= 100 * MS, "{other:?}");
+        let again = pause(a.admit_produce(&buckets, &quotas, &security, client("a"), 100));
+        assert!(again > 190 * MS && again <= 200 * MS, "{again:?}");
+        assert!(a.pause_left(&buckets).is_some_and(|p| p > 190 * MS));
+        // Paid off after the pause; an idle client gets back its 50 ms burst.
+        buckets.advance(Duration::from_secs(1));
+        assert!(a.pause_left(&buckets).is_none());
+        assert_eq!(
+            a.admit_produce(&buckets, &quotas, &security, client("a"), 50),
+            Verdict::Go
+        );
+    }
+
+    #[test]
+    fn a_rejecting_tenant_is_refused_with_nothing_taken() {
+        let buckets = QuotaBuckets::default();
+        let tenant = entity(EntityType::Tenant, Some("acme"));
+        let quotas = state_with(&[
+            (tenant.clone(), INPUT_BYTES, 1000.0),
+            (tenant, REJECT_OVER_RATE, 1.0),
+        ]);
+        let security = security_with_tenant("acme", "User:alice");
+        let conn = ConnectionQuotas::default();
+        let alice = Client {
+            principal: "User:alice",
+            client_id: "app",
+        };
+        let Verdict::Refuse(refusal) = conn.admit_produce(&buckets, &quotas, &security, alice, 60)
+        else {
+            panic!("a produce over a rejecting tenant's rate was not refused");
+        };
+        assert!(
+            refusal.message.contains("tenant acme"),
+            "{}",
+            refusal.message
+        );
+        // Larger than the 50-byte burst: it waits for a full bucket.
+        assert!(refusal.retry_after > 40 * MS && refusal.retry_after <= 50 * MS);
+        // Refused, not paused: the client decides when to come back.
+        assert!(conn.pause_left(&buckets).is_none());
+        // Nothing was taken: once the burst refilled, 50 bytes go at once.
+        buckets.advance(50 * MS);
+        assert_eq!(
+            conn.admit_produce(&buckets, &quotas, &security, alice, 50),
+            Verdict::Go
+        );
+        // Someone outside the tenant is not charged to it.
+        let bob = Client {
+            principal: "User:bob",
+            client_id: "app",
+        };
+        assert_eq!(
+            conn.admit_produce(&buckets, &quotas, &security, bob, 5000),
+            Verdict::Go
+        );
+    }
+
+    #[test]
+    fn a_fetch_is_allowed_what_the_smaller_bucket_holds() {
+        let buckets = QuotaBuckets::default();
+        let tenant = entity(EntityType::Tenant, Some("acme"));
+        let quotas = state_with(&[
+            (tenant, OUTPUT_BYTES, 10_000.0),
+            (
+                entity(EntityType::User, Some("alice")),
+                CONSUMER_BYTE_RATE,
+                5_000.0,
+            ),
+        ]);
+        let security = security_with_tenant("acme", "User:alice");
+        let conn = ConnectionQuotas::default();
+        let alice = Client {
+            principal: "User:alice",
+            client_id: "app",
+        };
+        assert_eq!(
+            conn.fetch_allowance(&buckets, &quotas, &security, alice),
+            Some(0)
+        );
+        // Full bursts: 500 bytes for the tenant, 250 for the user.
+        buckets.advance(Duration::from_secs(1));
+        assert_eq!(
+            conn.fetch_allowance(&buckets, &quotas, &security, alice),
+            Some(250)
+        );
+        let verdict = conn.charge_fetch(&buckets, &quotas, &security, alice, 750, || 8);
+        assert!(
+            matches!(verdict, Verdict::Throttle(p) if p > 90 * MS && p <= 100 * MS),
+            "{verdict:?}"
+        );
+        assert_eq!(
+            conn.fetch_allowance(&buckets, &quotas, &security, alice),
+            Some(0)
+        );
+        let nobody = ConnectionQuotas::default();
+        let carol = Client {
+            principal: "User:carol",
+            client_id: "app",
+        };
+        assert_eq!(
+            nobody.fetch_allowance(&buckets, &quotas, &security, carol),
+            None
+        );
+    }
+}
