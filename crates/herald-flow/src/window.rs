@@ -46,9 +46,20 @@ impl LittleWindow {
     /// One message served at `now_ns`, `latency_ns` after it was admitted;
     /// answers a measurement when the window is full.
     pub fn served(&mut self, latency_ns: u64, now_ns: u64) -> Option<Measurement> {
+        self.served_many(1, latency_ns, now_ns)
+    }
+
+    /// `count` messages served together at `now_ns` (a produce request's
+    /// records), each `latency_ns` after it was admitted; answers a
+    /// measurement when the window is full (a batch is never split, so a
+    /// window may hold a little more than N).
+    pub fn served_many(&mut self, count: u64, latency_ns: u64, now_ns: u64) -> Option<Measurement> {
         let started = *self.started_ns.get_or_insert(now_ns);
-        self.count += 1;
-        self.latency_sum_ns += u128::from(latency_ns);
+        self.count += count;
+        self.latency_sum_ns += u128::from(latency_ns) * u128::from(count);
+        if self.count == 0 {
+            return None;
+        }
         if self.count < self.every {
             return None;
         }

@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use crate::flow_gate::FlowControlConfig;
 use crate::listener::ListenerConfig;
 
 /// Default largest request frame (Kafka's `socket.request.max.bytes`).
@@ -32,6 +33,9 @@ pub struct KafkaConfig {
     pub fetch_wait_max: Duration,
     /// How long shutdown waits for connections to finish their requests.
     pub shutdown_grace: Duration,
+    /// The broker-wide limit on produce records in flight (off by
+    /// default).
+    pub flow_control: FlowControlConfig,
 }
 
 impl KafkaConfig {
@@ -46,6 +50,7 @@ impl KafkaConfig {
             max_request_bytes_in_flight: 512 * 1024 * 1024,
             fetch_wait_max: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(10),
+            flow_control: FlowControlConfig::default(),
         }
     }
 }

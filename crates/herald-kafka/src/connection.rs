@@ -22,6 +22,7 @@ use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::codec::{check_frame_length, Chunk, FrameError, ResponseFrame, LENGTH_PREFIX_BYTES};
+use crate::flow_gate::FlowTicket;
 use crate::frame_buffers::FrameBuffers;
 use crate::handlers::{self, Context, Outcome};
 use crate::listener::ListenerConfig;
@@ -121,7 +122,7 @@ async fn serve_io<R, W>(
         .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
     let limit = ctx.config.max_in_flight_requests.max(1);
     let in_flight = Arc::new(Semaphore::new(limit));
-    let (requests, request_rx) = mpsc::channel::<(Bytes, Verdict, Permit)>(limit);
+    let (requests, request_rx) = mpsc::channel::<(Bytes, Admitted, Permit)>(limit);
     let (responses, response_rx) = mpsc::channel::<(ResponseFrame, Permit)>(limit);
     tokio::join!(
         read_requests(read_half, ctx, session, in_flight, requests, shutdown, peer),
@@ -150,12 +151,18 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ResponseSink for WriteHalf<S> {
     }
 }
 
+/// What was decided of a frame as it was read.
+struct Admitted {
+    verdict: Verdict,
+    flow: Option<FlowTicket>,
+}
+
 async fn read_requests<R: AsyncRead + Unpin>(
     mut socket: R,
     ctx: &Context,
     session: &Session,
     in_flight: Arc<Semaphore>,
-    requests: mpsc::Sender<(Bytes, Verdict, Permit)>,
+    requests: mpsc::Sender<(Bytes, Admitted, Permit)>,
     shutdown: &CancellationToken,
     peer: SocketAddr,
 ) {
@@ -170,7 +177,7 @@ async fn read_requests<R: AsyncRead + Unpin>(
             }
             let slot = Arc::clone(&in_flight).acquire_owned().await.ok()?;
             let result = async {
-                type Read = Result<Option<(Bytes, Verdict, Permit)>, ReadError>;
+                type Read = Result<Option<(Bytes, Admitted, Permit)>, ReadError>;
                 let Some(size) =
                     read_prefix(&mut socket, &mut buf, ctx.config.max_frame_bytes).await?
                 else {
@@ -186,9 +193,15 @@ async fn read_requests<R: AsyncRead + Unpin>(
                 // Charged before the next frame is read, so a throttled
                 // client's next request waits for the pause.
                 let verdict = crate::quota::admit_frame(ctx, session, &frame);
+                // A produce waits for room under the flow-control limit,
+                // holding the reader as a quota's pause does.
+                let flow = match crate::quota::produce_client_id(&frame) {
+                    Some(_) => ctx.flow.admit().await,
+                    None => None,
+                };
                 Ok(Some((
                     frame,
-                    verdict,
+                    Admitted { verdict, flow },
                     Permit {
                         _slot: slot,
                         _bytes: bytes,
@@ -303,15 +316,16 @@ async fn read_large_body<R: AsyncRead + Unpin>(
 async fn process_requests(
     ctx: &Context,
     session: &Session,
-    mut requests: mpsc::Receiver<(Bytes, Verdict, Permit)>,
+    mut requests: mpsc::Receiver<(Bytes, Admitted, Permit)>,
     responses: mpsc::Sender<(ResponseFrame, Permit)>,
     metrics: Option<&KafkaMetrics>,
 ) {
     let peer = session.peer();
-    while let Some((frame, verdict, permit)) = requests.recv().await {
+    while let Some((frame, admitted, permit)) = requests.recv().await {
         let started = Instant::now();
         let (api, frame_bytes) = (api_name(&frame), LENGTH_PREFIX_BYTES + frame.len());
-        let outcome = handlers::handle_admitted(ctx, session, frame, verdict).await;
+        let outcome =
+            handlers::handle_admitted(ctx, session, frame, admitted.verdict, admitted.flow).await;
         if let Some(metrics) = metrics {
             metrics.record_request(api, frame_bytes, started.elapsed());
         }

@@ -17,6 +17,7 @@ pub mod codec;
 pub mod config;
 mod connection;
 pub mod error_code;
+pub mod flow_gate;
 mod frame_buffers;
 pub mod handlers;
 pub mod listener;

@@ -62,6 +62,8 @@ pub struct Call<'a> {
     pub session: &'a crate::session::Session,
     /// What the quotas decided as the frame was read.
     pub quota: crate::quota::Verdict,
+    /// A produce's place under the flow-control limit, if the gate is on.
+    pub flow: Option<crate::flow_gate::FlowTicket>,
 }
 
 impl Call<'_> {

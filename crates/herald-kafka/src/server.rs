@@ -149,6 +149,9 @@ impl KafkaServer {
             metrics,
         } = self;
         let context = Arc::new(Context::new(broker, config).with_shutdown(shutdown.clone()));
+        if let Some(metrics) = &metrics {
+            context.flow.report_to(Arc::clone(metrics));
+        }
         let connections = Arc::new(Semaphore::new(context.config.max_connections));
         let mut tasks = JoinSet::new();
         loop {

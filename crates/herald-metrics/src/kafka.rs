@@ -3,6 +3,7 @@
 //! ([`KafkaMetrics::record_request`]), one guard per connection
 //! ([`KafkaMetrics::connection_opened`]).
 
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -29,6 +30,10 @@ pub struct KafkaMetrics {
     sent_bytes: Counter,
     connections_open: Gauge,
     connections_accepted: Counter,
+    flow_limit: Gauge,
+    flow_throughput: Gauge<f64, AtomicU64>,
+    flow_latency_seconds: Gauge<f64, AtomicU64>,
+    flow_windows: Counter,
 }
 
 /// Latency buckets: 50 µs doubling up to about 52 s (a fetch long-poll is
@@ -47,6 +52,10 @@ impl KafkaMetrics {
             sent_bytes: Counter::default(),
             connections_open: Gauge::default(),
             connections_accepted: Counter::default(),
+            flow_limit: Gauge::default(),
+            flow_throughput: Gauge::default(),
+            flow_latency_seconds: Gauge::default(),
+            flow_windows: Counter::default(),
         }
     }
 
@@ -82,6 +91,39 @@ impl KafkaMetrics {
             "Client connections accepted and served",
             self.connections_accepted.clone(),
         );
+        kafka.register(
+            "flow_limit_records",
+            "Produce records the flow-control gate lets be in flight (0 while it is off)",
+            self.flow_limit.clone(),
+        );
+        kafka.register(
+            "flow_throughput_records_per_second",
+            "Records answered per second over the last flow-control window (λ)",
+            self.flow_throughput.clone(),
+        );
+        kafka.register(
+            "flow_latency_seconds",
+            "Mean time a record spent in flight over the last flow-control window (W)",
+            self.flow_latency_seconds.clone(),
+        );
+        kafka.register(
+            "flow_windows",
+            "Flow-control windows measured (each a controller decision)",
+            self.flow_windows.clone(),
+        );
+    }
+
+    /// Records the flow-control limit in force.
+    pub fn record_flow_limit(&self, limit: u32) {
+        self.flow_limit.set(i64::from(limit));
+    }
+
+    /// Records one flow-control window: the limit it led to, λ and W.
+    pub fn record_flow_window(&self, limit: u32, throughput: f64, latency_ns: f64) {
+        self.flow_limit.set(i64::from(limit));
+        self.flow_throughput.set(throughput);
+        self.flow_latency_seconds.set(latency_ns / 1e9);
+        self.flow_windows.inc();
     }
 
     /// Records one request of `api` whose frame was `request_bytes` long

@@ -161,6 +161,14 @@ pub struct ServeArgs {
     /// Most subscriptions one push session may hold [default: 10000].
     #[arg(long, env = "HERALD_PUSH_MAX_SUBSCRIPTIONS", value_name = "N")]
     pub push_max_subscriptions: Option<u64>,
+    /// The limit on produce records in flight: off, fixed,
+    /// last-three-points, adaptive or gradient [default: off]; more in
+    /// the config file's `[flow_control]`.
+    #[arg(long, env = "HERALD_FLOW_CONTROL", value_name = "CONTROLLER")]
+    pub flow_control: Option<String>,
+    /// The first (or fixed) flow-control limit, in records [default: 1000].
+    #[arg(long, env = "HERALD_FLOW_LIMIT", value_name = "N")]
+    pub flow_limit: Option<u32>,
     /// Print the effective configuration as TOML and exit.
     #[arg(long)]
     pub print_config: bool,
@@ -223,4 +231,6 @@ pub struct FileSettings {
     /// The push listener's security protocol, TLS files and SASL
     /// mechanisms, and the lifetime of the access tokens it issues.
     pub push_listener: Option<crate::security_settings::PushListenerFile>,
+    /// The limit on produce records in flight and its controller.
+    pub flow_control: Option<crate::flow_settings::FlowControlFile>,
 }

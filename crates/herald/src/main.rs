@@ -8,6 +8,7 @@
 mod cli;
 mod cli_client;
 mod commands;
+mod flow_settings;
 mod scrape;
 mod security_settings;
 mod serve;

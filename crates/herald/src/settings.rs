@@ -281,6 +281,11 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
         ));
     }
 
+    let (flow_control, flow_file) = crate::flow_settings::flow_control(
+        args.flow_control.clone(),
+        args.flow_limit,
+        file.flow_control.as_ref(),
+    )?;
     let effective = FileSettings {
         data_dir: Some(data_dir.clone()),
         kafka_listen: listen_text,
@@ -306,6 +311,7 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
         listeners: file.listeners.clone(),
         security: file.security.clone(),
         push_listener: file.push_listener.clone(),
+        flow_control: Some(flow_file),
     };
     let mut broker = BrokerConfig::new(data_dir);
     broker.auto_create_topics = auto_create_topics;
@@ -323,6 +329,7 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
     kafka.listeners = listeners;
     kafka.max_frame_bytes = max_frame_bytes as usize;
     kafka.max_connections = max_connections as usize;
+    kafka.flow_control = flow_control;
     let push = PushConfig {
         queue_bytes: push_queue_bytes as usize,
         max_subscriptions_per_session: push_max_subscriptions as usize,

@@ -78,6 +78,8 @@ pub struct Context {
     pub(crate) frame_buffers: Arc<FrameBuffers>,
     /// Every quota entity's token bucket.
     pub(crate) quota_buckets: crate::quota::QuotaBuckets,
+    /// The limit on produce records in flight.
+    pub flow: Arc<crate::flow_gate::FlowGate>,
 }
 
 impl Context {
@@ -91,7 +93,6 @@ impl Context {
             .min(Semaphore::MAX_PERMITS);
         Self {
             broker,
-            config,
             shutdown: CancellationToken::new(),
             request_memory: Arc::new(Semaphore::new(budget)),
             frame_buffers: Arc::new(FrameBuffers::new(
@@ -99,6 +100,8 @@ impl Context {
                 FRAME_BUFFERS_RETAINED_BYTES,
             )),
             quota_buckets: crate::quota::QuotaBuckets::default(),
+            flow: Arc::new(crate::flow_gate::FlowGate::new(config.flow_control)),
+            config,
         }
     }
 
@@ -127,15 +130,21 @@ pub enum Outcome {
 /// connection, as Kafka does.
 pub async fn handle_frame(ctx: &Context, session: &Session, frame: Bytes) -> Outcome {
     let quota = crate::quota::admit_frame(ctx, session, &frame);
-    handle_admitted(ctx, session, frame, quota).await
+    let flow = match crate::quota::produce_client_id(&frame) {
+        Some(_) => ctx.flow.admit().await,
+        None => None,
+    };
+    handle_admitted(ctx, session, frame, quota, flow).await
 }
 
-/// [`handle_frame`] for a frame the quotas already judged as it was read.
+/// [`handle_frame`] for a frame the quotas and the flow-control gate
+/// already admitted as it was read.
 pub async fn handle_admitted(
     ctx: &Context,
     session: &Session,
     frame: Bytes,
     quota: crate::quota::Verdict,
+    flow: Option<crate::flow_gate::FlowTicket>,
 ) -> Outcome {
     match decode_request(frame) {
         Ok(request) => {
@@ -156,6 +165,7 @@ pub async fn handle_admitted(
                 header: &request.header,
                 session,
                 quota,
+                flow,
             };
             tracing::trace!(key = ?call.key, version = call.version, correlation_id = call.header.correlation_id, client_id = ?call.header.client_id, "request");
             registry::dispatch(call, request.body).await

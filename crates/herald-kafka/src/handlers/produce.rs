@@ -29,7 +29,9 @@ pub async fn handle(call: &Call<'_>, request: ProduceRequest) -> Option<ProduceR
     let (ctx, session, version) = (call.ctx, call.session, call.version);
     let acks = request.acks;
     let mut verdict = call.quota.clone();
-    if !matches!(verdict, Verdict::Refuse(_)) {
+    // Counted only when a limit or a quota will read the count.
+    let counted = call.flow.is_some() || !ctx.broker.quotas().entries.is_empty();
+    if counted {
         let records: u64 = request
             .topic_data
             .iter()
@@ -37,12 +39,15 @@ pub async fn handle(call: &Call<'_>, request: ProduceRequest) -> Option<ProduceR
             .filter_map(|p| p.records.as_deref())
             .map(record_count)
             .sum();
-        verdict = verdict.and(crate::quota::admit_records(
-            ctx,
-            session,
-            &call.client_id(),
-            records,
-        ));
+        if let Some(flow) = &call.flow {
+            flow.count(records);
+        }
+        if !matches!(verdict, Verdict::Refuse(_)) {
+            let client_id = call.client_id();
+            verdict = verdict.and(crate::quota::admit_records(
+                ctx, session, &client_id, records,
+            ));
+        }
     }
     let responses = match &verdict {
         Verdict::Refuse(refusal) => request
@@ -58,6 +63,9 @@ pub async fn handle(call: &Call<'_>, request: ProduceRequest) -> Option<ProduceR
             responses
         }
     };
+    if let Some(flow) = &call.flow {
+        flow.answered();
+    }
     (acks != 0).then(|| {
         ProduceResponse::default()
             .with_responses(responses)

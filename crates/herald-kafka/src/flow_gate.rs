@@ -1,0 +1,343 @@
+//! The broker-wide limit on produce work in flight (seed 004's "Smart Flow
+//! Control"): records read and not yet answered. A produce frame read when
+//! the limit is reached holds its connection's reader until there is room,
+//! the same way a quota pauses it: one way a connection is slowed.
+//!
+//! One limit for the broker, not one per partition: what runs out on a
+//! single node (cores, the disk's fsyncs, memory) is shared by every
+//! partition, and a controller per partition would see a sliver of the
+//! traffic each (1/256 of it in the seed's 256-subject cells), so its
+//! windows of N records would fill too slowly to steer.
+//!
+//! Every N records answered, a Little's-law window (herald-flow) gives
+//! λ, W and L, and the configured controller answers the next limit. Off,
+//! nothing is counted.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use herald_flow::{
+    Adaptive, Gradient, LastThreePoints, LimitController, LittleWindow, Measurement, Sample,
+};
+use herald_metrics::KafkaMetrics;
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
+/// Which limit, if any, gates produce work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FlowControl {
+    /// No limit (the default until the evaluation picks a controller).
+    #[default]
+    Off,
+    /// A fixed limit.
+    Fixed,
+    /// Seed 004's Last Three Points.
+    LastThreePoints,
+    /// Seed 004's Adaptive.
+    Adaptive,
+    /// A gradient controller (Gradient2's rule).
+    Gradient,
+}
+
+impl FlowControl {
+    /// Every mode, by its configuration name.
+    pub const NAMES: [(&'static str, FlowControl); 5] = [
+        ("off", FlowControl::Off),
+        ("fixed", FlowControl::Fixed),
+        ("last-three-points", FlowControl::LastThreePoints),
+        ("adaptive", FlowControl::Adaptive),
+        ("gradient", FlowControl::Gradient),
+    ];
+
+    /// The mode named `name`.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::NAMES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, mode)| *mode)
+    }
+}
+
+/// The gate's settings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FlowControlConfig {
+    /// Which limit.
+    pub mode: FlowControl,
+    /// The first limit (the only one when fixed), in records.
+    pub limit: u32,
+    /// The smallest limit a controller may set.
+    pub min: u32,
+    /// The largest limit a controller may set.
+    pub max: u32,
+    /// The controllers' step (the seed's delta).
+    pub delta: u32,
+    /// Records per measurement window (the seed's N).
+    pub window_records: u64,
+}
+
+impl Default for FlowControlConfig {
+    fn default() -> Self {
+        Self {
+            mode: FlowControl::Off,
+            limit: 1_000,
+            min: 1,
+            max: 1_000_000,
+            delta: 100,
+            window_records: 2_000,
+        }
+    }
+}
+
+struct Control {
+    window: LittleWindow,
+    controller: Option<Box<dyn LimitController + Send>>,
+}
+
+/// The gate.
+pub struct FlowGate {
+    enabled: bool,
+    epoch: Instant,
+    limit: AtomicU32,
+    in_flight: AtomicU64,
+    room: Notify,
+    control: Mutex<Control>,
+    metrics: OnceLock<Arc<KafkaMetrics>>,
+}
+
+impl std::fmt::Debug for FlowGate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FlowGate")
+            .field("enabled", &self.enabled)
+            .field("limit", &self.limit.load(Ordering::Relaxed))
+            .field("in_flight", &self.in_flight.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl FlowGate {
+    /// A gate as `config` says.
+    pub fn new(config: FlowControlConfig) -> Self {
+        let bounds = Sample {
+            initial: config.limit,
+            min: config.min,
+            max: config.max.max(config.min),
+            delta: config.delta,
+        };
+        let controller: Option<Box<dyn LimitController + Send>> = match config.mode {
+            FlowControl::Off | FlowControl::Fixed => None,
+            FlowControl::LastThreePoints => Some(Box::new(LastThreePoints::new(bounds))),
+            FlowControl::Adaptive => Some(Box::new(Adaptive::new(bounds))),
+            FlowControl::Gradient => Some(Box::new(Gradient::new(bounds))),
+        };
+        Self {
+            enabled: config.mode != FlowControl::Off,
+            epoch: Instant::now(),
+            limit: AtomicU32::new(config.limit.max(1)),
+            in_flight: AtomicU64::new(0),
+            room: Notify::new(),
+            control: Mutex::new(Control {
+                window: LittleWindow::new(config.window_records),
+                controller,
+            }),
+            metrics: OnceLock::new(),
+        }
+    }
+
+    /// Reports the limit and each window's figures into `metrics`.
+    pub fn report_to(&self, metrics: Arc<KafkaMetrics>) {
+        if self.enabled {
+            metrics.record_flow_limit(self.limit.load(Ordering::Relaxed));
+        }
+        let _ = self.metrics.set(metrics);
+    }
+
+    fn now_ns(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// The limit in force, in records.
+    pub fn limit(&self) -> u32 {
+        self.limit.load(Ordering::Relaxed)
+    }
+
+    /// Records admitted and not yet answered.
+    pub fn in_flight(&self) -> u64 {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// Waits for room under the limit and takes one record's place (the
+    /// frame's records are not counted until it is decoded: see
+    /// [`FlowTicket::count`]); `None` when the gate is off.
+    pub async fn admit(self: &Arc<Self>) -> Option<FlowTicket> {
+        if !self.enabled {
+            return None;
+        }
+        loop {
+            let notified = self.room.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let limit = u64::from(self.limit());
+            let taken = self
+                .in_flight
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                    (n < limit).then_some(n + 1)
+                });
+            if taken.is_ok() {
+                break;
+            }
+            notified.await;
+        }
+        self.control.lock().window.start(self.now_ns());
+        Some(FlowTicket {
+            gate: Arc::clone(self),
+            admitted_ns: self.now_ns(),
+            records: AtomicU64::new(1),
+        })
+    }
+
+    fn release(&self, records: u64) {
+        self.in_flight.fetch_sub(records, Ordering::AcqRel);
+        self.room.notify_waiters();
+    }
+
+    fn served(&self, records: u64, latency_ns: u64) {
+        let now = self.now_ns();
+        let mut control = self.control.lock();
+        let Some(measurement) = control.window.served_many(records, latency_ns, now) else {
+            return;
+        };
+        let limit = match control.controller.as_mut() {
+            Some(controller) => controller.observe(&measurement),
+            None => self.limit(),
+        };
+        drop(control);
+        self.set_limit(limit, &measurement);
+    }
+
+    fn set_limit(&self, limit: u32, measurement: &Measurement) {
+        let before = self.limit.swap(limit.max(1), Ordering::AcqRel);
+        if limit > before {
+            self.room.notify_waiters();
+        }
+        tracing::debug!(
+            limit,
+            throughput = measurement.throughput,
+            latency_ms = measurement.latency_ns / 1e6,
+            in_flight = measurement.in_flight,
+            "flow control window"
+        );
+        if let Some(metrics) = self.metrics.get() {
+            metrics.record_flow_window(limit, measurement.throughput, measurement.latency_ns);
+        }
+    }
+}
+
+/// One produce request's place under the limit, from its admission until
+/// it is answered (or dropped: its records are released either way).
+#[derive(Debug)]
+pub struct FlowTicket {
+    gate: Arc<FlowGate>,
+    admitted_ns: u64,
+    records: AtomicU64,
+}
+
+impl FlowTicket {
+    /// The request holds `records` records (decoded): they take the place
+    /// the admission reserved.
+    pub fn count(&self, records: u64) {
+        let records = records.max(1);
+        let before = self.records.swap(records, Ordering::AcqRel);
+        if records > before {
+            self.gate
+                .in_flight
+                .fetch_add(records - before, Ordering::AcqRel);
+        } else if records < before {
+            self.gate.release(before - records);
+        }
+    }
+
+    /// The request was answered: its records count toward the window.
+    pub fn answered(&self) {
+        let latency = self.gate.now_ns().saturating_sub(self.admitted_ns);
+        self.gate
+            .served(self.records.load(Ordering::Acquire), latency);
+    }
+}
+
+impl Drop for FlowTicket {
+    fn drop(&mut self) {
+        self.gate.release(self.records.load(Ordering::Acquire));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn gate(mode: FlowControl, limit: u32) -> Arc<FlowGate> {
+        Arc::new(FlowGate::new(FlowControlConfig {
+            mode,
+            limit,
+            window_records: 10,
+            ..FlowControlConfig::default()
+        }))
+    }
+
+    #[tokio::test]
+    async fn an_off_gate_admits_without_counting() {
+        let gate = gate(FlowControl::Off, 1);
+        assert!(gate.admit().await.is_none());
+        assert!(gate.admit().await.is_none());
+        assert_eq!(gate.in_flight(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_full_gate_holds_the_next_admission_until_records_are_answered() {
+        let gate = gate(FlowControl::Fixed, 5);
+        let first = gate.admit().await.expect("room");
+        first.count(5);
+        assert_eq!(gate.in_flight(), 5);
+        let waiting = tokio::spawn({
+            let gate = Arc::clone(&gate);
+            async move {
+                gate.admit()
+                    .await
+                    .map(|t| t.records.load(Ordering::Relaxed))
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!waiting.is_finished(), "admitted over the limit");
+        first.answered();
+        drop(first);
+        let admitted = tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("admitted once the records were answered")
+            .expect("task");
+        assert_eq!(admitted, Some(1));
+        // The second ticket was dropped with the task: nothing is left.
+        assert_eq!(gate.in_flight(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_controller_moves_the_limit_every_window() {
+        let gate = gate(FlowControl::Adaptive, 100);
+        // The seed's start: +delta per window until five windows are in.
+        for _ in 0..3 {
+            let ticket = gate.admit().await.expect("room");
+            ticket.count(10);
+            ticket.answered();
+        }
+        assert_eq!(gate.limit(), 100 + 3 * FlowControlConfig::default().delta);
+        assert_eq!(gate.in_flight(), 0);
+    }
+
+    #[test]
+    fn modes_are_named_as_configured() {
+        for (name, mode) in FlowControl::NAMES {
+            assert_eq!(FlowControl::from_name(name), Some(mode));
+        }
+        assert_eq!(FlowControl::from_name("fast"), None);
+    }
+}

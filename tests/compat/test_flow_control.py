@@ -1,0 +1,81 @@
+"""The flow-control gate on a real broker: with `--flow-control` on, a
+produce waits for room under the broker-wide limit on records in flight.
+confluent-kafka producing flat out still gets every record delivered, in
+order, with no error (a gated client is slowed, never refused), and the
+broker's metrics show the controller measuring windows and moving the
+limit. A fixed limit of one record still serves everyone, one request at
+a time."""
+
+import re
+import time
+import urllib.request
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from conftest import KAFKA_LIB
+
+pytestmark = pytest.mark.skipif(bool(KAFKA_LIB), reason="herald's own flow control")
+
+RECORDS = 50_000
+
+
+def admin_port(broker):
+    found = re.findall(r"admin listener ready on 127\.0\.0\.1:(\d+)", broker.log_tail())
+    assert found, broker.log_tail()
+    return int(found[-1])
+
+
+def metric(broker, name):
+    text = urllib.request.urlopen(f"http://127.0.0.1:{admin_port(broker)}/metrics", timeout=10) \
+        .read().decode()
+    found = re.search(rf"^{name}(?:_total)? (\S+)$", text, re.MULTILINE)
+    assert found, f"{name} missing from /metrics"
+    return float(found[1])
+
+
+def produce_all(broker, topic):
+    errors = []
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 2,
+                         "batch.size": 4096, "queue.buffering.max.messages": 200_000})
+    for i in range(RECORDS):
+        producer.produce(topic, str(i).encode(),
+                         on_delivery=lambda err, _m: err and errors.append(err))
+        if i % 10_000 == 0:
+            producer.poll(0)
+    assert producer.flush(120) == 0
+    assert errors == [], errors[:3]
+
+
+def consume_all(broker, topic):
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": topic,
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    values = []
+    deadline = time.monotonic() + 60
+    while len(values) < RECORDS and time.monotonic() < deadline:
+        for message in consumer.consume(10_000, 1.0):
+            assert message.error() is None, message.error()
+            values.append(int(message.value()))
+    consumer.close()
+    return values
+
+
+@pytest.mark.herald_args("--flow-control", "adaptive", "--flow-limit", "64")
+def test_an_adaptive_limit_slows_a_producer_without_losing_a_record(broker, unique):
+    topic = unique("flow")
+    produce_all(broker, topic)
+    assert consume_all(broker, topic) == list(range(RECORDS))
+    # 50,000 records make 25 windows of 2,000: the controller decided
+    # each time, and raised the limit from 64 while it warmed up.
+    assert metric(broker, "herald_kafka_flow_windows") >= 20
+    assert metric(broker, "herald_kafka_flow_limit_records") > 64
+    assert metric(broker, "herald_kafka_flow_throughput_records_per_second") > 0
+
+
+@pytest.mark.herald_args("--flow-control", "fixed", "--flow-limit", "1")
+def test_a_limit_of_one_still_serves_every_producer(broker, unique):
+    topic = unique("flow-one")
+    produce_all(broker, topic)
+    assert consume_all(broker, topic) == list(range(RECORDS))
+    assert metric(broker, "herald_kafka_flow_limit_records") == 1
