@@ -17,7 +17,7 @@ from conftest import KAFKA_LIB
 
 pytestmark = pytest.mark.skipif(bool(KAFKA_LIB), reason="herald's own flow control")
 
-RECORDS = 50_000
+RECORDS = 200_000
 
 
 def admin_port(broker):
@@ -61,15 +61,16 @@ def consume_all(broker, topic):
     return values
 
 
-@pytest.mark.herald_args("--flow-control", "adaptive", "--flow-limit", "64")
+@pytest.mark.herald_args("--flow-control", "adaptive", "--flow-limit", "200")
 def test_an_adaptive_limit_slows_a_producer_without_losing_a_record(broker, unique):
     topic = unique("flow")
     produce_all(broker, topic)
     assert consume_all(broker, topic) == list(range(RECORDS))
-    # 50,000 records make 25 windows of 2,000: the controller decided
-    # each time, and raised the limit from 64 while it warmed up.
-    assert metric(broker, "herald_kafka_flow_windows") >= 20
-    assert metric(broker, "herald_kafka_flow_limit_records") > 64
+    # 200,000 records make windows of 10,000 records and at least 50 ms:
+    # the controller decided each time, and raised the limit from 200 by
+    # its delta while it warmed up.
+    assert metric(broker, "herald_kafka_flow_windows") >= 3
+    assert metric(broker, "herald_kafka_flow_limit_records") > 200
     assert metric(broker, "herald_kafka_flow_throughput_records_per_second") > 0
 
 

@@ -21,6 +21,7 @@ pub struct Measurement {
 #[derive(Debug, Clone)]
 pub struct LittleWindow {
     every: u64,
+    min_span_ns: u64,
     count: u64,
     latency_sum_ns: u128,
     started_ns: Option<u64>,
@@ -31,10 +32,19 @@ impl LittleWindow {
     pub fn new(every: u64) -> Self {
         Self {
             every: every.max(1),
+            min_span_ns: 0,
             count: 0,
             latency_sum_ns: 0,
             started_ns: None,
         }
+    }
+
+    /// The same windows, each also at least `min_span_ns` long: at a high
+    /// rate N messages pass in a millisecond or two, too short a span to
+    /// say anything but noise.
+    pub fn with_min_span(mut self, min_span_ns: u64) -> Self {
+        self.min_span_ns = min_span_ns;
+        self
     }
 
     /// Marks where the first window starts (when messages start flowing);
@@ -60,7 +70,7 @@ impl LittleWindow {
         if self.count == 0 {
             return None;
         }
-        if self.count < self.every {
+        if self.count < self.every || now_ns.saturating_sub(started) < self.min_span_ns {
             return None;
         }
         let secs = now_ns.saturating_sub(started) as f64 / 1e9;
@@ -92,6 +102,18 @@ mod tests {
     use super::*;
 
     const MS: u64 = 1_000_000;
+
+    #[test]
+    fn a_window_lasts_at_least_its_min_span() {
+        let mut window = LittleWindow::new(2).with_min_span(100 * MS);
+        window.start(0);
+        assert_eq!(window.served_many(5, MS, 10 * MS), None);
+        let m = window
+            .served_many(5, MS, 100 * MS)
+            .expect("N passed and 100 ms");
+        assert_eq!(m.served, 10);
+        assert!((m.throughput - 100.0).abs() < 1e-9, "{m:?}");
+    }
 
     #[test]
     fn a_window_of_n_gives_lambda_w_and_l() {

@@ -74,6 +74,8 @@ pub struct FlowControlConfig {
     pub delta: u32,
     /// Records per measurement window (the seed's N).
     pub window_records: u64,
+    /// The shortest window, in milliseconds, whatever N.
+    pub window_min_ms: u64,
 }
 
 impl Default for FlowControlConfig {
@@ -81,10 +83,11 @@ impl Default for FlowControlConfig {
         Self {
             mode: FlowControl::Off,
             limit: 1_000,
-            min: 1,
+            min: 100,
             max: 1_000_000,
             delta: 100,
-            window_records: 2_000,
+            window_records: 10_000,
+            window_min_ms: 50,
         }
     }
 }
@@ -137,7 +140,8 @@ impl FlowGate {
             in_flight: AtomicU64::new(0),
             room: Notify::new(),
             control: Mutex::new(Control {
-                window: LittleWindow::new(config.window_records),
+                window: LittleWindow::new(config.window_records)
+                    .with_min_span(config.window_min_ms.saturating_mul(1_000_000)),
                 controller,
             }),
             metrics: OnceLock::new(),
@@ -281,6 +285,7 @@ mod tests {
             mode,
             limit,
             window_records: 10,
+            window_min_ms: 0,
             ..FlowControlConfig::default()
         }))
     }

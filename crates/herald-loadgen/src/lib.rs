@@ -27,6 +27,8 @@ pub mod cpu;
 pub mod error;
 pub mod fetch;
 pub mod floor;
+pub mod flow_cli;
+pub mod flow_eval;
 pub mod histogram;
 pub mod latency;
 pub mod loopback;

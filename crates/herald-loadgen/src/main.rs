@@ -107,6 +107,8 @@ enum Command {
     /// Push delivery benchmarks against herald's push listener.
     #[command(subcommand)]
     Push(push_cli::PushCommand),
+    /// One run of the flow-control evaluation (scripts/bench-flow.sh).
+    Flow(herald_loadgen::flow_cli::FlowArgs),
     /// What TLS, SASL and ACLs cost (scripts/bench-security.sh).
     #[command(subcommand)]
     Security(herald_loadgen::security_cli::SecurityCommand),
@@ -198,6 +200,7 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Push(command) => push_cli::run(command)?,
         Command::Security(command) => herald_loadgen::security_cli::run(command)?,
+        Command::Flow(args) => herald_loadgen::flow_cli::run(args)?,
         Command::Floor {
             dir,
             secs,

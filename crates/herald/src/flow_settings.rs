@@ -21,6 +21,8 @@ pub struct FlowControlFile {
     pub delta: Option<u32>,
     /// Records per measurement window (seed 004's N).
     pub window_records: Option<u64>,
+    /// The shortest window, in milliseconds.
+    pub window_min_ms: Option<u64>,
 }
 
 fn invalid(key: &str, value: impl std::fmt::Display, reason: &str) -> anyhow::Error {
@@ -54,6 +56,7 @@ pub fn flow_control(
         max: file.max_limit.unwrap_or(defaults.max),
         delta: file.delta.unwrap_or(defaults.delta),
         window_records: file.window_records.unwrap_or(defaults.window_records),
+        window_min_ms: file.window_min_ms.unwrap_or(defaults.window_min_ms),
     };
     if config.min == 0 || config.min > config.max {
         return Err(invalid(
@@ -62,7 +65,11 @@ pub fn flow_control(
             "must be at least 1 and at most max_limit",
         ));
     }
-    if !(config.min..=config.max).contains(&config.limit) {
+    // A fixed limit is not bounded by what a controller may set.
+    if mode == FlowControl::Fixed && config.limit == 0 {
+        return Err(invalid("limit", 0, "must be at least 1"));
+    }
+    if mode != FlowControl::Fixed && !(config.min..=config.max).contains(&config.limit) {
         return Err(invalid(
             "limit",
             config.limit,
@@ -71,6 +78,13 @@ pub fn flow_control(
     }
     if config.delta == 0 {
         return Err(invalid("delta", 0, "must be at least 1"));
+    }
+    if config.window_min_ms > 60_000 {
+        return Err(invalid(
+            "window_min_ms",
+            config.window_min_ms,
+            "must be at most 60000",
+        ));
     }
     if !(1..=100_000_000).contains(&config.window_records) {
         return Err(invalid(
@@ -86,6 +100,7 @@ pub fn flow_control(
         max_limit: Some(config.max),
         delta: Some(config.delta),
         window_records: Some(config.window_records),
+        window_min_ms: Some(config.window_min_ms),
     };
     Ok((config, effective))
 }
@@ -121,7 +136,8 @@ mod tests {
             min_limit: Some(100),
             ..FlowControlFile::default()
         };
-        let err = flow_control(Some("fixed".into()), Some(10), Some(&file)).expect_err("below min");
+        let err =
+            flow_control(Some("adaptive".into()), Some(10), Some(&file)).expect_err("below min");
         assert!(err.to_string().contains("flow_control.limit = 10"), "{err}");
     }
 }

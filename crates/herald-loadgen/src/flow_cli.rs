@@ -1,0 +1,143 @@
+//! `herald-loadgen flow`: one run of the flow-control evaluation
+//! ([`crate::flow_eval`]) against a running broker, its points appended to
+//! a JSON-lines file with the run's labels.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use serde_json::json;
+
+use crate::flow_eval::{self, FlowSpec};
+use crate::push::fanout::layout::Choice;
+
+/// The run's settings.
+#[derive(Debug, clap::Args)]
+pub struct FlowArgs {
+    /// The broker's Kafka listener.
+    #[arg(long)]
+    pub bootstrap: SocketAddr,
+    /// Its admin listener (for the flow-control limit).
+    #[arg(long)]
+    pub admin: Option<SocketAddr>,
+    /// Subjects (topics made for the run, one partition each).
+    #[arg(long, default_value_t = 1)]
+    pub subjects: u32,
+    /// How each request's subject is chosen.
+    #[arg(long, value_enum, default_value_t = Choice::Uniform)]
+    pub choice: Choice,
+    /// Publishers, each on its own connection.
+    #[arg(long, default_value_t = 8)]
+    pub publishers: u32,
+    /// Records per request.
+    #[arg(long, default_value_t = 16)]
+    pub batch: u32,
+    /// Requests in flight per publisher.
+    #[arg(long, default_value_t = 64)]
+    pub in_flight: usize,
+    /// acks: 1 or -1.
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
+    pub acks: i16,
+    /// Seconds of the run.
+    #[arg(long, default_value_t = 10.0)]
+    pub secs: f64,
+    /// Records per point (the seed's N).
+    #[arg(long, default_value_t = 20_000)]
+    pub window: u64,
+    /// Seconds in when the late three quarters of the publishers start.
+    #[arg(long)]
+    pub demand_step_at: Option<f64>,
+    /// Seconds in when busy threads start taking the broker's core.
+    #[arg(long)]
+    pub hog_at: Option<f64>,
+    /// The broker's core, for the busy threads.
+    #[arg(long, default_value_t = 0)]
+    pub hog_cpu: usize,
+    /// Busy threads.
+    #[arg(long, default_value_t = 1)]
+    pub hog_threads: usize,
+    /// Labels every point carries (`controller=adaptive`), repeatable.
+    #[arg(long = "label", value_name = "KEY=VALUE")]
+    pub labels: Vec<String>,
+    /// JSON-lines file the points are appended to.
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+/// Runs one evaluation and appends its points.
+pub fn run(args: FlowArgs) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?;
+    let run_id = format!("{:x}", std::process::id() ^ (args.secs.to_bits() as u32));
+    let topics: Vec<String> = (0..args.subjects.max(1))
+        .map(|i| format!("flow-{run_id}-{i}"))
+        .collect();
+    runtime.block_on(async {
+        let creations = topics
+            .iter()
+            .map(|topic| crate::admin::create_topic(args.bootstrap, topic));
+        for created in futures_util::future::join_all(creations).await {
+            created.context("creating the subjects' topics")?;
+        }
+        anyhow::Ok(())
+    })?;
+    let spec = FlowSpec {
+        addr: args.bootstrap,
+        admin: args.admin,
+        topics: topics.clone(),
+        choice: args.choice,
+        publishers: args.publishers,
+        batch: args.batch,
+        in_flight: args.in_flight,
+        acks: args.acks,
+        duration: Duration::from_secs_f64(args.secs),
+        window: args.window,
+        demand_step_at: args.demand_step_at.map(Duration::from_secs_f64),
+        hog_at: args.hog_at.map(Duration::from_secs_f64),
+        hog_cpu: args.hog_cpu,
+        hog_threads: args.hog_threads,
+        seed: 0x5eed_0004,
+    };
+    let points = runtime.block_on(flow_eval::run(&spec))?;
+    let mut labels = serde_json::Map::new();
+    for label in &args.labels {
+        let (key, value) = label
+            .split_once('=')
+            .with_context(|| format!("label {label}: expected KEY=VALUE"))?;
+        labels.insert(key.to_owned(), json!(value));
+    }
+    labels.insert("subjects".into(), json!(args.subjects));
+    labels.insert("choice".into(), json!(args.choice.name()));
+    let mut out = String::new();
+    for point in &points {
+        let mut row = serde_json::to_value(point)?;
+        if let Some(map) = row.as_object_mut() {
+            map.extend(labels.clone());
+        }
+        out.push_str(&row.to_string());
+        out.push('\n');
+    }
+    use std::io::Write as _;
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&args.out)
+        .and_then(|mut file| file.write_all(out.as_bytes()))
+        .with_context(|| format!("appending to {}", args.out.display()))?;
+    let published = points.last().map_or(0, |p| p.published);
+    eprintln!(
+        "{} points, {published} records in {:.1} s ({:.0}/s)",
+        points.len(),
+        args.secs,
+        published as f64 / args.secs
+    );
+    runtime.block_on(async {
+        for topic in &topics {
+            let _ = crate::admin::delete_topic(args.bootstrap, topic).await;
+        }
+    });
+    Ok(())
+}

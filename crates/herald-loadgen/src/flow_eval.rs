@@ -1,0 +1,415 @@
+//! The flow-control evaluation (issue 18, seed 004's chapter 5 method):
+//! in-flight-limited producers send to 1, 16 or 256 subjects (topics),
+//! choosing each request's subject uniformly, normally or by Poisson; every
+//! N records answered make one point (published so far, throughput, mean
+//! and p99 latency, errors, and the broker's flow-control limit scraped
+//! from its metrics). Optional steps: a demand step (three quarters of the
+//! publishers start late: 4x the demand) and a capacity step (busy threads
+//! pinned to the broker's core take half of it).
+//!
+//! Points go to a JSON-lines file; scripts/bench_flow_report.py turns them
+//! into goodput, p99, time to settle and the seed's plots.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use hdrhistogram::Histogram;
+use herald_client::{ConnectOptions, Stream};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
+use serde::Serialize;
+use std::sync::Mutex;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadHalf};
+use tokio::sync::{mpsc, Semaphore};
+
+use crate::admin::topic_name;
+use crate::push::fanout::layout::{Choice, Layout};
+use crate::wire::{decode_response, patch_correlation, read_frame, request_frame};
+use crate::{histogram, records, LoadError};
+
+/// Produce v9, as the wire benchmark sends.
+const PRODUCE_VERSION: i16 = 9;
+
+/// What one evaluation run does.
+#[derive(Debug, Clone)]
+pub struct FlowSpec {
+    /// The broker's Kafka listener.
+    pub addr: SocketAddr,
+    /// Its admin listener, to read the flow-control limit (none: not read).
+    pub admin: Option<SocketAddr>,
+    /// The subjects, one topic each.
+    pub topics: Vec<String>,
+    /// How each request's subject is chosen.
+    pub choice: Choice,
+    /// Publishers, each on its own connection.
+    pub publishers: u32,
+    /// Records per request.
+    pub batch: u32,
+    /// Requests in flight per publisher (the producers' own limit).
+    pub in_flight: usize,
+    /// acks (1 or -1).
+    pub acks: i16,
+    /// How long.
+    pub duration: Duration,
+    /// Records per point (the seed's N).
+    pub window: u64,
+    /// When the late three quarters of the publishers start (a 4x demand
+    /// step); none: all start at once.
+    pub demand_step_at: Option<Duration>,
+    /// When busy threads start taking the broker's core; none: never.
+    pub hog_at: Option<Duration>,
+    /// The core the busy threads are pinned to.
+    pub hog_cpu: usize,
+    /// How many busy threads.
+    pub hog_threads: usize,
+    /// Seeds the subject draws.
+    pub seed: u64,
+}
+
+/// One point: N records answered.
+#[derive(Debug, Clone, Serialize)]
+pub struct Point {
+    /// Seconds since the run started.
+    pub t: f64,
+    /// Records answered without error so far.
+    pub published: u64,
+    /// Records per second over the point.
+    pub throughput: f64,
+    /// Mean request latency over the point, ms.
+    pub latency_ms: f64,
+    /// p99 request latency over the point, ms.
+    pub p99_ms: f64,
+    /// Requests answered with an error over the point.
+    pub errors: u64,
+    /// The broker's flow-control limit when the point closed (0: off or
+    /// not read).
+    pub limit: u64,
+}
+
+struct Recorder {
+    started: Instant,
+    window: u64,
+    published: u64,
+    in_point: u64,
+    point_started: f64,
+    latency_sum_us: u128,
+    latency: Histogram<u64>,
+    errors: u64,
+    points: Vec<Point>,
+}
+
+impl Recorder {
+    fn answered(&mut self, records: u64, latency_us: u64, ok: bool, limit: u64) {
+        if !ok {
+            self.errors += 1;
+        } else {
+            self.published += records;
+            self.in_point += records;
+            self.latency_sum_us += u128::from(latency_us) * u128::from(records);
+            self.latency.saturating_record(latency_us.max(1));
+        }
+        if self.in_point < self.window {
+            return;
+        }
+        let t = self.started.elapsed().as_secs_f64();
+        let span = (t - self.point_started).max(1e-9);
+        self.points.push(Point {
+            t,
+            published: self.published,
+            throughput: self.in_point as f64 / span,
+            latency_ms: self.latency_sum_us as f64 / self.in_point as f64 / 1000.0,
+            p99_ms: self.latency.value_at_quantile(0.99) as f64 / 1000.0,
+            errors: self.errors,
+            limit,
+        });
+        self.in_point = 0;
+        self.point_started = t;
+        self.latency_sum_us = 0;
+        self.latency.reset();
+        self.errors = 0;
+    }
+}
+
+/// Runs the evaluation; answers its points.
+pub async fn run(spec: &FlowSpec) -> Result<Vec<Point>, LoadError> {
+    let started = Instant::now();
+    let recorder = Arc::new(Mutex::new(Recorder {
+        started,
+        window: spec.window.max(1),
+        published: 0,
+        in_point: 0,
+        point_started: 0.0,
+        latency_sum_us: 0,
+        latency: histogram::new(),
+        errors: 0,
+        points: Vec::new(),
+    }));
+    let limit = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(AtomicBool::new(false));
+    let scraper = spec
+        .admin
+        .map(|admin| tokio::spawn(scrape_limit(admin, Arc::clone(&limit), Arc::clone(&done))));
+    let hog = spec.hog_at.map(|at| {
+        let (cpu, threads, end) = (spec.hog_cpu, spec.hog_threads, spec.duration);
+        let done = Arc::clone(&done);
+        std::thread::spawn(move || hog_after(at, end, cpu, threads, started, &done))
+    });
+    let frames = Arc::new(frames(spec)?);
+    let mut tasks = Vec::new();
+    for index in 0..spec.publishers {
+        let late = spec
+            .demand_step_at
+            .filter(|_| index >= spec.publishers.div_ceil(4));
+        let (spec, frames) = (spec.clone(), Arc::clone(&frames));
+        let (recorder, limit) = (Arc::clone(&recorder), Arc::clone(&limit));
+        tasks.push(tokio::spawn(async move {
+            if let Some(at) = late {
+                tokio::time::sleep_until(tokio::time::Instant::from_std(started + at)).await;
+            }
+            publish(index, &spec, &frames, started, recorder, limit).await
+        }));
+    }
+    let mut first_error = None;
+    for task in tasks {
+        let outcome = task.await.map_err(|e| LoadError::Io {
+            what: "flow publisher",
+            source: std::io::Error::other(e.to_string()),
+        })?;
+        if let Err(e) = outcome {
+            first_error.get_or_insert(e);
+        }
+    }
+    done.store(true, Ordering::Relaxed);
+    if let Some(scraper) = scraper {
+        let _ = scraper.await;
+    }
+    if let Some(hog) = hog {
+        let _ = hog.join();
+    }
+    if let Some(e) = first_error {
+        return Err(e);
+    }
+    let points = std::mem::take(&mut lock(&recorder).points);
+    Ok(points)
+}
+
+/// The recorder, even if a publisher panicked holding it.
+fn lock(recorder: &Mutex<Recorder>) -> std::sync::MutexGuard<'_, Recorder> {
+    recorder
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// One encoded request per subject.
+fn frames(spec: &FlowSpec) -> Result<Vec<Vec<u8>>, LoadError> {
+    let batch = Bytes::from(records::batch(spec.batch));
+    spec.topics
+        .iter()
+        .map(|topic| {
+            let request = ProduceRequest::default()
+                .with_acks(spec.acks)
+                .with_timeout_ms(30_000)
+                .with_topic_data(vec![TopicProduceData::default()
+                    .with_name(topic_name(topic))
+                    .with_partition_data(vec![PartitionProduceData::default()
+                        .with_index(0)
+                        .with_records(Some(batch.clone()))])]);
+            request_frame(
+                ApiKey::Produce,
+                PRODUCE_VERSION,
+                0,
+                "herald-flow-eval",
+                &request,
+            )
+        })
+        .collect()
+}
+
+async fn publish(
+    index: u32,
+    spec: &FlowSpec,
+    frames: &[Vec<u8>],
+    started: Instant,
+    recorder: Arc<Mutex<Recorder>>,
+    limit: Arc<AtomicU64>,
+) -> Result<(), LoadError> {
+    let stream = crate::connect::open(spec.addr, &ConnectOptions::default()).await?;
+    let (reader, mut writer) = tokio::io::split(stream);
+    let permits = Arc::new(Semaphore::new(spec.in_flight.max(1)));
+    let (sent_tx, sent_rx) = mpsc::channel::<Instant>(spec.in_flight.max(1));
+    let answers = tokio::spawn(read_answers(
+        reader,
+        sent_rx,
+        Arc::clone(&permits),
+        u64::from(spec.batch),
+        recorder,
+        limit,
+    ));
+    let layout = Layout {
+        subjects: spec.topics.len() as u32,
+        subscribers: 1,
+        per_subscriber: 1,
+        patterns: false,
+        choice: spec.choice,
+        seed: spec.seed.wrapping_add(u64::from(index)),
+    };
+    let mut draws = layout
+        .draws()
+        .map_err(|e| LoadError::io("subject draws", std::io::Error::other(e.to_string())))?;
+    let deadline = tokio::time::Instant::from_std(started + spec.duration);
+    let mut frame = Vec::new();
+    let mut correlation_id = 0i32;
+    while tokio::time::Instant::now() < deadline {
+        let Ok(permit) = tokio::time::timeout_at(deadline, permits.acquire()).await else {
+            break;
+        };
+        permit
+            .map_err(|_| LoadError::io("in-flight semaphore", std::io::Error::other("closed")))?
+            .forget();
+        let subject = draws.next().unwrap_or(0) as usize;
+        frame.clear();
+        frame.extend_from_slice(&frames[subject.min(frames.len() - 1)]);
+        correlation_id = correlation_id.wrapping_add(1);
+        patch_correlation(&mut frame, correlation_id);
+        if sent_tx.send(Instant::now()).await.is_err() {
+            break;
+        }
+        if let Err(e) = writer.write_all(&frame).await {
+            drop(sent_tx);
+            let _ = answers.await;
+            return Err(LoadError::io("send produce request", e));
+        }
+    }
+    drop(sent_tx);
+    match tokio::time::timeout(Duration::from_secs(60), answers).await {
+        Ok(joined) => joined.map_err(|e| LoadError::Io {
+            what: "flow answers",
+            source: std::io::Error::other(e.to_string()),
+        })?,
+        Err(_) => Err(LoadError::Timeout {
+            what: "the last produce answers",
+            timeout_ms: 60_000,
+        }),
+    }
+}
+
+async fn read_answers(
+    mut reader: ReadHalf<Stream>,
+    mut sent: mpsc::Receiver<Instant>,
+    permits: Arc<Semaphore>,
+    records: u64,
+    recorder: Arc<Mutex<Recorder>>,
+    limit: Arc<AtomicU64>,
+) -> Result<(), LoadError> {
+    let mut buf = BytesMut::with_capacity(4096);
+    while let Some(sent_at) = sent.recv().await {
+        let frame = read_frame(&mut reader, &mut buf).await?;
+        let latency_us = sent_at.elapsed().as_micros() as u64;
+        permits.add_permits(1);
+        let (_, response): (i32, ProduceResponse) =
+            decode_response(ApiKey::Produce, PRODUCE_VERSION, frame)?;
+        let ok = response
+            .responses
+            .iter()
+            .flat_map(|t| t.partition_responses.iter())
+            .all(|p| p.error_code == 0);
+        lock(&recorder).answered(records, latency_us, ok, limit.load(Ordering::Relaxed));
+    }
+    Ok(())
+}
+
+/// Reads `herald_kafka_flow_limit_records` from the admin listener every
+/// 100 ms until `done`.
+async fn scrape_limit(admin: SocketAddr, limit: Arc<AtomicU64>, done: Arc<AtomicBool>) {
+    while !done.load(Ordering::Relaxed) {
+        if let Ok(Ok(Some(value))) =
+            tokio::time::timeout(Duration::from_secs(1), read_limit(admin)).await
+        {
+            limit.store(value, Ordering::Relaxed);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn read_limit(admin: SocketAddr) -> std::io::Result<Option<u64>> {
+    let mut stream = tokio::net::TcpStream::connect(admin).await?;
+    stream
+        .write_all(b"GET /metrics HTTP/1.0\r\nHost: herald\r\n\r\n")
+        .await?;
+    let mut body = String::new();
+    stream.read_to_string(&mut body).await?;
+    Ok(body
+        .lines()
+        .find_map(|line| line.strip_prefix("herald_kafka_flow_limit_records "))
+        .and_then(|value| value.trim().parse::<f64>().ok())
+        .map(|value| value as u64))
+}
+
+/// From `at` to `end` (since `started`), `threads` busy threads pinned to
+/// `cpu`: the broker pinned there keeps about half of its core.
+fn hog_after(
+    at: Duration,
+    end: Duration,
+    cpu: usize,
+    threads: usize,
+    started: Instant,
+    done: &AtomicBool,
+) {
+    if let Some(wait) = (started + at).checked_duration_since(Instant::now()) {
+        std::thread::sleep(wait);
+    }
+    std::thread::scope(|scope| {
+        for _ in 0..threads.max(1) {
+            scope.spawn(|| {
+                pin_to(cpu);
+                let mut x = 0u64;
+                while started.elapsed() < end && !done.load(Ordering::Relaxed) {
+                    x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+                }
+            });
+        }
+    });
+}
+
+fn pin_to(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes in
+    // bounds for cpu < CPU_SETSIZE, and sched_setaffinity(0) changes only
+    // this thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if cpu < libc::CPU_SETSIZE as usize {
+            libc::CPU_SET(cpu, &mut set);
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_point_closes_every_n_records_with_its_figures() {
+        let mut recorder = Recorder {
+            started: Instant::now(),
+            window: 10,
+            published: 0,
+            in_point: 0,
+            point_started: 0.0,
+            latency_sum_us: 0,
+            latency: histogram::new(),
+            errors: 0,
+            points: Vec::new(),
+        };
+        recorder.answered(5, 1000, true, 64);
+        recorder.answered(5, 3000, false, 64);
+        assert!(recorder.points.is_empty());
+        recorder.answered(5, 3000, true, 80);
+        let point = recorder.points.first().expect("a point after 10 records");
+        assert_eq!((point.published, point.errors, point.limit), (10, 1, 80));
+        assert!((point.latency_ms - 2.0).abs() < 1e-9, "{point:?}");
+    }
+}
