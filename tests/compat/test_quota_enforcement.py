@@ -17,13 +17,13 @@ import json
 import os
 import re
 import subprocess
-import threading
 import time
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from accepted_log import AcceptedLog
+from offer_producer import offer_with_kcat
 from conftest import KAFKA_LIB
 from test_quotas import configs
 
@@ -152,26 +152,13 @@ def test_java_producer_is_held_to_its_byte_rate_and_told(broker, unique, java_de
 
 def test_kcat_is_held_to_its_byte_rate_and_told(broker, unique):
     client_id, topic = prepare(broker, unique, "kcat")
-    kcat = subprocess.Popen(
-        ["kcat", "-P", "-b", broker.bootstrap, "-t", topic, "-p", "0",
-         "-X", f"client.id={client_id}", "-X", "linger.ms=5", "-X", "batch.size=16384",
-         "-X", "queue.buffering.max.messages=2000"],
-        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    line = b"x" * RECORD_BYTES + b"\n"
-    stderr = []
-    reader = threading.Thread(target=lambda: stderr.append(kcat.stderr.read()), daemon=True)
-    reader.start()
-    try:
-        with AcceptedLog({"bootstrap.servers": broker.bootstrap}, topic) as log:
-            sent = offer(lambda: kcat.stdin.write(line), PRODUCE_S, kcat.stdin.flush)
-            kcat.stdin.close()
-            code = kcat.wait(60)
-    finally:
-        if kcat.poll() is None:
-            kcat.kill()
-            kcat.wait()
-    reader.join(10)
-    text = b"".join(stderr).decode(errors="replace")
+    log = AcceptedLog({"bootstrap.servers": broker.bootstrap}, topic)
+    # kcat's records are its lines: RECORD_BYTES with the newline, one
+    # byte less of value (0.1%).
+    sent, code, text = offer_with_kcat(
+        ["-b", broker.bootstrap, "-t", topic, "-p", "0", "-X", f"client.id={client_id}",
+         "-X", "linger.ms=5", "-X", "batch.size=16384", "-X", "queue.buffering.max.messages=2000"],
+        OFFERED, PRODUCE_S, RECORD_BYTES, log)
     assert code == 0 and "Delivery failed" not in text, text[-3000:]
     throttled = re.findall(r"throttled request for (\d+)ms", text)
     check("kcat", log, log.samples[-1][1] == sent, throttled,

@@ -21,12 +21,11 @@ import json
 import re
 import subprocess
 import sys
-import threading
-import time
 import uuid
 from pathlib import Path
 
 from accepted_log import AcceptedLog
+from offer_producer import offer_with_kcat
 from secure_push import (  # noqa: F401 (secure is a fixture)
     ADMIN_PASSWORD,
     create_topic,
@@ -139,42 +138,20 @@ def test_reject_mode_makes_the_java_producer_back_off_and_retry(secure):
 
 def test_reject_mode_fails_kcats_records_over_the_rate(secure):
     conf, topic = reject_mode_topic(secure)
-    kcat = subprocess.Popen(
-        ["kcat", "-P", "-b", conf["bootstrap.servers"], "-t", topic, "-p", "0",
+    log = AcceptedLog(kafka(secure, "admin", ADMIN_PASSWORD), topic)
+    sent, code, text = offer_with_kcat(
+        ["-b", conf["bootstrap.servers"], "-t", topic, "-p", "0",
          "-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanism=SCRAM-SHA-512",
          "-X", f"sasl.username={conf['sasl.username']}",
          "-X", f"sasl.password={conf['sasl.password']}",
          "-X", "linger.ms=5", "-X", "queue.buffering.max.messages=2000"],
-        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    line = b"x" * RECORD_BYTES + b"\n"
-    sent, stderr = 0, []
-    # Read as it comes: kcat blocks once a pipe of failures fills up.
-    reader = threading.Thread(target=lambda: stderr.append(kcat.stderr.read()), daemon=True)
-    reader.start()
-    try:
-        with AcceptedLog(kafka(secure, "admin", ADMIN_PASSWORD), topic) as log:
-            started = time.monotonic()
-            while (now := time.monotonic()) - started < 10:
-                due = int((now - started) * 2 * REJECT_RATE / RECORD_BYTES)
-                while sent < due:
-                    kcat.stdin.write(line)
-                    sent += 1
-                kcat.stdin.flush()
-                time.sleep(0.002)
-            kcat.stdin.close()
-            kcat.wait(60)
-    finally:
-        if kcat.poll() is None:
-            kcat.kill()
-            kcat.wait()
-    reader.join(10)
-    text = b"".join(stderr).decode(errors="replace")
+        2 * REJECT_RATE, 10, RECORD_BYTES, log)
     failed = text.count("Delivery failed for message: Broker: Throttling quota has been exceeded")
     rate, _ = log.rates((2, 8), RECORD_BYTES)
-    print(f"kcat: accepted {rate:.0f} B/s, sent {sent}, failed {failed}, exit {kcat.returncode}")
+    print(f"kcat: accepted {rate:.0f} B/s, sent {sent}, failed {failed}, exit {code}")
     # Like librdkafka under it: the records over the rate fail, and kcat
     # says so and exits with an error.
-    assert failed > 0 and kcat.returncode != 0, text[-2000:]
+    assert failed > 0 and code != 0, text[-2000:]
     assert log.samples[-1][1] + failed == sent, (log.samples[-1], sent, failed)
     assert 0.9 * REJECT_RATE <= rate <= 1.05 * REJECT_RATE, rate
 

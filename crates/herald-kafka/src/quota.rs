@@ -519,67 +519,14 @@ impl ConnectionQuotas {
     }
 }
 
-/// Charges a request frame as it is read: a produce to its client's
-/// produce quota and its tenant's input byte rate; nothing else is charged
-/// here. Pauses the connection when throttled.
-pub fn admit_frame(
-    ctx: &crate::handlers::Context,
-    session: &crate::session::Session,
-    frame: &[u8],
-) -> Verdict {
-    let Some(client_id) = produce_client_id(frame) else {
-        return Verdict::Go;
-    };
-    let quotas = ctx.broker.quotas();
-    if quotas.entries.is_empty() {
-        return Verdict::Go;
-    }
-    let security = ctx.broker.security().state();
-    let principal = session
-        .principal()
-        .unwrap_or_else(|| crate::session::ANONYMOUS.to_owned());
-    let client = Client {
-        principal: &principal,
-        client_id,
-    };
-    let bytes = frame.len() as u64;
-    session
-        .quotas()
-        .admit_produce(&ctx.quota_buckets, &quotas, &security, client, bytes)
-}
-
-/// Charges `records` produced by `session`'s client to its tenant's input
-/// message rate.
-pub fn admit_records(
+/// Runs `f` with `session`'s client and what its quotas are resolved
+/// against; `None` (nothing to charge) while no quota is set at all.
+fn with_client<T>(
     ctx: &crate::handlers::Context,
     session: &crate::session::Session,
     client_id: &str,
-    records: u64,
-) -> Verdict {
-    let quotas = ctx.broker.quotas();
-    if quotas.entries.is_empty() || records == 0 {
-        return Verdict::Go;
-    }
-    let security = ctx.broker.security().state();
-    let principal = session
-        .principal()
-        .unwrap_or_else(|| crate::session::ANONYMOUS.to_owned());
-    let client = Client {
-        principal: &principal,
-        client_id,
-    };
-    session
-        .quotas()
-        .admit_records(&ctx.quota_buckets, &quotas, &security, client, records)
-}
-
-/// What a fetch of `session`'s client may answer now, in bytes (`None`:
-/// no quota applies).
-pub fn fetch_allowance(
-    ctx: &crate::handlers::Context,
-    session: &crate::session::Session,
-    client_id: &str,
-) -> Option<u64> {
+    f: impl FnOnce(&Arc<QuotaState>, &Arc<SecurityState>, Client<'_>) -> T,
+) -> Option<T> {
     let quotas = ctx.broker.quotas();
     if quotas.entries.is_empty() {
         return None;
@@ -592,9 +539,61 @@ pub fn fetch_allowance(
         principal: &principal,
         client_id,
     };
-    session
-        .quotas()
-        .fetch_allowance(&ctx.quota_buckets, &quotas, &security, client)
+    Some(f(&quotas, &security, client))
+}
+
+/// Charges a request frame as it is read: a produce to its client's
+/// produce quota and its tenant's input byte rate; nothing else is charged
+/// here. Pauses the connection when throttled.
+pub fn admit_frame(
+    ctx: &crate::handlers::Context,
+    session: &crate::session::Session,
+    frame: &[u8],
+) -> Verdict {
+    let Some(client_id) = produce_client_id(frame) else {
+        return Verdict::Go;
+    };
+    let bytes = frame.len() as u64;
+    with_client(ctx, session, client_id, |quotas, security, client| {
+        session
+            .quotas()
+            .admit_produce(&ctx.quota_buckets, quotas, security, client, bytes)
+    })
+    .unwrap_or_default()
+}
+
+/// Charges `records` produced by `session`'s client to its tenant's input
+/// message rate.
+pub fn admit_records(
+    ctx: &crate::handlers::Context,
+    session: &crate::session::Session,
+    client_id: &str,
+    records: u64,
+) -> Verdict {
+    if records == 0 {
+        return Verdict::Go;
+    }
+    with_client(ctx, session, client_id, |quotas, security, client| {
+        session
+            .quotas()
+            .admit_records(&ctx.quota_buckets, quotas, security, client, records)
+    })
+    .unwrap_or_default()
+}
+
+/// What a fetch of `session`'s client may answer now, in bytes (`None`:
+/// no quota applies).
+pub fn fetch_allowance(
+    ctx: &crate::handlers::Context,
+    session: &crate::session::Session,
+    client_id: &str,
+) -> Option<u64> {
+    with_client(ctx, session, client_id, |quotas, security, client| {
+        session
+            .quotas()
+            .fetch_allowance(&ctx.quota_buckets, quotas, security, client)
+    })
+    .flatten()
 }
 
 /// Charges a fetch answer of `bytes` (and the `records` it counts) to
@@ -606,26 +605,15 @@ pub fn charge_fetch(
     bytes: u64,
     records: impl FnOnce() -> u64,
 ) -> Verdict {
-    let quotas = ctx.broker.quotas();
-    if quotas.entries.is_empty() || bytes == 0 {
+    if bytes == 0 {
         return Verdict::Go;
     }
-    let security = ctx.broker.security().state();
-    let principal = session
-        .principal()
-        .unwrap_or_else(|| crate::session::ANONYMOUS.to_owned());
-    let client = Client {
-        principal: &principal,
-        client_id,
-    };
-    session.quotas().charge_fetch(
-        &ctx.quota_buckets,
-        &quotas,
-        &security,
-        client,
-        bytes,
-        records,
-    )
+    with_client(ctx, session, client_id, |quotas, security, client| {
+        session
+            .quotas()
+            .charge_fetch(&ctx.quota_buckets, quotas, security, client, bytes, records)
+    })
+    .unwrap_or_default()
 }
 
 /// The client id of a Produce request frame (`None` for any other API):

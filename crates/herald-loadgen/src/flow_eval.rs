@@ -102,6 +102,20 @@ struct Recorder {
 }
 
 impl Recorder {
+    fn new(started: Instant, window: u64) -> Self {
+        Self {
+            started,
+            window: window.max(1),
+            published: 0,
+            in_point: 0,
+            point_started: 0.0,
+            latency_sum_us: 0,
+            latency: histogram::new(),
+            errors: 0,
+            points: Vec::new(),
+        }
+    }
+
     fn answered(&mut self, records: u64, latency_us: u64, ok: bool, limit: u64) {
         if !ok {
             self.errors += 1;
@@ -136,17 +150,7 @@ impl Recorder {
 /// Runs the evaluation; answers its points.
 pub async fn run(spec: &FlowSpec) -> Result<Vec<Point>, LoadError> {
     let started = Instant::now();
-    let recorder = Arc::new(Mutex::new(Recorder {
-        started,
-        window: spec.window.max(1),
-        published: 0,
-        in_point: 0,
-        point_started: 0.0,
-        latency_sum_us: 0,
-        latency: histogram::new(),
-        errors: 0,
-        points: Vec::new(),
-    }));
+    let recorder = Arc::new(Mutex::new(Recorder::new(started, spec.window)));
     let limit = Arc::new(AtomicU64::new(0));
     let done = Arc::new(AtomicBool::new(false));
     let scraper = spec
@@ -393,17 +397,7 @@ mod tests {
 
     #[test]
     fn a_point_closes_every_n_records_with_its_figures() {
-        let mut recorder = Recorder {
-            started: Instant::now(),
-            window: 10,
-            published: 0,
-            in_point: 0,
-            point_started: 0.0,
-            latency_sum_us: 0,
-            latency: histogram::new(),
-            errors: 0,
-            points: Vec::new(),
-        };
+        let mut recorder = Recorder::new(Instant::now(), 10);
         recorder.answered(5, 1000, true, 64);
         recorder.answered(5, 3000, false, 64);
         assert!(recorder.points.is_empty());
