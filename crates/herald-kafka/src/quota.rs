@@ -361,22 +361,29 @@ pub struct Client<'a> {
     pub client_id: &'a str,
 }
 
+/// Everything a charge is made against: the buckets, the quotas and
+/// tenants in force, and who is asking.
+#[derive(Debug, Clone, Copy)]
+pub struct Charging<'a> {
+    /// Every entity's buckets.
+    pub buckets: &'a QuotaBuckets,
+    /// The quotas in force.
+    pub quotas: &'a Arc<QuotaState>,
+    /// The tenants in force.
+    pub security: &'a Arc<SecurityState>,
+    /// Who is asking.
+    pub client: Client<'a>,
+}
+
 impl ConnectionQuotas {
-    fn with_resolved<T>(
-        &self,
-        buckets: &QuotaBuckets,
-        quotas: &Arc<QuotaState>,
-        security: &Arc<SecurityState>,
-        client: Client<'_>,
-        f: impl FnOnce(&Resolved) -> T,
-    ) -> T {
+    fn with_resolved<T>(&self, at: &Charging<'_>, f: impl FnOnce(&Resolved) -> T) -> T {
         let mut slot = self.quotas.lock();
         slot.refresh(
-            quotas,
-            security,
-            client.principal,
-            client.client_id,
-            buckets,
+            at.quotas,
+            at.security,
+            at.client.principal,
+            at.client.client_id,
+            at.buckets,
         );
         f(&slot.resolved)
     }
@@ -393,20 +400,10 @@ impl ConnectionQuotas {
 
     /// Charges a produce frame of `bytes` as it is read: the client's
     /// produce quota and its tenant's input byte rate.
-    pub fn admit_produce(
-        &self,
-        buckets: &QuotaBuckets,
-        quotas: &Arc<QuotaState>,
-        security: &Arc<SecurityState>,
-        client: Client<'_>,
-        bytes: u64,
-    ) -> Verdict {
-        if quotas.entries.is_empty() {
-            return Verdict::Go;
-        }
-        let verdict = self.with_resolved(buckets, quotas, security, client, |r| {
+    pub fn admit_produce(&self, at: &Charging<'_>, bytes: u64) -> Verdict {
+        let verdict = self.with_resolved(at, |r| {
             // Read after resolving: a bucket made then must not be ahead.
-            let now = buckets.now_ns();
+            let now = at.buckets.now_ns();
             // The tenant first: a refusal there must take nothing anywhere.
             let tenant = r.tenant.as_ref().map_or(Verdict::Go, |t| {
                 charge_tenant(t, &t.input_bytes, "input byte", bytes, now)
@@ -420,47 +417,28 @@ impl ConnectionQuotas {
                 .map_or(Verdict::Go, |b| throttled(b.lock().take(bytes, now)));
             tenant.and(client)
         });
-        self.pause(buckets, &verdict);
+        self.pause(at.buckets, &verdict);
         verdict
     }
 
     /// Charges `records` produced to the tenant's input message rate.
-    pub fn admit_records(
-        &self,
-        buckets: &QuotaBuckets,
-        quotas: &Arc<QuotaState>,
-        security: &Arc<SecurityState>,
-        client: Client<'_>,
-        records: u64,
-    ) -> Verdict {
-        if quotas.entries.is_empty() {
-            return Verdict::Go;
-        }
-        let verdict = self.with_resolved(buckets, quotas, security, client, |r| {
+    pub fn admit_records(&self, at: &Charging<'_>, records: u64) -> Verdict {
+        let verdict = self.with_resolved(at, |r| {
             // Read after resolving: a bucket made then must not be ahead.
-            let now = buckets.now_ns();
+            let now = at.buckets.now_ns();
             r.tenant.as_ref().map_or(Verdict::Go, |t| {
                 charge_tenant(t, &t.input_messages, "input message", records, now)
             })
         });
-        self.pause(buckets, &verdict);
+        self.pause(at.buckets, &verdict);
         verdict
     }
 
     /// The bytes a fetch may answer now: what the client's fetch quota and
     /// its tenant's output byte rate hold (`None`: no limit).
-    pub fn fetch_allowance(
-        &self,
-        buckets: &QuotaBuckets,
-        quotas: &Arc<QuotaState>,
-        security: &Arc<SecurityState>,
-        client: Client<'_>,
-    ) -> Option<u64> {
-        if quotas.entries.is_empty() {
-            return None;
-        }
-        self.with_resolved(buckets, quotas, security, client, |r| {
-            let now = buckets.now_ns();
+    pub fn fetch_allowance(&self, at: &Charging<'_>) -> Option<u64> {
+        self.with_resolved(at, |r| {
+            let now = at.buckets.now_ns();
             let tenant = r
                 .tenant
                 .as_ref()
@@ -479,19 +457,13 @@ impl ConnectionQuotas {
     /// taken back).
     pub fn charge_fetch(
         &self,
-        buckets: &QuotaBuckets,
-        quotas: &Arc<QuotaState>,
-        security: &Arc<SecurityState>,
-        client: Client<'_>,
+        at: &Charging<'_>,
         bytes: u64,
         records: impl FnOnce() -> u64,
     ) -> Verdict {
-        if quotas.entries.is_empty() {
-            return Verdict::Go;
-        }
-        let verdict = self.with_resolved(buckets, quotas, security, client, |r| {
+        let verdict = self.with_resolved(at, |r| {
             // Read after resolving: a bucket made then must not be ahead.
-            let now = buckets.now_ns();
+            let now = at.buckets.now_ns();
             let take = |b: Option<&Bucket>, units: u64| {
                 b.map_or(Verdict::Go, |b| throttled(b.lock().take(units, now)))
             };
@@ -504,7 +476,7 @@ impl ConnectionQuotas {
             }
             verdict
         });
-        self.pause(buckets, &verdict);
+        self.pause(at.buckets, &verdict);
         verdict
     }
 
@@ -525,7 +497,7 @@ fn with_client<T>(
     ctx: &crate::handlers::Context,
     session: &crate::session::Session,
     client_id: &str,
-    f: impl FnOnce(&Arc<QuotaState>, &Arc<SecurityState>, Client<'_>) -> T,
+    f: impl FnOnce(&Charging<'_>) -> T,
 ) -> Option<T> {
     let quotas = ctx.broker.quotas();
     if quotas.entries.is_empty() {
@@ -535,11 +507,15 @@ fn with_client<T>(
     let principal = session
         .principal()
         .unwrap_or_else(|| crate::session::ANONYMOUS.to_owned());
-    let client = Client {
-        principal: &principal,
-        client_id,
-    };
-    Some(f(&quotas, &security, client))
+    Some(f(&Charging {
+        buckets: &ctx.quota_buckets,
+        quotas: &quotas,
+        security: &security,
+        client: Client {
+            principal: &principal,
+            client_id,
+        },
+    }))
 }
 
 /// Charges a request frame as it is read: a produce to its client's
@@ -554,10 +530,8 @@ pub fn admit_frame(
         return Verdict::Go;
     };
     let bytes = frame.len() as u64;
-    with_client(ctx, session, client_id, |quotas, security, client| {
-        session
-            .quotas()
-            .admit_produce(&ctx.quota_buckets, quotas, security, client, bytes)
+    with_client(ctx, session, client_id, |at| {
+        session.quotas().admit_produce(at, bytes)
     })
     .unwrap_or_default()
 }
@@ -573,10 +547,8 @@ pub fn admit_records(
     if records == 0 {
         return Verdict::Go;
     }
-    with_client(ctx, session, client_id, |quotas, security, client| {
-        session
-            .quotas()
-            .admit_records(&ctx.quota_buckets, quotas, security, client, records)
+    with_client(ctx, session, client_id, |at| {
+        session.quotas().admit_records(at, records)
     })
     .unwrap_or_default()
 }
@@ -588,10 +560,8 @@ pub fn fetch_allowance(
     session: &crate::session::Session,
     client_id: &str,
 ) -> Option<u64> {
-    with_client(ctx, session, client_id, |quotas, security, client| {
-        session
-            .quotas()
-            .fetch_allowance(&ctx.quota_buckets, quotas, security, client)
+    with_client(ctx, session, client_id, |at| {
+        session.quotas().fetch_allowance(at)
     })
     .flatten()
 }
@@ -608,10 +578,8 @@ pub fn charge_fetch(
     if bytes == 0 {
         return Verdict::Go;
     }
-    with_client(ctx, session, client_id, |quotas, security, client| {
-        session
-            .quotas()
-            .charge_fetch(&ctx.quota_buckets, quotas, security, client, bytes, records)
+    with_client(ctx, session, client_id, |at| {
+        session.quotas().charge_fetch(at, bytes, records)
     })
     .unwrap_or_default()
 }
@@ -678,6 +646,20 @@ mod tests {
         Arc::new(state)
     }
 
+    fn at<'a>(
+        buckets: &'a QuotaBuckets,
+        quotas: &'a Arc<QuotaState>,
+        security: &'a Arc<SecurityState>,
+        client: Client<'a>,
+    ) -> Charging<'a> {
+        Charging {
+            buckets,
+            quotas,
+            security,
+            client,
+        }
+    }
+
     fn entity(kind: EntityType, name: Option<&str>) -> QuotaEntity {
         QuotaEntity([(kind, name.map(str::to_owned))].into())
     }
@@ -716,19 +698,19 @@ mod tests {
             Verdict::Throttle(p) => p,
             other => panic!("not throttled: {other:?}"),
         };
-        let first = pause(a.admit_produce(&buckets, &quotas, &security, client("a"), 100));
+        let first = pause(a.admit_produce(&at(&buckets, &quotas, &security, client("a")), 100));
         assert!(first > 90 * MS && first <= 100 * MS, "{first:?}");
         // Another client id owes only its own 100 bytes.
-        let other = pause(b.admit_produce(&buckets, &quotas, &security, client("b"), 100));
+        let other = pause(b.admit_produce(&at(&buckets, &quotas, &security, client("b")), 100));
         assert!(other > 90 * MS && other <= 100 * MS, "{other:?}");
-        let again = pause(a.admit_produce(&buckets, &quotas, &security, client("a"), 100));
+        let again = pause(a.admit_produce(&at(&buckets, &quotas, &security, client("a")), 100));
         assert!(again > 190 * MS && again <= 200 * MS, "{again:?}");
         assert!(a.pause_left(&buckets).is_some_and(|p| p > 190 * MS));
         // Paid off after the pause; an idle client gets back its 50 ms burst.
         buckets.advance(Duration::from_secs(1));
         assert!(a.pause_left(&buckets).is_none());
         assert_eq!(
-            a.admit_produce(&buckets, &quotas, &security, client("a"), 50),
+            a.admit_produce(&at(&buckets, &quotas, &security, client("a")), 50),
             Verdict::Go
         );
     }
@@ -747,7 +729,8 @@ mod tests {
             principal: "User:alice",
             client_id: "app",
         };
-        let Verdict::Refuse(refusal) = conn.admit_produce(&buckets, &quotas, &security, alice, 60)
+        let Verdict::Refuse(refusal) =
+            conn.admit_produce(&at(&buckets, &quotas, &security, alice), 60)
         else {
             panic!("a produce over a rejecting tenant's rate was not refused");
         };
@@ -763,7 +746,7 @@ mod tests {
         // Nothing was taken: once the burst refilled, 50 bytes go at once.
         buckets.advance(50 * MS);
         assert_eq!(
-            conn.admit_produce(&buckets, &quotas, &security, alice, 50),
+            conn.admit_produce(&at(&buckets, &quotas, &security, alice), 50),
             Verdict::Go
         );
         // Someone outside the tenant is not charged to it.
@@ -772,7 +755,7 @@ mod tests {
             client_id: "app",
         };
         assert_eq!(
-            conn.admit_produce(&buckets, &quotas, &security, bob, 5000),
+            conn.admit_produce(&at(&buckets, &quotas, &security, bob), 5000),
             Verdict::Go
         );
     }
@@ -796,22 +779,22 @@ mod tests {
             client_id: "app",
         };
         assert_eq!(
-            conn.fetch_allowance(&buckets, &quotas, &security, alice),
+            conn.fetch_allowance(&at(&buckets, &quotas, &security, alice)),
             Some(0)
         );
         // Full bursts: 500 bytes for the tenant, 250 for the user.
         buckets.advance(Duration::from_secs(1));
         assert_eq!(
-            conn.fetch_allowance(&buckets, &quotas, &security, alice),
+            conn.fetch_allowance(&at(&buckets, &quotas, &security, alice)),
             Some(250)
         );
-        let verdict = conn.charge_fetch(&buckets, &quotas, &security, alice, 750, || 8);
+        let verdict = conn.charge_fetch(&at(&buckets, &quotas, &security, alice), 750, || 8);
         assert!(
             matches!(verdict, Verdict::Throttle(p) if p > 90 * MS && p <= 100 * MS),
             "{verdict:?}"
         );
         assert_eq!(
-            conn.fetch_allowance(&buckets, &quotas, &security, alice),
+            conn.fetch_allowance(&at(&buckets, &quotas, &security, alice)),
             Some(0)
         );
         let nobody = ConnectionQuotas::default();
@@ -820,7 +803,7 @@ mod tests {
             client_id: "app",
         };
         assert_eq!(
-            nobody.fetch_allowance(&buckets, &quotas, &security, carol),
+            nobody.fetch_allowance(&at(&buckets, &quotas, &security, carol)),
             None
         );
     }
