@@ -19,19 +19,17 @@ use bytes::{Bytes, BytesMut};
 use hdrhistogram::Histogram;
 use herald_client::{ConnectOptions, Stream};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
+use kafka_protocol::messages::{ApiKey, ProduceRequest};
 use serde::Serialize;
 use std::sync::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadHalf};
 use tokio::sync::{mpsc, Semaphore};
 
 use crate::admin::topic_name;
+use crate::produce::{next_answer, PRODUCE_VERSION};
 use crate::push::fanout::layout::{Choice, Layout};
-use crate::wire::{decode_response, patch_correlation, read_frame, request_frame};
+use crate::wire::{patch_correlation, request_frame};
 use crate::{histogram, records, LoadError};
-
-/// Produce v9, as the wire benchmark sends.
-const PRODUCE_VERSION: i16 = 9;
 
 /// What one evaluation run does.
 #[derive(Debug, Clone)]
@@ -310,16 +308,9 @@ async fn read_answers(
 ) -> Result<(), LoadError> {
     let mut buf = BytesMut::with_capacity(4096);
     while let Some(sent_at) = sent.recv().await {
-        let frame = read_frame(&mut reader, &mut buf).await?;
-        let latency_us = sent_at.elapsed().as_micros() as u64;
+        let (latency_us, code) = next_answer(&mut reader, &mut buf, sent_at).await?;
         permits.add_permits(1);
-        let (_, response): (i32, ProduceResponse) =
-            decode_response(ApiKey::Produce, PRODUCE_VERSION, frame)?;
-        let ok = response
-            .responses
-            .iter()
-            .flat_map(|t| t.partition_responses.iter())
-            .all(|p| p.error_code == 0);
+        let ok = code.is_none();
         lock(&recorder).answered(records, latency_us, ok, limit.load(Ordering::Relaxed));
     }
     Ok(())

@@ -193,17 +193,8 @@ async fn read_answers(
     };
     let mut buf = BytesMut::with_capacity(4096);
     while let Some(sent_at) = sent.recv().await {
-        let frame = read_frame(&mut reader, &mut buf).await?;
-        let latency_us = sent_at.elapsed().as_micros() as u64;
+        let (latency_us, code) = next_answer(&mut reader, &mut buf, sent_at).await?;
         semaphore.add_permits(1);
-        let (_, response): (i32, ProduceResponse) =
-            decode_response(ApiKey::Produce, PRODUCE_VERSION, frame)?;
-        let code = response
-            .responses
-            .iter()
-            .flat_map(|t| t.partition_responses.iter())
-            .map(|p| p.error_code)
-            .find(|c| *c != 0);
         match code {
             None => {
                 outcome.records += u64::from(batch);
@@ -218,6 +209,26 @@ async fn read_answers(
         }
     }
     Ok(outcome)
+}
+
+/// Reads the next Produce answer on a connection: how long after
+/// `sent_at` it came (µs), and the first partition error code, if any.
+pub(crate) async fn next_answer(
+    reader: &mut ReadHalf<Stream>,
+    buf: &mut BytesMut,
+    sent_at: Instant,
+) -> Result<(u64, Option<i16>), LoadError> {
+    let frame = read_frame(reader, buf).await?;
+    let latency_us = sent_at.elapsed().as_micros() as u64;
+    let (_, response): (i32, ProduceResponse) =
+        decode_response(ApiKey::Produce, PRODUCE_VERSION, frame)?;
+    let code = response
+        .responses
+        .iter()
+        .flat_map(|t| t.partition_responses.iter())
+        .map(|p| p.error_code)
+        .find(|c| *c != 0);
+    Ok((latency_us, code))
 }
 
 /// A publisher's request frame, encoded once.
