@@ -9,6 +9,10 @@ tenant's input rate, shared by every connection of its principals.
   not retriable for them), the Java producer retries them
   (ThrottlingQuotaExceededException is retriable) and delivers every one,
   backing off exponentially, so well under the rate.
+- A push publish over the input rate is refused RESOURCE_EXHAUSTED with
+  when to retry, on a session and on the unary call; push delivery is
+  paced to the output rate in every one-second window, and nothing is
+  lost.
 - Throttle mode (the default), two tenants offering twice their rate
   while an unlimited producer floods the broker: each still gets at
   least 95% of its rate.
@@ -17,12 +21,18 @@ The broker is the secure one of `secure_push.py`; tenants' principals log
 in with SCRAM on its SASL_PLAINTEXT Kafka listener.
 """
 
+import base64
 import json
+import queue
 import re
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
+
+import grpc
+from confluent_kafka import Producer
 
 from accepted_log import AcceptedLog
 from offer_producer import offer_with_kcat
@@ -30,7 +40,9 @@ from secure_push import (  # noqa: F401 (secure is a fixture)
     ADMIN_PASSWORD,
     create_topic,
     new_user,
+    scram_session,
     secure,
+    tls_credentials,
 )
 from test_tenants import herald_tenant, kafka
 
@@ -211,3 +223,106 @@ def test_two_tenants_over_their_rates_each_get_it_beside_a_flood(secure):
         assert summary["throttle_callbacks"] > 0, summary
         assert rate >= 0.95 * FAIR_RATE, f"a tenant got {rate:.0f} B/s of its {FAIR_RATE}"
     assert flooded["delivered"] > 0, flooded
+
+
+def published_answers(session, count):
+    session.wait_for(lambda s: len(s.of_kind("published")) >= count,
+                     what=f"{count} publish answers")
+    return session.of_kind("published")
+
+
+def test_a_push_publish_over_the_input_rate_is_refused_with_retry_after(secure, proto):
+    pb = proto.pb
+    rate = 20_000
+    name, conf, prefix = tenant_with_sla(secure, f"input_bytes_per_sec={rate}")
+    user, password = conf["sasl.username"], conf["sasl.password"]
+    topic = prefix + "push"
+    create_topic(secure, topic)
+    session, welcome = scram_session(proto, secure, user, password)
+    try:
+        assert welcome.WhichOneof("kind") == "welcome", welcome
+        started = time.monotonic()
+        for i in range(40):
+            session.send(publish=pb.PublishRequest(request_id=i + 1, topic=topic,
+                                                   value=b"v" * RECORD_BYTES))
+        answers = published_answers(session, 40)
+        elapsed = time.monotonic() - started
+        refused = [a for a in answers if a.HasField("error")]
+        accepted = len(answers) - len(refused)
+        print(f"{accepted} of 40 publishes accepted in {elapsed:.2f} s at {rate} B/s")
+        assert refused, "nothing was refused"
+        for answer in refused:
+            assert answer.error.code == pb.ERROR_CODE_RESOURCE_EXHAUSTED, answer
+            assert answer.error.retry_after_ms > 0, answer
+            assert re.fullmatch(rf"tenant {name} is over its input byte rate of {rate}/s; "
+                                r"retry after \d+ ms", answer.error.message), answer
+        # Each record's batch is a little over 1000 B: at most the rate's
+        # worth of them over the time taken, plus the one that went over.
+        assert accepted <= elapsed * rate / RECORD_BYTES + 2, accepted
+        # Retried after the delay it was given, a publish goes in.
+        time.sleep(refused[-1].error.retry_after_ms / 1000 + 0.05)
+        session.send(publish=pb.PublishRequest(request_id=100, topic=topic,
+                                               value=b"v" * RECORD_BYTES))
+        assert not published_answers(session, 41)[-1].HasField("error")
+    finally:
+        session.close()
+    # The unary call is answered the same way.
+    basic = base64.b64encode(f"{user}:{password}".encode()).decode()
+    with grpc.secure_channel(secure.push_address, tls_credentials(secure)) as channel:
+        stub = proto.rpc.HeraldStub(channel)
+        results = [stub.Publish(pb.PublishRequest(request_id=i, topic=topic,
+                                                  value=b"v" * RECORD_BYTES),
+                                metadata=[("authorization", f"Basic {basic}")], timeout=10)
+                   for i in range(5)]
+    codes = {r.error.code for r in results if r.HasField("error")}
+    assert codes == {pb.ERROR_CODE_RESOURCE_EXHAUSTED}, results
+
+
+def test_push_delivery_is_paced_by_the_output_rate(secure, proto):
+    pb = proto.pb
+    rate, total = 200, 2600
+    name, conf, prefix = tenant_with_sla(secure, f"output_messages_per_sec={rate}")
+    topic = prefix + "out"
+    create_topic(secure, topic)
+    producer = Producer(kafka(secure, "admin", ADMIN_PASSWORD))
+    for i in range(total):
+        producer.produce(topic, key=b"k", value=b"%d" % i)
+    assert producer.flush(30) == 0
+    session, welcome = scram_session(proto, secure, conf["sasl.username"], conf["sasl.password"])
+    try:
+        assert welcome.WhichOneof("kind") == "welcome", welcome
+        session.subscribe(1, topic, subject=b"k", start="earliest")
+        arrivals = []  # (seconds since the first delivery, deliveries so far)
+        deadline = time.monotonic() + 12
+        while time.monotonic() < deadline:
+            try:
+                session.next(timeout=0.5)
+            except queue.Empty:
+                continue
+            if session.deliveries:
+                now = time.monotonic()
+                if not arrivals:
+                    first = now
+                arrivals.append((now - first, len(session.deliveries)))
+        windows = [sum(1 for t, _ in zip_counts(arrivals) if s <= t < s + 1)
+                   for s in range(1, 10)]
+        print(f"deliveries per one-second window at {rate}/s: {windows}")
+        for count in windows:
+            assert 0.9 * rate <= count <= 1.1 * rate, windows
+        # Without the rate the rest arrives at once, in order, none lost.
+        code, out = herald_tenant(secure, "sla", name, "--remove", "output_messages_per_sec")
+        assert code == 0, out
+        session.wait_for(lambda s: len(s.deliveries) >= total, what="every record")
+        offsets = [offset for _, _, offset, _, _ in session.deliveries]
+        assert offsets == list(range(total)), offsets[:20]
+    finally:
+        session.close()
+
+
+def zip_counts(arrivals):
+    """One arrival time per delivery, from (time, deliveries so far)."""
+    before = 0
+    for at, count in arrivals:
+        for _ in range(count - before):
+            yield at, count
+        before = count

@@ -256,6 +256,19 @@ impl SecurityState {
             .find_map(|m| user.scram.get(&m).map(|c| (m, c)))
     }
 
+    /// The tenant `principal` belongs to, if any (the first by name: a
+    /// principal is meant to be in one).
+    pub fn tenant_of_principal(&self, principal: &str) -> Option<&Tenant> {
+        self.tenants
+            .values()
+            .find(|t| t.principals.contains(principal))
+    }
+
+    /// The tenant whose namespace `topic` is in, if any.
+    pub fn tenant_of_topic(&self, topic: &str) -> Option<&Tenant> {
+        self.tenants.get(&self.namespace_of(topic)?.tenant)
+    }
+
     /// The namespace `topic` is in.
     pub fn namespace_of(&self, topic: &str) -> Option<&Namespace> {
         tenant::namespace_of(&self.namespaces, topic)

@@ -17,11 +17,12 @@ use crate::partition_dirs::{discard_partitions, open_new_partitions, open_topic,
 use crate::producer_ids::ProducerIdAllocator;
 use crate::producer_snapshot;
 use crate::security::Security;
+use crate::tenant_caps::{self, CapExceeded, TenantCaps, TenantConnection};
 use crate::topic::{validate_topic_name, Topic};
 use crate::topic_config::TopicConfig;
 use arc_swap::ArcSwap;
 use herald_auth::{Applied, SecurityCommand, SecurityState};
-use herald_flow::{QuotaEntity, QuotaError, QuotaOp, QuotaState};
+use herald_flow::{QuotaBuckets, QuotaEntity, QuotaError, QuotaOp, QuotaState};
 
 /// What a created (or validated) topic looks like.
 #[derive(Debug, Clone)]
@@ -79,6 +80,8 @@ pub struct Broker {
     security: Security,
     /// Client quotas and tenant SLAs, published for lock-free reading.
     quotas: ArcSwap<QuotaState>,
+    quota_buckets: QuotaBuckets,
+    tenant_caps: TenantCaps,
     _lock: DirLock,
 }
 
@@ -131,6 +134,8 @@ impl Broker {
             cluster_id: metadata.cluster_id.clone(),
             security,
             quotas: ArcSwap::from_pointee(metadata.quotas.clone()),
+            quota_buckets: QuotaBuckets::default(),
+            tenant_caps: TenantCaps::default(),
             admin: Mutex::new(AdminState {
                 store,
                 producer_ids: ProducerIdAllocator::new(metadata.producer_id_high_mark),
@@ -221,6 +226,13 @@ impl Broker {
                 name: name.to_owned(),
             });
         }
+        tenant_caps::check_partitions(
+            &admin.metadata.security,
+            &admin.metadata.quotas,
+            name,
+            count.into(),
+            partition_counts(&admin.metadata),
+        )?;
         if validate_only {
             return Ok(TopicSummary {
                 name: name.to_owned(),
@@ -310,6 +322,13 @@ impl Broker {
                 ),
             });
         }
+        tenant_caps::check_partitions(
+            &admin.metadata.security,
+            &admin.metadata.quotas,
+            name,
+            (total - record.partitions).into(),
+            partition_counts(&admin.metadata),
+        )?;
         let Some(topic) = self.topic(name) else {
             return Err(BrokerError::UnknownTopic {
                 name: name.to_owned(),
@@ -475,6 +494,65 @@ impl Broker {
     /// Client quotas and tenant SLAs as last persisted.
     pub fn quotas(&self) -> Arc<QuotaState> {
         self.quotas.load_full()
+    }
+
+    /// The token buckets every front end charges quotas and tenant rates
+    /// to: one set per broker, so a tenant's rate holds across its Kafka
+    /// and push connections.
+    pub fn quota_buckets(&self) -> &QuotaBuckets {
+        &self.quota_buckets
+    }
+
+    /// Counts a connection of `principal` against its tenant's
+    /// `max_connections` (dropping the answer uncounts it); `None` when
+    /// the principal is in no tenant.
+    pub fn admit_tenant_connection(
+        &self,
+        principal: &str,
+    ) -> Result<Option<TenantConnection>, CapExceeded> {
+        self.tenant_caps
+            .admit_connection(&self.security.state(), &self.quotas.load(), principal)
+    }
+
+    /// Refuses a produce of `adding` bytes to `topic` while its tenant
+    /// stores its `max_stored_bytes` or more (see
+    /// [`TenantCaps::check_storage`]).
+    pub fn check_tenant_storage(&self, topic: &str, adding: u64) -> Result<(), CapExceeded> {
+        let quotas = self.quotas.load();
+        if quotas.entries.is_empty() {
+            return Ok(());
+        }
+        let now = std::time::Instant::now();
+        self.tenant_caps.check_storage(
+            &self.security.state(),
+            &quotas,
+            topic,
+            adding,
+            now,
+            |tenant| self.stored_bytes_of(tenant),
+        )
+    }
+
+    /// Bytes the topics in `tenant`'s namespaces store.
+    fn stored_bytes_of(&self, tenant: &herald_auth::Tenant) -> u64 {
+        self.registry
+            .read()
+            .by_name
+            .iter()
+            .filter(|(name, _)| {
+                tenant
+                    .namespaces
+                    .iter()
+                    .any(|p| name.starts_with(p.as_str()))
+            })
+            .flat_map(|(_, topic)| {
+                topic
+                    .partitions()
+                    .iter()
+                    .map(|p| p.stats().size_bytes)
+                    .collect::<Vec<_>>()
+            })
+            .sum()
     }
 
     /// AlterClientQuotas: each entry's changes are checked on their own
@@ -673,4 +751,12 @@ fn security_secret(store: &MetadataStore, metadata: &mut Metadata) -> Result<Vec
     metadata.security_secret = Some(STANDARD.encode(&secret));
     store.save(metadata)?;
     Ok(secret)
+}
+
+/// Each topic's name and partition count, as the metadata records them.
+fn partition_counts(metadata: &Metadata) -> impl Iterator<Item = (&str, u64)> {
+    metadata
+        .topics
+        .values()
+        .map(|t| (t.name.as_str(), u64::from(t.partitions)))
 }

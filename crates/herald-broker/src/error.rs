@@ -109,6 +109,9 @@ pub enum BrokerError {
         #[source]
         source: LogError,
     },
+    /// The request would take a tenant past one of its caps.
+    #[error(transparent)]
+    TenantCap(#[from] crate::tenant_caps::CapExceeded),
 }
 
 impl From<herald_log::durable_file::DurableWriteError> for BrokerError {

@@ -34,6 +34,7 @@ pub mod producer_state;
 pub mod security;
 pub mod storage;
 pub mod subject_index;
+pub mod tenant_caps;
 pub mod topic;
 pub mod topic_config;
 
@@ -46,5 +47,6 @@ pub use maintenance::Maintenance;
 pub use partition::{OffsetAndTimestamp, OffsetSpec, Partition, ProduceOutcome};
 pub use security::{Security, SecurityConfig};
 pub use storage::{Acks, StorageError, StoredBatches, Watermarks};
+pub use tenant_caps::{CapExceeded, TenantConnection};
 pub use topic::Topic;
 pub use topic_config::{ConfigEntry, ConfigSource, ConfigType, TopicConfig};

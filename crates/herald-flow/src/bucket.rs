@@ -99,17 +99,22 @@ impl TokenBucket {
     /// requests wait out: any window then admits at most rate × window +
     /// max(burst, largest request).
     pub fn try_take(&mut self, units: u64, now_ns: u64) -> Admission {
-        let start = self.start(now_ns);
-        let needed = self.cost_ns(units).min(self.burst_ns());
-        let late = start + i128::from(needed) - i128::from(now_ns);
-        if late <= 0 {
-            self.paid_ns = start + i128::from(self.cost_ns(units));
-            Admission::Admitted
-        } else {
-            Admission::Rejected {
-                retry_after_ns: u64::try_from(late).unwrap_or(u64::MAX),
+        match self.wait_ns(units, now_ns) {
+            0 => {
+                self.paid_ns = self.start(now_ns) + i128::from(self.cost_ns(units));
+                Admission::Admitted
             }
+            retry_after_ns => Admission::Rejected { retry_after_ns },
         }
+    }
+
+    /// How long until [`TokenBucket::try_take`] would admit `units`: 0 if
+    /// it would now. Takes nothing, so a caller holding several buckets
+    /// can ask all of them before taking from any.
+    pub fn wait_ns(&self, units: u64, now_ns: u64) -> u64 {
+        let needed = self.cost_ns(units).min(self.burst_ns());
+        let late = self.start(now_ns) + i128::from(needed) - i128::from(now_ns);
+        u64::try_from(late.max(0)).unwrap_or(u64::MAX)
     }
 
     /// Throttle mode: takes `units` whatever the rate (the request was

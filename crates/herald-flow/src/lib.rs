@@ -10,6 +10,9 @@
 //! - [`quotas`]: Kafka's client quotas (by user, client id, IP) and
 //!   herald's tenant SLAs, as stored: validated as Kafka validates
 //!   AlterClientQuotas, matched as DescribeClientQuotas matches.
+//! - [`sla`]: the quotas and SLAs in force: buckets shared by every
+//!   connection of an entity, on every front end, and what a charge
+//!   decides (go, throttle, refuse).
 //! - [`window`]: Little's law over the last N messages served: throughput
 //!   λ, mean latency W, and the in-flight estimate L = λW.
 //! - [`controller`]: controllers that move an in-flight limit from those
@@ -19,9 +22,11 @@
 pub mod bucket;
 pub mod controller;
 pub mod quotas;
+pub mod sla;
 pub mod window;
 
 pub use bucket::{Admission, TokenBucket};
 pub use controller::{Adaptive, Gradient, LastThreePoints, LimitController, Sample};
 pub use quotas::{EntityType, QuotaEntity, QuotaError, QuotaOp, QuotaState};
+pub use sla::{OverRate, QuotaBuckets, Refusal, TenantRates, Verdict};
 pub use window::{LittleWindow, Measurement};

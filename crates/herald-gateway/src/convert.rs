@@ -35,6 +35,7 @@ impl Refused {
             message: self.message.clone(),
             subscription_id,
             request_id,
+            retry_after_ms: 0,
         }))
     }
 }
@@ -166,10 +167,22 @@ pub(crate) fn publish_refused(error: &PublishError) -> Refused {
         PublishError::UnknownPartition { .. } => ErrorCode::InvalidRequest,
         PublishError::Produce(ProduceError::TooLarge { .. }) => ErrorCode::RecordTooLarge,
         PublishError::Produce(_) => ErrorCode::Storage,
+        PublishError::OverRate(_) => ErrorCode::ResourceExhausted,
+        PublishError::TenantCap(_) => ErrorCode::TenantCap,
     };
     Refused {
         code,
         message: error.to_string(),
+    }
+}
+
+/// When a refused publish may be tried again, in ms (0: no advice).
+pub(crate) fn publish_retry_after_ms(error: &PublishError) -> u32 {
+    match error {
+        PublishError::OverRate(refusal) => {
+            u32::try_from(refusal.retry_after.as_millis().max(1)).unwrap_or(u32::MAX)
+        }
+        _ => 0,
     }
 }
 
@@ -247,6 +260,7 @@ pub(crate) fn pieces(events: Vec<Event>, out: &mut Vec<Piece>) {
                     message: reason,
                     subscription_id,
                     request_id: 0,
+                    retry_after_ms: 0,
                 }))));
                 Kind::Unsubscribed(proto::Unsubscribed { subscription_id })
             }

@@ -99,6 +99,7 @@ enum Step {
 async fn next_step<S>(
     shutdown: &CancellationToken,
     outbox: &herald_push::Outbox,
+    take_bytes: usize,
     incoming: &mut S,
 ) -> Step
 where
@@ -106,7 +107,7 @@ where
 {
     tokio::select! {
         _ = shutdown.cancelled() => Step::Shutdown,
-        events = outbox.take(TAKE_BYTES) => Step::Events(events),
+        events = outbox.take(take_bytes) => Step::Events(events),
         next = incoming.next() => Step::Incoming(next),
     }
 }
@@ -160,7 +161,13 @@ pub(crate) async fn drive<S, T>(
     let mut opening_hello = None;
     match known {
         Known::Identity(identity) => {
-            session.set_identity(identity);
+            if let Err(over) = session.set_identity(identity) {
+                let away = go_away(GoAwayReason::TooManyConnections, over.to_string(), 1000);
+                if out.transmit(away).await {
+                    out.close().await;
+                }
+                return;
+            }
             if !out
                 .transmit(welcome(&shared, &mut session, Vec::new()))
                 .await
@@ -171,8 +178,18 @@ pub(crate) async fn drive<S, T>(
         Known::MustLogIn => {
             let login = first_login(&shared, &mut session, &mut incoming, &mut out, peer);
             match tokio::time::timeout(LOGIN_DEADLINE, login).await {
-                Ok(Some(hello)) => opening_hello = Some(hello),
-                Ok(None) | Err(_) => {
+                Ok(Ok(hello)) => opening_hello = Some(hello),
+                Ok(Err(ending)) => {
+                    let away = ending.unwrap_or_else(|| {
+                        PushStats::add(&engine.stats().disconnects_protocol_error, 1);
+                        go_away(GoAwayReason::AuthenticationFailed, AUTHENTICATION_FAILED, 0)
+                    });
+                    if out.transmit(away).await {
+                        out.close().await;
+                    }
+                    return;
+                }
+                Err(_) => {
                     PushStats::add(&engine.stats().disconnects_protocol_error, 1);
                     let away =
                         go_away(GoAwayReason::AuthenticationFailed, AUTHENTICATION_FAILED, 0);
@@ -212,7 +229,8 @@ pub(crate) async fn drive<S, T>(
         // leave in one write rather than a system call each. Only when
         // nothing is ready, or after a bounded run, does the writer flush.
         let step = {
-            let next = next_step(&shutdown, &outbox, &mut incoming);
+            let take_bytes = session.take_bytes(TAKE_BYTES);
+            let next = next_step(&shutdown, &outbox, take_bytes, &mut incoming);
             tokio::pin!(next);
             match (&mut next).now_or_never() {
                 Some(step) if unflushed < MAX_UNFLUSHED_STEPS => step,
@@ -241,16 +259,7 @@ pub(crate) async fn drive<S, T>(
             Step::Events(events) => {
                 let Some(events) = events else { break None };
                 stats.record_written(&events);
-                convert::pieces(events, &mut pieces);
-                let mut sent = true;
-                for piece in pieces.drain(..) {
-                    sent = sent
-                        && match piece {
-                            Piece::Message(m) => out.transmit(Box::new(m)).await,
-                            Piece::Deliveries(run) => out.transmit_deliveries(run).await,
-                        };
-                }
-                if !sent {
+                if !write_events(&mut out, &mut session, events, &mut pieces, &shutdown).await {
                     break None;
                 }
             }
@@ -299,6 +308,60 @@ pub(crate) async fn drive<S, T>(
         let _ = out.transmit(away).await;
     }
     out.close().await;
+}
+
+/// Writes `events`. A session paced by its tenant's output rate writes
+/// them in parts: after each delivery that puts the tenant over, what was
+/// taken so far goes out, and nothing more (nor any request read) until
+/// the rate has paid for it. False once the client is gone.
+async fn write_events<T: Transmit>(
+    out: &mut T,
+    session: &mut Session,
+    events: Vec<herald_push::Event>,
+    pieces: &mut Vec<Piece>,
+    shutdown: &CancellationToken,
+) -> bool {
+    if !session.output_paced() {
+        return transmit_events(out, events, pieces).await;
+    }
+    let mut part = Vec::new();
+    for event in events {
+        let pause = match &event {
+            herald_push::Event::Delivery(delivery) => session.charge_delivery(delivery),
+            _ => None,
+        };
+        part.push(event);
+        if let Some(pause) = pause {
+            if !transmit_events(out, std::mem::take(&mut part), pieces).await || !out.flush().await
+            {
+                return false;
+            }
+            tokio::select! {
+                // The session's loop sees the shutdown next.
+                _ = shutdown.cancelled() => return true,
+                _ = tokio::time::sleep(pause) => {}
+            }
+        }
+    }
+    transmit_events(out, part, pieces).await
+}
+
+/// Transmits `events` as their pieces. False once the client is gone.
+async fn transmit_events<T: Transmit>(
+    out: &mut T,
+    events: Vec<herald_push::Event>,
+    pieces: &mut Vec<Piece>,
+) -> bool {
+    convert::pieces(events, pieces);
+    let mut sent = true;
+    for piece in pieces.drain(..) {
+        sent = sent
+            && match piece {
+                Piece::Message(m) => out.transmit(Box::new(m)).await,
+                Piece::Deliveries(run) => out.transmit_deliveries(run).await,
+            };
+    }
+    sent
 }
 
 /// What the client is told when its login fails, whatever the reason.
@@ -371,14 +434,15 @@ where
 
 /// On a listener that requires a login: the session's first message must
 /// be a hello that logs in. Answers that hello once the client is in (the
-/// welcome sent), or `None`.
+/// welcome sent); otherwise how the session ends (`None`: as any failed
+/// login does).
 async fn first_login<S, T>(
     shared: &Arc<Shared>,
     session: &mut Session,
     incoming: &mut S,
     out: &mut T,
     peer: Option<SocketAddr>,
-) -> Option<proto::Hello>
+) -> Result<proto::Hello, Option<Outgoing>>
 where
     S: Stream<Item = Result<ClientMessage, Unreadable>> + Unpin + Send,
     T: Transmit,
@@ -388,12 +452,12 @@ where
     })) = incoming.next().await
     else {
         tracing::info!(?peer, "push client did not log in first; closing");
-        return None;
+        return Err(None);
     };
-    let authenticate = hello.authenticate.take().or_else(|| {
+    let Some(authenticate) = hello.authenticate.take() else {
         tracing::info!(?peer, "push client's hello does not log in; closing");
-        None
-    })?;
+        return Err(None);
+    };
     let mut conversation = SessionConversation { incoming, out };
     match auth::log_in(
         &shared.engine,
@@ -406,11 +470,21 @@ where
     .await
     {
         LoginOutcome::Done(identity, last) => {
-            session.set_identity(identity);
+            if let Err(over) = session.set_identity(identity) {
+                return Err(Some(go_away(
+                    GoAwayReason::TooManyConnections,
+                    over.to_string(),
+                    1000,
+                )));
+            }
             let welcome = welcome(shared, session, last);
-            conversation.out.transmit(welcome).await.then_some(hello)
+            if conversation.out.transmit(welcome).await {
+                Ok(hello)
+            } else {
+                Err(None)
+            }
         }
-        LoginOutcome::Failed => None,
+        LoginOutcome::Failed => Err(None),
     }
 }
 
@@ -468,7 +542,13 @@ where
                         0,
                     )));
                 };
-                ctx.session.set_identity(identity);
+                if let Err(over) = ctx.session.set_identity(identity) {
+                    return Handled::End(Some(go_away(
+                        GoAwayReason::TooManyConnections,
+                        over.to_string(),
+                        1000,
+                    )));
+                }
                 let welcome = welcome(ctx.shared, ctx.session, last);
                 if !ctx.out.transmit(welcome).await {
                     return Handled::End(None);
@@ -575,11 +655,13 @@ pub(crate) async fn publish_result(
 ) -> proto::PublishResult {
     let request_id = request.request_id;
     let outcome = match convert::publish_record(request) {
-        Ok(record) => engine
-            .publish(identity, record)
-            .await
-            .map_err(|e| convert::publish_refused(&e)),
-        Err(refused) => Err(refused),
+        Ok(record) => engine.publish(identity, record).await.map_err(|e| {
+            (
+                convert::publish_refused(&e),
+                convert::publish_retry_after_ms(&e),
+            )
+        }),
+        Err(refused) => Err((refused, 0)),
     };
     match outcome {
         Ok(published) => proto::PublishResult {
@@ -588,7 +670,7 @@ pub(crate) async fn publish_result(
             offset: published.offset,
             error: None,
         },
-        Err(refused) => proto::PublishResult {
+        Err((refused, retry_after_ms)) => proto::PublishResult {
             request_id,
             partition: 0,
             offset: 0,
@@ -597,6 +679,7 @@ pub(crate) async fn publish_result(
                 message: refused.message,
                 subscription_id: 0,
                 request_id,
+                retry_after_ms,
             }),
         },
     }

@@ -143,7 +143,13 @@ pub(crate) async fn events(
             return response;
         }
     };
-    session.set_identity(identity);
+    if let Err(over) = session.set_identity(identity) {
+        let mut response = refuse(StatusCode::TOO_MANY_REQUESTS, format!("{over}\n"));
+        response
+            .headers_mut()
+            .insert("retry-after", HeaderValue::from_static("1"));
+        return response;
+    }
     // Cumulative acks, each delivery acknowledged as it is written: an
     // event's id then covers exactly what the browser received.
     let request = SubscribeRequest {
@@ -201,7 +207,7 @@ async fn stream(mut session: Session, tx: Sent, shutdown: tokio_util::sync::Canc
     let stats = Arc::clone(session.stats());
     loop {
         let events = tokio::select! {
-            events = outbox.take(DELIVERIES_MESSAGE_BYTES) => events,
+            events = outbox.take(session.take_bytes(DELIVERIES_MESSAGE_BYTES)) => events,
             _ = shutdown.cancelled() => {
                 PushStats::add(&stats.disconnects_shutdown, 1);
                 let _ = tx.send(Ok(SseEvent::default().event("goaway").data("{\"reason\":\"shutdown\"}"))).await;
@@ -214,9 +220,14 @@ async fn stream(mut session: Session, tx: Sent, shutdown: tokio_util::sync::Canc
         };
         let Some(events) = events else { return };
         stats.record_written(&events);
+        let paced = session.output_paced();
         for event in events {
+            let mut pause = None;
             let (sse, last) = match event {
                 Event::Delivery(delivery) => {
+                    if paced {
+                        pause = session.charge_delivery(&delivery);
+                    }
                     let record = &delivery.record;
                     let Ok(token) = session.ack(SUBSCRIPTION_ID, delivery.partition, record.offset)
                     else {
@@ -296,6 +307,15 @@ async fn stream(mut session: Session, tx: Sent, shutdown: tokio_util::sync::Canc
             };
             if tx.send(Ok(sse)).await.is_err() || last {
                 return;
+            }
+            if let Some(pause) = pause {
+                // Over the tenant's output rate: nothing more until the
+                // rate has paid for what went.
+                tokio::select! {
+                    _ = tokio::time::sleep(pause) => {}
+                    _ = shutdown.cancelled() => {}
+                    _ = tx.closed() => return,
+                }
             }
         }
     }

@@ -120,6 +120,17 @@ async fn serve_io<R, W>(
     let peer = session
         .peer()
         .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
+    // A client known from its listener (no SASL) counts against its
+    // tenant now; a SASL client once it authenticates.
+    if let Some(principal) = session.principal() {
+        match ctx.broker.admit_tenant_connection(&principal) {
+            Ok(slot) => session.hold_tenant_connection(slot),
+            Err(over) => {
+                tracing::info!(%peer, %principal, reason = %over, "connection refused");
+                return;
+            }
+        }
+    }
     let limit = ctx.config.max_in_flight_requests.max(1);
     let in_flight = Arc::new(Semaphore::new(limit));
     let (requests, request_rx) = mpsc::channel::<(Bytes, Admitted, Permit)>(limit);
@@ -172,7 +183,7 @@ async fn read_requests<R: AsyncRead + Unpin>(
             // A client its quota throttled is not read from meanwhile (as
             // Kafka mutes its channel): it cannot send more by ignoring
             // `throttle_time_ms`, as librdkafka does.
-            while let Some(pause) = session.quotas().pause_left(&ctx.quota_buckets) {
+            while let Some(pause) = session.quotas().pause_left(ctx.broker.quota_buckets()) {
                 tokio::time::sleep(pause).await;
             }
             let slot = Arc::clone(&in_flight).acquire_owned().await.ok()?;

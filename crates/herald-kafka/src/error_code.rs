@@ -63,6 +63,7 @@ pub fn broker(e: &BrokerError) -> i16 {
         | BrokerError::DataDirInUse { .. }
         | BrokerError::Random(_) => ResponseError::UnknownServerError,
         BrokerError::Security(e) => return security(e),
+        BrokerError::TenantCap(_) => ResponseError::PolicyViolation,
     }
     .code()
 }

@@ -20,161 +20,27 @@
 //! connection keeps its buckets once resolved ([`ClientQuotas`]) and looks
 //! again only when the quotas, the tenants or its client id change.
 
-use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use herald_auth::SecurityState;
-use herald_flow::{Admission, EntityType, QuotaEntity, QuotaState, TokenBucket};
+use herald_flow::sla::{self, Bucket, QuotaBuckets, TenantRates};
+use herald_flow::QuotaState;
 use parking_lot::Mutex;
+
+pub use herald_flow::sla::{Refusal, Verdict};
 
 /// Kafka's produce byte rate, per user and client id.
 pub const PRODUCER_BYTE_RATE: &str = "producer_byte_rate";
 /// Kafka's fetch byte rate, per user and client id.
 pub const CONSUMER_BYTE_RATE: &str = "consumer_byte_rate";
-/// A tenant's produce bytes per second.
-pub const INPUT_BYTES: &str = "input_bytes_per_sec";
-/// A tenant's produced records per second.
-pub const INPUT_MESSAGES: &str = "input_messages_per_sec";
-/// A tenant's fetched bytes per second.
-pub const OUTPUT_BYTES: &str = "output_bytes_per_sec";
-/// A tenant's fetched records per second.
-pub const OUTPUT_MESSAGES: &str = "output_messages_per_sec";
-/// 1 when the tenant's produces over its input rates are refused.
-pub const REJECT_OVER_RATE: &str = "reject_over_rate";
-
-/// Seconds of its rate a bucket holds: what a client may send at once
-/// above the rate, and the idle time it may make up for. Small enough that
-/// no one-second window admits more than 1.05x the rate (plus the one
-/// frame that goes over), large enough that a paused reader waking a few
-/// timer ticks late loses nothing.
-const BURST_SECONDS: f64 = 0.05;
-
-/// Buckets past this count are looked over for idle ones on the next new
-/// one (a client chooses its client id, so the map must not only grow).
-const PRUNE_AFTER: usize = 4096;
-
-/// A shared bucket.
-pub type Bucket = Arc<Mutex<TokenBucket>>;
-
-/// Every quota entity's buckets, and the clock they run on.
-#[derive(Debug)]
-pub struct QuotaBuckets {
-    epoch: Instant,
-    /// Added to the real clock (tests move time with it).
-    skew_ns: std::sync::atomic::AtomicU64,
-    buckets: Mutex<BucketMap>,
-}
-
-#[derive(Debug, Default)]
-struct BucketMap {
-    by_entity: HashMap<(QuotaEntity, &'static str, u64), Bucket>,
-    prune_at: usize,
-}
-
-impl Default for QuotaBuckets {
-    fn default() -> Self {
-        Self {
-            epoch: Instant::now(),
-            skew_ns: std::sync::atomic::AtomicU64::new(0),
-            buckets: Mutex::new(BucketMap {
-                by_entity: HashMap::new(),
-                prune_at: PRUNE_AFTER,
-            }),
-        }
-    }
-}
-
-impl QuotaBuckets {
-    /// Nanoseconds since the buckets were made.
-    pub fn now_ns(&self) -> u64 {
-        let skew = self.skew_ns.load(std::sync::atomic::Ordering::Relaxed);
-        u64::try_from(self.epoch.elapsed().as_nanos())
-            .unwrap_or(u64::MAX)
-            .saturating_add(skew)
-    }
-
-    /// Moves the clock forward by `by` (for tests).
-    #[cfg(test)]
-    fn advance(&self, by: Duration) {
-        let ns = u64::try_from(by.as_nanos()).unwrap_or(u64::MAX);
-        self.skew_ns
-            .fetch_add(ns, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    /// The bucket of `entity`'s `key` at `rate` units per second. A rate
-    /// change makes a new bucket.
-    fn bucket(&self, entity: QuotaEntity, key: &'static str, rate: f64) -> Bucket {
-        let rate = rate.max(1.0) as u64;
-        let now = self.now_ns();
-        let mut map = self.buckets.lock();
-        if map.by_entity.len() >= map.prune_at {
-            // A full bucket nobody holds is the same as a new one: dropping
-            // it lets no one through faster.
-            map.by_entity.retain(|_, bucket| {
-                Arc::strong_count(bucket) > 1 || {
-                    let b = bucket.lock();
-                    b.available(now) < b.burst()
-                }
-            });
-            map.prune_at = (map.by_entity.len() * 2).max(PRUNE_AFTER);
-        }
-        let bucket = map.by_entity.entry((entity, key, rate)).or_insert_with(|| {
-            let burst = ((rate as f64) * BURST_SECONDS).max(1.0) as u64;
-            // A new bucket starts empty: a client's first second is held
-            // to the rate, where Kafka's windowed rate admits a burst.
-            let mut bucket = TokenBucket::new(rate, burst, now);
-            bucket.take(burst, now);
-            Arc::new(Mutex::new(bucket))
-        });
-        Arc::clone(bucket)
-    }
-
-    /// The bucket of the client quota `key` of (`user`, `client_id`), if
-    /// one applies. A default entity's quota is each user's (or client
-    /// id's) own, as in Kafka, so the bucket is keyed by the names.
-    fn client_bucket(
-        &self,
-        quotas: &QuotaState,
-        user: &str,
-        client_id: &str,
-        key: &'static str,
-    ) -> Option<Bucket> {
-        let (entity, rate) = quotas.resolve(user, client_id, key)?;
-        let named = QuotaEntity(
-            entity
-                .0
-                .into_keys()
-                .map(|kind| {
-                    let name = match kind {
-                        EntityType::User => user,
-                        _ => client_id,
-                    };
-                    (kind, Some(name.to_owned()))
-                })
-                .collect(),
-        );
-        Some(self.bucket(named, key, rate))
-    }
-}
-
-/// A tenant's SLA, as one connection of it holds it.
-#[derive(Debug)]
-struct TenantQuotas {
-    name: String,
-    reject: bool,
-    input_bytes: Option<(Bucket, u64)>,
-    input_messages: Option<(Bucket, u64)>,
-    output_bytes: Option<(Bucket, u64)>,
-    output_messages: Option<(Bucket, u64)>,
-}
 
 /// The buckets one connection's client is charged to.
 #[derive(Debug, Default)]
 struct Resolved {
     produce: Option<Bucket>,
     fetch: Option<Bucket>,
-    tenant: Option<TenantQuotas>,
+    tenant: Option<TenantRates>,
 }
 
 /// What the quotas and tenants were when a connection resolved its
@@ -193,59 +59,6 @@ struct ResolvedFrom {
 pub struct ClientQuotas {
     from: ResolvedFrom,
     resolved: Resolved,
-}
-
-/// Why a produce was refused in reject mode.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refusal {
-    /// When the client may try again.
-    pub retry_after: Duration,
-    /// What to tell it.
-    pub message: String,
-}
-
-/// What the quotas decided about one request.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum Verdict {
-    /// Within every rate.
-    #[default]
-    Go,
-    /// Accepted over a rate: answer with this throttle time (the reader
-    /// pauses that long too).
-    Throttle(Duration),
-    /// Refused (reject mode): nothing was taken.
-    Refuse(Refusal),
-}
-
-impl Verdict {
-    /// The throttle time to answer with, in Kafka's milliseconds.
-    pub fn throttle_time_ms(&self) -> i32 {
-        let pause = match self {
-            Verdict::Go => Duration::ZERO,
-            Verdict::Throttle(pause) => *pause,
-            Verdict::Refuse(refusal) => refusal.retry_after,
-        };
-        i32::try_from(pause.as_millis()).unwrap_or(i32::MAX)
-    }
-
-    /// The longer pause of two verdicts; a refusal wins.
-    pub fn and(self, other: Verdict) -> Verdict {
-        match (self, other) {
-            (Verdict::Refuse(r), _) | (_, Verdict::Refuse(r)) => Verdict::Refuse(r),
-            (Verdict::Throttle(a), Verdict::Throttle(b)) => Verdict::Throttle(a.max(b)),
-            (Verdict::Throttle(a), Verdict::Go) | (Verdict::Go, Verdict::Throttle(a)) => {
-                Verdict::Throttle(a)
-            }
-            (Verdict::Go, Verdict::Go) => Verdict::Go,
-        }
-    }
-}
-
-fn throttled(admission: Admission) -> Verdict {
-    match admission {
-        Admission::Throttled { pause_ns } => Verdict::Throttle(Duration::from_nanos(pause_ns)),
-        Admission::Admitted | Admission::Rejected { .. } => Verdict::Go,
-    }
 }
 
 impl ClientQuotas {
@@ -275,22 +88,9 @@ impl ClientQuotas {
         self.resolved = Resolved {
             produce: buckets.client_bucket(quotas, user, client_id, PRODUCER_BYTE_RATE),
             fetch: buckets.client_bucket(quotas, user, client_id, CONSUMER_BYTE_RATE),
-            tenant: tenant_of(security, principal).and_then(|name| {
-                let entity = QuotaEntity([(EntityType::Tenant, Some(name.to_owned()))].into());
-                let values = quotas.entries.get(&entity)?;
-                let bucket = |key: &'static str| {
-                    let rate = *values.get(key)?;
-                    Some((buckets.bucket(entity.clone(), key, rate), rate as u64))
-                };
-                Some(TenantQuotas {
-                    name: name.to_owned(),
-                    reject: values.get(REJECT_OVER_RATE).is_some_and(|v| *v >= 1.0),
-                    input_bytes: bucket(INPUT_BYTES),
-                    input_messages: bucket(INPUT_MESSAGES),
-                    output_bytes: bucket(OUTPUT_BYTES),
-                    output_messages: bucket(OUTPUT_MESSAGES),
-                })
-            }),
+            tenant: security
+                .tenant_of_principal(principal)
+                .and_then(|t| TenantRates::resolve(buckets, quotas, &t.name)),
         };
         self.from = ResolvedFrom {
             quotas: Some(Arc::clone(quotas)),
@@ -298,48 +98,6 @@ impl ClientQuotas {
             principal: principal.to_owned(),
             client_id: client_id.to_owned(),
         };
-    }
-}
-
-/// The tenant `principal` belongs to, if any (the first by name: a
-/// principal is meant to be in one).
-fn tenant_of<'a>(security: &'a SecurityState, principal: &str) -> Option<&'a str> {
-    security
-        .tenants
-        .values()
-        .find(|t| t.principals.contains(principal))
-        .map(|t| t.name.as_str())
-}
-
-/// Charges `units` to a tenant bucket in its mode: reject mode takes them
-/// only if they fit.
-fn charge_tenant(
-    tenant: &TenantQuotas,
-    bucket: &Option<(Bucket, u64)>,
-    what: &str,
-    units: u64,
-    now: u64,
-) -> Verdict {
-    let Some((bucket, rate)) = bucket else {
-        return Verdict::Go;
-    };
-    let mut bucket = bucket.lock();
-    if !tenant.reject {
-        return throttled(bucket.take(units, now));
-    }
-    match bucket.try_take(units, now) {
-        Admission::Rejected { retry_after_ns } => {
-            let retry_after = Duration::from_nanos(retry_after_ns);
-            Verdict::Refuse(Refusal {
-                retry_after,
-                message: format!(
-                    "tenant {} is over its {what} rate of {rate}/s; retry after {} ms",
-                    tenant.name,
-                    retry_after.as_millis().max(1)
-                ),
-            })
-        }
-        _ => Verdict::Go,
     }
 }
 
@@ -405,17 +163,14 @@ impl ConnectionQuotas {
             // Read after resolving: a bucket made then must not be ahead.
             let now = at.buckets.now_ns();
             // The tenant first: a refusal there must take nothing anywhere.
-            let tenant = r.tenant.as_ref().map_or(Verdict::Go, |t| {
-                charge_tenant(t, &t.input_bytes, "input byte", bytes, now)
-            });
+            let tenant = r
+                .tenant
+                .as_ref()
+                .map_or(Verdict::Go, |t| t.charge_input(t.mode(), bytes, 0, now));
             if matches!(tenant, Verdict::Refuse(_)) {
                 return tenant;
             }
-            let client = r
-                .produce
-                .as_ref()
-                .map_or(Verdict::Go, |b| throttled(b.lock().take(bytes, now)));
-            tenant.and(client)
+            tenant.and(sla::take(r.produce.as_ref(), bytes, now))
         });
         self.pause(at.buckets, &verdict);
         verdict
@@ -426,9 +181,9 @@ impl ConnectionQuotas {
         let verdict = self.with_resolved(at, |r| {
             // Read after resolving: a bucket made then must not be ahead.
             let now = at.buckets.now_ns();
-            r.tenant.as_ref().map_or(Verdict::Go, |t| {
-                charge_tenant(t, &t.input_messages, "input message", records, now)
-            })
+            r.tenant
+                .as_ref()
+                .map_or(Verdict::Go, |t| t.charge_input(t.mode(), 0, records, now))
         });
         self.pause(at.buckets, &verdict);
         verdict
@@ -442,11 +197,11 @@ impl ConnectionQuotas {
             let tenant = r
                 .tenant
                 .as_ref()
-                .and_then(|t| t.output_bytes.as_ref().map(|(b, _)| b));
+                .and_then(|t| t.output_bytes.as_ref().map(|rate| &rate.bucket));
             [r.fetch.as_ref(), tenant]
                 .into_iter()
                 .flatten()
-                .map(|b| b.lock().available(now))
+                .map(|b| sla::lock(b).available(now))
                 .min()
         })
     }
@@ -464,17 +219,16 @@ impl ConnectionQuotas {
         let verdict = self.with_resolved(at, |r| {
             // Read after resolving: a bucket made then must not be ahead.
             let now = at.buckets.now_ns();
-            let take = |b: Option<&Bucket>, units: u64| {
-                b.map_or(Verdict::Go, |b| throttled(b.lock().take(units, now)))
-            };
-            let mut verdict = take(r.fetch.as_ref(), bytes);
-            if let Some(t) = &r.tenant {
-                verdict = verdict.and(take(t.output_bytes.as_ref().map(|(b, _)| b), bytes));
-                if let Some((b, _)) = &t.output_messages {
-                    verdict = verdict.and(take(Some(b), records()));
-                }
-            }
-            verdict
+            let client = sla::take(r.fetch.as_ref(), bytes, now);
+            let tenant = r.tenant.as_ref().map_or(Verdict::Go, |t| {
+                let records = if t.output_messages.is_some() {
+                    records()
+                } else {
+                    0
+                };
+                t.charge_output(bytes, records, now)
+            });
+            client.and(tenant)
         });
         self.pause(at.buckets, &verdict);
         verdict
@@ -508,7 +262,7 @@ fn with_client<T>(
         .principal()
         .unwrap_or_else(|| crate::session::ANONYMOUS.to_owned());
     Some(f(&Charging {
-        buckets: &ctx.quota_buckets,
+        buckets: ctx.broker.quota_buckets(),
         quotas: &quotas,
         security: &security,
         client: Client {
@@ -605,6 +359,8 @@ pub fn produce_client_id(frame: &[u8]) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use herald_flow::sla::{INPUT_BYTES, OUTPUT_BYTES, REJECT_OVER_RATE};
+    use herald_flow::{EntityType, QuotaEntity};
 
     fn produce_frame(client_id: Option<&str>) -> Vec<u8> {
         let mut frame = vec![0, 0, 0, 9, 0, 0, 0, 7];

@@ -12,6 +12,7 @@ use parking_lot::Mutex;
 
 use crate::listener::{ListenerConfig, SaslMechanism};
 use crate::quota::ConnectionQuotas;
+use herald_broker::TenantConnection;
 
 /// The principal of a client nobody authenticated (Kafka's).
 pub const ANONYMOUS: &str = "User:ANONYMOUS";
@@ -38,6 +39,9 @@ pub struct Session {
     peer: Option<SocketAddr>,
     auth: Mutex<Auth>,
     quotas: ConnectionQuotas,
+    /// This connection, counted against its tenant's `max_connections`
+    /// while it lives.
+    tenant_connection: Mutex<Option<TenantConnection>>,
 }
 
 impl Session {
@@ -65,6 +69,7 @@ impl Session {
             peer,
             auth: Mutex::new(auth),
             quotas: ConnectionQuotas::default(),
+            tenant_connection: Mutex::new(None),
         }
     }
 
@@ -139,6 +144,11 @@ impl Session {
             principal: format!("User:{user}"),
             host: host_of(self.peer),
         }));
+    }
+
+    /// Keeps the connection counted against its tenant until it closes.
+    pub(crate) fn hold_tenant_connection(&self, slot: Option<TenantConnection>) {
+        *self.tenant_connection.lock() = slot;
     }
 
     /// The client failed to authenticate.

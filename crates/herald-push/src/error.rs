@@ -84,4 +84,11 @@ pub enum PublishError {
     /// The record could not be encoded or stored.
     #[error(transparent)]
     Produce(#[from] ProduceError),
+    /// The client's tenant is over an input rate: nothing was stored, and
+    /// the client may retry after the refusal's delay.
+    #[error("{}", .0.message)]
+    OverRate(herald_flow::Refusal),
+    /// The topic's tenant is at a cap (its stored bytes).
+    #[error(transparent)]
+    TenantCap(#[from] herald_broker::CapExceeded),
 }

@@ -4,16 +4,30 @@
 //! it. The answers are cached per session, so the hot path does not look
 //! at the ACLs again until they change.
 
-use herald_auth::{Caller, DecisionCache, Operation, ResourceType};
-use herald_broker::Security;
+use std::sync::Arc;
+
+use herald_auth::{Caller, DecisionCache, Operation, ResourceType, SecurityState};
+use herald_broker::{Broker, Security};
+use herald_flow::{QuotaState, TenantRates};
 
 /// The principal of a client nobody authenticated (Kafka's).
 pub const ANONYMOUS: &str = "User:ANONYMOUS";
 
-/// A client's principal and its cached ACL answers.
+/// A client's principal, its cached ACL answers and its tenant's rates.
 #[derive(Debug)]
 pub struct Identity {
     cache: DecisionCache,
+    /// Boxed, and made only once quotas exist: most identities never
+    /// need it.
+    tenant: Option<Box<TenantCache>>,
+}
+
+/// The tenant's rates as resolved against the quotas and tenants of the
+/// time (compared by identity: both are replaced whole on change).
+#[derive(Debug, Default)]
+struct TenantCache {
+    from: Option<(Arc<QuotaState>, Arc<SecurityState>)>,
+    rates: Option<TenantRates>,
 }
 
 impl Identity {
@@ -25,6 +39,7 @@ impl Identity {
                 principal: principal.into(),
                 host: host.into(),
             }),
+            tenant: None,
         }
     }
 
@@ -54,6 +69,29 @@ impl Identity {
                 resource_type,
                 name,
             )
+    }
+
+    /// The SLA rates of this client's tenant (`None`: no tenant, or no
+    /// SLA), resolved again only when the quotas or the tenants changed.
+    pub fn tenant_rates(&mut self, broker: &Broker) -> Option<&TenantRates> {
+        let quotas = broker.quotas();
+        if quotas.entries.is_empty() {
+            return None;
+        }
+        let security = broker.security().state();
+        let principal = self.cache.caller().principal.as_str();
+        let cache = self.tenant.get_or_insert_with(Box::default);
+        let same = cache
+            .from
+            .as_ref()
+            .is_some_and(|(q, s)| Arc::ptr_eq(q, &quotas) && Arc::ptr_eq(s, &security));
+        if !same {
+            cache.rates = security
+                .tenant_of_principal(principal)
+                .and_then(|t| TenantRates::resolve(broker.quota_buckets(), &quotas, &t.name));
+            cache.from = Some((quotas, security));
+        }
+        cache.rates.as_ref()
     }
 
     /// Whether this client may read `topic`: the refusal if not.

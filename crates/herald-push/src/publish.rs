@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use herald_broker::{Acks, ProduceError};
+use herald_flow::{OverRate, Verdict};
 use herald_records::{BatchBuilder, RecordFields};
 
 use crate::engine::PushEngine;
@@ -122,6 +123,18 @@ impl PushEngine {
         let batch = builder
             .finish()
             .map_err(|_| ProduceError::InvalidRecords("the record could not be encoded"))?;
+        self.broker
+            .check_tenant_storage(topic.name(), batch.len() as u64)?;
+        if let Some(rates) = identity.tenant_rates(&self.broker) {
+            let now = self.broker.quota_buckets().now_ns();
+            // Always refused, never throttled: a session carries other
+            // requests, and its client can hold the record and retry.
+            if let Verdict::Refuse(refusal) =
+                rates.charge_input(OverRate::Reject, batch.len() as u64, 1, now)
+            {
+                return Err(PublishError::OverRate(refusal));
+            }
+        }
         let outcome = target.append(&batch, Acks::All).await?;
         Ok(Published {
             partition,

@@ -3,21 +3,29 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use herald_broker::{OffsetSpec, Topic};
+use herald_broker::{CapExceeded, OffsetSpec, TenantConnection, Topic};
 use herald_filter::Attributes;
+use herald_flow::Verdict;
 use herald_subjects::Selector;
 
 use crate::engine::PushEngine;
 use crate::error::{AckError, SubscribeError};
-use crate::event::Event;
+use crate::event::{Delivery, Event};
 use crate::identity::Identity;
 use crate::outbox::Outbox;
 use crate::selection::Selection;
 use crate::stats::PushStats;
 use crate::subscription::{AckMode, Spec, Subscription};
 use crate::token::ResumePoint;
+
+/// The shortest pause a paced writer sleeps.
+pub const MIN_PACING_PAUSE: Duration = Duration::from_millis(2);
+
+/// The least a paced writer takes from the outbox at once, so that a tiny
+/// output rate still moves whole records.
+const MIN_PACED_TAKE_BYTES: usize = 4096;
 
 /// Where a new subscription starts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,6 +81,8 @@ pub struct Session {
     subscriptions: HashMap<u64, Arc<Subscription>>,
     /// Who the client is: what it may read.
     identity: Identity,
+    /// The session counted against its tenant's `max_connections`.
+    tenant_connection: Option<TenantConnection>,
     /// Token bucket for subscribes: (tokens, when last refilled).
     rate: (f64, Instant),
 }
@@ -93,6 +103,7 @@ impl Session {
             outbox,
             subscriptions: HashMap::new(),
             identity: Identity::anonymous(""),
+            tenant_connection: None,
             rate: (burst, Instant::now()),
         }
     }
@@ -109,8 +120,63 @@ impl Session {
 
     /// Sets who the client is: a transport calls this once it knows (from
     /// the connection's TLS certificate, a token, or a login in the hello).
-    pub fn set_identity(&mut self, identity: Identity) {
+    /// The session then counts against the client's tenant; refused when
+    /// the tenant holds its `max_connections` (the transport ends the
+    /// session).
+    pub fn set_identity(&mut self, identity: Identity) -> Result<(), CapExceeded> {
+        // The old count goes first: logging in again as the same tenant
+        // must not count the session twice.
+        self.tenant_connection = None;
+        self.tenant_connection = self
+            .engine
+            .broker
+            .admit_tenant_connection(identity.principal())?;
         self.identity = identity;
+        Ok(())
+    }
+
+    /// The most bytes of events the writer should take at once: small
+    /// enough that pacing by the tenant's output rate stays smooth (a
+    /// take of 50 ms of the rate at most, as its bucket holds), `max`
+    /// without an output byte rate.
+    pub fn take_bytes(&mut self, max: usize) -> usize {
+        match self
+            .identity
+            .tenant_rates(&self.engine.broker)
+            .and_then(|t| t.output_bytes.as_ref())
+        {
+            Some(rate) => {
+                let burst = (rate.per_second as f64 * herald_flow::sla::BURST_SECONDS) as usize;
+                burst.clamp(MIN_PACED_TAKE_BYTES, max.max(MIN_PACED_TAKE_BYTES))
+            }
+            None => max,
+        }
+    }
+
+    /// Whether this session's deliveries are charged to its tenant's
+    /// output rates (then the writer charges each with
+    /// [`Session::charge_delivery`]).
+    pub fn output_paced(&mut self) -> bool {
+        self.identity
+            .tenant_rates(&self.engine.broker)
+            .is_some_and(|rates| rates.limits_output())
+    }
+
+    /// Charges one delivery about to be written to the tenant's output
+    /// rates: how long the writer waits before writing the next, once the
+    /// tenant owes at least [`MIN_PACING_PAUSE`] (a shorter debt is
+    /// carried to the next delivery rather than slept off, as a timer
+    /// cannot sleep that little). The outbox fills meanwhile, and a
+    /// subscription that overflows it moves to catch-up from the log, so
+    /// a paced client loses nothing.
+    pub fn charge_delivery(&mut self, delivery: &Delivery) -> Option<Duration> {
+        let broker = Arc::clone(&self.engine.broker);
+        let rates = self.identity.tenant_rates(&broker)?;
+        let now = broker.quota_buckets().now_ns();
+        match rates.charge_output(delivery.record.cost() as u64, 1, now) {
+            Verdict::Throttle(pause) if pause >= MIN_PACING_PAUSE => Some(pause),
+            _ => None,
+        }
     }
 
     /// The engine's counters.

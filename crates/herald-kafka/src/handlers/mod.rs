@@ -76,8 +76,6 @@ pub struct Context {
     pub request_memory: Arc<Semaphore>,
     /// Recycled receive buffers for large frames.
     pub(crate) frame_buffers: Arc<FrameBuffers>,
-    /// Every quota entity's token bucket.
-    pub(crate) quota_buckets: crate::quota::QuotaBuckets,
     /// The limit on produce records in flight.
     pub flow: Arc<crate::flow_gate::FlowGate>,
 }
@@ -99,7 +97,6 @@ impl Context {
                 FRAME_BUFFER_MAX_BYTES,
                 FRAME_BUFFERS_RETAINED_BYTES,
             )),
-            quota_buckets: crate::quota::QuotaBuckets::default(),
             flow: Arc::new(crate::flow_gate::FlowGate::new(config.flow_control)),
             config,
         }

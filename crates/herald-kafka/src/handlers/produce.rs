@@ -139,6 +139,22 @@ async fn produce_topic(
             .collect();
         return response.with_partition_responses(partitions);
     };
+    let adding = data
+        .partition_data
+        .iter()
+        .filter_map(|p| p.records.as_ref())
+        .map(|records| records.len() as u64)
+        .sum();
+    if let Err(over) = ctx.broker.check_tenant_storage(topic.name(), adding) {
+        let code = error_code::code(ResponseError::PolicyViolation);
+        let message = over.to_string();
+        let partitions = data
+            .partition_data
+            .iter()
+            .map(|p| failed(p.index, code, Some(&message)))
+            .collect();
+        return response.with_partition_responses(partitions);
+    }
     let mut partitions = Vec::with_capacity(data.partition_data.len());
     for p in data.partition_data {
         partitions.push(produce_partition(&topic, p.index, p.records, acks).await);

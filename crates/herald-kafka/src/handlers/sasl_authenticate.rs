@@ -56,6 +56,17 @@ pub async fn handle(
             if let Some(peer) = session.peer() {
                 ctx.broker.security().login_succeeded(peer.ip(), &user);
             }
+            let principal = format!("User:{user}");
+            match ctx.broker.admit_tenant_connection(&principal) {
+                Ok(slot) => session.hold_tenant_connection(slot),
+                Err(over) => {
+                    tracing::info!(peer = ?session.peer(), user, reason = %over, "connection refused after authentication");
+                    session.failed();
+                    return SaslAuthenticateResponse::default()
+                        .with_error_code(error_code::code(ResponseError::SaslAuthenticationFailed))
+                        .with_error_message(Some(wire_str(over.to_string())));
+                }
+            }
             tracing::info!(peer = ?session.peer(), user, mechanism = mechanism.name(), listener = %session.listener().name, "authenticated");
             session.authenticated(&user);
             SaslAuthenticateResponse::default().with_auth_bytes(Bytes::from(last))
