@@ -1,46 +1,64 @@
 #!/usr/bin/env bash
 # The flow-control evaluation (issue 18, seed 004's chapter 5 method).
 #
-#   scripts/bench-flow.sh            8 s per run, all nine cells and both steps, writes docs/benchmarks/flow.{md,png} (points: $OUT/flow.jsonl, about 13 MB)
-#   scripts/bench-flow.sh --quick    2 s per run, one cell and the demand step, writes to $OUT (default /tmp/herald-bench-flow)
+#   scripts/bench-flow.sh              the durable regime: 6 s per run, 3 repeats, all nine cells and both steps; writes docs/benchmarks/flow-durable.{md,png} (about 40 min)
+#   scripts/bench-flow.sh --memory     the first pass's regime (tmpfs, acks=1, 8 publishers x 8 requests): writes docs/benchmarks/flow-memory.{md,png}
+#   scripts/bench-flow.sh --quick      2 s per run, one repeat, one cell and the demand step, writes to $OUT (default /tmp/herald-bench-flow)
 #
-# In-flight-limited producers (8 connections, 8 requests of 16 records
-# each in flight: 1,024 records, about twice the knee of throughput against
-# latency measured here; acks=1) send to 1, 16 or 256 subjects (topics), each
-# request's subject drawn uniformly, normally or by Poisson; every 20,000
-# records answered make one point. Per cell: a sweep of fixed limits
-# (128, 256, 512 and 1,024 records, and the gate off) and the three
-# controllers (last-three-points, adaptive, gradient), starting at 100. Then, on 16 subjects
-# uniform, for each controller and the best fixed limit: a demand step
-# (three quarters of the publishers start at half time: 4x the demand) and
-# a capacity step (at half time a busy thread pinned to the broker's core
-# takes about half of it). The broker runs on core 0 with its data on
-# tmpfs, the load generator on core 1. Every broker started here is
-# stopped here, by its PID.
+# Durable regime (the default): the broker fsyncs before it acknowledges
+# (--flush every-append) onto a disk directory, producers ask acks=-1, so
+# the broker is the bottleneck (about 240,000 records/s here, where the
+# load generator can offer ten times that): 32 connections with 16
+# requests of 16 records each in flight (8,192 records, 30 times the knee
+# of throughput against latency, which is about 2 requests per publisher
+# with 8 publishers). Each request's subject (topic: 1, 16 or 256) is
+# drawn uniformly, normally or by Poisson; every 20,000 records answered
+# make one point. Per cell: the gate off, a sweep of fixed limits (256 to
+# 4,096 records) and the three controllers (last-three-points, adaptive,
+# gradient), starting at 100. Then, on 16 subjects uniform, for each
+# controller and the best fixed limit: a demand step from below the knee
+# (8 publishers with 2 requests in flight, three quarters of them starting
+# at half time: 64 to 256 records) and a capacity step (at half time a
+# busy thread pinned to the broker's core). Every setup runs $REPEATS
+# times; the report gives medians. The broker runs on core 0, the load
+# generator on core 1. Every broker started here is stopped here, by its
+# PID.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 
-QUICK=""
-[ "${1:-}" = "--quick" ] && QUICK=1
+QUICK=""; REGIME=durable
+case "${1:-}" in
+  --quick) QUICK=1 ;;
+  --memory) REGIME=memory ;;
+esac
 OUT="${OUT:-/tmp/herald-bench-flow}"
+if [ "$REGIME" = memory ]; then
+  # The first pass: data on tmpfs, acks=1, 8 publishers x 8 requests.
+  DATA="/dev/shm/herald-bench-flow"; FLUSH=never; ACKS=1
+  PUBLISHERS=8; IN_FLIGHT=8; STEP_PUBLISHERS=8; STEP_IN_FLIGHT=8
+  LIMITS=(128 256 512 1024)
+else
+  DATA="$OUT/data"; FLUSH=every-append; ACKS=-1
+  PUBLISHERS=32; IN_FLIGHT=16; STEP_PUBLISHERS=8; STEP_IN_FLIGHT=2
+  LIMITS=(256 512 1024 2048 4096)
+fi
 if [ -n "$QUICK" ]; then
   REPORT_DIR="${REPORT_DIR:-$OUT/report}"
-  SECS=2; STEP_SECS=4
-  SUBJECTS=(16); CHOICES=(uniform); LIMITS=(256)
+  SECS=2; STEP_SECS=4; REPEATS=1
+  SUBJECTS=(16); CHOICES=(uniform); LIMITS=(1024)
 else
   REPORT_DIR="${REPORT_DIR:-$ROOT/docs/benchmarks}"
-  SECS=8; STEP_SECS=16
-  SUBJECTS=(1 16 256); CHOICES=(uniform normal poisson); LIMITS=(128 256 512 1024)
+  SECS=6; STEP_SECS=16; REPEATS="${REPEATS:-3}"
+  SUBJECTS=(1 16 256); CHOICES=(uniform normal poisson)
 fi
 CONTROLLERS=(last-three-points adaptive gradient)
 # matplotlib is in the system Python.
 PY=python3; [ -x /usr/bin/python3 ] && PY=/usr/bin/python3
 LOADGEN="$ROOT/target/release/herald-loadgen"
 HERALD="$ROOT/target/release/herald"
-DATA="/dev/shm/herald-bench-flow"
 mkdir -p "$OUT" "$REPORT_DIR"
-POINTS="$OUT/flow.jsonl"
+POINTS="$OUT/flow-$REGIME.jsonl"
 : >"$POINTS"
 
 cargo build --release -p herald -p herald-loadgen
@@ -62,7 +80,7 @@ start_broker() {
   local args=(--flow-control "$1")
   [ "$1" != off ] && args+=(--flow-limit "$2")
   taskset -c 0 "$HERALD" serve --data-dir "$DATA" --kafka-listen 127.0.0.1:29092 \
-    --admin-listen 127.0.0.1:29093 --push-listen 127.0.0.1:29094 "${args[@]}" \
+    --admin-listen 127.0.0.1:29093 --push-listen 127.0.0.1:29094 --flush "$FLUSH" "${args[@]}" \
     >"$OUT/broker.log" 2>&1 &
   PID=$!
   for _ in $(seq 100); do
@@ -72,40 +90,50 @@ start_broker() {
   echo "herald did not start" >&2; tail "$OUT/broker.log" >&2; exit 1
 }
 
-# run CONTROLLER LIMIT SUBJECTS CHOICE SECS [loadgen args...]
+# run CONTROLLER LIMIT SUBJECTS CHOICE SECS PUBLISHERS IN_FLIGHT [loadgen args...]
 run() {
-  local controller=$1 limit=$2 subjects=$3 choice=$4 secs=$5; shift 5
+  local controller=$1 limit=$2 subjects=$3 choice=$4 secs=$5 publishers=$6 in_flight=$7; shift 7
   start_broker "$controller" "$limit"
   echo "== $controller limit=$limit subjects=$subjects $choice $*" >&2
   taskset -c 1 "$LOADGEN" flow --bootstrap 127.0.0.1:29092 --admin 127.0.0.1:29093 \
-    --subjects "$subjects" --choice "$choice" --secs "$secs" --publishers 8 --in-flight 8 \
+    --subjects "$subjects" --choice "$choice" --secs "$secs" --publishers "$publishers" \
+    --in-flight "$in_flight" --acks "$ACKS" \
     --label "controller=$controller" --label "start_limit=$limit" "$@" --out "$POINTS"
   stop_broker
 }
 
-for subjects in "${SUBJECTS[@]}"; do
-  for choice in "${CHOICES[@]}"; do
-    run off 0 "$subjects" "$choice" "$SECS" --label scenario=cell
-    for limit in "${LIMITS[@]}"; do
-      run fixed "$limit" "$subjects" "$choice" "$SECS" --label scenario=cell
-    done
-    for controller in "${CONTROLLERS[@]}"; do
-      run "$controller" 100 "$subjects" "$choice" "$SECS" --label scenario=cell
+# Repeats go round the whole sweep, so that a slow spell of the shared
+# machine lands on different setups each time.
+for repeat in $(seq "$REPEATS"); do
+  for subjects in "${SUBJECTS[@]}"; do
+    for choice in "${CHOICES[@]}"; do
+      cell=(--label scenario=cell --label "repeat=$repeat")
+      run off 0 "$subjects" "$choice" "$SECS" "$PUBLISHERS" "$IN_FLIGHT" "${cell[@]}"
+      for limit in "${LIMITS[@]}"; do
+        run fixed "$limit" "$subjects" "$choice" "$SECS" "$PUBLISHERS" "$IN_FLIGHT" "${cell[@]}"
+      done
+      for controller in "${CONTROLLERS[@]}"; do
+        run "$controller" 100 "$subjects" "$choice" "$SECS" "$PUBLISHERS" "$IN_FLIGHT" "${cell[@]}"
+      done
     done
   done
 done
 
-# The best fixed limit of the step cell, by goodput.
+# The best fixed limit of the step cell, by median goodput.
 BEST=$("$PY" scripts/bench_flow_report.py --best-fixed "$POINTS" 16 uniform)
 HALF=$(python3 -c "print($STEP_SECS / 2)")
-for controller in "${CONTROLLERS[@]}" fixed; do
-  limit=100; [ "$controller" = fixed ] && limit="$BEST"
-  run "$controller" "$limit" 16 uniform "$STEP_SECS" --demand-step-at "$HALF" --label scenario=demand-step
-  if [ -z "$QUICK" ]; then
-    run "$controller" "$limit" 16 uniform "$STEP_SECS" --hog-at "$HALF" --hog-cpu 0 --label scenario=capacity-step
-  fi
+for repeat in $(seq "$REPEATS"); do
+  for controller in "${CONTROLLERS[@]}" fixed; do
+    limit=100; [ "$controller" = fixed ] && limit="$BEST"
+    run "$controller" "$limit" 16 uniform "$STEP_SECS" "$STEP_PUBLISHERS" "$STEP_IN_FLIGHT" \
+      --demand-step-at "$HALF" --label scenario=demand-step --label "repeat=$repeat"
+    if [ -z "$QUICK" ]; then
+      run "$controller" "$limit" 16 uniform "$STEP_SECS" "$PUBLISHERS" "$IN_FLIGHT" \
+        --hog-at "$HALF" --hog-cpu 0 --label scenario=capacity-step --label "repeat=$repeat"
+    fi
+  done
 done
 
-"$PY" scripts/bench_flow_report.py "$POINTS" "$REPORT_DIR" "$HALF"
+"$PY" scripts/bench_flow_report.py "$POINTS" "$REPORT_DIR" "$HALF" "$REGIME"
 
-echo "report in $REPORT_DIR/flow.md" >&2
+echo "report in $REPORT_DIR/flow-$REGIME.md" >&2

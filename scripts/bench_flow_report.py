@@ -2,14 +2,15 @@
 """The flow-control evaluation's report, from herald-loadgen flow's points
 (scripts/bench-flow.sh):
 
-    bench_flow_report.py POINTS REPORT_DIR STEP_AT   writes flow.md and flow.png
+    bench_flow_report.py POINTS REPORT_DIR STEP_AT REGIME   writes flow-REGIME.md and .png
     bench_flow_report.py --best-fixed POINTS SUBJECTS CHOICE   prints the best fixed limit
 
 A run's goodput is the records answered without error per second after
 its first 2 s; its p99 the median of its points' p99 latencies over the
 same span. After a step at STEP_AT seconds, the time to settle is how long
 until a rolling median of five points' throughput stays within 10% of the
-run's final level (the median of its last quarter)."""
+run's final level (the median of its last quarter). A setup run several
+times (the `repeat` label) is reported by the median of its runs' figures."""
 
 import collections
 import json
@@ -22,12 +23,27 @@ CONTROLLERS = ["last-three-points", "adaptive", "gradient"]
 
 
 def runs(path):
+    """{(scenario, controller, start limit, subjects, choice): [points of
+    each repeat]}, in the order first seen."""
     grouped = collections.OrderedDict()
     for line in open(path):
         p = json.loads(line)
         key = (p["scenario"], p["controller"], int(p["start_limit"]), p["subjects"], p["choice"])
-        grouped.setdefault(key, []).append(p)
-    return grouped
+        grouped.setdefault(key, collections.OrderedDict()).setdefault(
+            p.get("repeat", "1"), []).append(p)
+    return collections.OrderedDict((k, list(v.values())) for k, v in grouped.items())
+
+
+def median_of(repeats, figure, *args):
+    values = [figure(points, *args) for points in repeats]
+    values = [v for v in values if v == v]
+    return statistics.median(values) if values else float("nan")
+
+
+def final_limit(points):
+    """The limit over the run's last quarter (median)."""
+    tail = points[-max(1, len(points) // 4):]
+    return statistics.median(p["limit"] for p in tail) if tail else float("nan")
 
 
 def warmup(points):
@@ -73,7 +89,7 @@ def settle(points, step_at):
 
 
 def best_fixed(grouped, subjects, choice):
-    fixed = [(goodput(points), key[2]) for key, points in grouped.items()
+    fixed = [(median_of(repeats, goodput), key[2]) for key, repeats in grouped.items()
              if key[0] == "cell" and key[1] == "fixed" and key[3] == subjects and key[4] == choice]
     return max(fixed)[1] if fixed else 1000
 
@@ -85,40 +101,65 @@ def main():
     grouped = runs(sys.argv[1])
     out = Path(sys.argv[2])
     step_at = float(sys.argv[3])
-    lines = ["# Flow control evaluation", "",
+    regime = sys.argv[4] if len(sys.argv) > 4 else "durable"
+    repeats = max((len(r) for r in grouped.values()), default=0)
+    lines = [f"# Flow control evaluation: {regime} regime", "",
              "Written by scripts/bench-flow.sh (see its header for the load). Goodput: records",
              "answered per second after the first 2 s; p99: the median of each 20,000-record",
-             "point's p99 request latency; ratios against the best fixed limit of the same cell.", ""]
+             "point's p99 request latency (client side: from the request's write to its answer);",
+             "limit: the controller's limit over the run's last quarter; ratios against the best",
+             f"fixed limit of the same cell. Each figure is the median of {repeats} runs.", ""]
     cells = sorted({(k[3], k[4]) for k in grouped if k[0] == "cell"})
-    lines += ["| subjects | choice | setup | goodput (records/s) | p99 (ms) | goodput vs best fixed | p99 vs best fixed |",
-              "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines += ["| subjects | choice | setup | goodput (records/s) | p99 (ms) | limit | goodput vs best fixed | p99 vs best fixed |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    verdicts = {c: [] for c in CONTROLLERS}
     for subjects, choice in cells:
         cell = {k: v for k, v in grouped.items() if k[0] == "cell" and k[3] == subjects and k[4] == choice}
         best = best_fixed(grouped, subjects, choice)
         reference = next((v for k, v in cell.items() if k[1] == "fixed" and k[2] == best), None)
-        ref_good, ref_p99 = (goodput(reference), p99(reference)) if reference else (float("nan"),) * 2
-        for (scenario, controller, limit, _, _), points in cell.items():
+        ref_good, ref_p99 = ((median_of(reference, goodput), median_of(reference, p99))
+                             if reference else (float("nan"),) * 2)
+        for (scenario, controller, limit, _, _), repeated in cell.items():
             name = {"off": "off", "fixed": f"fixed {limit}"}.get(controller, controller)
             if controller == "fixed" and limit == best:
                 name += " (best)"
-            g, q = goodput(points), p99(points)
-            lines.append(f"| {subjects} | {choice} | {name} | {g:,.0f} | {q:.2f} | "
+            g, q = median_of(repeated, goodput), median_of(repeated, p99)
+            shown_limit = "" if controller in ("off", "fixed") else f"{median_of(repeated, final_limit):,.0f}"
+            lines.append(f"| {subjects} | {choice} | {name} | {g:,.0f} | {q:.2f} | {shown_limit} | "
                          f"{ratio(g, ref_good):.2f}x | {ratio(q, ref_p99):.2f}x |")
+            if controller in verdicts:
+                verdicts[controller].append(ratio(g, ref_good) >= 0.95 and ratio(q, ref_p99) <= 1.5)
+    lines += ["", "Cells where the controller's goodput is at least 0.95x the best fixed limit's",
+              "and its p99 at most 1.5x (issue 18's target):", ""]
+    for controller, met in verdicts.items():
+        if met:
+            lines.append(f"- {controller}: {sum(met)} of {len(met)}")
     lines += ["", "## Steps", "",
               f"At {step_at:g} s: the demand step starts three times as many publishers again (4x);",
               "the capacity step starts a busy thread on the broker's core.", "",
-              "| step | setup | goodput before | goodput after | p99 after (ms) | time to settle (s) |",
-              "| --- | --- | --- | --- | --- | --- |"]
+              "| step | setup | goodput before | goodput after | p99 after (ms) | time to settle (s) | settle times of the runs (s) |",
+              "| --- | --- | --- | --- | --- | --- | --- |"]
     steps = {k: v for k, v in grouped.items() if k[0] != "cell"}
-    for (scenario, controller, limit, _, _), points in steps.items():
+
+    def before_step(points):
         before = [p for p in points if p["t"] < step_at]
+        return goodput(before) if before else float("nan")
+
+    def after_step(points):
         after = [p for p in points if p["t"] >= step_at + 1]
+        return goodput(after, step_at + 1) if after else float("nan")
+
+    def p99_after(points):
+        return p99([p for p in points if p["t"] >= step_at + 1], step_at + 1)
+
+    for (scenario, controller, limit, _, _), repeated in steps.items():
         name = f"fixed {limit}" if controller == "fixed" else controller
-        g_before = goodput(before) if before else float("nan")
-        g_after = goodput(after, step_at + 1) if after else float("nan")
-        lines.append(f"| {scenario} | {name} | {g_before:,.0f} | {g_after:,.0f} | "
-                     f"{p99(after, step_at + 1):.2f} | {settle(points, step_at):.2f} |")
-    (out / "flow.md").write_text("\n".join(lines) + "\n")
+        settles = [settle(points, step_at) for points in repeated]
+        lines.append(f"| {scenario} | {name} | {median_of(repeated, before_step):,.0f} | "
+                     f"{median_of(repeated, after_step):,.0f} | {median_of(repeated, p99_after):.2f} | "
+                     f"{median_of(repeated, settle, step_at):.2f} | "
+                     f"{', '.join(f'{t:.2f}' for t in settles)} |")
+    (out / f"flow-{regime}.md").write_text("\n".join(lines) + "\n")
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -131,9 +172,10 @@ def main():
         return
     fig, axes = plt.subplots(3, len(scenarios), figsize=(6 * len(scenarios), 9), squeeze=False)
     for column, scenario in enumerate(scenarios):
-        for (s, controller, limit, _, _), points in steps.items():
+        for (s, controller, limit, _, _), repeated in steps.items():
             if s != scenario:
                 continue
+            points = repeated[0]
             x = [p["published"] / 1e6 for p in points]
             label = f"fixed {limit}" if controller == "fixed" else controller
             axes[0][column].plot(x, [p["limit"] for p in points], label=label)
@@ -145,8 +187,9 @@ def main():
         axes[2][column].set_ylabel("mean latency (ms)")
         axes[2][column].set_xlabel("records published (millions)")
         axes[0][column].legend(fontsize=8)
+    fig.suptitle(f"{regime} regime, first run of each setup")
     fig.tight_layout()
-    fig.savefig(out / "flow.png", dpi=90)
+    fig.savefig(out / f"flow-{regime}.png", dpi=90)
 
 
 if __name__ == "__main__":

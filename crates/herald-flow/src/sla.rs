@@ -122,6 +122,17 @@ impl QuotaBuckets {
     /// first second is held to the rate where Kafka's windowed rate admits
     /// a burst.
     pub fn bucket(&self, entity: QuotaEntity, key: &'static str, rate: f64) -> Bucket {
+        self.bucket_shaped(entity, key, rate, BURST_SECONDS, false)
+    }
+
+    fn bucket_shaped(
+        &self,
+        entity: QuotaEntity,
+        key: &'static str,
+        rate: f64,
+        burst_seconds: f64,
+        starts_full: bool,
+    ) -> Bucket {
         let rate = rate.max(1.0) as u64;
         let now = self.now_ns();
         let mut map = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
@@ -137,25 +148,31 @@ impl QuotaBuckets {
             map.prune_at = (map.by_entity.len() * 2).max(PRUNE_AFTER);
         }
         let bucket = map.by_entity.entry((entity, key, rate)).or_insert_with(|| {
-            let burst = ((rate as f64) * BURST_SECONDS).max(1.0) as u64;
+            let burst = ((rate as f64) * burst_seconds).max(1.0) as u64;
             let mut bucket = TokenBucket::new(rate, burst, now);
-            bucket.take(burst, now);
+            if !starts_full {
+                bucket.take(burst, now);
+            }
             Arc::new(Mutex::new(bucket))
         });
         Arc::clone(bucket)
     }
 
     /// The bucket of the client quota `key` of (`user`, `client_id`), if
-    /// one applies. A default entity's quota is each user's (or client
-    /// id's) own, as in Kafka, so the bucket is keyed by the names.
+    /// one applies, counting `units_per_value` units per second for each
+    /// unit of the quota's value (1 for a byte rate; 10,000,000 ns for
+    /// each percent of `request_percentage`). A default entity's quota is
+    /// each user's (or client id's) own, as in Kafka, so the bucket is
+    /// keyed by the names.
     pub fn client_bucket(
         &self,
         quotas: &QuotaState,
         user: &str,
         client_id: &str,
         key: &'static str,
+        units_per_value: f64,
     ) -> Option<Bucket> {
-        let (entity, rate) = quotas.resolve(user, client_id, key)?;
+        let (entity, value) = quotas.resolve(user, client_id, key)?;
         let named = QuotaEntity(
             entity
                 .0
@@ -169,7 +186,21 @@ impl QuotaBuckets {
                 })
                 .collect(),
         );
-        Some(self.bucket(named, key, rate))
+        Some(self.bucket(named, key, value * units_per_value))
+    }
+
+    /// The bucket of the IP quota `key` (`connection_creation_rate`) of
+    /// address `ip`: its own entity's, else the default IP entity's (each
+    /// address its own bucket). It holds one second of the rate and starts
+    /// full: a client opens a few connections at once (a bootstrap, then
+    /// one per broker), which Kafka's windowed rate lets through too.
+    pub fn ip_bucket(&self, quotas: &QuotaState, ip: &str, key: &'static str) -> Option<Bucket> {
+        let named = QuotaEntity([(EntityType::Ip, Some(ip.to_owned()))].into());
+        let default = QuotaEntity([(EntityType::Ip, None)].into());
+        let rate = [&named, &default]
+            .into_iter()
+            .find_map(|entity| quotas.entries.get(entity)?.get(key).copied())?;
+        Some(self.bucket_shaped(named, key, rate, 1.0, true))
     }
 }
 
@@ -435,6 +466,38 @@ mod tests {
             Verdict::Throttle(Duration::from_millis(300))
         );
         assert!(rates.limits_output());
+    }
+
+    #[test]
+    fn an_ip_bucket_starts_with_a_second_of_its_rate() {
+        let buckets = QuotaBuckets::frozen();
+        let mut quotas = QuotaState::default();
+        let default = QuotaEntity([(EntityType::Ip, None)].into());
+        let own = QuotaEntity([(EntityType::Ip, Some("10.0.0.1".to_owned()))].into());
+        quotas.entries.insert(
+            default,
+            [("connection_creation_rate".to_owned(), 5.0)].into(),
+        );
+        quotas
+            .entries
+            .insert(own, [("connection_creation_rate".to_owned(), 2.0)].into());
+        let now = buckets.now_ns();
+        let available = |ip: &str| {
+            let bucket = buckets
+                .ip_bucket(&quotas, ip, "connection_creation_rate")
+                .expect("a quota applies");
+            let held = lock(&bucket).available(now);
+            held
+        };
+        assert_eq!(available("10.0.0.2"), 5);
+        assert_eq!(available("10.0.0.1"), 2);
+        assert!(buckets
+            .ip_bucket(
+                &QuotaState::default(),
+                "10.0.0.1",
+                "connection_creation_rate"
+            )
+            .is_none());
     }
 
     #[test]

@@ -117,9 +117,7 @@ async fn serve_io<R, W>(
     R: AsyncRead + Unpin,
     W: ResponseSink,
 {
-    let peer = session
-        .peer()
-        .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
+    let peer = peer_of(session);
     // A client known from its listener (no SASL) counts against its
     // tenant now; a SASL client once it authenticates.
     if let Some(principal) = session.principal() {
@@ -136,7 +134,7 @@ async fn serve_io<R, W>(
     let (requests, request_rx) = mpsc::channel::<(Bytes, Admitted, Permit)>(limit);
     let (responses, response_rx) = mpsc::channel::<(ResponseFrame, Permit)>(limit);
     tokio::join!(
-        read_requests(read_half, ctx, session, in_flight, requests, shutdown, peer),
+        read_requests(read_half, ctx, session, in_flight, requests, shutdown, metrics),
         process_requests(ctx, session, request_rx, responses, metrics),
         write_responses(write_half, response_rx, peer, metrics),
     );
@@ -168,6 +166,13 @@ struct Admitted {
     flow: Option<FlowTicket>,
 }
 
+/// The client's address, for logs (unspecified when unknown).
+fn peer_of(session: &Session) -> SocketAddr {
+    session
+        .peer()
+        .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)))
+}
+
 async fn read_requests<R: AsyncRead + Unpin>(
     mut socket: R,
     ctx: &Context,
@@ -175,8 +180,9 @@ async fn read_requests<R: AsyncRead + Unpin>(
     in_flight: Arc<Semaphore>,
     requests: mpsc::Sender<(Bytes, Admitted, Permit)>,
     shutdown: &CancellationToken,
-    peer: SocketAddr,
+    metrics: Option<&KafkaMetrics>,
 ) {
+    let peer = peer_of(session);
     let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
     loop {
         let next = async {
@@ -184,6 +190,9 @@ async fn read_requests<R: AsyncRead + Unpin>(
             // Kafka mutes its channel): it cannot send more by ignoring
             // `throttle_time_ms`, as librdkafka does.
             while let Some(pause) = session.quotas().pause_left(ctx.broker.quota_buckets()) {
+                if let Some(metrics) = metrics {
+                    metrics.record_quota_pause(pause.as_secs_f64());
+                }
                 tokio::time::sleep(pause).await;
             }
             let slot = Arc::clone(&in_flight).acquire_owned().await.ok()?;

@@ -9,6 +9,13 @@
 //! traffic each (1/256 of it in the seed's 256-subject cells), so its
 //! windows of N records would fill too slowly to steer.
 //!
+//! Admission is first come, first served: a frame that finds the limit
+//! reached queues, and room is handed to the queue's head before anyone
+//! new may take it. (Waking every waiter to race for the room, as the first
+//! version did, let some connections win over and over: with the same
+//! goodput and mean latency, the clients' p99 was three to four times
+//! that of the gate off.)
+//!
 //! Every N records answered, a Little's-law window (herald-flow) gives
 //! λ, W and L, and the configured controller answers the next limit. Off,
 //! nothing is counted.
@@ -22,7 +29,8 @@ use herald_flow::{
 };
 use herald_metrics::KafkaMetrics;
 use parking_lot::Mutex;
-use tokio::sync::Notify;
+use std::collections::VecDeque;
+use tokio::sync::oneshot;
 
 /// Which limit, if any, gates produce work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -103,7 +111,8 @@ pub struct FlowGate {
     epoch: Instant,
     limit: AtomicU32,
     in_flight: AtomicU64,
-    room: Notify,
+    /// Admissions waiting for room, oldest first; each is sent its place.
+    waiting: Mutex<VecDeque<oneshot::Sender<()>>>,
     control: Mutex<Control>,
     metrics: OnceLock<Arc<KafkaMetrics>>,
 }
@@ -138,7 +147,7 @@ impl FlowGate {
             epoch: Instant::now(),
             limit: AtomicU32::new(config.limit.max(1)),
             in_flight: AtomicU64::new(0),
-            room: Notify::new(),
+            waiting: Mutex::new(VecDeque::new()),
             control: Mutex::new(Control {
                 window: LittleWindow::new(config.window_records)
                     .with_min_span(config.window_min_ms.saturating_mul(1_000_000)),
@@ -177,20 +186,33 @@ impl FlowGate {
         if !self.enabled {
             return None;
         }
-        loop {
-            let notified = self.room.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            let limit = u64::from(self.limit());
-            let taken = self
-                .in_flight
-                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                    (n < limit).then_some(n + 1)
-                });
-            if taken.is_ok() {
-                break;
+        let place = {
+            let mut waiting = self.waiting.lock();
+            if waiting.is_empty() && self.try_take() {
+                None
+            } else {
+                let (sender, receiver) = oneshot::channel();
+                waiting.push_back(sender);
+                Some(receiver)
             }
-            notified.await;
+        };
+        if let Some(receiver) = place {
+            let mut waiter = Waiter {
+                gate: self,
+                receiver: Some(receiver),
+            };
+            let handed = match waiter.receiver.as_mut() {
+                Some(receiver) => receiver.await.is_ok(),
+                None => false,
+            };
+            waiter.receiver = None;
+            if !handed {
+                // Only the gate holds the senders, and it sends before it
+                // drops one; without a place, take one as a newcomer would.
+                while !self.try_take() {
+                    tokio::task::yield_now().await;
+                }
+            }
         }
         self.control.lock().window.start(self.now_ns());
         Some(FlowTicket {
@@ -200,9 +222,33 @@ impl FlowGate {
         })
     }
 
+    /// Takes one record's place if the limit allows.
+    fn try_take(&self) -> bool {
+        let limit = u64::from(self.limit());
+        self.in_flight
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < limit).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
     fn release(&self, records: u64) {
         self.in_flight.fetch_sub(records, Ordering::AcqRel);
-        self.room.notify_waiters();
+        self.hand_room_out();
+    }
+
+    /// Gives the room there is to the waiting admissions, oldest first.
+    fn hand_room_out(&self) {
+        let mut waiting = self.waiting.lock();
+        while !waiting.is_empty() && self.try_take() {
+            let handed = waiting
+                .pop_front()
+                .is_some_and(|sender| sender.send(()).is_ok());
+            if !handed {
+                // Its connection went away while it waited.
+                self.in_flight.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
     }
 
     fn served(&self, records: u64, latency_ns: u64) {
@@ -222,7 +268,7 @@ impl FlowGate {
     fn set_limit(&self, limit: u32, measurement: &Measurement) {
         let before = self.limit.swap(limit.max(1), Ordering::AcqRel);
         if limit > before {
-            self.room.notify_waiters();
+            self.hand_room_out();
         }
         tracing::debug!(
             limit,
@@ -233,6 +279,25 @@ impl FlowGate {
         );
         if let Some(metrics) = self.metrics.get() {
             metrics.record_flow_window(limit, measurement.throughput, measurement.latency_ns);
+        }
+    }
+}
+
+/// An admission waiting in the queue. Dropped before it learned it was
+/// handed a place (its connection closed meanwhile), it gives the place
+/// back.
+struct Waiter<'a> {
+    gate: &'a FlowGate,
+    receiver: Option<oneshot::Receiver<()>>,
+}
+
+impl Drop for Waiter<'_> {
+    fn drop(&mut self) {
+        if let Some(mut receiver) = self.receiver.take() {
+            receiver.close();
+            if receiver.try_recv().is_ok() {
+                self.gate.release(1);
+            }
         }
     }
 }
@@ -322,6 +387,38 @@ mod tests {
             .expect("task");
         assert_eq!(admitted, Some(1));
         // The second ticket was dropped with the task: nothing is left.
+        assert_eq!(gate.in_flight(), 0);
+    }
+
+    #[tokio::test]
+    async fn room_goes_to_the_oldest_waiting_admission_first() {
+        let gate = gate(FlowControl::Fixed, 1);
+        let first = gate.admit().await.expect("room");
+        let (order_tx, mut order_rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut waiting = Vec::new();
+        for index in 0..4 {
+            let (gate, order_tx) = (Arc::clone(&gate), order_tx.clone());
+            waiting.push(tokio::spawn(async move {
+                let ticket = gate.admit().await.expect("room");
+                let _ = order_tx.send(index);
+                ticket.answered();
+            }));
+            // Each queued before the next arrives.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // One that gave up waiting gives its place to the next.
+        waiting.remove(1).abort();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        first.answered();
+        drop(first);
+        for task in waiting {
+            task.await.expect("admitted");
+        }
+        let mut order = Vec::new();
+        while let Ok(index) = order_rx.try_recv() {
+            order.push(index);
+        }
+        assert_eq!(order, vec![0, 2, 3]);
         assert_eq!(gate.in_flight(), 0);
     }
 

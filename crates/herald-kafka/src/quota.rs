@@ -34,12 +34,28 @@ pub use herald_flow::sla::{Refusal, Verdict};
 pub const PRODUCER_BYTE_RATE: &str = "producer_byte_rate";
 /// Kafka's fetch byte rate, per user and client id.
 pub const CONSUMER_BYTE_RATE: &str = "consumer_byte_rate";
+/// Kafka's request-time share, per user and client id: the percentage of
+/// one thread's time its requests may take (200: two threads).
+pub const REQUEST_PERCENTAGE: &str = "request_percentage";
+/// Kafka's rate of partition mutations (partitions created or deleted)
+/// per second, per user and client id (KIP-599).
+pub const CONTROLLER_MUTATION_RATE: &str = "controller_mutation_rate";
+/// Kafka's rate of new connections, per IP address.
+pub const CONNECTION_CREATION_RATE: &str = "connection_creation_rate";
+
+/// Nanoseconds of handling per second one percent of `request_percentage`
+/// allows.
+const NANOS_PER_PERCENT: f64 = 10_000_000.0;
 
 /// The buckets one connection's client is charged to.
 #[derive(Debug, Default)]
 struct Resolved {
     produce: Option<Bucket>,
     fetch: Option<Bucket>,
+    /// `request_percentage`, in nanoseconds of handling per second.
+    request: Option<Bucket>,
+    /// `controller_mutation_rate`, in partitions per second.
+    mutation: Option<Bucket>,
     tenant: Option<TenantRates>,
 }
 
@@ -86,8 +102,16 @@ impl ClientQuotas {
         }
         let user = principal.strip_prefix("User:").unwrap_or(principal);
         self.resolved = Resolved {
-            produce: buckets.client_bucket(quotas, user, client_id, PRODUCER_BYTE_RATE),
-            fetch: buckets.client_bucket(quotas, user, client_id, CONSUMER_BYTE_RATE),
+            produce: buckets.client_bucket(quotas, user, client_id, PRODUCER_BYTE_RATE, 1.0),
+            fetch: buckets.client_bucket(quotas, user, client_id, CONSUMER_BYTE_RATE, 1.0),
+            request: buckets.client_bucket(
+                quotas,
+                user,
+                client_id,
+                REQUEST_PERCENTAGE,
+                NANOS_PER_PERCENT,
+            ),
+            mutation: buckets.client_bucket(quotas, user, client_id, CONTROLLER_MUTATION_RATE, 1.0),
             tenant: security
                 .tenant_of_principal(principal)
                 .and_then(|t| TenantRates::resolve(buckets, quotas, &t.name)),
@@ -234,6 +258,67 @@ impl ConnectionQuotas {
         verdict
     }
 
+    /// Whether the client's requests are timed for a `request_percentage`.
+    pub fn has_request_quota(&self, at: &Charging<'_>) -> bool {
+        self.with_resolved(at, |r| r.request.is_some())
+    }
+
+    /// Charges `spent` handling a request to the client's
+    /// `request_percentage`, in throttle mode.
+    pub fn charge_request(&self, at: &Charging<'_>, spent: Duration) -> Verdict {
+        let verdict = self.with_resolved(at, |r| {
+            let now = at.buckets.now_ns();
+            let ns = u64::try_from(spent.as_nanos()).unwrap_or(u64::MAX);
+            sla::take(r.request.as_ref(), ns, now)
+        });
+        self.pause(at.buckets, &verdict);
+        verdict
+    }
+
+    /// Admits a mutation of `partitions` under the client's
+    /// `controller_mutation_rate`, as KIP-599 does: a strict request is
+    /// refused (with how long until the rate has paid its debt) while the
+    /// client owes anything; otherwise the mutation goes ahead and is
+    /// charged, even past the rate.
+    pub fn admit_mutation(
+        &self,
+        at: &Charging<'_>,
+        partitions: u64,
+        strict: bool,
+    ) -> Result<(), Duration> {
+        self.with_resolved(at, |r| {
+            let Some(bucket) = &r.mutation else {
+                return Ok(());
+            };
+            let now = at.buckets.now_ns();
+            let mut bucket = sla::lock(bucket);
+            let owed = bucket.wait_ns(0, now);
+            if strict && owed > 0 {
+                return Err(Duration::from_nanos(owed));
+            }
+            bucket.take(partitions, now);
+            Ok(())
+        })
+    }
+
+    /// After a request's mutations: the time the client owes its
+    /// `controller_mutation_rate` as a throttle, the connection paused for
+    /// it.
+    pub fn mutation_throttle(&self, at: &Charging<'_>) -> Verdict {
+        let verdict = self.with_resolved(at, |r| {
+            let Some(bucket) = &r.mutation else {
+                return Verdict::Go;
+            };
+            let now = at.buckets.now_ns();
+            match sla::lock(bucket).wait_ns(0, now) {
+                0 => Verdict::Go,
+                owed => Verdict::Throttle(Duration::from_nanos(owed).min(sla::MAX_PAUSE)),
+            }
+        });
+        self.pause(at.buckets, &verdict);
+        verdict
+    }
+
     /// How long reading from the connection waits still, if a quota
     /// paused it.
     pub fn pause_left(&self, buckets: &QuotaBuckets) -> Option<Duration> {
@@ -336,6 +421,109 @@ pub fn charge_fetch(
         session.quotas().charge_fetch(at, bytes, records)
     })
     .unwrap_or_default()
+}
+
+/// Whether `session`'s client has a `request_percentage`: then the time
+/// its requests take is measured and charged.
+pub fn request_quota_applies(
+    ctx: &crate::handlers::Context,
+    session: &crate::session::Session,
+    client_id: &str,
+) -> bool {
+    with_client(ctx, session, client_id, |at| {
+        session.quotas().has_request_quota(at)
+    })
+    .unwrap_or(false)
+}
+
+/// Charges `spent` handling one of `session`'s requests to its client's
+/// `request_percentage`; pauses the connection when over.
+pub fn charge_request_time(
+    ctx: &crate::handlers::Context,
+    session: &crate::session::Session,
+    client_id: &str,
+    spent: Duration,
+) -> Verdict {
+    with_client(ctx, session, client_id, |at| {
+        session.quotas().charge_request(at, spent)
+    })
+    .unwrap_or_default()
+}
+
+/// One request's partition mutations (CreateTopics, CreatePartitions,
+/// DeleteTopics), charged to its client's `controller_mutation_rate`.
+pub struct Mutations<'a> {
+    ctx: &'a crate::handlers::Context,
+    session: &'a crate::session::Session,
+    client_id: String,
+    strict: bool,
+}
+
+impl<'a> Mutations<'a> {
+    /// The mutations of one request by `session`'s client `client_id`;
+    /// `strict` for the versions that may be refused
+    /// THROTTLING_QUOTA_EXCEEDED (CreateTopics 6+, CreatePartitions 3+,
+    /// DeleteTopics 5+), where older ones are only throttled.
+    pub fn new(
+        ctx: &'a crate::handlers::Context,
+        session: &'a crate::session::Session,
+        client_id: String,
+        strict: bool,
+    ) -> Self {
+        Self {
+            ctx,
+            session,
+            client_id,
+            strict,
+        }
+    }
+
+    /// Admits a mutation of `partitions`: `Err` with the refusal's message
+    /// when the client's rate refuses it.
+    pub fn admit(&self, partitions: u64) -> Result<(), String> {
+        let outcome = with_client(self.ctx, self.session, &self.client_id, |at| {
+            self.session
+                .quotas()
+                .admit_mutation(at, partitions, self.strict)
+        });
+        match outcome {
+            Some(Err(owed)) => Err(format!(
+                "over the controller mutation rate of client {}: retry after {} ms",
+                self.client_id,
+                owed.as_millis().max(1)
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// The throttle time to answer with (the connection is paused for it).
+    pub fn throttle_time_ms(&self) -> i32 {
+        with_client(self.ctx, self.session, &self.client_id, |at| {
+            self.session.quotas().mutation_throttle(at)
+        })
+        .unwrap_or_default()
+        .throttle_time_ms()
+    }
+}
+
+/// Admits a new connection from `ip` under its `connection_creation_rate`
+/// (a refusal takes nothing): `Some(delay)` when over, after which the
+/// connection is closed unread, as Kafka closes a throttled one.
+pub fn admit_connection(ctx: &crate::handlers::Context, ip: std::net::IpAddr) -> Option<Duration> {
+    let quotas = ctx.broker.quotas();
+    if quotas.entries.is_empty() {
+        return None;
+    }
+    let buckets = ctx.broker.quota_buckets();
+    let bucket = buckets.ip_bucket(&quotas, &ip.to_string(), CONNECTION_CREATION_RATE)?;
+    let now = buckets.now_ns();
+    let admission = sla::lock(&bucket).try_take(1, now);
+    match admission {
+        herald_flow::Admission::Rejected { retry_after_ns } => {
+            Some(Duration::from_nanos(retry_after_ns).min(sla::MAX_PAUSE))
+        }
+        _ => None,
+    }
 }
 
 /// The client id of a Produce request frame (`None` for any other API):
@@ -469,6 +657,68 @@ mod tests {
             a.admit_produce(&at(&buckets, &quotas, &security, client("a")), 50),
             Verdict::Go
         );
+    }
+
+    #[test]
+    fn request_time_is_charged_at_its_percentage_of_a_thread() {
+        let buckets = QuotaBuckets::frozen();
+        let quotas = state_with(&[(
+            entity(EntityType::ClientId, Some("busy")),
+            REQUEST_PERCENTAGE,
+            10.0,
+        )]);
+        let security = Arc::new(SecurityState::default());
+        let quotas_of = ConnectionQuotas::default();
+        let client = |id| Client {
+            principal: "User:ANONYMOUS",
+            client_id: id,
+        };
+        let busy = at(&buckets, &quotas, &security, client("busy"));
+        assert!(quotas_of.has_request_quota(&busy));
+        // 10% of a thread is 100 ms per second: 20 ms of handling owes
+        // 200 ms, and the connection is paused that long.
+        assert_eq!(
+            quotas_of.charge_request(&busy, Duration::from_millis(20)),
+            Verdict::Throttle(Duration::from_millis(200))
+        );
+        assert_eq!(
+            quotas_of.pause_left(&buckets),
+            Some(Duration::from_millis(200))
+        );
+        let other = ConnectionQuotas::default();
+        assert!(!other.has_request_quota(&at(&buckets, &quotas, &security, client("free"))));
+    }
+
+    #[test]
+    fn a_strict_mutation_is_refused_while_the_rate_is_owed() {
+        let buckets = QuotaBuckets::frozen();
+        let quotas = state_with(&[(
+            entity(EntityType::ClientId, Some("admin")),
+            CONTROLLER_MUTATION_RATE,
+            10.0,
+        )]);
+        let security = Arc::new(SecurityState::default());
+        let quotas_of = ConnectionQuotas::default();
+        let client = Client {
+            principal: "User:ANONYMOUS",
+            client_id: "admin",
+        };
+        let charging = at(&buckets, &quotas, &security, client);
+        // The bucket starts empty but owes nothing: the first mutation goes
+        // ahead, however large (KIP-599), and 20 partitions owe 2 s.
+        assert_eq!(quotas_of.admit_mutation(&charging, 20, true), Ok(()));
+        assert_eq!(
+            quotas_of.admit_mutation(&charging, 1, true),
+            Err(Duration::from_secs(2))
+        );
+        // An older version is let through, and throttled for the debt.
+        assert_eq!(quotas_of.admit_mutation(&charging, 10, false), Ok(()));
+        assert_eq!(
+            quotas_of.mutation_throttle(&charging),
+            Verdict::Throttle(Duration::from_secs(3))
+        );
+        buckets.advance(Duration::from_secs(3));
+        assert_eq!(quotas_of.admit_mutation(&charging, 1, true), Ok(()));
     }
 
     #[test]

@@ -228,9 +228,9 @@ registry! {
     ApiVersions(ApiVersionsRequest), versions 0..=4, schema api_versions,
         |call, request| call.respond(&api_versions::handle(&request, call.version));
     CreateTopics(CreateTopicsRequest), versions 2..=7, schema create_topics,
-        |call, request| call.respond(&create_topics::handle(call.ctx, call.session, request, call.version));
+        |call, request| call.respond(&create_topics::handle(call.ctx, call.session, request, call.version, call.client_id()));
     DeleteTopics(DeleteTopicsRequest), versions 1..=6, schema delete_topics,
-        |call, request| call.respond(&delete_topics::handle(call.ctx, call.session, request, call.version));
+        |call, request| call.respond(&delete_topics::handle(call.ctx, call.session, request, call.version, call.client_id()));
     DeleteRecords(DeleteRecordsRequest), versions 0..=2, schema delete_records,
         |call, request| call.respond(&delete_records::handle(call.ctx, call.session, request, call.version).await);
     InitProducerId(InitProducerIdRequest), versions 0..=5, schema init_producer_id,
@@ -240,7 +240,7 @@ registry! {
     AlterConfigs(AlterConfigsRequest), versions 0..=2, schema alter_configs,
         |call, request| call.respond(&alter_configs::handle(call.ctx, call.session, request, call.version));
     CreatePartitions(CreatePartitionsRequest), versions 0..=3, schema create_partitions,
-        |call, request| call.respond(&create_partitions::handle(call.ctx, call.session, request, call.version));
+        |call, request| call.respond(&create_partitions::handle(call.ctx, call.session, request, call.version, call.client_id()));
     IncrementalAlterConfigs(IncrementalAlterConfigsRequest), versions 0..=1, schema incremental_alter_configs,
         |call, request| call.respond(&incremental_alter_configs::handle(call.ctx, call.session, request, call.version));
     DescribeCluster(DescribeClusterRequest), versions 0..=2, schema describe_cluster,

@@ -174,7 +174,23 @@ impl KafkaServer {
                         let token = shutdown.clone();
                         let metrics = metrics.clone();
                         tasks.spawn(async move {
-                            connection::serve(stream, peer, context, config, tls, token, metrics).await;
+                            match crate::quota::admit_connection(&context, peer.ip()) {
+                                // Over its address's connection_creation_rate:
+                                // held unread for the throttle time, then
+                                // closed, as Kafka does (the client backs off
+                                // and reconnects).
+                                Some(delay) => {
+                                    tracing::info!(%peer, delay_ms = delay.as_millis() as u64, "connection_creation_rate exceeded; closing the connection after the throttle time");
+                                    tokio::select! {
+                                        _ = token.cancelled() => {}
+                                        _ = tokio::time::sleep(delay) => {}
+                                    }
+                                    drop(stream);
+                                }
+                                None => {
+                                    connection::serve(stream, peer, context, config, tls, token, metrics).await;
+                                }
+                            }
                             drop(permit);
                         });
                     }

@@ -34,6 +34,8 @@ pub struct KafkaMetrics {
     flow_throughput: Gauge<f64, AtomicU64>,
     flow_latency_seconds: Gauge<f64, AtomicU64>,
     flow_windows: Counter,
+    quota_pauses: Counter,
+    quota_paused_seconds: Counter<f64, AtomicU64>,
 }
 
 /// Latency buckets: 50 µs doubling up to about 52 s (a fetch long-poll is
@@ -56,6 +58,8 @@ impl KafkaMetrics {
             flow_throughput: Gauge::default(),
             flow_latency_seconds: Gauge::default(),
             flow_windows: Counter::default(),
+            quota_pauses: Counter::default(),
+            quota_paused_seconds: Counter::default(),
         }
     }
 
@@ -111,6 +115,16 @@ impl KafkaMetrics {
             "Flow-control windows measured (each a controller decision)",
             self.flow_windows.clone(),
         );
+        kafka.register(
+            "quota_pauses",
+            "Times a connection was not read from because a quota or tenant rate throttled it",
+            self.quota_pauses.clone(),
+        );
+        kafka.register(
+            "quota_paused_seconds",
+            "Time connections spent not read from because a quota or tenant rate throttled them",
+            self.quota_paused_seconds.clone(),
+        );
     }
 
     /// Records the flow-control limit in force.
@@ -140,6 +154,12 @@ impl KafkaMetrics {
     /// Records `bytes` of a response written to a client.
     pub fn record_sent(&self, bytes: usize) {
         self.sent_bytes.inc_by(bytes as u64);
+    }
+
+    /// Records one pause of a connection a quota throttled.
+    pub fn record_quota_pause(&self, seconds: f64) {
+        self.quota_pauses.inc();
+        self.quota_paused_seconds.inc_by(seconds);
     }
 
     /// Counts a connection as open until the returned guard is dropped.

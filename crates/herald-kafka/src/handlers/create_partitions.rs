@@ -6,6 +6,7 @@ use kafka_protocol::ResponseError;
 
 use super::{topic_allowed, wire_str, Context};
 use crate::error_code;
+use crate::quota::Mutations;
 use crate::session::Session;
 use herald_auth::Operation;
 
@@ -14,9 +15,11 @@ pub fn handle(
     ctx: &Context,
     session: &Session,
     request: CreatePartitionsRequest,
-    _version: i16,
+    version: i16,
+    client_id: String,
 ) -> CreatePartitionsResponse {
     let node = ctx.broker.node_id();
+    let mutations = Mutations::new(ctx, session, client_id, version >= 3);
     let results = request
         .topics
         .into_iter()
@@ -47,6 +50,17 @@ pub fn handle(
                         t.count
                     ))));
             };
+            if !request.validate_only {
+                let adding = ctx
+                    .broker
+                    .topic(&t.name.0)
+                    .map_or(0, |topic| count.saturating_sub(topic.partition_count()));
+                if let Err(message) = mutations.admit(adding.into()) {
+                    return result
+                        .with_error_code(error_code::code(ResponseError::ThrottlingQuotaExceeded))
+                        .with_error_message(Some(wire_str(message)));
+                }
+            }
             match ctx
                 .broker
                 .create_partitions(&t.name.0, count, request.validate_only)
@@ -58,7 +72,9 @@ pub fn handle(
             }
         })
         .collect();
-    CreatePartitionsResponse::default().with_results(results)
+    CreatePartitionsResponse::default()
+        .with_results(results)
+        .with_throttle_time_ms(mutations.throttle_time_ms())
 }
 
 /// How the guard walks this API's request body before `kafka-protocol`

@@ -13,6 +13,7 @@ use kafka_protocol::ResponseError;
 use super::describe_configs::source_code;
 use super::{cluster_allowed, topic_allowed, wire_str, Context};
 use crate::error_code;
+use crate::quota::Mutations;
 use crate::session::Session;
 use herald_auth::Operation;
 
@@ -22,7 +23,9 @@ pub fn handle(
     session: &Session,
     request: CreateTopicsRequest,
     version: i16,
+    client_id: String,
 ) -> CreateTopicsResponse {
+    let mutations = Mutations::new(ctx, session, client_id, version >= 6);
     // CREATE on the cluster covers every topic; else each needs its own.
     let on_cluster = cluster_allowed(ctx, session, Operation::Create);
     let validate_only = request.validate_only;
@@ -49,10 +52,12 @@ pub fn handle(
                     message,
                 );
             }
-            create(ctx, t, validate_only, version)
+            create(ctx, t, validate_only, version, &mutations)
         })
         .collect();
-    CreateTopicsResponse::default().with_topics(topics)
+    CreateTopicsResponse::default()
+        .with_topics(topics)
+        .with_throttle_time_ms(mutations.throttle_time_ms())
 }
 
 fn create(
@@ -60,6 +65,7 @@ fn create(
     t: CreatableTopic,
     validate_only: bool,
     version: i16,
+    mutations: &Mutations<'_>,
 ) -> CreatableTopicResult {
     let node = ctx.broker.node_id();
     if !matches!(t.replication_factor, -1 | 1) && t.assignments.is_empty() {
@@ -111,6 +117,16 @@ fn create(
                 .map(|v| (c.name.to_string(), v.to_string()))
         })
         .collect();
+    if !validate_only {
+        let count = partitions.unwrap_or(ctx.broker.config().default_partitions);
+        if let Err(message) = mutations.admit(count.into()) {
+            return failed(
+                t,
+                error_code::code(ResponseError::ThrottlingQuotaExceeded),
+                message,
+            );
+        }
+    }
     match ctx
         .broker
         .create_topic(&t.name.0, partitions, &configs, validate_only)

@@ -6,6 +6,7 @@ use kafka_protocol::ResponseError;
 
 use super::{topic_allowed, wire_str, Context};
 use crate::error_code;
+use crate::quota::Mutations;
 use crate::session::Session;
 use herald_auth::Operation;
 
@@ -15,18 +16,22 @@ pub fn handle(
     session: &Session,
     request: DeleteTopicsRequest,
     version: i16,
+    client_id: String,
 ) -> DeleteTopicsResponse {
+    let mutations = Mutations::new(ctx, session, client_id, version >= 5);
     let mut responses: Vec<DeletableTopicResult> = request
         .topic_names
         .into_iter()
-        .map(|name| delete_by_name(ctx, session, name))
+        .map(|name| delete_by_name(ctx, session, name, &mutations))
         .collect();
     if version >= 6 {
         for state in request.topics {
             let result = match state.name {
-                Some(name) => delete_by_name(ctx, session, name),
+                Some(name) => delete_by_name(ctx, session, name, &mutations),
                 None => match ctx.broker.topic_by_id(state.topic_id) {
-                    Some(topic) => delete_by_name(ctx, session, TopicName(wire_str(topic.name()))),
+                    Some(topic) => {
+                        delete_by_name(ctx, session, TopicName(wire_str(topic.name())), &mutations)
+                    }
                     None => DeletableTopicResult::default()
                         .with_topic_id(state.topic_id)
                         .with_error_code(error_code::code(ResponseError::UnknownTopicId)),
@@ -35,15 +40,29 @@ pub fn handle(
             responses.push(result);
         }
     }
-    DeleteTopicsResponse::default().with_responses(responses)
+    DeleteTopicsResponse::default()
+        .with_responses(responses)
+        .with_throttle_time_ms(mutations.throttle_time_ms())
 }
 
-fn delete_by_name(ctx: &Context, session: &Session, name: TopicName) -> DeletableTopicResult {
+fn delete_by_name(
+    ctx: &Context,
+    session: &Session,
+    name: TopicName,
+    mutations: &Mutations<'_>,
+) -> DeletableTopicResult {
     let result = DeletableTopicResult::default().with_name(Some(name.clone()));
     if !topic_allowed(ctx, session, Operation::Delete, &name.0) {
         return result
             .with_error_code(error_code::code(ResponseError::TopicAuthorizationFailed))
             .with_error_message(Some(wire_str("not authorized to delete this topic")));
+    }
+    if let Some(topic) = ctx.broker.topic(&name.0) {
+        if let Err(message) = mutations.admit(topic.partition_count().into()) {
+            return result
+                .with_error_code(error_code::code(ResponseError::ThrottlingQuotaExceeded))
+                .with_error_message(Some(wire_str(message)));
+        }
     }
     match ctx.broker.delete_topic(&name.0) {
         Ok(id) => result.with_topic_id(id),

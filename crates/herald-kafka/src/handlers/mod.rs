@@ -165,7 +165,17 @@ pub async fn handle_admitted(
                 flow,
             };
             tracing::trace!(key = ?call.key, version = call.version, correlation_id = call.header.correlation_id, client_id = ?call.header.client_id, "request");
-            registry::dispatch(call, request.body).await
+            let client_id = request.header.client_id.as_deref().unwrap_or("");
+            if !crate::quota::request_quota_applies(ctx, session, client_id) {
+                return registry::dispatch(call, request.body).await;
+            }
+            // Kafka's request quota counts the time its threads spend on a
+            // request; herald's handlers run as futures, so the time is
+            // what their polls take (waits for the disk or a rebalance
+            // excluded, as they do not hold a thread).
+            let (outcome, spent) = poll_time(registry::dispatch(call, request.body)).await;
+            crate::quota::charge_request_time(ctx, session, client_id, spent);
+            outcome
         }
         Err(DecodeError::UnsupportedVersion {
             api_key: ApiKey::ApiVersions,
@@ -183,6 +193,21 @@ pub async fn handle_admitted(
         }
         Err(e) => Outcome::Close(e.to_string()),
     }
+}
+
+/// Runs `future` to completion; answers its output and the time spent
+/// inside its polls.
+async fn poll_time<F: std::future::Future>(future: F) -> (F::Output, std::time::Duration) {
+    let mut future = std::pin::pin!(future);
+    let mut spent = std::time::Duration::ZERO;
+    let output = std::future::poll_fn(|cx| {
+        let started = std::time::Instant::now();
+        let poll = future.as_mut().poll(cx);
+        spent += started.elapsed();
+        poll
+    })
+    .await;
+    (output, spent)
 }
 
 /// Whether a group call may be held by the coordinator until a rebalance
