@@ -24,10 +24,10 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from secure_push import (  # noqa: F401 (secure is a fixture)
     ADMIN_PASSWORD,
     create_topic,
-    new_user,
     scram_session,
     secure,
 )
+from test_tenant_sla import tenant_with_sla
 from test_tenants import herald_tenant, kafka
 
 # How old the broker's stored-bytes sum may be (tenant_caps::USAGE_MAX_AGE):
@@ -36,18 +36,10 @@ USAGE_MAX_AGE_S = 0.2
 
 
 def tenant_with_caps(secure, *sla):
-    """A new tenant with one SCRAM user and a namespace, and its SLA set;
+    """A new tenant with one SCRAM user, a namespace and its SLA set;
     answers (name, user, password, namespace prefix)."""
-    run = uuid.uuid4().hex[:6]
-    name, prefix = f"cap{run}", f"cap{run}."
-    user, password = new_user(secure, f"cap{run}")
-    code, out = herald_tenant(secure, "create", name, "--principal", f"User:{user}",
-                              "--namespace", prefix)
-    assert code == 0, out
-    args = [arg for key_value in sla for arg in ("--set", key_value)]
-    code, out = herald_tenant(secure, "sla", name, *args)
-    assert code == 0, out
-    return name, user, password, prefix
+    name, conf, prefix = tenant_with_sla(secure, *sla)
+    return name, conf["sasl.username"], conf["sasl.password"], prefix
 
 
 def outcome(future):
