@@ -4,6 +4,8 @@
 
     bench_flow_report.py POINTS REPORT_DIR STEP_AT REGIME   writes flow-REGIME.md and .png
     bench_flow_report.py --best-fixed POINTS SUBJECTS CHOICE   prints the best fixed limit
+    bench_flow_report.py --overload-peak POINTS BROKER REPEAT  prints that peak run's goodput
+    bench_flow_report.py --overload POINTS REPORT_DIR          writes flow-overload.md
 
 A run's goodput is the records answered without error per second after
 its first 2 s; its p99 the median of its points' p99 latencies over the
@@ -94,7 +96,76 @@ def best_fixed(grouped, subjects, choice):
     return max(fixed)[1] if fixed else 1000
 
 
+def overload_runs(path):
+    """{(broker, scenario, controller, start limit): {repeat: points}}."""
+    grouped = collections.OrderedDict()
+    for line in open(path):
+        p = json.loads(line)
+        key = (p["broker"], p["scenario"], p["controller"], int(p["start_limit"]))
+        grouped.setdefault(key, collections.OrderedDict()).setdefault(p["repeat"], []).append(p)
+    return grouped
+
+
+def overload_peak(path, broker, repeat):
+    for (b, scenario, _, _), repeats in overload_runs(path).items():
+        if b == broker and scenario == "peak" and repeat in repeats:
+            return goodput(repeats[repeat])
+    return 0.0
+
+
+def expired_share(points):
+    """Requests refused by a full client buffer or answered late, of all
+    requests due after the warm-up (answered records / 16 records per
+    request, plus those)."""
+    start = warmup(points)
+    steady = [p for p in points if p["t"] >= start]
+    if not steady:
+        return float("nan")
+    before = [p for p in points if p["t"] < start]
+    answered = steady[-1]["published"] - (before[-1]["published"] if before else 0)
+    expired = sum(p["expired"] for p in steady)
+    requests = answered / 16 + expired
+    return expired / requests if requests else float("nan")
+
+
+def overload_report(path, out):
+    grouped = overload_runs(path)
+    peaks = {}
+    for (broker, scenario, _, _), repeats in grouped.items():
+        if scenario == "peak":
+            peaks[broker] = statistics.median(goodput(points) for points in repeats.values())
+    lines = ["# Flow control under overload", "",
+             "Written by scripts/bench-flow-overload.sh (see its header for the load): open-loop",
+             "producers offering twice each broker's own closed-loop peak, a request refused at",
+             "once when its connection's buffer (256 requests) is full and counted as timed out if",
+             "answered more than 5 s after it was due. Goodput: records answered within the 5 s,",
+             "per second, after the first 2 s; p99: the median of each point's p99 latency from",
+             "when the request was due; refused or late: of all requests due. Medians of the",
+             "repeats.", "",
+             "| broker | setup | peak (records/s) | offered | goodput | goodput vs peak | p99 (ms) | refused or late | limit |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for (broker, scenario, controller, limit), repeats in grouped.items():
+        if scenario != "overload":
+            continue
+        runs_ = list(repeats.values())
+        offered = statistics.median(float(points[0]["offered"]) for points in runs_ if points)
+        name = {"off": "gate off", "fixed": f"fixed {limit}"}.get(controller, controller)
+        g = median_of(runs_, goodput)
+        peak = peaks.get(broker, float("nan"))
+        shown_limit = "" if controller in ("off", "fixed", "kafka") else f"{median_of(runs_, final_limit):,.0f}"
+        lines.append(f"| {broker} | {name} | {peak:,.0f} | {offered:,.0f} | {g:,.0f} | "
+                     f"{ratio(g, peak):.2f}x | {median_of(runs_, p99):.0f} | "
+                     f"{100 * median_of(runs_, expired_share):.1f}% | {shown_limit} |")
+    (out / "flow-overload.md").write_text("\n".join(lines) + "\n")
+
+
 def main():
+    if sys.argv[1] == "--overload-peak":
+        print(int(overload_peak(sys.argv[2], sys.argv[3], sys.argv[4])))
+        return
+    if sys.argv[1] == "--overload":
+        overload_report(sys.argv[2], Path(sys.argv[3]))
+        return
     if sys.argv[1] == "--best-fixed":
         print(best_fixed(runs(sys.argv[2]), int(sys.argv[3]), sys.argv[4]))
         return

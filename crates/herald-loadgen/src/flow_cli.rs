@@ -57,6 +57,14 @@ pub struct FlowArgs {
     /// Busy threads.
     #[arg(long, default_value_t = 1)]
     pub hog_threads: usize,
+    /// Open loop: records per second offered across all publishers on a
+    /// fixed schedule, whatever the answers (default: closed loop).
+    #[arg(long)]
+    pub offered_rate: Option<f64>,
+    /// Open loop: ms after it was due that a request's answer counts as
+    /// timed out.
+    #[arg(long, default_value_t = 5000)]
+    pub deadline_ms: u64,
     /// Labels every point carries (`controller=adaptive`), repeatable.
     #[arg(long = "label", value_name = "KEY=VALUE")]
     pub labels: Vec<String>,
@@ -100,6 +108,8 @@ pub fn run(args: FlowArgs) -> anyhow::Result<()> {
         hog_cpu: args.hog_cpu,
         hog_threads: args.hog_threads,
         seed: 0x5eed_0004,
+        offered_rate: args.offered_rate,
+        deadline: Duration::from_millis(args.deadline_ms),
     };
     let points = runtime.block_on(flow_eval::run(&spec))?;
     let mut labels = serde_json::Map::new();
@@ -128,8 +138,9 @@ pub fn run(args: FlowArgs) -> anyhow::Result<()> {
         .and_then(|mut file| file.write_all(out.as_bytes()))
         .with_context(|| format!("appending to {}", args.out.display()))?;
     let published = points.last().map_or(0, |p| p.published);
+    let expired: u64 = points.iter().map(|p| p.expired).sum();
     eprintln!(
-        "{} points, {published} records in {:.1} s ({:.0}/s)",
+        "{} points, {published} records in {:.1} s ({:.0}/s), {expired} requests expired",
         points.len(),
         args.secs,
         published as f64 / args.secs

@@ -7,6 +7,13 @@
 //! publishers start late: 4x the demand) and a capacity step (busy threads
 //! pinned to the broker's core take half of it).
 //!
+//! Open loop (`offered_rate`): the publishers offer records on a fixed
+//! schedule whatever the answers, as many independent clients would. A
+//! request due while its publisher's buffer (`in_flight` requests) is full
+//! is refused at once, as a producer with a full queue refuses a record;
+//! one answered later than the deadline counts as timed out. Latency runs
+//! from when the request was due.
+//!
 //! Points go to a JSON-lines file; scripts/bench_flow_report.py turns them
 //! into goodput, p99, time to settle and the seed's plots.
 
@@ -65,6 +72,12 @@ pub struct FlowSpec {
     pub hog_threads: usize,
     /// Seeds the subject draws.
     pub seed: u64,
+    /// Open loop: records per second offered across all publishers (none:
+    /// closed loop, each publisher keeps `in_flight` requests out).
+    pub offered_rate: Option<f64>,
+    /// Open loop: how long after it was due a request may be answered
+    /// and still count.
+    pub deadline: Duration,
 }
 
 /// One point: N records answered.
@@ -85,6 +98,9 @@ pub struct Point {
     /// The broker's flow-control limit when the point closed (0: off or
     /// not read).
     pub limit: u64,
+    /// Open loop: requests over the point refused by a full client buffer
+    /// or answered past their deadline.
+    pub expired: u64,
 }
 
 struct Recorder {
@@ -96,6 +112,7 @@ struct Recorder {
     latency_sum_us: u128,
     latency: Histogram<u64>,
     errors: u64,
+    expired: u64,
     points: Vec<Point>,
 }
 
@@ -110,8 +127,15 @@ impl Recorder {
             latency_sum_us: 0,
             latency: histogram::new(),
             errors: 0,
+            expired: 0,
             points: Vec::new(),
         }
+    }
+
+    /// Counts requests refused by a full client buffer or answered past
+    /// their deadline.
+    fn expired(&mut self, requests: u64) {
+        self.expired += requests;
     }
 
     fn answered(&mut self, records: u64, latency_us: u64, ok: bool, limit: u64) {
@@ -126,22 +150,34 @@ impl Recorder {
         if self.in_point < self.window {
             return;
         }
+        self.close_point(limit);
+    }
+
+    /// Closes the point under way, if it holds anything: every N records
+    /// answered, and once more at the end of the run (so that an open-loop
+    /// run whose requests all expired still reports them).
+    fn close_point(&mut self, limit: u64) {
+        if self.in_point == 0 && self.errors == 0 && self.expired == 0 {
+            return;
+        }
         let t = self.started.elapsed().as_secs_f64();
         let span = (t - self.point_started).max(1e-9);
         self.points.push(Point {
             t,
             published: self.published,
             throughput: self.in_point as f64 / span,
-            latency_ms: self.latency_sum_us as f64 / self.in_point as f64 / 1000.0,
+            latency_ms: self.latency_sum_us as f64 / self.in_point.max(1) as f64 / 1000.0,
             p99_ms: self.latency.value_at_quantile(0.99) as f64 / 1000.0,
             errors: self.errors,
             limit,
+            expired: self.expired,
         });
         self.in_point = 0;
         self.point_started = t;
         self.latency_sum_us = 0;
         self.latency.reset();
         self.errors = 0;
+        self.expired = 0;
     }
 }
 
@@ -194,8 +230,10 @@ pub async fn run(spec: &FlowSpec) -> Result<Vec<Point>, LoadError> {
     if let Some(e) = first_error {
         return Err(e);
     }
-    let points = std::mem::take(&mut lock(&recorder).points);
-    Ok(points)
+    let mut recorder = lock(&recorder);
+    let last_limit = limit.load(Ordering::Relaxed);
+    recorder.close_point(last_limit);
+    Ok(std::mem::take(&mut recorder.points))
 }
 
 /// The recorder, even if a publisher panicked holding it.
@@ -242,11 +280,19 @@ async fn publish(
     let (reader, mut writer) = tokio::io::split(stream);
     let permits = Arc::new(Semaphore::new(spec.in_flight.max(1)));
     let (sent_tx, sent_rx) = mpsc::channel::<Instant>(spec.in_flight.max(1));
+    let recorder_for_expiry = Arc::clone(&recorder);
     let answers = tokio::spawn(read_answers(
         reader,
         sent_rx,
         Arc::clone(&permits),
-        u64::from(spec.batch),
+        Answered {
+            records: u64::from(spec.batch),
+            deadline_us: if spec.offered_rate.is_some() {
+                u64::try_from(spec.deadline.as_micros()).unwrap_or(u64::MAX)
+            } else {
+                u64::MAX
+            },
+        },
         recorder,
         limit,
     ));
@@ -264,19 +310,51 @@ async fn publish(
     let deadline = tokio::time::Instant::from_std(started + spec.duration);
     let mut frame = Vec::new();
     let mut correlation_id = 0i32;
+    // Open loop: when this publisher's next request is due.
+    let interval = spec.offered_rate.map(|rate| {
+        Duration::from_secs_f64(f64::from(spec.batch) * f64::from(spec.publishers) / rate.max(1.0))
+    });
+    let mut due = tokio::time::Instant::from_std(started)
+        + interval.map_or(Duration::ZERO, |i| i * index / spec.publishers.max(1));
     while tokio::time::Instant::now() < deadline {
-        let Ok(permit) = tokio::time::timeout_at(deadline, permits.acquire()).await else {
-            break;
+        let sent_at = match interval {
+            None => {
+                let Ok(permit) = tokio::time::timeout_at(deadline, permits.acquire()).await else {
+                    break;
+                };
+                permit
+                    .map_err(|_| {
+                        LoadError::io("in-flight semaphore", std::io::Error::other("closed"))
+                    })?
+                    .forget();
+                Instant::now()
+            }
+            Some(interval) => {
+                if due >= deadline {
+                    break;
+                }
+                tokio::time::sleep_until(due).await;
+                let this = due;
+                due += interval;
+                match permits.try_acquire() {
+                    Ok(permit) => permit.forget(),
+                    Err(_) => {
+                        // The client's buffer (its requests in flight) is
+                        // full: refused at once, as a producer whose queue
+                        // is full refuses a record.
+                        lock(&recorder_for_expiry).expired(1);
+                        continue;
+                    }
+                }
+                this.into_std()
+            }
         };
-        permit
-            .map_err(|_| LoadError::io("in-flight semaphore", std::io::Error::other("closed")))?
-            .forget();
         let subject = draws.next().unwrap_or(0) as usize;
         frame.clear();
         frame.extend_from_slice(&frames[subject.min(frames.len() - 1)]);
         correlation_id = correlation_id.wrapping_add(1);
         patch_correlation(&mut frame, correlation_id);
-        if sent_tx.send(Instant::now()).await.is_err() {
+        if sent_tx.send(sent_at).await.is_err() {
             break;
         }
         if let Err(e) = writer.write_all(&frame).await {
@@ -298,11 +376,20 @@ async fn publish(
     }
 }
 
+/// What each answer on a connection counts for.
+#[derive(Debug, Clone, Copy)]
+struct Answered {
+    /// Records per request.
+    records: u64,
+    /// An answer later than this (µs after the request was due) timed out.
+    deadline_us: u64,
+}
+
 async fn read_answers(
     mut reader: ReadHalf<Stream>,
     mut sent: mpsc::Receiver<Instant>,
     permits: Arc<Semaphore>,
-    records: u64,
+    answered: Answered,
     recorder: Arc<Mutex<Recorder>>,
     limit: Arc<AtomicU64>,
 ) -> Result<(), LoadError> {
@@ -310,8 +397,17 @@ async fn read_answers(
     while let Some(sent_at) = sent.recv().await {
         let (latency_us, code) = next_answer(&mut reader, &mut buf, sent_at).await?;
         permits.add_permits(1);
-        let ok = code.is_none();
-        lock(&recorder).answered(records, latency_us, ok, limit.load(Ordering::Relaxed));
+        let mut recorder = lock(&recorder);
+        if latency_us > answered.deadline_us {
+            recorder.expired(1);
+            continue;
+        }
+        recorder.answered(
+            answered.records,
+            latency_us,
+            code.is_none(),
+            limit.load(Ordering::Relaxed),
+        );
     }
     Ok(())
 }
@@ -396,5 +492,17 @@ mod tests {
         let point = recorder.points.first().expect("a point after 10 records");
         assert_eq!((point.published, point.errors, point.limit), (10, 1, 80));
         assert!((point.latency_ms - 2.0).abs() < 1e-9, "{point:?}");
+    }
+
+    #[test]
+    fn the_last_point_reports_what_expired() {
+        let mut recorder = Recorder::new(Instant::now(), 10);
+        recorder.answered(5, 1000, true, 0);
+        recorder.expired(3);
+        recorder.close_point(7);
+        let point = recorder.points.first().expect("a closing point");
+        assert_eq!((point.published, point.expired, point.limit), (5, 3, 7));
+        recorder.close_point(7);
+        assert_eq!(recorder.points.len(), 1, "nothing new, no point");
     }
 }
