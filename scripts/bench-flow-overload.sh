@@ -39,37 +39,14 @@ POINTS="$OUT/overload.jsonl"
 
 cargo build --release -p herald -p herald-loadgen
 
-PID=""
-stop_herald() {
-  if [ -n "$PID" ]; then
-    kill "$PID" 2>/dev/null || true
-    wait "$PID" 2>/dev/null || true
-    PID=""
-  fi
-  rm -rf "$DATA"
-}
+FLUSH=every-append
+source "$ROOT/scripts/flow-broker.sh"
 export KAFKA_DATA="$OUT/kafka-data" KAFKA_RUN="$OUT/kafka-run"
 stop_all() {
-  stop_herald
+  stop_broker
   "$ROOT/bench/kafka/stop.sh" --wipe >/dev/null 2>&1 || true
 }
 trap stop_all EXIT
-
-# start_herald CONTROLLER LIMIT
-start_herald() {
-  stop_herald
-  local args=(--flow-control "$1")
-  [ "$1" != off ] && args+=(--flow-limit "$2")
-  taskset -c 0 "$HERALD" serve --data-dir "$DATA" --kafka-listen 127.0.0.1:29092 \
-    --admin-listen 127.0.0.1:29093 --push-listen 127.0.0.1:29094 --flush every-append \
-    "${args[@]}" >"$OUT/broker.log" 2>&1 &
-  PID=$!
-  for _ in $(seq 100); do
-    (exec 3<>/dev/tcp/127.0.0.1/29092) 2>/dev/null && return 0
-    sleep 0.1
-  done
-  echo "herald did not start" >&2; tail "$OUT/broker.log" >&2; exit 1
-}
 
 # load BOOTSTRAP [loadgen args...]
 load() {
@@ -85,20 +62,20 @@ peak_of() {
 }
 
 for repeat in $(seq "$REPEATS"); do
-  start_herald off 0
+  start_broker off 0
   load 127.0.0.1:29092 --in-flight 16 --label broker=herald --label scenario=peak \
     --label controller=off --label start_limit=0 --label "repeat=$repeat"
-  stop_herald
+  stop_broker
   peak=$(peak_of herald "$repeat")
   rate=$(( peak * 2 ))
   for setup in off:0 fixed:1024 last-three-points:100 adaptive:100 gradient:100; do
     controller=${setup%%:*}; limit=${setup##*:}
-    start_herald "$controller" "$limit"
+    start_broker "$controller" "$limit"
     load 127.0.0.1:29092 --admin 127.0.0.1:29093 --in-flight 256 --offered-rate "$rate" \
       --deadline-ms 5000 --label broker=herald --label scenario=overload \
       --label "controller=$controller" --label "start_limit=$limit" --label "repeat=$repeat" \
       --label "offered=$rate"
-    stop_herald
+    stop_broker
   done
   if [ -z "$QUICK" ]; then
     printf 'log.flush.interval.messages=1\n' >"$OUT/kafka-durable.properties"

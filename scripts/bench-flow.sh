@@ -63,32 +63,8 @@ POINTS="$OUT/flow-$REGIME.jsonl"
 
 cargo build --release -p herald -p herald-loadgen
 
-PID=""
-stop_broker() {
-  if [ -n "$PID" ]; then
-    kill "$PID" 2>/dev/null || true
-    wait "$PID" 2>/dev/null || true
-    PID=""
-  fi
-  rm -rf "$DATA"
-}
+source "$ROOT/scripts/flow-broker.sh"
 trap stop_broker EXIT
-
-# start_broker CONTROLLER LIMIT: herald on core 0 with that flow control.
-start_broker() {
-  stop_broker
-  local args=(--flow-control "$1")
-  [ "$1" != off ] && args+=(--flow-limit "$2")
-  taskset -c 0 "$HERALD" serve --data-dir "$DATA" --kafka-listen 127.0.0.1:29092 \
-    --admin-listen 127.0.0.1:29093 --push-listen 127.0.0.1:29094 --flush "$FLUSH" "${args[@]}" \
-    >"$OUT/broker.log" 2>&1 &
-  PID=$!
-  for _ in $(seq 100); do
-    (exec 3<>/dev/tcp/127.0.0.1/29092) 2>/dev/null && return 0
-    sleep 0.1
-  done
-  echo "herald did not start" >&2; tail "$OUT/broker.log" >&2; exit 1
-}
 
 # run CONTROLLER LIMIT SUBJECTS CHOICE SECS PUBLISHERS IN_FLIGHT [loadgen args...]
 run() {
