@@ -20,6 +20,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
+source "$ROOT/scripts/flow-broker.sh"
 
 QUICK=""
 [ "${1:-}" = "--quick" ] && QUICK=1
@@ -29,9 +30,6 @@ if [ -n "$QUICK" ]; then
 else
   REPORT_DIR="${REPORT_DIR:-$ROOT/docs/benchmarks}"; SECS=20; REPEATS="${REPEATS:-2}"
 fi
-PY=python3; [ -x /usr/bin/python3 ] && PY=/usr/bin/python3
-LOADGEN="$ROOT/target/release/herald-loadgen"
-HERALD="$ROOT/target/release/herald"
 DATA="$OUT/data"
 mkdir -p "$OUT" "$REPORT_DIR"
 POINTS="$OUT/overload.jsonl"
@@ -40,7 +38,6 @@ POINTS="$OUT/overload.jsonl"
 cargo build --release -p herald -p herald-loadgen
 
 FLUSH=every-append
-source "$ROOT/scripts/flow-broker.sh"
 export KAFKA_DATA="$OUT/kafka-data" KAFKA_RUN="$OUT/kafka-run"
 stop_all() {
   stop_broker

@@ -26,6 +26,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
+source "$ROOT/scripts/flow-broker.sh"
 
 QUICK=""; REGIME=durable
 case "${1:-}" in
@@ -53,17 +54,11 @@ else
   SUBJECTS=(1 16 256); CHOICES=(uniform normal poisson)
 fi
 CONTROLLERS=(last-three-points adaptive gradient)
-# matplotlib is in the system Python.
-PY=python3; [ -x /usr/bin/python3 ] && PY=/usr/bin/python3
-LOADGEN="$ROOT/target/release/herald-loadgen"
-HERALD="$ROOT/target/release/herald"
 mkdir -p "$OUT" "$REPORT_DIR"
 POINTS="$OUT/flow-$REGIME.jsonl"
 : >"$POINTS"
 
 cargo build --release -p herald -p herald-loadgen
-
-source "$ROOT/scripts/flow-broker.sh"
 trap stop_broker EXIT
 
 # run CONTROLLER LIMIT SUBJECTS CHOICE SECS PUBLISHERS IN_FLIGHT [loadgen args...]

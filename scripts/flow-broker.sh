@@ -1,9 +1,15 @@
-# Sourced by scripts/bench-flow.sh and scripts/bench-flow-overload.sh: one
-# herald at a time on core 0, with the flow control asked for.
-#   needs: HERALD (the binary), DATA (its data directory, deleted when it
-#   stops), OUT (for broker.log), FLUSH (--flush mode)
+# Sourced by scripts/bench-flow.sh and scripts/bench-flow-overload.sh: the
+# binaries they run, and one herald at a time on core 0 with the flow
+# control asked for.
+#   needs: ROOT (the checkout); when starting, DATA (its data directory,
+#   deleted when it stops), OUT (for broker.log), FLUSH (--flush mode)
 #   start_broker CONTROLLER LIMIT   stops the running one first
 #   stop_broker                     by its PID
+
+# matplotlib is in the system Python.
+PY=python3; [ -x /usr/bin/python3 ] && PY=/usr/bin/python3
+LOADGEN="$ROOT/target/release/herald-loadgen"
+HERALD="$ROOT/target/release/herald"
 
 PID=""
 stop_broker() {
