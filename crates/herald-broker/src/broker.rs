@@ -496,6 +496,13 @@ impl Broker {
         self.quotas.load_full()
     }
 
+    /// Whether any client quota or tenant SLA is set: the check every
+    /// request makes before it charges anything, without the reference
+    /// count [`Broker::quotas`] takes.
+    pub fn has_quotas(&self) -> bool {
+        !self.quotas.load().entries.is_empty()
+    }
+
     /// The token buckets every front end charges quotas and tenant rates
     /// to: one set per broker, so a tenant's rate holds across its Kafka
     /// and push connections.

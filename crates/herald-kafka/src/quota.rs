@@ -338,10 +338,10 @@ fn with_client<T>(
     client_id: &str,
     f: impl FnOnce(&Charging<'_>) -> T,
 ) -> Option<T> {
-    let quotas = ctx.broker.quotas();
-    if quotas.entries.is_empty() {
+    if !ctx.broker.has_quotas() {
         return None;
     }
+    let quotas = ctx.broker.quotas();
     let security = ctx.broker.security().state();
     let principal = session
         .principal()
@@ -510,10 +510,10 @@ impl<'a> Mutations<'a> {
 /// (a refusal takes nothing): `Some(delay)` when over, after which the
 /// connection is closed unread, as Kafka closes a throttled one.
 pub fn admit_connection(ctx: &crate::handlers::Context, ip: std::net::IpAddr) -> Option<Duration> {
-    let quotas = ctx.broker.quotas();
-    if quotas.entries.is_empty() {
+    if !ctx.broker.has_quotas() {
         return None;
     }
+    let quotas = ctx.broker.quotas();
     let buckets = ctx.broker.quota_buckets();
     let bucket = buckets.ip_bucket(&quotas, &ip.to_string(), CONNECTION_CREATION_RATE)?;
     let now = buckets.now_ns();

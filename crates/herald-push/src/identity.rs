@@ -74,10 +74,10 @@ impl Identity {
     /// The SLA rates of this client's tenant (`None`: no tenant, or no
     /// SLA), resolved again only when the quotas or the tenants changed.
     pub fn tenant_rates(&mut self, broker: &Broker) -> Option<&TenantRates> {
-        let quotas = broker.quotas();
-        if quotas.entries.is_empty() {
+        if !broker.has_quotas() {
             return None;
         }
+        let quotas = broker.quotas();
         let security = broker.security().state();
         let principal = self.cache.caller().principal.as_str();
         let cache = self.tenant.get_or_insert_with(Box::default);

@@ -30,7 +30,7 @@ pub async fn handle(call: &Call<'_>, request: ProduceRequest) -> Option<ProduceR
     let acks = request.acks;
     let mut verdict = call.quota.clone();
     // Counted only when a limit or a quota will read the count.
-    let counted = call.flow.is_some() || !ctx.broker.quotas().entries.is_empty();
+    let counted = call.flow.is_some() || ctx.broker.has_quotas();
     if counted {
         let records: u64 = request
             .topic_data
