@@ -69,6 +69,40 @@ pub enum TruncateError {
     Closed,
 }
 
+/// Why cutting the log's tail or resetting it failed; the log is unchanged
+/// unless the error is [`RewriteError::Storage`], after which reopening
+/// the log recovers either the old tail or the new one.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum RewriteError {
+    /// A tail cut below the log start (those records are gone already).
+    #[error("offset {requested} is below the log start {log_start_offset}")]
+    BelowLogStart {
+        /// Offset asked for.
+        requested: u64,
+        /// First offset still stored.
+        log_start_offset: u64,
+    },
+    /// A tail cut must fall between two batches.
+    #[error("offset {requested} is not the first offset of a stored batch")]
+    NotBatchStart {
+        /// Offset asked for.
+        requested: u64,
+    },
+    /// A rewrite of the tail found an append still being written: the
+    /// caller must serialize its appends with rewrites.
+    #[error("an append is in flight; the log's tail cannot be rewritten now")]
+    AppendsInFlight,
+    /// A file could not be changed.
+    #[error("cannot rewrite the log: {0}")]
+    Storage(Arc<str>),
+    /// The log is poisoned by an earlier I/O failure.
+    #[error("log is poisoned: {0}")]
+    Poisoned(Arc<str>),
+    /// The log was closed.
+    #[error("log is closed")]
+    Closed,
+}
+
 /// A configuration value the log cannot work with.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid log configuration: {key} = {value} {reason}")]

@@ -64,7 +64,7 @@ mod segment;
 mod loom_tests;
 
 pub use config::{FlushPolicy, LogConfig, SEGMENT_BYTES_MAX, SEGMENT_BYTES_MIN};
-pub use error::{AppendError, ConfigError, LogError, ReadError, TruncateError};
+pub use error::{AppendError, ConfigError, LogError, ReadError, RewriteError, TruncateError};
 #[cfg(not(herald_loom))]
 pub use file_region::FileRegion;
 pub use flush_stats::{

@@ -1,6 +1,6 @@
-//! Property test: any sequence of appends, reads, rolls, retention and
-//! reopens (clean or crash-like) gives the answers of a simple model, a Vec
-//! of batches.
+//! Property test: any sequence of appends, reads, rolls, retention,
+//! reopens (clean or crash-like), tail cuts and resets gives the answers of
+//! a simple model, a Vec of batches.
 
 mod common;
 
@@ -12,11 +12,28 @@ use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
 enum Op {
-    Append { records: u32 },
-    Read { at: u16, max_bytes: u16 },
+    Append {
+        records: u32,
+    },
+    Read {
+        at: u16,
+        max_bytes: u16,
+    },
     RollByAge,
-    Retain { bytes: u16 },
-    Reopen { clean: bool },
+    Retain {
+        bytes: u16,
+    },
+    Reopen {
+        clean: bool,
+    },
+    /// Cut the tail at the start of a stored batch (chosen by `pick`).
+    TruncateAfter {
+        pick: u16,
+    },
+    /// Empty the log and restart it `ahead` offsets past its end.
+    Reset {
+        ahead: u16,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -26,6 +43,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::RollByAge),
         1 => (8u16..60).prop_map(|kib| Op::Retain { bytes: kib }),
         1 => any::<bool>().prop_map(|clean| Op::Reopen { clean }),
+        1 => any::<u16>().prop_map(|pick| Op::TruncateAfter { pick }),
+        1 => (0u16..500).prop_map(|ahead| Op::Reset { ahead }),
     ]
 }
 
@@ -111,6 +130,28 @@ proptest! {
                     }
                     drop(log);
                     log = Log::open(dir.path(), config(retention)).unwrap();
+                }
+                Op::TruncateAfter { pick } => {
+                    let start = log.log_start_offset();
+                    // Batch starts at or after the log start, and the end.
+                    let cuts: Vec<u64> = model
+                        .iter()
+                        .map(|&(o, _, _)| o)
+                        .filter(|&o| o >= start)
+                        .chain([next_offset])
+                        .collect();
+                    let cut = cuts[usize::from(pick) % cuts.len()];
+                    log.truncate_after(cut).unwrap();
+                    model.retain(|&(o, _, _)| o < cut);
+                    next_offset = cut;
+                    prop_assert_eq!(log.log_start_offset(), start);
+                }
+                Op::Reset { ahead } => {
+                    let start = next_offset + u64::from(ahead);
+                    log.reset(start).unwrap();
+                    model.clear();
+                    next_offset = start;
+                    prop_assert_eq!(log.log_start_offset(), start);
                 }
             }
             prop_assert_eq!(log.high_watermark(), next_offset);

@@ -52,6 +52,18 @@ impl Log {
     /// [`Log::flush_through`] afterwards (on a thread that may block), so
     /// the write itself never waits for an fsync.
     pub fn append_unflushed(&self, valid: ValidBatch<'_>) -> Result<Appended, AppendError> {
+        self.append_in_epoch(valid, 0)
+    }
+
+    /// Appends a validated batch stamped with `leader_epoch` (the batch's
+    /// partitionLeaderEpoch, outside its CRC): a replicated partition
+    /// records there the term of the leader that appended it. Otherwise
+    /// the same as [`Log::append_unflushed`].
+    pub fn append_in_epoch(
+        &self,
+        valid: ValidBatch<'_>,
+        leader_epoch: i32,
+    ) -> Result<Appended, AppendError> {
         self.check_open()?;
         let (batch, header) = (valid.bytes(), valid.header());
         self.check_size(batch.len())?;
@@ -77,7 +89,7 @@ impl Log {
                 segment.maybe_provision(end_guess);
                 match segment.reserve(len, records) {
                     Reservation::Reserved { start } => {
-                        return self.fill(segment, start, batch, max_timestamp)
+                        return self.fill(segment, start, batch, max_timestamp, leader_epoch)
                     }
                     Reservation::Sealed { end } => self.roll(segment, end)?,
                 }
@@ -93,6 +105,7 @@ impl Log {
         start: Extent,
         batch: &[u8],
         max_timestamp: i64,
+        leader_epoch: i32,
     ) -> Result<Appended, AppendError> {
         let end = u64::from(start.bytes) + batch.len() as u64;
         if let Err(e) = segment.file().ensure_allocated(end) {
@@ -101,7 +114,7 @@ impl Log {
             let reason = format!("allocating {}: {e}", segment.path().display());
             return Err(AppendError::Poisoned(self.poison(reason)));
         }
-        if segment.write(start, batch, max_timestamp, 0) {
+        if segment.write(start, batch, max_timestamp, leader_epoch) {
             // The SeqCst compare-and-swap that moved the tail orders this
             // notification after the data, so the extra fence of `notify` is
             // not needed (event-listener documents this use).

@@ -1,12 +1,13 @@
 //! The partition log: a chain of segments with one lock-free append path,
 //! zero-copy reads, durability and retention. This file holds the `Log`
 //! itself, opening and its small accessors; each concern has a file of its
-//! own: [`append`], [`read`], [`durability`], [`lifecycle`].
+//! own: [`append`], [`read`], [`durability`], [`lifecycle`], [`rewrite`].
 
 mod append;
 mod durability;
 mod lifecycle;
 mod read;
+mod rewrite;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -19,7 +20,7 @@ use event_listener::{Event, Listener};
 use herald_records::{BatchHeader, ValidBatch};
 
 use crate::config::{FlushPolicy, LogConfig};
-use crate::error::{AppendError, ConfigError, LogError, ReadError, TruncateError};
+use crate::error::{AppendError, ConfigError, LogError, ReadError, RewriteError, TruncateError};
 use crate::extent::Extent;
 use crate::file_region::FileRegion;
 use crate::flush_stats::{FlushStats, FlushStatsSnapshot};
