@@ -4,9 +4,9 @@
 
 use crate::compression::{compress_into, Compression, CompressionError};
 use crate::header::{
-    refresh_crc, ATTRIBUTES, BASE_SEQUENCE, BASE_TIMESTAMP, BATCH_LENGTH, HEADER_BYTES,
-    LAST_OFFSET_DELTA, LOG_OVERHEAD, MAGIC, MAX_TIMESTAMP, PARTITION_LEADER_EPOCH, PRODUCER_EPOCH,
-    PRODUCER_ID, RECORDS_COUNT,
+    refresh_crc, ATTRIBUTES, BASE_SEQUENCE, BASE_TIMESTAMP, BATCH_LENGTH, CONTROL_BIT,
+    HEADER_BYTES, LAST_OFFSET_DELTA, LOG_OVERHEAD, MAGIC, MAX_TIMESTAMP, PARTITION_LEADER_EPOCH,
+    PRODUCER_EPOCH, PRODUCER_ID, RECORDS_COUNT,
 };
 use crate::varint;
 
@@ -92,6 +92,17 @@ impl BatchBuilder {
     /// The finished batch, uncompressed.
     pub fn finish(self) -> Result<Vec<u8>, EncodeError> {
         self.finish_with(Compression::None)
+    }
+
+    /// The finished batch marked as a control batch (the attribute bit
+    /// Kafka's transaction markers carry): consumers skip its records, so
+    /// herald can keep its own bookkeeping in a partition's log.
+    pub fn finish_control(self) -> Result<Vec<u8>, EncodeError> {
+        let mut out = self.finish()?;
+        let attributes = i16::from_be_bytes([out[ATTRIBUTES], out[ATTRIBUTES + 1]]) | CONTROL_BIT;
+        out[ATTRIBUTES..ATTRIBUTES + 2].copy_from_slice(&attributes.to_be_bytes());
+        refresh_crc(&mut out);
+        Ok(out)
     }
 
     /// The finished batch, its records section compressed with `codec`.

@@ -41,7 +41,7 @@ pub(crate) const RECORDS_COUNT: usize = 57;
 pub(crate) const COMPRESSION_MASK: i16 = 0x07;
 const TIMESTAMP_TYPE_BIT: i16 = 0x08;
 const TRANSACTIONAL_BIT: i16 = 0x10;
-const CONTROL_BIT: i16 = 0x20;
+pub(crate) const CONTROL_BIT: i16 = 0x20;
 
 #[inline]
 fn be_i16(b: &[u8], at: usize) -> i16 {

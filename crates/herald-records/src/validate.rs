@@ -57,6 +57,17 @@ pub enum BatchError {
 /// Returns the header on success.
 #[inline]
 pub fn validate(batch: &[u8]) -> Result<BatchHeader<'_>, BatchError> {
+    let header = validate_framing_and_crc(batch)?;
+    if header.is_control() {
+        return Err(BatchError::ControlBatch);
+    }
+    Ok(header)
+}
+
+/// [`validate`] for a batch the broker wrote itself, which may be a
+/// control batch (Raft's entries in a replicated partition).
+#[inline]
+fn validate_framing_and_crc(batch: &[u8]) -> Result<BatchHeader<'_>, BatchError> {
     let header = check_frame(batch)?;
     if batch.len() < BATCH_BYTES_MIN {
         return Err(BatchError::TooShort {
@@ -78,9 +89,6 @@ pub fn validate(batch: &[u8]) -> Result<BatchHeader<'_>, BatchError> {
             last_offset_delta: delta,
         });
     }
-    if header.is_control() {
-        return Err(BatchError::ControlBatch);
-    }
     Ok(header)
 }
 
@@ -100,6 +108,16 @@ impl<'a> ValidBatch<'a> {
         Ok(Self {
             bytes: batch,
             header: validate(batch)?,
+        })
+    }
+
+    /// Validates a batch the broker wrote itself: as [`validate`], but a
+    /// control batch is accepted. Never for a client's batch.
+    #[inline]
+    pub fn broker_written(batch: &'a [u8]) -> Result<Self, BatchError> {
+        Ok(Self {
+            bytes: batch,
+            header: validate_framing_and_crc(batch)?,
         })
     }
 

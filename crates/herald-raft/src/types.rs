@@ -1,0 +1,65 @@
+//! The Raft type configuration of a partition: what an entry carries, who
+//! the nodes are, and what applying an entry answers.
+
+use std::fmt;
+
+use bytes::Bytes;
+
+/// One Kafka RecordBatch v2, whole: the application data of a Raft entry.
+/// Stored in the partition's log exactly as produced, with the term of the
+/// leader that appended it in its `partitionLeaderEpoch` field.
+#[derive(Clone, PartialEq, Eq)]
+pub struct RecordBatch(pub Bytes);
+
+impl fmt::Debug for RecordBatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "RecordBatch({} bytes)", self.0.len())
+    }
+}
+
+impl fmt::Display for RecordBatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+/// Where a committed data entry's records are: what an acks=all produce
+/// answers once its entry is applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Placed {
+    /// Offset of the batch's first record.
+    pub base_offset: u64,
+    /// Offset of its last record.
+    pub last_offset: u64,
+}
+
+openraft::declare_raft_types!(
+    /// A partition's Raft group: entries are record batches, node ids are
+    /// herald's broker ids, and a log id names its leader by term alone
+    /// (standard Raft's one leader per term), which is what the batch's
+    /// 32-bit leader epoch field stores.
+    pub PartitionRaft:
+        D = RecordBatch,
+        R = Option<Placed>,
+        NodeId = u64,
+        Node = openraft::BasicNode,
+        Term = u64,
+        LeaderId = openraft::impls::leader_id_std::LeaderId<u64, u64>,
+);
+
+/// A Raft entry of a partition.
+pub type Entry = openraft::alias::EntryOf<PartitionRaft>;
+/// A Raft log id of a partition (term and index).
+pub type LogId = openraft::alias::LogIdOf<PartitionRaft>;
+/// A vote of a partition's group.
+pub type Vote = openraft::alias::VoteOf<PartitionRaft>;
+/// A membership of a partition's group.
+pub type Membership = openraft::Membership<u64, openraft::BasicNode>;
+
+/// The log id of `term` and `index`.
+pub fn log_id(term: u64, index: u64) -> LogId {
+    LogId::new(
+        openraft::vote::leader_id_std::CommittedLeaderId::new(term),
+        index,
+    )
+}
