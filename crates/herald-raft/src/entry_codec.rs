@@ -39,9 +39,15 @@ fn invalid(what: impl Into<String>) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, what.into())
 }
 
-/// The batch that stores `entry` (its leader epoch not yet stamped) and
-/// the time of its records.
-pub fn encode(entry: &Entry, now_ms: i64) -> io::Result<Bytes> {
+/// Timestamp of Raft's own records: Kafka's "no timestamp". Every replica
+/// encodes these entries itself, so nothing in them may differ between
+/// replicas, the clock included.
+const NO_TIMESTAMP: i64 = -1;
+
+/// The batch that stores `entry` (its leader epoch not yet stamped). The
+/// same entry gives the same bytes on every replica.
+pub fn encode(entry: &Entry) -> io::Result<Bytes> {
+    let now_ms = NO_TIMESTAMP;
     let control = |kind: i16, value: &[u8]| -> io::Result<Bytes> {
         let mut key = [0u8; 4];
         key[..2].copy_from_slice(&CONTROL_VERSION.to_be_bytes());
@@ -138,7 +144,7 @@ mod tests {
     use openraft::entry::RaftPayload;
 
     fn round_trip(entry: Entry) -> Entry {
-        let mut bytes = encode(&entry, 1_700_000_000_000).unwrap().to_vec();
+        let mut bytes = encode(&entry).unwrap().to_vec();
         herald_records::stamp(&mut bytes, 0, entry.log_id.leader_id.term as i32);
         decode(Bytes::from(bytes), entry.log_id.index).unwrap()
     }
@@ -173,8 +179,8 @@ mod tests {
     fn a_data_entry_is_its_batch_and_kafka_readers_skip_raft_entries() {
         let batch = herald_records::testing::batch(3, b"v", 5);
         let entry = Entry::new_normal(log_id(2, 8), RecordBatch(Bytes::from(batch.clone())));
-        assert_eq!(encode(&entry, 0).unwrap().as_ref(), &batch[..]);
-        let blank = encode(&Entry::new_blank(log_id(2, 9)), 0).unwrap();
+        assert_eq!(encode(&entry).unwrap().as_ref(), &batch[..]);
+        let blank = encode(&Entry::new_blank(log_id(2, 9))).unwrap();
         let header = BatchHeader::parse(&blank).unwrap();
         assert!(
             header.is_control(),

@@ -26,11 +26,14 @@
 pub mod entry_codec;
 pub mod log_store;
 pub mod meta;
+pub mod network;
 pub mod raft_log;
+pub mod replica;
 pub mod state_machine;
 pub mod types;
 
 pub use log_store::PartitionLogStore;
 pub use raft_log::RaftLog;
+pub use replica::{PartitionReplica, RaftTiming, ReplicaError};
 pub use state_machine::{PartitionSnapshot, PartitionStateMachine};
 pub use types::{Entry, LogId, PartitionRaft, Placed, RecordBatch, Vote};

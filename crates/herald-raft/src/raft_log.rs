@@ -171,9 +171,6 @@ impl RaftLog {
     /// log; they are readable on return. Returns the end offset to flush
     /// through for them to be durable.
     pub fn append(&self, entries: impl IntoIterator<Item = Entry>) -> io::Result<u64> {
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as i64);
         let mut state = self.state.lock();
         for entry in entries {
             let index = entry.index();
@@ -197,7 +194,7 @@ impl RaftLog {
             let term = entry.log_id.leader_id.term;
             let epoch = i32::try_from(term)
                 .map_err(|_| io_error(format!("term {term} exceeds a batch's leader epoch")))?;
-            let bytes = entry_codec::encode(&entry, now_ms)?;
+            let bytes = entry_codec::encode(&entry)?;
             // Raft's own entries are control batches; data entries were
             // validated as client batches when they were produced.
             let valid = ValidBatch::broker_written(&bytes).map_err(io_error)?;

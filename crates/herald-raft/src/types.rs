@@ -23,9 +23,34 @@ impl fmt::Display for RecordBatch {
     }
 }
 
+impl serde::Serialize for RecordBatch {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_bytes(&self.0)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for RecordBatch {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct BatchBytes;
+        impl serde::de::Visitor<'_> for BatchBytes {
+            type Value = RecordBatch;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("the bytes of a record batch")
+            }
+            fn visit_bytes<E: serde::de::Error>(self, bytes: &[u8]) -> Result<RecordBatch, E> {
+                Ok(RecordBatch(Bytes::copy_from_slice(bytes)))
+            }
+            fn visit_byte_buf<E: serde::de::Error>(self, bytes: Vec<u8>) -> Result<RecordBatch, E> {
+                Ok(RecordBatch(Bytes::from(bytes)))
+            }
+        }
+        deserializer.deserialize_bytes(BatchBytes)
+    }
+}
+
 /// Where a committed data entry's records are: what an acks=all produce
 /// answers once its entry is applied.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Placed {
     /// Offset of the batch's first record.
     pub base_offset: u64,

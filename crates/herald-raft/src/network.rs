@@ -1,0 +1,504 @@
+//! Raft's messages between herald nodes, over TCP.
+//!
+//! Every message names the Raft group it is for (a partition's group id),
+//! so one listener per node serves every group on it. A frame is a 4-byte
+//! big-endian length, then the 8-byte group id (requests only), then the
+//! message in postcard, a compact serde format. A client is one
+//! connection, opened on first use and dropped on any error (openraft
+//! retries with its own back-off); requests on it are sequential, which is
+//! how openraft calls a client.
+//!
+//! Sharing one connection between the groups of a pair of nodes, and
+//! batching their heartbeats, is the scaling step still to come: today a
+//! group with `n` peers opens up to `n` connections from each node.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::errors::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
+use openraft::network::{RPCOption, RaftNetworkFactory, RaftNetworkV2};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, TransferLeaderRequest,
+    TransferLeaderResponse, VoteRequest, VoteResponse,
+};
+use openraft::{BasicNode, Raft};
+use parking_lot::RwLock;
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+
+use crate::state_machine::{PartitionStateMachine, Snapshot, SnapshotMeta};
+use crate::types::{PartitionRaft, Vote};
+use crate::PartitionSnapshot;
+
+/// Identifies a Raft group (a partition) among a node's groups.
+pub type GroupId = u64;
+
+/// The largest frame accepted: a full AppendEntries with its batches fits
+/// well below; anything larger is a broken or hostile peer.
+pub const MAX_FRAME_BYTES: usize = 64 * 1024 * 1024;
+
+/// A request from one node's Raft to another's.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum RaftRequest {
+    /// Log replication and heartbeats.
+    AppendEntries(AppendEntriesRequest<PartitionRaft>),
+    /// A candidate asking for a vote.
+    Vote(VoteRequest<PartitionRaft>),
+    /// A would-be candidate checking it could win first.
+    PreVote(VoteRequest<PartitionRaft>),
+    /// A snapshot for a follower that needs purged entries.
+    FullSnapshot {
+        /// The leader's vote.
+        vote: Vote,
+        /// The snapshot's metadata.
+        meta: SnapshotMeta,
+        /// Its data.
+        data: PartitionSnapshot,
+    },
+    /// The leader handing leadership to the receiver.
+    TransferLeader(TransferLeaderRequest<PartitionRaft>),
+}
+
+/// The answer to a [`RaftRequest`].
+#[derive(Debug, Serialize, Deserialize)]
+pub enum RaftResponse {
+    /// To [`RaftRequest::AppendEntries`].
+    AppendEntries(AppendEntriesResponse<PartitionRaft>),
+    /// To [`RaftRequest::Vote`] and [`RaftRequest::PreVote`].
+    Vote(VoteResponse<PartitionRaft>),
+    /// To [`RaftRequest::FullSnapshot`].
+    Snapshot(SnapshotResponse<PartitionRaft>),
+    /// To [`RaftRequest::TransferLeader`].
+    TransferLeader(TransferLeaderResponse<PartitionRaft>),
+    /// The receiver could not handle it: no such group there, or its Raft
+    /// stopped.
+    Refused(String),
+}
+
+/// Why a call to a peer failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// No connection could be made.
+    #[error("cannot connect to {addr}: {source}")]
+    Connect {
+        /// The peer.
+        addr: String,
+        /// Why.
+        source: io::Error,
+    },
+    /// The connection failed mid-call.
+    #[error("connection to {addr} failed: {source}")]
+    Io {
+        /// The peer.
+        addr: String,
+        /// Why.
+        source: io::Error,
+    },
+    /// No answer within the call's time limit.
+    #[error("no answer from {addr} within {after:?}")]
+    Timeout {
+        /// The peer.
+        addr: String,
+        /// The limit.
+        after: Duration,
+    },
+    /// The peer refused the request.
+    #[error("{addr} refused the request: {reason}")]
+    Refused {
+        /// The peer.
+        addr: String,
+        /// Its reason.
+        reason: String,
+    },
+    /// The peer answered something else than the request calls for.
+    #[error("{addr} answered a {got} to a {asked}")]
+    Mismatch {
+        /// The peer.
+        addr: String,
+        /// What was asked.
+        asked: &'static str,
+        /// What came back.
+        got: &'static str,
+    },
+}
+
+fn frame_error(e: postcard::Error) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, e)
+}
+
+async fn read_frame<R: tokio::io::AsyncRead + Unpin>(reader: &mut R) -> io::Result<Vec<u8>> {
+    let len = reader.read_u32().await? as usize;
+    if len > MAX_FRAME_BYTES {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("frame of {len} bytes exceeds {MAX_FRAME_BYTES}"),
+        ));
+    }
+    let mut body = vec![0u8; len];
+    reader.read_exact(&mut body).await?;
+    Ok(body)
+}
+
+async fn write_frame<W: tokio::io::AsyncWrite + Unpin>(
+    writer: &mut W,
+    parts: &[&[u8]],
+) -> io::Result<()> {
+    let len: usize = parts.iter().map(|p| p.len()).sum();
+    if len > MAX_FRAME_BYTES {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("frame of {len} bytes exceeds {MAX_FRAME_BYTES}"),
+        ));
+    }
+    writer.write_u32(len as u32).await?;
+    for part in parts {
+        writer.write_all(part).await?;
+    }
+    writer.flush().await
+}
+
+struct Connection {
+    reader: BufReader<tokio::net::tcp::OwnedReadHalf>,
+    writer: BufWriter<tokio::net::tcp::OwnedWriteHalf>,
+}
+
+/// One node's client to a peer, for one group.
+pub struct PeerClient {
+    group: GroupId,
+    addr: String,
+    connection: Option<Connection>,
+}
+
+impl PeerClient {
+    /// A client of the node at `addr`, for `group`; connects on first use.
+    pub fn new(group: GroupId, addr: String) -> Self {
+        Self {
+            group,
+            addr,
+            connection: None,
+        }
+    }
+
+    /// Sends `request` and waits for its answer, at most `ttl`.
+    pub async fn call(
+        &mut self,
+        request: &RaftRequest,
+        ttl: Duration,
+    ) -> Result<RaftResponse, CallError> {
+        let addr = self.addr.clone();
+        match tokio::time::timeout(ttl, self.call_inner(request)).await {
+            Ok(Ok(response)) => Ok(response),
+            Ok(Err(e)) => {
+                self.connection = None;
+                Err(e)
+            }
+            Err(_) => {
+                // The answer may still arrive: this connection is out of
+                // step with its requests now.
+                self.connection = None;
+                Err(CallError::Timeout { addr, after: ttl })
+            }
+        }
+    }
+
+    async fn call_inner(&mut self, request: &RaftRequest) -> Result<RaftResponse, CallError> {
+        let io = |source| CallError::Io {
+            addr: self.addr.clone(),
+            source,
+        };
+        if self.connection.is_none() {
+            let stream =
+                TcpStream::connect(&self.addr)
+                    .await
+                    .map_err(|source| CallError::Connect {
+                        addr: self.addr.clone(),
+                        source,
+                    })?;
+            // Heartbeats and votes are small and latency-bound.
+            let _ = stream.set_nodelay(true);
+            let (read, write) = stream.into_split();
+            self.connection = Some(Connection {
+                reader: BufReader::new(read),
+                writer: BufWriter::new(write),
+            });
+        }
+        let body = postcard::to_stdvec(request).map_err(|e| io(frame_error(e)))?;
+        let Some(connection) = self.connection.as_mut() else {
+            unreachable!("connected above");
+        };
+        let group = self.group.to_be_bytes();
+        write_frame(&mut connection.writer, &[&group, &body])
+            .await
+            .map_err(io)?;
+        let answer = read_frame(&mut connection.reader).await.map_err(io)?;
+        let response: RaftResponse =
+            postcard::from_bytes(&answer).map_err(|e| io(frame_error(e)))?;
+        if let RaftResponse::Refused(reason) = response {
+            return Err(CallError::Refused {
+                addr: self.addr.clone(),
+                reason,
+            });
+        }
+        Ok(response)
+    }
+
+    fn rpc_error<E: std::error::Error>(e: CallError) -> RPCError<PartitionRaft, E> {
+        match e {
+            CallError::Connect { .. } => RPCError::Unreachable(Unreachable::new(&e)),
+            other => RPCError::Network(NetworkError::new(&other)),
+        }
+    }
+
+    fn mismatch(&self, asked: &'static str, got: &RaftResponse) -> CallError {
+        CallError::Mismatch {
+            addr: self.addr.clone(),
+            asked,
+            got: match got {
+                RaftResponse::AppendEntries(_) => "AppendEntries answer",
+                RaftResponse::Vote(_) => "Vote answer",
+                RaftResponse::Snapshot(_) => "Snapshot answer",
+                RaftResponse::TransferLeader(_) => "TransferLeader answer",
+                RaftResponse::Refused(_) => "refusal",
+            },
+        }
+    }
+}
+
+impl RaftNetworkV2<PartitionRaft> for PeerClient {
+    type SnapshotData = PartitionSnapshot;
+
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<PartitionRaft>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<PartitionRaft>, RPCError<PartitionRaft>> {
+        match self
+            .call(&RaftRequest::AppendEntries(rpc), option.hard_ttl())
+            .await
+            .map_err(Self::rpc_error)?
+        {
+            RaftResponse::AppendEntries(response) => Ok(response),
+            other => Err(Self::rpc_error(self.mismatch("AppendEntries", &other))),
+        }
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<PartitionRaft>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<PartitionRaft>, RPCError<PartitionRaft>> {
+        match self
+            .call(&RaftRequest::Vote(rpc), option.hard_ttl())
+            .await
+            .map_err(Self::rpc_error)?
+        {
+            RaftResponse::Vote(response) => Ok(response),
+            other => Err(Self::rpc_error(self.mismatch("Vote", &other))),
+        }
+    }
+
+    async fn pre_vote(
+        &mut self,
+        rpc: VoteRequest<PartitionRaft>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<PartitionRaft>, RPCError<PartitionRaft>> {
+        match self
+            .call(&RaftRequest::PreVote(rpc), option.hard_ttl())
+            .await
+            .map_err(Self::rpc_error)?
+        {
+            RaftResponse::Vote(response) => Ok(response),
+            other => Err(Self::rpc_error(self.mismatch("PreVote", &other))),
+        }
+    }
+
+    async fn full_snapshot(
+        &mut self,
+        vote: Vote,
+        snapshot: Snapshot,
+        cancel: impl std::future::Future<Output = ReplicationClosed> + Send + 'static,
+        option: RPCOption,
+    ) -> Result<SnapshotResponse<PartitionRaft>, StreamingError<PartitionRaft>> {
+        let request = RaftRequest::FullSnapshot {
+            vote,
+            meta: snapshot.meta,
+            data: snapshot.snapshot,
+        };
+        let streaming = |e: CallError| match e {
+            CallError::Connect { .. } => StreamingError::Unreachable(Unreachable::new(&e)),
+            other => StreamingError::Network(NetworkError::new(&other)),
+        };
+        tokio::select! {
+            closed = cancel => Err(StreamingError::Closed(closed)),
+            answer = self.call(&request, option.hard_ttl()) => match answer.map_err(streaming)? {
+                RaftResponse::Snapshot(response) => Ok(response),
+                other => Err(streaming(self.mismatch("FullSnapshot", &other))),
+            },
+        }
+    }
+
+    async fn transfer_leader(
+        &mut self,
+        req: TransferLeaderRequest<PartitionRaft>,
+        option: RPCOption,
+    ) -> Result<TransferLeaderResponse<PartitionRaft>, RPCError<PartitionRaft>> {
+        match self
+            .call(&RaftRequest::TransferLeader(req), option.hard_ttl())
+            .await
+            .map_err(Self::rpc_error)?
+        {
+            RaftResponse::TransferLeader(response) => Ok(response),
+            other => Err(Self::rpc_error(self.mismatch("TransferLeader", &other))),
+        }
+    }
+}
+
+/// Makes a group's clients to its peers.
+#[derive(Debug, Clone, Copy)]
+pub struct GroupNetwork {
+    group: GroupId,
+}
+
+impl GroupNetwork {
+    /// The network of `group`.
+    pub fn new(group: GroupId) -> Self {
+        Self { group }
+    }
+}
+
+impl RaftNetworkFactory<PartitionRaft> for GroupNetwork {
+    type Network = PeerClient;
+
+    async fn new_client(&mut self, _target: u64, node: &BasicNode) -> PeerClient {
+        PeerClient::new(self.group, node.addr.clone())
+    }
+}
+
+/// A partition's Raft as this node runs it.
+pub type PartitionRaftHandle = Raft<PartitionRaft, PartitionStateMachine>;
+
+/// The groups this node serves, by id: where incoming requests go.
+#[derive(Clone, Default)]
+pub struct GroupRouter {
+    groups: Arc<RwLock<HashMap<GroupId, PartitionRaftHandle>>>,
+}
+
+impl GroupRouter {
+    /// Serves `group` with `raft` from now on.
+    pub fn add(&self, group: GroupId, raft: PartitionRaftHandle) {
+        self.groups.write().insert(group, raft);
+    }
+
+    /// Stops serving `group`; its requests are refused from now on.
+    pub fn remove(&self, group: GroupId) -> Option<PartitionRaftHandle> {
+        self.groups.write().remove(&group)
+    }
+
+    fn get(&self, group: GroupId) -> Option<PartitionRaftHandle> {
+        self.groups.read().get(&group).cloned()
+    }
+
+    /// Accepts peers on `listener` until `shutdown`, each connection served
+    /// by a task of its own.
+    pub async fn serve(self, listener: TcpListener, shutdown: CancellationToken) {
+        let mut connections = tokio::task::JoinSet::new();
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, peer)) => {
+                        let router = self.clone();
+                        let shutdown = shutdown.clone();
+                        connections.spawn(async move {
+                            tokio::select! {
+                                _ = shutdown.cancelled() => {}
+                                result = router.serve_peer(stream) => {
+                                    if let Err(e) = result {
+                                        tracing::debug!(%peer, error = %e, "Raft peer connection closed");
+                                    }
+                                }
+                            }
+                        });
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "accepting a Raft peer failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                },
+                Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            }
+        }
+        connections.shutdown().await;
+    }
+
+    async fn serve_peer(&self, stream: TcpStream) -> io::Result<()> {
+        let _ = stream.set_nodelay(true);
+        let (read, write) = stream.into_split();
+        let (mut reader, mut writer) = (BufReader::new(read), BufWriter::new(write));
+        loop {
+            let frame = match read_frame(&mut reader).await {
+                Ok(frame) => frame,
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
+                Err(e) => return Err(e),
+            };
+            let Some((group, body)) = frame.split_first_chunk::<8>() else {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "frame without a group id",
+                ));
+            };
+            let group = u64::from_be_bytes(*group);
+            let request: RaftRequest = postcard::from_bytes(body).map_err(frame_error)?;
+            let response = self.handle(group, request).await;
+            let body = postcard::to_stdvec(&response).map_err(frame_error)?;
+            write_frame(&mut writer, &[&body]).await?;
+        }
+    }
+
+    async fn handle(&self, group: GroupId, request: RaftRequest) -> RaftResponse {
+        let Some(raft) = self.get(group) else {
+            return RaftResponse::Refused(format!("this node does not serve group {group}"));
+        };
+        let refused = |e: &dyn std::fmt::Display| RaftResponse::Refused(e.to_string());
+        match request {
+            RaftRequest::AppendEntries(rpc) => match raft.append_entries(rpc).await {
+                Ok(response) => RaftResponse::AppendEntries(response),
+                Err(e) => refused(&e),
+            },
+            RaftRequest::Vote(rpc) => match raft.vote(rpc).await {
+                Ok(response) => RaftResponse::Vote(response),
+                Err(e) => refused(&e),
+            },
+            RaftRequest::PreVote(rpc) => match raft.pre_vote(rpc).await {
+                Ok(response) => RaftResponse::Vote(response),
+                Err(e) => refused(&e),
+            },
+            RaftRequest::FullSnapshot { vote, meta, data } => {
+                let snapshot = Snapshot {
+                    meta,
+                    snapshot: data,
+                };
+                match raft.install_full_snapshot(vote, snapshot).await {
+                    Ok(response) => RaftResponse::Snapshot(response),
+                    Err(e) => refused(&e),
+                }
+            }
+            RaftRequest::TransferLeader(req) => match raft.handle_transfer_leader(req).await {
+                Ok(response) => RaftResponse::TransferLeader(response),
+                Err(e) => refused(&e),
+            },
+        }
+    }
+}
+
+/// The address a node's Raft listener is reached at, as peers store it.
+pub fn node(addr: SocketAddr) -> BasicNode {
+    BasicNode {
+        addr: addr.to_string(),
+    }
+}

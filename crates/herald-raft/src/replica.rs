@@ -1,0 +1,174 @@
+//! One replica of a partition: its log, its Raft numbering, its state
+//! machine and openraft's `Raft` over them, answering its peers through a
+//! [`GroupRouter`].
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use herald_log::{Log, LogConfig};
+use openraft::errors::{ClientWriteError, RaftError};
+use openraft::{Config, SnapshotPolicy};
+use tokio::sync::watch;
+
+use crate::network::{GroupId, GroupNetwork, GroupRouter, PartitionRaftHandle};
+use crate::raft_log::RaftLog;
+use crate::state_machine::PartitionStateMachine;
+use crate::types::{Placed, RecordBatch};
+
+/// Raft's timing for a node's groups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RaftTiming {
+    /// How often a leader reminds followers it is alive.
+    pub heartbeat: Duration,
+    /// A follower that hears nothing for a random time in
+    /// `election_min..election_max` stands for election.
+    pub election_min: Duration,
+    /// See `election_min`.
+    pub election_max: Duration,
+}
+
+impl Default for RaftTiming {
+    /// Failover within a couple of seconds, while a loaded two-core
+    /// machine's scheduling hiccups (tens of milliseconds) do not trigger
+    /// needless elections.
+    fn default() -> Self {
+        Self {
+            heartbeat: Duration::from_millis(150),
+            election_min: Duration::from_millis(1_000),
+            election_max: Duration::from_millis(2_000),
+        }
+    }
+}
+
+/// Why a replica could not be opened or written.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplicaError {
+    /// The partition's log could not be opened.
+    #[error("opening the partition log: {0}")]
+    Log(#[from] herald_log::LogError),
+    /// Its Raft files could not be read.
+    #[error("opening the partition's Raft state: {0}")]
+    State(#[from] std::io::Error),
+    /// openraft refused the configuration.
+    #[error("Raft configuration: {0}")]
+    Config(#[from] openraft::ConfigError),
+    /// openraft stopped.
+    #[error("Raft stopped: {0}")]
+    Fatal(String),
+    /// This replica does not lead the group; the leader is named when
+    /// known.
+    #[error("not the leader (leader: {leader:?})")]
+    NotLeader {
+        /// The leader's node id, if known.
+        leader: Option<u64>,
+    },
+    /// The write failed otherwise.
+    #[error("write failed: {0}")]
+    Write(String),
+}
+
+/// One replica of a partition.
+pub struct PartitionReplica {
+    group: GroupId,
+    raft: PartitionRaftHandle,
+    raft_log: Arc<RaftLog>,
+    commit: watch::Receiver<u64>,
+    router: GroupRouter,
+}
+
+impl PartitionReplica {
+    /// Opens (or creates) the replica kept in `dir` as node `node_id` of
+    /// `group`, and serves its peers' requests through `router`.
+    pub async fn open(
+        node_id: u64,
+        group: GroupId,
+        dir: &Path,
+        log_config: LogConfig,
+        timing: RaftTiming,
+        router: &GroupRouter,
+    ) -> Result<PartitionReplica, ReplicaError> {
+        let log = Arc::new(Log::open(dir.join("log"), log_config)?);
+        let raft_log = Arc::new(RaftLog::open(log, dir)?);
+        let state_machine = PartitionStateMachine::open(Arc::clone(&raft_log), dir)?;
+        let commit = state_machine.commit_point();
+        let config = Config {
+            cluster_name: format!("herald-group-{group}"),
+            heartbeat_interval: timing.heartbeat.as_millis() as u64,
+            election_timeout_min: timing.election_min.as_millis() as u64,
+            election_timeout_max: timing.election_max.as_millis() as u64,
+            // A partition's snapshots follow its retention, never a count
+            // of entries: the log is the state.
+            snapshot_policy: SnapshotPolicy::Never,
+            ..Config::default()
+        }
+        .validate()?;
+        let raft = PartitionRaftHandle::new(
+            node_id,
+            Arc::new(config),
+            GroupNetwork::new(group),
+            crate::PartitionLogStore::new(Arc::clone(&raft_log)),
+            state_machine,
+        )
+        .await
+        .map_err(|e| ReplicaError::Fatal(e.to_string()))?;
+        router.add(group, raft.clone());
+        Ok(PartitionReplica {
+            group,
+            raft,
+            raft_log,
+            commit,
+            router: router.clone(),
+        })
+    }
+
+    /// openraft's handle: membership, metrics, leadership.
+    pub fn raft(&self) -> &PartitionRaftHandle {
+        &self.raft
+    }
+
+    /// The partition's log. Readers must stay below the commit point.
+    pub fn log(&self) -> &Arc<Log> {
+        self.raft_log.log()
+    }
+
+    /// The commit point: offsets below it are committed by a quorum.
+    pub fn commit_point(&self) -> watch::Receiver<u64> {
+        self.commit.clone()
+    }
+
+    /// Replicates `batch` (a validated client batch) and answers once a
+    /// quorum has it durably and it is applied: acks=all.
+    pub async fn append(&self, batch: Bytes) -> Result<Placed, ReplicaError> {
+        match self.raft.client_write(RecordBatch(batch)).await {
+            Ok(response) => response
+                .data
+                .ok_or_else(|| ReplicaError::Write("the entry was not placed".to_owned())),
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward))) => {
+                Err(ReplicaError::NotLeader {
+                    leader: forward.leader_id,
+                })
+            }
+            Err(e) => Err(ReplicaError::Write(e.to_string())),
+        }
+    }
+
+    /// Stops this replica: its Raft stops and its peers' requests are
+    /// refused. Its files stay, for a later open.
+    pub async fn shutdown(self) {
+        self.router.remove(self.group);
+        if let Err(e) = self.raft.shutdown().await {
+            tracing::warn!(group = self.group, error = %e, "Raft did not stop cleanly");
+        }
+    }
+}
+
+impl std::fmt::Debug for PartitionReplica {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PartitionReplica")
+            .field("group", &self.group)
+            .field("commit", &*self.commit.borrow())
+            .finish()
+    }
+}
