@@ -162,6 +162,11 @@ pub enum ProduceError {
     /// Transactional batches need the transaction APIs, which herald does not offer yet.
     #[error("transactional record batches are not supported")]
     Transactional,
+    /// An idempotent producer's batch for a partition whose storage does
+    /// not assign offsets at once (a replicated partition): its sequence
+    /// bookkeeping needs them.
+    #[error("idempotent producers are not supported on replicated partitions yet")]
+    IdempotenceUnavailable,
     /// The batch's sequence does not follow the producer's last one.
     #[error("out of order sequence {found} for producer {producer_id}: expected {expected}")]
     OutOfOrderSequence {

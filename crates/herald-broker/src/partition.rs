@@ -175,14 +175,16 @@ impl Partition {
         if valid.header().producer_id() < 0 {
             // Not idempotent: placed without any lock.
             let pending = self.storage.append(valid, acks)?;
-            let placed = pending.appended;
-            pending.completion.await.map_err(ProduceError::Storage)?;
+            let placed = pending.completion.await.map_err(ProduceError::Storage)?;
             return Ok(self.outcome(placed.base_offset, placed.last_offset, false));
         }
         // Validated before the sequence check, so a damaged retry is refused
         // rather than answered as a duplicate.
         if valid.header().is_transactional() {
             return Err(ProduceError::Transactional);
+        }
+        if !self.storage.places_synchronously() {
+            return Err(ProduceError::IdempotenceUnavailable);
         }
         let (outcome, completion) = self.place_idempotent(valid, acks)?;
         if let Some(completion) = completion {
@@ -258,7 +260,11 @@ impl Partition {
             }
             SequenceCheck::Append => {
                 let pending = self.storage.append(valid, acks)?;
-                let appended = pending.appended;
+                let Some(appended) = pending.appended else {
+                    // Checked before the sequence: unreachable with a
+                    // backend that keeps its word.
+                    return Err(ProduceError::IdempotenceUnavailable);
+                };
                 entry.record(
                     epoch,
                     BatchMetadata {

@@ -20,7 +20,8 @@ pub fn produce(e: &ProduceError) -> i16 {
         ProduceError::InvalidBatch(BatchError::RecordCount { .. })
         | ProduceError::InvalidBatch(BatchError::ControlBatch)
         | ProduceError::InvalidRecords(_)
-        | ProduceError::Transactional => ResponseError::InvalidRecord,
+        | ProduceError::Transactional
+        | ProduceError::IdempotenceUnavailable => ResponseError::InvalidRecord,
         ProduceError::TooLarge { .. } => ResponseError::MessageTooLarge,
         ProduceError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
         ProduceError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,

@@ -216,3 +216,37 @@ fn a_retired_log_refuses_appends_and_leaves_its_directory_alone() {
     drop(log);
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
 }
+
+#[test]
+fn a_read_stops_at_the_visible_end_it_is_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), small_config()).unwrap();
+    let mut starts = Vec::new();
+    for tag in 0..400u64 {
+        starts.push(log.append(&tagged_batch(2, tag, 0)).unwrap().base_offset);
+    }
+    assert!(log.segment_count() > 2);
+    for &end in &[starts[1], starts[150], starts[399], log.high_watermark()] {
+        let mut offset = 0;
+        let mut seen = Vec::new();
+        loop {
+            let slice = log.read_visible(offset, 700, end).unwrap();
+            assert_eq!(slice.high_watermark, end);
+            if slice.bytes.is_empty() {
+                break;
+            }
+            seen.extend(decode(&slice.bytes));
+            offset = slice.next_offset;
+        }
+        assert_eq!(
+            seen.len() as u64,
+            end / 2,
+            "every batch below {end}, none above"
+        );
+        assert!(seen.iter().all(|&(o, _, _)| o < end));
+    }
+    assert!(matches!(
+        log.read_visible(starts[10] + 2, 700, starts[10]),
+        Err(ReadError::OffsetOutOfRange { .. })
+    ));
+}

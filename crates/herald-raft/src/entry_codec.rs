@@ -65,7 +65,7 @@ pub fn encode(entry: &Entry) -> io::Result<Bytes> {
             .map_err(|e| invalid(e.to_string()))
     };
     match &entry.payload {
-        EntryPayload::Normal(batch) => Ok(batch.0.clone()),
+        EntryPayload::Normal(batch) => Ok(batch.bytes().clone()),
         EntryPayload::Blank => control(CONTROL_TYPE_RAFT_BLANK, &[]),
         EntryPayload::Membership(membership) => control(
             CONTROL_TYPE_RAFT_MEMBERSHIP,
@@ -82,7 +82,7 @@ pub fn decode(batch: Bytes, index: u64) -> io::Result<Entry> {
         .map_err(|_| invalid("stored batch carries no leader epoch"))?;
     let log_id = log_id(term, index);
     if !header.is_control() {
-        return Ok(Entry::new_normal(log_id, RecordBatch(batch)));
+        return Ok(Entry::new_normal(log_id, RecordBatch::new(batch)));
     }
     let (kind, value) = control_record(&batch)?;
     match kind {
@@ -91,7 +91,7 @@ pub fn decode(batch: Bytes, index: u64) -> io::Result<Entry> {
             Ok(Entry::new_membership(log_id, membership_from_json(&value)?))
         }
         // Another control batch (a transaction marker) is data to Raft.
-        _ => Ok(Entry::new_normal(log_id, RecordBatch(batch))),
+        _ => Ok(Entry::new_normal(log_id, RecordBatch::new(batch))),
     }
 }
 
@@ -178,7 +178,7 @@ mod tests {
     #[test]
     fn a_data_entry_is_its_batch_and_kafka_readers_skip_raft_entries() {
         let batch = herald_records::testing::batch(3, b"v", 5);
-        let entry = Entry::new_normal(log_id(2, 8), RecordBatch(Bytes::from(batch.clone())));
+        let entry = Entry::new_normal(log_id(2, 8), RecordBatch::new(Bytes::from(batch.clone())));
         assert_eq!(encode(&entry).unwrap().as_ref(), &batch[..]);
         let blank = encode(&Entry::new_blank(log_id(2, 9))).unwrap();
         let header = BatchHeader::parse(&blank).unwrap();

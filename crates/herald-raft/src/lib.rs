@@ -33,7 +33,10 @@ pub mod state_machine;
 pub mod types;
 
 pub use log_store::PartitionLogStore;
+/// The Raft engine, re-exported so that users name its types at the
+/// version herald pins.
+pub use openraft;
 pub use raft_log::RaftLog;
-pub use replica::{PartitionReplica, RaftTiming, ReplicaError};
+pub use replica::{PartitionReplica, Proposal, RaftTiming, ReplicaError};
 pub use state_machine::{PartitionSnapshot, PartitionStateMachine};
 pub use types::{Entry, LogId, PartitionRaft, Placed, RecordBatch, Vote};

@@ -199,6 +199,12 @@ impl RaftLog {
             // validated as client batches when they were produced.
             let valid = ValidBatch::broker_written(&bytes).map_err(io_error)?;
             let appended = self.log.append_in_epoch(valid, epoch).map_err(io_error)?;
+            if let openraft::EntryPayload::Normal(batch) = &entry.payload {
+                batch.placed(Placed {
+                    base_offset: appended.base_offset,
+                    last_offset: appended.last_offset,
+                });
+            }
             state.entries.push_back(Position {
                 offset: appended.base_offset,
                 term,

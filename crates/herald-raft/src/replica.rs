@@ -9,13 +9,15 @@ use std::time::Duration;
 use bytes::Bytes;
 use herald_log::{Log, LogConfig};
 use openraft::errors::{ClientWriteError, RaftError};
+use openraft::impls::ProgressResponder;
+use openraft::raft::ClientWriteResult;
 use openraft::{Config, SnapshotPolicy};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::network::{GroupId, GroupNetwork, GroupRouter, PartitionRaftHandle};
 use crate::raft_log::RaftLog;
 use crate::state_machine::PartitionStateMachine;
-use crate::types::{Placed, RecordBatch};
+use crate::types::{PartitionRaft, Placed, PlacementTicket, RecordBatch};
 
 /// Raft's timing for a node's groups.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,6 +78,21 @@ pub struct PartitionReplica {
     raft_log: Arc<RaftLog>,
     commit: watch::Receiver<u64>,
     router: GroupRouter,
+    proposals: mpsc::UnboundedSender<(RecordBatch, CommitResponder)>,
+}
+
+/// How a proposal's commit is answered.
+type CommitResponder = ProgressResponder<PartitionRaft, ClientWriteResult<PartitionRaft>>;
+
+/// A batch proposed to the group: learn where the leader placed it, then
+/// whether the quorum committed it.
+pub struct Proposal {
+    /// Where the leader's log placed the batch (acks=1); dropped unsent if
+    /// this replica is not the leader or stopped.
+    pub placed: oneshot::Receiver<Placed>,
+    /// The commit (acks=all).
+    pub committed:
+        openraft::alias::OneshotReceiverOf<PartitionRaft, ClientWriteResult<PartitionRaft>>,
 }
 
 impl PartitionReplica {
@@ -114,12 +131,30 @@ impl PartitionReplica {
         .await
         .map_err(|e| ReplicaError::Fatal(e.to_string()))?;
         router.add(group, raft.clone());
+        // Proposals reach Raft in the order they were made: a connection's
+        // produce requests land in the partition in the order it sent them.
+        let (proposals, mut queue) = mpsc::unbounded_channel::<(RecordBatch, CommitResponder)>();
+        let proposer = raft.clone();
+        tokio::spawn(async move {
+            while let Some((batch, responder)) = queue.recv().await {
+                if proposer
+                    .client_write_ff(batch, Some(responder))
+                    .await
+                    .is_err()
+                {
+                    // Raft stopped: what is queued is answered by dropping
+                    // its responders.
+                    break;
+                }
+            }
+        });
         Ok(PartitionReplica {
             group,
             raft,
             raft_log,
             commit,
             router: router.clone(),
+            proposals,
         })
     }
 
@@ -138,10 +173,33 @@ impl PartitionReplica {
         self.commit.clone()
     }
 
+    /// Proposes `batch` (a validated client batch), after every batch
+    /// proposed before it; see [`Proposal`] for what it answers.
+    pub fn propose(&self, batch: Bytes) -> Proposal {
+        let (ticket, placed) = PlacementTicket::new();
+        let (responder, committed) = CommitResponder::complete_only();
+        // A stopped proposer drops the pair, which answers both receivers.
+        let _ = self
+            .proposals
+            .send((RecordBatch::with_ticket(batch, ticket), responder));
+        Proposal { placed, committed }
+    }
+
+    /// Whether this replica leads its group now (it may stop any moment).
+    pub fn is_leader(&self) -> bool {
+        self.raft.is_leader()
+    }
+
+    /// The group's leader as this replica knows it.
+    pub fn leader(&self) -> Option<u64> {
+        use openraft::async_runtime::WatchReceiver;
+        self.raft.metrics().borrow_watched().current_leader
+    }
+
     /// Replicates `batch` (a validated client batch) and answers once a
     /// quorum has it durably and it is applied: acks=all.
     pub async fn append(&self, batch: Bytes) -> Result<Placed, ReplicaError> {
-        match self.raft.client_write(RecordBatch(batch)).await {
+        match self.raft.client_write(RecordBatch::new(batch)).await {
             Ok(response) => response
                 .data
                 .ok_or_else(|| ReplicaError::Write("the entry was not placed".to_owned())),

@@ -8,12 +8,76 @@ use bytes::Bytes;
 /// One Kafka RecordBatch v2, whole: the application data of a Raft entry.
 /// Stored in the partition's log exactly as produced, with the term of the
 /// leader that appended it in its `partitionLeaderEpoch` field.
-#[derive(Clone, PartialEq, Eq)]
-pub struct RecordBatch(pub Bytes);
+#[derive(Clone)]
+pub struct RecordBatch {
+    bytes: Bytes,
+    /// On the leader that proposed it: told where the batch landed once
+    /// the leader's log holds it (what acks=1 waits for). Never sent.
+    placement: Option<PlacementTicket>,
+}
+
+impl RecordBatch {
+    /// The batch `bytes`.
+    pub fn new(bytes: Bytes) -> Self {
+        Self {
+            bytes,
+            placement: None,
+        }
+    }
+
+    /// The batch `bytes`, whose proposer learns through `ticket` where the
+    /// leader's log placed it.
+    pub fn with_ticket(bytes: Bytes, ticket: PlacementTicket) -> Self {
+        Self {
+            bytes,
+            placement: Some(ticket),
+        }
+    }
+
+    /// The batch as stored.
+    pub fn bytes(&self) -> &Bytes {
+        &self.bytes
+    }
+
+    /// Tells the proposer, once, where the batch landed.
+    pub(crate) fn placed(&self, placed: Placed) {
+        if let Some(ticket) = &self.placement {
+            if let Some(tell) = ticket.0.lock().take() {
+                let _ = tell.send(placed);
+            }
+        }
+    }
+}
+
+impl PartialEq for RecordBatch {
+    fn eq(&self, other: &Self) -> bool {
+        self.bytes == other.bytes
+    }
+}
+
+impl Eq for RecordBatch {}
+
+/// The sending end of a placement notice: shared by the entry's copies,
+/// used by the first that is appended.
+#[derive(Clone)]
+pub struct PlacementTicket(
+    std::sync::Arc<parking_lot::Mutex<Option<tokio::sync::oneshot::Sender<Placed>>>>,
+);
+
+impl PlacementTicket {
+    /// A ticket, and where its notice arrives.
+    pub fn new() -> (Self, tokio::sync::oneshot::Receiver<Placed>) {
+        let (tell, told) = tokio::sync::oneshot::channel();
+        (
+            Self(std::sync::Arc::new(parking_lot::Mutex::new(Some(tell)))),
+            told,
+        )
+    }
+}
 
 impl fmt::Debug for RecordBatch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "RecordBatch({} bytes)", self.0.len())
+        write!(f, "RecordBatch({} bytes)", self.bytes.len())
     }
 }
 
@@ -25,7 +89,7 @@ impl fmt::Display for RecordBatch {
 
 impl serde::Serialize for RecordBatch {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_bytes(&self.0)
+        serializer.serialize_bytes(&self.bytes)
     }
 }
 
@@ -38,10 +102,10 @@ impl<'de> serde::Deserialize<'de> for RecordBatch {
                 f.write_str("the bytes of a record batch")
             }
             fn visit_bytes<E: serde::de::Error>(self, bytes: &[u8]) -> Result<RecordBatch, E> {
-                Ok(RecordBatch(Bytes::copy_from_slice(bytes)))
+                Ok(RecordBatch::new(Bytes::copy_from_slice(bytes)))
             }
             fn visit_byte_buf<E: serde::de::Error>(self, bytes: Vec<u8>) -> Result<RecordBatch, E> {
-                Ok(RecordBatch(Bytes::from(bytes)))
+                Ok(RecordBatch::new(Bytes::from(bytes)))
             }
         }
         deserializer.deserialize_bytes(BatchBytes)

@@ -31,7 +31,7 @@ fn open(dir: &std::path::Path) -> (Arc<Log>, PartitionLogStore) {
 
 fn data(term: u64, index: u64, records: u32) -> Entry {
     let batch = herald_records::testing::batch(records, &index.to_be_bytes(), 1_000);
-    Entry::new_normal(log_id(term, index), RecordBatch(Bytes::from(batch)))
+    Entry::new_normal(log_id(term, index), RecordBatch::new(Bytes::from(batch)))
 }
 
 async fn append(store: &mut PartitionLogStore, entries: Vec<Entry>) {

@@ -14,7 +14,7 @@ use herald_log::{ConfigError, LogConfig, LogError};
 use super::failed::FailedStorage;
 use super::local::{LocalCompletion, LocalStorage};
 use super::{
-    Acks, PartitionStorage, PendingAppend, StorageError, StorageStats, StoredBatches,
+    Acks, Appended, PartitionStorage, PendingAppend, StorageError, StorageStats, StoredBatches,
     TimestampOffset, ValidBatch, Watermarks,
 };
 
@@ -25,6 +25,9 @@ pub enum Backend {
     Local(LocalStorage),
     /// Storage that failed to open; refuses every call with the reason.
     Failed(FailedStorage),
+    /// One replica of a partition replicated by Raft.
+    #[cfg(feature = "cluster")]
+    Raft(super::raft::RaftStorage),
 }
 
 /// The completion of an append to any [`Backend`].
@@ -33,17 +36,22 @@ pub enum BackendCompletion {
     /// Of the embedded log.
     Local(LocalCompletion),
     /// Of a failed partition (never placed, so never polled).
-    Failed(std::future::Ready<Result<(), StorageError>>),
+    Failed(std::future::Ready<Result<Appended, StorageError>>),
+    /// Of a replicated partition.
+    #[cfg(feature = "cluster")]
+    Raft(super::raft::RaftCompletion),
 }
 
 impl Future for BackendCompletion {
-    type Output = Result<(), StorageError>;
+    type Output = Result<Appended, StorageError>;
 
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.get_mut() {
             BackendCompletion::Local(c) => Pin::new(c).poll(cx),
             BackendCompletion::Failed(c) => Pin::new(c).poll(cx),
+            #[cfg(feature = "cluster")]
+            BackendCompletion::Raft(c) => Pin::new(c).poll(cx),
         }
     }
 }
@@ -54,6 +62,8 @@ impl Backend {
         match self {
             Backend::Local(s) => s.maintain(now),
             Backend::Failed(_) => Ok(()),
+            #[cfg(feature = "cluster")]
+            Backend::Raft(s) => s.maintain(now),
         }
     }
 
@@ -62,6 +72,8 @@ impl Backend {
         match self {
             Backend::Local(s) => s.update_config(config),
             Backend::Failed(_) => Ok(()),
+            #[cfg(feature = "cluster")]
+            Backend::Raft(s) => s.update_config(config),
         }
     }
 
@@ -71,6 +83,8 @@ impl Backend {
         match self {
             Backend::Local(s) => s.close(),
             Backend::Failed(_) => Ok(()),
+            #[cfg(feature = "cluster")]
+            Backend::Raft(s) => s.close(),
         }
     }
 
@@ -79,6 +93,8 @@ impl Backend {
         match self {
             Backend::Local(s) => s.retire(),
             Backend::Failed(_) => {}
+            #[cfg(feature = "cluster")]
+            Backend::Raft(s) => s.replica().log().retire(),
         }
     }
 }
@@ -87,10 +103,22 @@ impl PartitionStorage for Backend {
     type Completion = BackendCompletion;
 
     #[inline]
+    fn places_synchronously(&self) -> bool {
+        match self {
+            Backend::Local(s) => s.places_synchronously(),
+            Backend::Failed(s) => s.places_synchronously(),
+            #[cfg(feature = "cluster")]
+            Backend::Raft(s) => s.places_synchronously(),
+        }
+    }
+
+    #[inline]
     fn max_batch_bytes(&self) -> usize {
         match self {
             Backend::Local(s) => s.max_batch_bytes(),
             Backend::Failed(s) => s.max_batch_bytes(),
+            #[cfg(feature = "cluster")]
+            Backend::Raft(s) => s.max_batch_bytes(),
         }
     }
 
@@ -109,6 +137,11 @@ impl PartitionStorage for Backend {
                 appended: p.appended,
                 completion: BackendCompletion::Failed(p.completion),
             }),
+            #[cfg(feature = "cluster")]
+            Backend::Raft(s) => s.append(batch, acks).map(|p| PendingAppend {
+                appended: p.appended,
+                completion: BackendCompletion::Raft(p.completion),
+            }),
         }
     }
 
@@ -120,6 +153,8 @@ impl PartitionStorage for Backend {
         match self {
             Backend::Local(s) => s.read(from_offset, max_bytes).await,
             Backend::Failed(s) => s.read(from_offset, max_bytes).await,
+            #[cfg(feature = "cluster")]
+            Backend::Raft(s) => s.read(from_offset, max_bytes).await,
         }
     }
 
@@ -130,6 +165,8 @@ impl PartitionStorage for Backend {
         match self {
             Backend::Local(s) => s.offset_for_timestamp(timestamp).await,
             Backend::Failed(s) => s.offset_for_timestamp(timestamp).await,
+            #[cfg(feature = "cluster")]
+            Backend::Raft(s) => s.offset_for_timestamp(timestamp).await,
         }
     }
 
@@ -137,6 +174,8 @@ impl PartitionStorage for Backend {
         match self {
             Backend::Local(s) => s.max_timestamp().await,
             Backend::Failed(s) => s.max_timestamp().await,
+            #[cfg(feature = "cluster")]
+            Backend::Raft(s) => s.max_timestamp().await,
         }
     }
 
@@ -144,6 +183,8 @@ impl PartitionStorage for Backend {
         match self {
             Backend::Local(s) => s.wait_for_data(offset).await,
             Backend::Failed(s) => s.wait_for_data(offset).await,
+            #[cfg(feature = "cluster")]
+            Backend::Raft(s) => s.wait_for_data(offset).await,
         }
     }
 
@@ -151,6 +192,8 @@ impl PartitionStorage for Backend {
         match self {
             Backend::Local(s) => s.truncate_before(offset).await,
             Backend::Failed(s) => s.truncate_before(offset).await,
+            #[cfg(feature = "cluster")]
+            Backend::Raft(s) => s.truncate_before(offset).await,
         }
     }
 
@@ -158,6 +201,8 @@ impl PartitionStorage for Backend {
         match self {
             Backend::Local(s) => s.watermarks(),
             Backend::Failed(s) => s.watermarks(),
+            #[cfg(feature = "cluster")]
+            Backend::Raft(s) => s.watermarks(),
         }
     }
 
@@ -166,6 +211,8 @@ impl PartitionStorage for Backend {
         match self {
             Backend::Local(s) => s.log_start_offset(),
             Backend::Failed(s) => s.log_start_offset(),
+            #[cfg(feature = "cluster")]
+            Backend::Raft(s) => s.log_start_offset(),
         }
     }
 
@@ -173,6 +220,8 @@ impl PartitionStorage for Backend {
         match self {
             Backend::Local(s) => s.stats(),
             Backend::Failed(s) => s.stats(),
+            #[cfg(feature = "cluster")]
+            Backend::Raft(s) => s.stats(),
         }
     }
 
@@ -180,6 +229,8 @@ impl PartitionStorage for Backend {
         match self {
             Backend::Local(s) => s.failure(),
             Backend::Failed(s) => s.failure(),
+            #[cfg(feature = "cluster")]
+            Backend::Raft(s) => s.failure(),
         }
     }
 }

@@ -32,7 +32,7 @@ impl FailedStorage {
 }
 
 impl PartitionStorage for FailedStorage {
-    type Completion = std::future::Ready<Result<(), StorageError>>;
+    type Completion = std::future::Ready<Result<super::Appended, StorageError>>;
 
     fn max_batch_bytes(&self) -> usize {
         // Any size: the append is refused for its storage, not its size.

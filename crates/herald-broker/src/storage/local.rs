@@ -23,7 +23,14 @@ pub struct LocalStorage {
 
 /// Completes a local append: at once, or when its group-commit fsync is done.
 #[derive(Debug)]
-pub enum LocalCompletion {
+pub struct LocalCompletion {
+    appended: Appended,
+    state: LocalFlush,
+}
+
+/// Where a local append's durability stands.
+#[derive(Debug)]
+enum LocalFlush {
     /// Durable as asked already (or failed while flushing inline).
     Ready(Option<Result<(), StorageError>>),
     /// An fsync running on the runtime's blocking pool.
@@ -31,19 +38,22 @@ pub enum LocalCompletion {
 }
 
 impl Future for LocalCompletion {
-    type Output = Result<(), StorageError>;
+    type Output = Result<Appended, StorageError>;
 
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.get_mut() {
-            LocalCompletion::Ready(result) => Poll::Ready(result.take().unwrap_or(Ok(()))),
-            LocalCompletion::Flushing(join) => Pin::new(join).poll(cx).map(|joined| match joined {
+        let this = self.get_mut();
+        let appended = this.appended;
+        let flushed = match &mut this.state {
+            LocalFlush::Ready(result) => Poll::Ready(result.take().unwrap_or(Ok(()))),
+            LocalFlush::Flushing(join) => Pin::new(join).poll(cx).map(|joined| match joined {
                 Ok(flushed) => flushed.map_err(append_error),
                 Err(join) => Err(StorageError::Failed(
                     format!("flush task failed: {join}").into(),
                 )),
             }),
-        }
+        };
+        flushed.map(|result| result.map(|()| appended))
     }
 }
 
@@ -111,26 +121,24 @@ impl PartitionStorage for LocalStorage {
             last_offset: appended.last_offset,
             max_timestamp: appended.max_timestamp,
         };
-        let completion = if self.log.flushes_every_append() {
+        let state = if self.log.flushes_every_append() {
             let end = appended.last_offset + 1;
             match tokio::runtime::Handle::try_current() {
                 Ok(runtime) => {
                     let log = Arc::clone(&self.log);
-                    LocalCompletion::Flushing(
-                        runtime.spawn_blocking(move || log.flush_through(end)),
-                    )
+                    LocalFlush::Flushing(runtime.spawn_blocking(move || log.flush_through(end)))
                 }
                 // Outside a runtime the caller may block: flush right here.
                 Err(_) => {
-                    LocalCompletion::Ready(Some(self.log.flush_through(end).map_err(append_error)))
+                    LocalFlush::Ready(Some(self.log.flush_through(end).map_err(append_error)))
                 }
             }
         } else {
-            LocalCompletion::Ready(None)
+            LocalFlush::Ready(None)
         };
         Ok(PendingAppend {
-            appended,
-            completion,
+            appended: Some(appended),
+            completion: LocalCompletion { appended, state },
         })
     }
 
@@ -369,8 +377,8 @@ mod conformance_tests {
         let valid = ValidBatch::new(&bytes).expect("valid");
         let pending = storage.append(valid, Acks::All).expect("placed");
         assert!(matches!(
-            pending.completion,
-            LocalCompletion::Ready(Some(Ok(())))
+            pending.completion.state,
+            LocalFlush::Ready(Some(Ok(())))
         ));
         assert!(storage.stats().flushes.is_some_and(|f| f.count() >= 1));
     }

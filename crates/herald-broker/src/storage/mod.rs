@@ -8,15 +8,18 @@
 //! futures, an append says how durable it must be ([`Acks`]) and completes
 //! in two steps, and errors are typed ([`StorageError`]).
 //!
-//! An append is *placed* synchronously: the batch gets its offsets and its
-//! place in the partition's order before [`PartitionStorage::append`]
-//! returns, so a caller that orders appends under a lock (the idempotent
-//! producer check) never holds it across an await. The returned
-//! [`PendingAppend`] then completes once the batch is as durable as asked.
-//! For the embedded log, placing is the lock-free write and completing is
-//! either immediate or, under the every-append flush policy, a group-commit
-//! fsync on a blocking thread. For a replicated backend, placing is the
-//! leader's append and completing is the quorum's commit.
+//! An append takes its place in the partition's order before
+//! [`PartitionStorage::append`] returns, so a caller that orders appends
+//! under a lock (the idempotent producer check) never holds it across an
+//! await. The returned [`PendingAppend`] then completes, with the batch's
+//! offsets, once the batch is as durable as asked. A backend that assigns
+//! offsets at once says so ([`PartitionStorage::places_synchronously`]) and
+//! gives them in [`PendingAppend::appended`]: the embedded log, where
+//! placing is the lock-free write and completing is either immediate or,
+//! under the every-append flush policy, a group-commit fsync on a blocking
+//! thread. A replicated backend queues the batch for its leader's log
+//! (whose consensus core decides the offsets) and completes once the
+//! leader appended it (acks=1) or the quorum committed it (acks=all).
 //!
 //! Every backend runs the same conformance suite (`conformance`, behind the
 //! `conformance` feature), which checks this contract and nothing of any
@@ -28,6 +31,8 @@ pub mod conformance;
 mod error;
 mod failed;
 mod local;
+#[cfg(feature = "cluster")]
+mod raft;
 
 use std::future::Future;
 
@@ -39,6 +44,8 @@ pub use failed::FailedStorage;
 pub use herald_log::{FileRegion, FlushStats, FlushStatsSnapshot, FLUSH_LATENCY_BUCKETS};
 pub use herald_records::ValidBatch;
 pub use local::{LocalCompletion, LocalStorage};
+#[cfg(feature = "cluster")]
+pub use raft::{without_retention, RaftCompletion, RaftStorage};
 
 /// How durable an append must be before it completes: Kafka's `acks`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,12 +80,13 @@ pub struct Appended {
     pub max_timestamp: i64,
 }
 
-/// A placed append: its offsets are final, and `completion` resolves once
-/// the batch is as durable as the append asked (or fails).
+/// An append in the partition's order: `completion` resolves, with where
+/// the batch landed, once it is as durable as the append asked (or fails).
 #[derive(Debug)]
 pub struct PendingAppend<C> {
-    /// Where the batch landed.
-    pub appended: Appended,
+    /// Where the batch landed, when the backend places synchronously
+    /// ([`PartitionStorage::places_synchronously`]); `None` otherwise.
+    pub appended: Option<Appended>,
     /// Resolves once the batch is durable as asked.
     pub completion: C,
 }
@@ -123,16 +131,25 @@ pub struct StorageStats {
 /// The contract every partition backend honours. See the module docs for
 /// the two-step append.
 pub trait PartitionStorage: Send + Sync {
-    /// Resolves once a placed append is as durable as it asked.
-    type Completion: Future<Output = Result<(), StorageError>> + Send + 'static;
+    /// Resolves once an append is as durable as it asked, with where it
+    /// landed.
+    type Completion: Future<Output = Result<Appended, StorageError>> + Send + 'static;
+
+    /// Whether [`PartitionStorage::append`] assigns the batch's offsets
+    /// before it returns ([`PendingAppend::appended`] is then set): what
+    /// the idempotent producer's bookkeeping needs.
+    fn places_synchronously(&self) -> bool {
+        true
+    }
 
     /// The largest batch, in bytes, that [`PartitionStorage::append`]
     /// accepts (the topic's `max.message.bytes`), so a caller can refuse a
     /// larger one before paying for its validation.
     fn max_batch_bytes(&self) -> usize;
 
-    /// Places a validated batch: assigns its offsets and its place in the
-    /// partition's order, or refuses it with nothing placed.
+    /// Places a validated batch in the partition's order (with its offsets
+    /// when the backend places synchronously), or refuses it with nothing
+    /// placed.
     fn append(
         &self,
         batch: ValidBatch<'_>,

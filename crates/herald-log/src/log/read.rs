@@ -42,7 +42,29 @@ impl Log {
     /// `from_offset`, up to `max_bytes` (but always one batch, however large).
     /// Reading at the high watermark returns an empty slice.
     pub fn read(&self, from_offset: u64, max_bytes: usize) -> Result<ReadSlice, ReadError> {
-        let high_watermark = self.high_watermark();
+        self.read_to(from_offset, max_bytes, u64::MAX)
+    }
+
+    /// [`Log::read`] with the log's end taken as `visible_end` if that is
+    /// lower: what a replicated partition serves, whose readers must not
+    /// see past its quorum's commit point. `visible_end` must fall between
+    /// two batches (as a commit point does).
+    pub fn read_visible(
+        &self,
+        from_offset: u64,
+        max_bytes: usize,
+        visible_end: u64,
+    ) -> Result<ReadSlice, ReadError> {
+        self.read_to(from_offset, max_bytes, visible_end)
+    }
+
+    fn read_to(
+        &self,
+        from_offset: u64,
+        max_bytes: usize,
+        visible_end: u64,
+    ) -> Result<ReadSlice, ReadError> {
+        let high_watermark = self.high_watermark().min(visible_end);
         let list = self.segments.load();
         let log_start_offset = self.start_of(&list);
         let empty = |next_offset| ReadSlice {
@@ -64,7 +86,14 @@ impl Log {
         }
         let index = list.partition_point(|s| s.base_offset() <= from_offset) - 1;
         let segment = &list[index];
-        let committed = segment.committed();
+        let mut committed = segment.committed();
+        let segment_end = segment.base_offset() + u64::from(committed.records);
+        if segment_end > high_watermark {
+            // The visible end lies inside this segment: read as if the
+            // segment ended there.
+            let position = segment.position_of(high_watermark, committed);
+            committed = Extent::new((high_watermark - segment.base_offset()) as u32, position);
+        }
         let start = segment.position_of(from_offset, committed);
         if start >= committed.bytes {
             return Ok(empty(from_offset));
