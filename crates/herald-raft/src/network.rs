@@ -32,7 +32,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
 use crate::state_machine::{PartitionStateMachine, Snapshot, SnapshotMeta};
-use crate::types::{PartitionRaft, Vote};
+use crate::types::{PartitionRaft, Placed, RecordBatch, Vote};
 use crate::PartitionSnapshot;
 
 /// Identifies a Raft group (a partition) among a node's groups.
@@ -62,6 +62,8 @@ pub enum RaftRequest {
     },
     /// The leader handing leadership to the receiver.
     TransferLeader(TransferLeaderRequest<PartitionRaft>),
+    /// A write forwarded to the group's leader by a node that is not.
+    Propose(RecordBatch),
 }
 
 /// The answer to a [`RaftRequest`].
@@ -75,6 +77,11 @@ pub enum RaftResponse {
     Snapshot(SnapshotResponse<PartitionRaft>),
     /// To [`RaftRequest::TransferLeader`].
     TransferLeader(TransferLeaderResponse<PartitionRaft>),
+    /// To [`RaftRequest::Propose`]: committed and applied, placed there.
+    Proposed(Option<Placed>),
+    /// To [`RaftRequest::Propose`]: the receiver does not lead the group;
+    /// the leader it knows of.
+    NotLeader(Option<u64>),
     /// The receiver could not handle it: no such group there, or its Raft
     /// stopped.
     Refused(String),
@@ -263,6 +270,8 @@ impl PeerClient {
                 RaftResponse::Vote(_) => "Vote answer",
                 RaftResponse::Snapshot(_) => "Snapshot answer",
                 RaftResponse::TransferLeader(_) => "TransferLeader answer",
+                RaftResponse::Proposed(_) => "Propose answer",
+                RaftResponse::NotLeader(_) => "NotLeader answer",
                 RaftResponse::Refused(_) => "refusal",
             },
         }
@@ -490,6 +499,13 @@ impl GroupRouter {
             }
             RaftRequest::TransferLeader(req) => match raft.handle_transfer_leader(req).await {
                 Ok(response) => RaftResponse::TransferLeader(response),
+                Err(e) => refused(&e),
+            },
+            RaftRequest::Propose(batch) => match raft.client_write(batch).await {
+                Ok(response) => RaftResponse::Proposed(response.data),
+                Err(openraft::errors::RaftError::APIError(
+                    openraft::errors::ClientWriteError::ForwardToLeader(forward),
+                )) => RaftResponse::NotLeader(forward.leader_id),
                 Err(e) => refused(&e),
             },
         }

@@ -14,9 +14,11 @@ use openraft::raft::ClientWriteResult;
 use openraft::{Config, SnapshotPolicy};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::network::{GroupId, GroupNetwork, GroupRouter, PartitionRaftHandle};
+use crate::network::{
+    GroupId, GroupNetwork, GroupRouter, PartitionRaftHandle, PeerClient, RaftRequest, RaftResponse,
+};
 use crate::raft_log::RaftLog;
-use crate::state_machine::PartitionStateMachine;
+use crate::state_machine::{ApplyHook, PartitionStateMachine};
 use crate::types::{PartitionRaft, Placed, PlacementTicket, RecordBatch};
 
 /// Raft's timing for a node's groups.
@@ -106,9 +108,26 @@ impl PartitionReplica {
         timing: RaftTiming,
         router: &GroupRouter,
     ) -> Result<PartitionReplica, ReplicaError> {
+        Self::open_with_hook(node_id, group, dir, log_config, timing, router, None).await
+    }
+
+    /// [`PartitionReplica::open`], calling `hook` with every data entry
+    /// applied (a group whose entries are commands).
+    pub async fn open_with_hook(
+        node_id: u64,
+        group: GroupId,
+        dir: &Path,
+        log_config: LogConfig,
+        timing: RaftTiming,
+        router: &GroupRouter,
+        hook: Option<ApplyHook>,
+    ) -> Result<PartitionReplica, ReplicaError> {
         let log = Arc::new(Log::open(dir.join("log"), log_config)?);
         let raft_log = Arc::new(RaftLog::open(log, dir)?);
-        let state_machine = PartitionStateMachine::open(Arc::clone(&raft_log), dir)?;
+        let mut state_machine = PartitionStateMachine::open(Arc::clone(&raft_log), dir)?;
+        if let Some(hook) = hook {
+            state_machine = state_machine.with_hook(hook);
+        }
         let commit = state_machine.commit_point();
         let config = Config {
             cluster_name: format!("herald-group-{group}"),
@@ -194,6 +213,63 @@ impl PartitionReplica {
     pub fn leader(&self) -> Option<u64> {
         use openraft::async_runtime::WatchReceiver;
         self.raft.metrics().borrow_watched().current_leader
+    }
+
+    /// Writes `batch` through the group's leader wherever it is (here, or
+    /// forwarded to it) and answers once it is committed and applied
+    /// there; retries while leadership settles, for up to `patience`.
+    pub async fn write(&self, batch: Bytes, patience: Duration) -> Result<Placed, ReplicaError> {
+        let deadline = tokio::time::Instant::now() + patience;
+        loop {
+            let attempt = match self.leader() {
+                Some(leader) if leader == *self.raft.node_id() => self.append(batch.clone()).await,
+                Some(leader) => self.forward(leader, batch.clone(), patience).await,
+                None => Err(ReplicaError::NotLeader { leader: None }),
+            };
+            match attempt {
+                Ok(placed) => return Ok(placed),
+                Err(e @ (ReplicaError::NotLeader { .. } | ReplicaError::Write(_)))
+                    if tokio::time::Instant::now() < deadline =>
+                {
+                    tracing::debug!(group = self.group, error = %e, "write waits for a leader");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    async fn forward(
+        &self,
+        leader: u64,
+        batch: Bytes,
+        patience: Duration,
+    ) -> Result<Placed, ReplicaError> {
+        use openraft::async_runtime::WatchReceiver;
+        let addr = self
+            .raft
+            .metrics()
+            .borrow_watched()
+            .membership_config
+            .membership()
+            .get_node(&leader)
+            .map(|node| node.addr.clone())
+            .ok_or(ReplicaError::NotLeader { leader: None })?;
+        let mut client = PeerClient::new(self.group, addr);
+        match client
+            .call(&RaftRequest::Propose(RecordBatch::new(batch)), patience)
+            .await
+        {
+            Ok(RaftResponse::Proposed(Some(placed))) => Ok(placed),
+            Ok(RaftResponse::Proposed(None)) => {
+                Err(ReplicaError::Write("the entry was not placed".to_owned()))
+            }
+            Ok(RaftResponse::NotLeader(leader)) => Err(ReplicaError::NotLeader { leader }),
+            Ok(_) => Err(ReplicaError::Write(
+                "unexpected answer to a write".to_owned(),
+            )),
+            Err(e) => Err(ReplicaError::Write(e.to_string())),
+        }
     }
 
     /// Replicates `batch` (a validated client batch) and answers once a

@@ -87,8 +87,15 @@ impl StoredSnapshot {
     }
 }
 
+/// Called with every data entry a state machine applies, in log order, on
+/// every replica: how a group whose entries are commands (the cluster's
+/// metadata) acts on them. Runs on the state machine's task: it must not
+/// wait on the group itself.
+pub type ApplyHook = Arc<dyn Fn(&LogId, &crate::RecordBatch) + Send + Sync>;
+
 /// The state machine of one partition.
 pub struct PartitionStateMachine {
+    hook: Option<ApplyHook>,
     raft_log: Arc<RaftLog>,
     applied: Option<LogId>,
     membership: AppliedMembership,
@@ -137,6 +144,7 @@ impl PartitionStateMachine {
             None => (None, AppliedMembership::default(), start),
         };
         Ok(PartitionStateMachine {
+            hook: None,
             raft_log,
             applied,
             membership,
@@ -146,6 +154,13 @@ impl PartitionStateMachine {
             }),
             commit: watch::Sender::new(commit),
         })
+    }
+
+    /// Calls `hook` with every data entry applied from now on (on open,
+    /// openraft applies again every committed entry after the snapshot).
+    pub fn with_hook(mut self, hook: ApplyHook) -> Self {
+        self.hook = Some(hook);
+        self
     }
 
     /// The commit point: every offset below it is committed by a quorum
@@ -199,7 +214,12 @@ impl RaftStateMachine<PartitionRaft> for PartitionStateMachine {
                     self.membership = StoredMembership::new(Some(entry.log_id), membership.clone());
                     None
                 }
-                EntryPayload::Normal(_) => self.raft_log.placed(index),
+                EntryPayload::Normal(batch) => {
+                    if let Some(hook) = &self.hook {
+                        hook(&entry.log_id, batch);
+                    }
+                    self.raft_log.placed(index)
+                }
                 EntryPayload::Blank => None,
             };
             if let Some(end) = self.raft_log.end_offset_of(index) {

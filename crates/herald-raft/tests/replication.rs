@@ -45,13 +45,30 @@ struct Node {
 
 impl Node {
     async fn start(id: u64, listener: TcpListener, dir: std::path::PathBuf) -> Node {
+        Self::start_with_hook(id, listener, dir, None).await
+    }
+
+    async fn start_with_hook(
+        id: u64,
+        listener: TcpListener,
+        dir: std::path::PathBuf,
+        hook: Option<herald_raft::state_machine::ApplyHook>,
+    ) -> Node {
         let addr = listener.local_addr().unwrap();
         let router = GroupRouter::default();
         let stop = CancellationToken::new();
         tokio::spawn(router.clone().serve(listener, stop.clone()));
-        let replica = PartitionReplica::open(id, GROUP, &dir, log_config(), timing(), &router)
-            .await
-            .unwrap();
+        let replica = PartitionReplica::open_with_hook(
+            id,
+            GROUP,
+            &dir,
+            log_config(),
+            timing(),
+            &router,
+            hook,
+        )
+        .await
+        .unwrap();
         Node {
             id,
             addr,
@@ -212,6 +229,54 @@ async fn replicas_hold_identical_logs_through_a_leader_failure_and_a_restart() {
         })
         .collect();
     assert_eq!(tags, (0..320).collect::<Vec<u64>>());
+    for n in &mut nodes {
+        n.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_forwards_writes_and_every_replica_applies_them_in_one_order() {
+    use std::sync::{Arc, Mutex};
+    let root = tempfile::tempdir().unwrap();
+    let mut nodes = Vec::new();
+    let mut seen: Vec<Arc<Mutex<Vec<u64>>>> = Vec::new();
+    for id in 1..=3u64 {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&log);
+        let hook: herald_raft::state_machine::ApplyHook = Arc::new(move |id, _batch| {
+            sink.lock().unwrap().push(id.index);
+        });
+        seen.push(log);
+        let dir = root.path().join(format!("node-{id}"));
+        nodes.push(Node::start_with_hook(id, listener, dir, Some(hook)).await);
+    }
+    let members: BTreeMap<u64, openraft::BasicNode> =
+        nodes.iter().map(|n| (n.id, node(n.addr))).collect();
+    nodes[0].replica().raft().initialize(members).await.unwrap();
+    let leader = leader_of(&nodes).await;
+    let follower = nodes.iter().find(|n| n.id != leader).unwrap();
+    for tag in 0..30u64 {
+        let batch = herald_records::testing::batch(1, &tag.to_be_bytes(), 1_000);
+        follower
+            .replica()
+            .write(Bytes::from(batch), Duration::from_secs(10))
+            .await
+            .expect("a follower's write reaches the leader");
+    }
+    wait_for_equal_commits(&nodes).await;
+    for _ in 0..100 {
+        if seen.iter().all(|s| s.lock().unwrap().len() == 30) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let first = seen[0].lock().unwrap().clone();
+    assert_eq!(first.len(), 30, "every write applied once");
+    assert!(first.windows(2).all(|w| w[0] < w[1]), "in log order");
+    for other in &seen[1..] {
+        assert_eq!(*other.lock().unwrap(), first, "the same order everywhere");
+    }
     for n in &mut nodes {
         n.stop().await;
     }
