@@ -82,7 +82,21 @@ pub struct Broker {
     quotas: ArcSwap<QuotaState>,
     quota_buckets: QuotaBuckets,
     tenant_caps: TenantCaps,
+    /// The cluster this node belongs to, once started.
+    #[cfg(feature = "cluster")]
+    cluster: std::sync::OnceLock<Arc<crate::cluster::Cluster>>,
     _lock: DirLock,
+}
+
+/// A node of the cluster, as Kafka's metadata names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeAddress {
+    /// Its node (broker) id.
+    pub id: i32,
+    /// The host its Kafka listener is reached at.
+    pub host: String,
+    /// That listener's port.
+    pub port: u16,
 }
 
 impl std::fmt::Debug for Broker {
@@ -112,6 +126,11 @@ impl Broker {
         let secret = security_secret(&store, &mut metadata)?;
         sweep_deleted(&config.data_dir)?;
         let mut registry = Registry::default();
+        // A cluster's topics come back from its metadata log, not from
+        // this document.
+        metadata
+            .topics
+            .retain(|_, record| record.replicas.is_none());
         for record in metadata.topics.values() {
             let inherited = inherited_configs(&metadata.security, &record.name);
             let topic = open_topic(&config, record, inherited)?;
@@ -145,6 +164,8 @@ impl Broker {
             producer_epochs: Mutex::new(HashMap::new()),
             groups,
             config,
+            #[cfg(feature = "cluster")]
+            cluster: std::sync::OnceLock::new(),
             _lock: lock,
         }))
     }
@@ -156,6 +177,10 @@ impl Broker {
 
     /// Cluster id, stable across restarts.
     pub fn cluster_id(&self) -> &str {
+        #[cfg(feature = "cluster")]
+        if let Some(cluster) = self.cluster.get() {
+            return cluster.id();
+        }
         &self.cluster_id
     }
 
@@ -187,7 +212,11 @@ impl Broker {
         if let Some(topic) = self.topic(name) {
             return Ok(topic);
         }
-        if !self.config.auto_create_topics {
+        // A cluster creates topics through its metadata log only, which
+        // this synchronous path cannot wait for: as with Kafka's
+        // auto.create.topics.enable=false, the client is told the topic is
+        // unknown.
+        if !self.config.auto_create_topics || self.clustered() {
             return Err(BrokerError::UnknownTopic {
                 name: name.to_owned(),
             });
@@ -212,6 +241,11 @@ impl Broker {
         validate_only: bool,
     ) -> Result<TopicSummary, BrokerError> {
         validate_topic_name(name)?;
+        if self.clustered() && !validate_only {
+            return Err(BrokerError::NotInCluster(
+                "creating a topic other than through the cluster's metadata",
+            ));
+        }
         let count = partitions.unwrap_or(self.config.default_partitions);
         check_partition_count(name, count)?;
         let mut admin = self.admin.lock();
@@ -249,6 +283,7 @@ impl Broker {
             id,
             partitions: count,
             configs: config.overrides().clone(),
+            replicas: None,
         };
         let mut next = admin.metadata.clone();
         next.topics.insert(name.to_owned(), record);
@@ -270,8 +305,96 @@ impl Broker {
         })
     }
 
+    /// The cluster this node belongs to, if it is one of a cluster.
+    #[cfg(feature = "cluster")]
+    pub fn cluster(&self) -> Option<&Arc<crate::cluster::Cluster>> {
+        self.cluster.get()
+    }
+
+    /// Joins this broker to `cluster` (once).
+    #[cfg(feature = "cluster")]
+    pub(crate) fn set_cluster(&self, cluster: Arc<crate::cluster::Cluster>) {
+        let _ = self.cluster.set(cluster);
+    }
+
+    /// Whether this node is one of a cluster.
+    pub fn clustered(&self) -> bool {
+        #[cfg(feature = "cluster")]
+        if self.cluster.get().is_some() {
+            return true;
+        }
+        false
+    }
+
+    /// The node that answers as the cluster's controller: the metadata
+    /// group's leader, or this node while none is known (or when it is
+    /// alone). Any node takes admin requests (a cluster forwards their
+    /// changes to the metadata leader), and clients wait for a controller
+    /// before they send one, so a node never answers "no controller".
+    pub fn controller_id(&self) -> i32 {
+        #[cfg(feature = "cluster")]
+        if let Some(cluster) = self.cluster.get() {
+            return cluster.controller().map_or(self.node_id(), |id| id as i32);
+        }
+        self.node_id()
+    }
+
+    /// Every node of the cluster with its Kafka address; empty when this
+    /// node is not one of a cluster (it then answers for itself alone).
+    pub fn nodes(&self) -> Vec<NodeAddress> {
+        #[cfg(feature = "cluster")]
+        if let Some(cluster) = self.cluster.get() {
+            return cluster.nodes();
+        }
+        Vec::new()
+    }
+
+    /// Adds a topic of the cluster, as its metadata log decided, with this
+    /// node's view of its partitions (replicas here, the rest elsewhere).
+    #[cfg(feature = "cluster")]
+    pub(crate) fn install_replicated_topic(
+        &self,
+        record: TopicRecord,
+        partitions: Vec<Arc<crate::partition::Partition>>,
+    ) -> Result<TopicSummary, BrokerError> {
+        let mut admin = self.admin.lock();
+        if admin.metadata.topics.contains_key(&record.name) {
+            return Err(BrokerError::TopicExists {
+                name: record.name.clone(),
+            });
+        }
+        let config = TopicConfig::from_pairs(
+            record.configs.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+            &self.config.log_defaults,
+        )?
+        .inheriting(inherited_configs(&admin.metadata.security, &record.name));
+        let mut next = admin.metadata.clone();
+        next.topics.insert(record.name.clone(), record.clone());
+        admin.store.save(&next)?;
+        admin.metadata = next;
+        let topic = Arc::new(Topic::new(
+            record.name.clone(),
+            record.id,
+            partitions,
+            config.clone(),
+        ));
+        let mut registry = self.registry.write();
+        registry.by_id.insert(record.id, Arc::clone(&topic));
+        registry.by_name.insert(record.name.clone(), topic);
+        tracing::info!(topic = %record.name, id = %record.id, partitions = record.partitions, "replicated topic installed");
+        Ok(TopicSummary {
+            name: record.name,
+            id: record.id,
+            partitions: record.partitions,
+            config,
+        })
+    }
+
     /// Deletes a topic and its data. Returns its id.
     pub fn delete_topic(&self, name: &str) -> Result<Uuid, BrokerError> {
+        if self.clustered() {
+            return Err(BrokerError::NotInCluster("deleting a topic"));
+        }
         let mut admin = self.admin.lock();
         let Some(record) = admin.metadata.topics.get(name).cloned() else {
             return Err(BrokerError::UnknownTopic {
@@ -305,6 +428,9 @@ impl Broker {
         total: u32,
         validate_only: bool,
     ) -> Result<(), BrokerError> {
+        if self.clustered() {
+            return Err(BrokerError::NotInCluster("adding partitions"));
+        }
         let mut admin = self.admin.lock();
         let Some(record) = admin.metadata.topics.get(name).cloned() else {
             return Err(BrokerError::UnknownTopic {
@@ -368,6 +494,9 @@ impl Broker {
         replace_all: bool,
         validate_only: bool,
     ) -> Result<(), BrokerError> {
+        if self.clustered() {
+            return Err(BrokerError::NotInCluster("changing a topic's configs"));
+        }
         let mut admin = self.admin.lock();
         let topic = self.topic(name).ok_or_else(|| BrokerError::UnknownTopic {
             name: name.to_owned(),

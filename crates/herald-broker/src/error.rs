@@ -31,6 +31,22 @@ pub enum BrokerError {
         /// Partition index asked for.
         partition: i32,
     },
+    /// A replication factor the cluster cannot give (below 1, or more
+    /// replicas than nodes).
+    #[error("replication factor {requested} is not possible with {nodes} nodes")]
+    InvalidReplicationFactor {
+        /// The factor asked for.
+        requested: i16,
+        /// Nodes in the cluster.
+        nodes: usize,
+    },
+    /// The cluster could not commit a metadata change (no quorum, or no
+    /// answer in time); the change may still take effect.
+    #[error("the cluster did not commit the change: {0}")]
+    ClusterUnavailable(String),
+    /// The operation is not replicated through the cluster's metadata yet.
+    #[error("{0} is not supported in a cluster yet")]
+    NotInCluster(&'static str),
     /// A topic of this name already exists.
     #[error("topic {name} already exists")]
     TopicExists {

@@ -20,6 +20,8 @@
 //! contract every backend honours (today the embedded [`herald_log::Log`]).
 
 pub mod broker;
+#[cfg(feature = "cluster")]
+pub mod cluster;
 pub mod config;
 mod dir_lock;
 pub mod error;
@@ -38,13 +40,15 @@ pub mod tenant_caps;
 pub mod topic;
 pub mod topic_config;
 
-pub use broker::{Broker, ConfigChange, TopicSummary};
+pub use broker::{Broker, ConfigChange, NodeAddress, TopicSummary};
 pub use config::BrokerConfig;
 pub use error::{BrokerError, ProduceError};
 pub use groups::{GroupCall, GroupReply, GroupService, OFFSETS_TOPIC};
 pub use herald_log::{BatchError, FlushPolicy};
 pub use maintenance::Maintenance;
-pub use partition::{OffsetAndTimestamp, OffsetSpec, Partition, ProduceOutcome};
+pub use partition::{
+    LeaderHints, OffsetAndTimestamp, OffsetSpec, Partition, ProduceOutcome, ReplicaSet, ReplicaView,
+};
 pub use security::{Security, SecurityConfig};
 pub use storage::{Acks, StorageError, StoredBatches, Watermarks};
 pub use tenant_caps::{CapExceeded, TenantConnection};

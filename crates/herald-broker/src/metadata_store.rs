@@ -30,6 +30,19 @@ pub struct TopicRecord {
     pub partitions: u32,
     /// Config overrides by Kafka key.
     pub configs: BTreeMap<String, String>,
+    /// The replicas of each partition, for a topic of a cluster (whose
+    /// metadata log, not this document, brings it back on a restart).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<Vec<ReplicaAssignment>>,
+}
+
+/// Where one partition of a cluster's topic is replicated.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplicaAssignment {
+    /// The partition's Raft group.
+    pub group: u64,
+    /// Its replicas' node ids, the preferred leader first.
+    pub nodes: Vec<u64>,
 }
 
 /// The whole persisted document.
@@ -159,6 +172,7 @@ mod tests {
                 id: Uuid::new_v4(),
                 partitions: 3,
                 configs: BTreeMap::new(),
+                replicas: None,
             },
         );
         m.producer_id_high_mark = 1000;

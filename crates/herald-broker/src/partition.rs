@@ -60,10 +60,60 @@ pub struct OffsetAndTimestamp {
     pub timestamp: i64,
 }
 
+/// The leader of each replicated partition as the cluster last announced
+/// it, by Raft group: what a node tells clients about partitions it holds
+/// no replica of.
+#[derive(Debug, Default)]
+pub struct LeaderHints(parking_lot::RwLock<HashMap<u64, (u64, u64)>>);
+
+impl LeaderHints {
+    /// Records that `leader` leads `group` in `term` (an older term's
+    /// announcement, arriving late, changes nothing).
+    pub fn set(&self, group: u64, leader: u64, term: u64) {
+        let mut hints = self.0.write();
+        let newer = hints.get(&group).is_none_or(|&(_, known)| term >= known);
+        if newer {
+            hints.insert(group, (leader, term));
+        }
+    }
+
+    /// The leader of `group` and its term, if announced.
+    pub fn get(&self, group: u64) -> Option<(u64, u64)> {
+        self.0.read().get(&group).copied()
+    }
+}
+
+/// Where a replicated partition's replicas are.
+#[derive(Debug, Clone)]
+pub struct ReplicaSet {
+    /// The partition's Raft group.
+    pub group: u64,
+    /// Node ids of its replicas, the preferred leader first.
+    pub nodes: Vec<u64>,
+    /// The cluster's leader announcements.
+    pub hints: Arc<LeaderHints>,
+}
+
+/// A partition's leader, replicas and in-sync replicas, as Kafka's
+/// metadata states them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaView {
+    /// The leader's node id (`None`: no leader known now).
+    pub leader: Option<i32>,
+    /// The leader's epoch (its Raft term).
+    pub leader_epoch: i32,
+    /// Every replica.
+    pub replicas: Vec<i32>,
+    /// The replicas in sync with the leader.
+    pub isr: Vec<i32>,
+}
+
 /// A partition of a topic.
 pub struct Partition {
     index: u32,
     storage: Backend,
+    /// Its replicas, for a partition of a replicated topic.
+    replicas: Option<ReplicaSet>,
     snapshot: PathBuf,
     producers: ProducerStates,
     /// Filters of record keys per block, for readers of a few subjects;
@@ -108,6 +158,7 @@ impl Partition {
             SubjectIndex::open(dir, watermarks.log_start_offset, watermarks.high_watermark);
         Ok(Self {
             index,
+            replicas: None,
             storage: Backend::Local(local),
             producers: ProducerStates::new(producers, producers_max),
             snapshot,
@@ -121,11 +172,80 @@ impl Partition {
     pub(crate) fn failed(index: u32, reason: String, snapshot: PathBuf) -> Self {
         Self {
             index,
+            replicas: None,
             storage: Backend::Failed(FailedStorage::new(reason)),
             producers: ProducerStates::new(HashMap::new(), 1),
             snapshot,
             subjects: None,
         }
+    }
+
+    /// This node's replica of a replicated partition.
+    #[cfg(feature = "cluster")]
+    pub(crate) fn replicated(
+        index: u32,
+        storage: crate::storage::RaftStorage,
+        replicas: ReplicaSet,
+        snapshot: PathBuf,
+    ) -> Self {
+        Self {
+            index,
+            storage: Backend::Raft(storage),
+            replicas: Some(replicas),
+            producers: ProducerStates::new(HashMap::new(), 1),
+            snapshot,
+            subjects: None,
+        }
+    }
+
+    /// A replicated partition of which this node holds no replica.
+    #[cfg(feature = "cluster")]
+    pub(crate) fn elsewhere(index: u32, replicas: ReplicaSet, snapshot: PathBuf) -> Self {
+        Self {
+            index,
+            storage: Backend::Elsewhere(crate::storage::ElsewhereStorage),
+            replicas: Some(replicas),
+            producers: ProducerStates::new(HashMap::new(), 1),
+            snapshot,
+            subjects: None,
+        }
+    }
+
+    /// Leader, replicas and in-sync replicas, for metadata; `this_node`
+    /// holds an unreplicated partition alone. A replica here knows the
+    /// leader first-hand; otherwise the cluster's last announcement
+    /// answers. In-sync replicas are, for now, every replica: Raft's
+    /// commit needs a majority, not a tracked set.
+    pub fn replica_view(&self, this_node: i32) -> ReplicaView {
+        let Some(set) = &self.replicas else {
+            return ReplicaView {
+                leader: Some(this_node),
+                leader_epoch: 0,
+                replicas: vec![this_node],
+                isr: vec![this_node],
+            };
+        };
+        let first_hand = match &self.storage {
+            #[cfg(feature = "cluster")]
+            Backend::Raft(r) => r.leader_and_term(),
+            _ => None,
+        };
+        let (leader, term) = match first_hand.or_else(|| set.hints.get(set.group)) {
+            Some((leader, term)) => (Some(leader as i32), term as i32),
+            None => (None, 0),
+        };
+        let replicas: Vec<i32> = set.nodes.iter().map(|&n| n as i32).collect();
+        ReplicaView {
+            leader,
+            leader_epoch: term,
+            isr: replicas.clone(),
+            replicas,
+        }
+    }
+
+    /// The replicas of a replicated partition.
+    pub fn replica_set(&self) -> Option<&ReplicaSet> {
+        self.replicas.as_ref()
     }
 
     /// Writes the producer-state snapshot. Only valid while no append runs

@@ -65,6 +65,10 @@ pub fn broker(e: &BrokerError) -> i16 {
         | BrokerError::Random(_) => ResponseError::UnknownServerError,
         BrokerError::Security(e) => return security(e),
         BrokerError::TenantCap(_) => ResponseError::PolicyViolation,
+        BrokerError::InvalidReplicationFactor { .. } => ResponseError::InvalidReplicationFactor,
+        // No quorum now: the client retries, as on a controller move.
+        BrokerError::ClusterUnavailable(_) => ResponseError::RequestTimedOut,
+        BrokerError::NotInCluster(_) => ResponseError::UnsupportedVersion,
     }
     .code()
 }

@@ -228,7 +228,7 @@ registry! {
     ApiVersions(ApiVersionsRequest), versions 0..=4, schema api_versions,
         |call, request| call.respond(&api_versions::handle(&request, call.version));
     CreateTopics(CreateTopicsRequest), versions 2..=7, schema create_topics,
-        |call, request| call.respond(&create_topics::handle(call.ctx, call.session, request, call.version, call.client_id()));
+        |call, request| call.respond(&create_topics::handle(call.ctx, call.session, request, call.version, call.client_id()).await);
     DeleteTopics(DeleteTopicsRequest), versions 1..=6, schema delete_topics,
         |call, request| call.respond(&delete_topics::handle(call.ctx, call.session, request, call.version, call.client_id()));
     DeleteRecords(DeleteRecordsRequest), versions 0..=2, schema delete_records,

@@ -209,6 +209,12 @@ impl PartitionReplica {
         self.raft.is_leader()
     }
 
+    /// The current term as this replica knows it.
+    pub fn term(&self) -> u64 {
+        use openraft::async_runtime::WatchReceiver;
+        self.raft.metrics().borrow_watched().current_term
+    }
+
     /// The group's leader as this replica knows it.
     pub fn leader(&self) -> Option<u64> {
         use openraft::async_runtime::WatchReceiver;

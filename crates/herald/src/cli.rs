@@ -169,6 +169,21 @@ pub struct ServeArgs {
     /// The first (or fixed) flow-control limit, in records [default: 1000].
     #[arg(long, env = "HERALD_FLOW_LIMIT", value_name = "N")]
     pub flow_limit: Option<u32>,
+    /// This node's id in its cluster (the Kafka broker id); with
+    /// --cluster-listen and --cluster-nodes, the node joins a cluster.
+    #[arg(long, env = "HERALD_NODE_ID", value_name = "N")]
+    pub node_id: Option<u64>,
+    /// Where this node's Raft listener binds, for its cluster peers.
+    #[arg(long, env = "HERALD_CLUSTER_LISTEN", value_name = "ADDR")]
+    pub cluster_listen: Option<String>,
+    /// Every node of the cluster, comma-separated, each as
+    /// ID=RAFT_HOST:PORT=KAFKA_HOST:PORT (this node included).
+    #[arg(long, env = "HERALD_CLUSTER_NODES", value_name = "LIST")]
+    pub cluster_nodes: Option<String>,
+    /// Replicas of a topic created without a replication factor [default:
+    /// the number of nodes, at most 3].
+    #[arg(long, env = "HERALD_DEFAULT_REPLICATION_FACTOR", value_name = "N")]
+    pub default_replication_factor: Option<u16>,
     /// Print the effective configuration as TOML and exit.
     #[arg(long)]
     pub print_config: bool,
@@ -233,4 +248,6 @@ pub struct FileSettings {
     pub push_listener: Option<crate::security_settings::PushListenerFile>,
     /// The limit on produce records in flight and its controller.
     pub flow_control: Option<crate::flow_settings::FlowControlFile>,
+    /// `[cluster]`: see [`crate::cluster_settings`].
+    pub cluster: Option<crate::cluster_settings::ClusterFile>,
 }

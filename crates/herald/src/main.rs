@@ -7,6 +7,7 @@
 
 mod cli;
 mod cli_client;
+mod cluster_settings;
 mod commands;
 mod flow_settings;
 mod scrape;
@@ -103,7 +104,9 @@ fn serve_main(args: ServeArgs) -> ExitCode {
         };
     }
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(&settings.log_level))
+        .with_env_filter(tracing_subscriber::EnvFilter::new(log_directives(
+            &settings.log_level,
+        )))
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
@@ -125,5 +128,17 @@ fn serve_main(args: ServeArgs) -> ExitCode {
             eprintln!("herald: {e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The log filter for `level`: a bare `info`, `debug` or `trace` keeps
+/// the Raft engine's own logs at `warn`, since at `info` it narrates every
+/// vote and heartbeat; directives given in full are taken as they are.
+fn log_directives(level: &str) -> String {
+    let bare = ["info", "debug", "trace"].contains(&level.trim());
+    if bare {
+        format!("{level},openraft=warn")
+    } else {
+        level.to_owned()
     }
 }

@@ -57,6 +57,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         .await
         .context("opening the broker")?
         .with_context(|| format!("opening data directory {}", data_dir.display()))?;
+    let cluster = join_cluster(&broker, settings.cluster.clone()).await?;
     let maintenance =
         Maintenance::start(Arc::clone(&broker)).context("starting the maintenance thread")?;
     if let Some(admin) = &settings.admin {
@@ -121,6 +122,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         tracing::error!(error = %e, "admin listener task failed");
     }
     maintenance.stop();
+    leave_cluster(cluster).await;
     tokio::task::spawn_blocking(move || broker.close())
         .await
         .context("closing logs")??;
@@ -173,4 +175,69 @@ async fn wait_for_signal() -> anyhow::Result<&'static str> {
         _ = terminate.recv() => "SIGTERM",
         _ = interrupt.recv() => "SIGINT",
     })
+}
+
+/// The cluster handle of a node that joined one.
+#[cfg(feature = "cluster")]
+type ClusterHandle = Option<Arc<herald_broker::cluster::Cluster>>;
+#[cfg(not(feature = "cluster"))]
+type ClusterHandle = Option<()>;
+
+/// Joins the cluster the settings name, if any.
+async fn join_cluster(
+    broker: &Arc<Broker>,
+    settings: Option<crate::cluster_settings::ClusterSettings>,
+) -> anyhow::Result<ClusterHandle> {
+    let Some(settings) = settings else {
+        return Ok(None);
+    };
+    #[cfg(feature = "cluster")]
+    {
+        use herald_broker::cluster::{Cluster, ClusterConfig, ClusterNode};
+        let config = ClusterConfig {
+            node_id: settings.node_id,
+            listen: settings.listen,
+            nodes: settings
+                .nodes
+                .into_iter()
+                .map(|(id, n)| {
+                    (
+                        id,
+                        ClusterNode {
+                            raft: n.raft,
+                            kafka_host: n.kafka_host,
+                            kafka_port: n.kafka_port,
+                        },
+                    )
+                })
+                .collect(),
+            timing: herald_raft_timing(),
+            default_replication_factor: settings.default_replication_factor,
+        };
+        let cluster = Cluster::start(Arc::clone(broker), config)
+            .await
+            .context("joining the cluster")?;
+        Ok(Some(cluster))
+    }
+    #[cfg(not(feature = "cluster"))]
+    {
+        let _ = (broker, settings);
+        anyhow::bail!("this herald was built without cluster support (the `cluster` feature)")
+    }
+}
+
+#[cfg(feature = "cluster")]
+fn herald_raft_timing() -> herald_broker::cluster::RaftTiming {
+    herald_broker::cluster::RaftTiming::default()
+}
+
+/// Stops this node's part of its cluster (the Raft listener and the
+/// metadata replica) before the logs close.
+async fn leave_cluster(cluster: ClusterHandle) {
+    #[cfg(feature = "cluster")]
+    if let Some(cluster) = cluster {
+        cluster.shutdown().await;
+    }
+    #[cfg(not(feature = "cluster"))]
+    let _ = cluster;
 }

@@ -52,6 +52,8 @@ pub struct Settings {
     pub admin_listen: SocketAddr,
     /// Every key with its effective value, as `--print-config` shows it.
     pub effective: FileSettings,
+    /// The cluster this node joins, if any.
+    pub cluster: Option<crate::cluster_settings::ClusterSettings>,
 }
 
 /// Default address of the admin HTTP listener.
@@ -286,6 +288,13 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
         args.flow_limit,
         file.flow_control.as_ref(),
     )?;
+    let (cluster, cluster_file) = crate::cluster_settings::cluster(
+        args.node_id,
+        args.cluster_listen.clone(),
+        args.cluster_nodes.clone(),
+        args.default_replication_factor,
+        file.cluster.as_ref(),
+    )?;
     let effective = FileSettings {
         data_dir: Some(data_dir.clone()),
         kafka_listen: listen_text,
@@ -312,8 +321,13 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
         security: file.security.clone(),
         push_listener: file.push_listener.clone(),
         flow_control: Some(flow_file),
+        cluster: cluster_file,
     };
     let mut broker = BrokerConfig::new(data_dir);
+    if let Some(cluster) = &cluster {
+        // Checked to fit when parsed.
+        broker.node_id = cluster.node_id as i32;
+    }
     broker.auto_create_topics = auto_create_topics;
     broker.default_partitions = default_partitions;
     broker.log_defaults.flush = flush;
@@ -352,6 +366,7 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
         log_level,
         admin_listen,
         effective,
+        cluster,
     })
 }
 

@@ -28,6 +28,8 @@ pub enum Backend {
     /// One replica of a partition replicated by Raft.
     #[cfg(feature = "cluster")]
     Raft(super::raft::RaftStorage),
+    /// A replicated partition with no replica on this node.
+    Elsewhere(super::elsewhere::ElsewhereStorage),
 }
 
 /// The completion of an append to any [`Backend`].
@@ -40,6 +42,8 @@ pub enum BackendCompletion {
     /// Of a replicated partition.
     #[cfg(feature = "cluster")]
     Raft(super::raft::RaftCompletion),
+    /// Of a partition held elsewhere (never placed, so never polled).
+    Elsewhere(std::future::Ready<Result<Appended, StorageError>>),
 }
 
 impl Future for BackendCompletion {
@@ -52,6 +56,7 @@ impl Future for BackendCompletion {
             BackendCompletion::Failed(c) => Pin::new(c).poll(cx),
             #[cfg(feature = "cluster")]
             BackendCompletion::Raft(c) => Pin::new(c).poll(cx),
+            BackendCompletion::Elsewhere(c) => Pin::new(c).poll(cx),
         }
     }
 }
@@ -64,6 +69,7 @@ impl Backend {
             Backend::Failed(_) => Ok(()),
             #[cfg(feature = "cluster")]
             Backend::Raft(s) => s.maintain(now),
+            Backend::Elsewhere(_) => Ok(()),
         }
     }
 
@@ -74,6 +80,7 @@ impl Backend {
             Backend::Failed(_) => Ok(()),
             #[cfg(feature = "cluster")]
             Backend::Raft(s) => s.update_config(config),
+            Backend::Elsewhere(_) => Ok(()),
         }
     }
 
@@ -85,6 +92,7 @@ impl Backend {
             Backend::Failed(_) => Ok(()),
             #[cfg(feature = "cluster")]
             Backend::Raft(s) => s.close(),
+            Backend::Elsewhere(_) => Ok(()),
         }
     }
 
@@ -95,6 +103,7 @@ impl Backend {
             Backend::Failed(_) => {}
             #[cfg(feature = "cluster")]
             Backend::Raft(s) => s.replica().log().retire(),
+            Backend::Elsewhere(_) => {}
         }
     }
 }
@@ -107,6 +116,7 @@ impl PartitionStorage for Backend {
         match self {
             Backend::Local(s) => s.places_synchronously(),
             Backend::Failed(s) => s.places_synchronously(),
+            Backend::Elsewhere(s) => s.places_synchronously(),
             #[cfg(feature = "cluster")]
             Backend::Raft(s) => s.places_synchronously(),
         }
@@ -117,6 +127,7 @@ impl PartitionStorage for Backend {
         match self {
             Backend::Local(s) => s.max_batch_bytes(),
             Backend::Failed(s) => s.max_batch_bytes(),
+            Backend::Elsewhere(s) => s.max_batch_bytes(),
             #[cfg(feature = "cluster")]
             Backend::Raft(s) => s.max_batch_bytes(),
         }
@@ -142,6 +153,10 @@ impl PartitionStorage for Backend {
                 appended: p.appended,
                 completion: BackendCompletion::Raft(p.completion),
             }),
+            Backend::Elsewhere(s) => s.append(batch, acks).map(|p| PendingAppend {
+                appended: p.appended,
+                completion: BackendCompletion::Elsewhere(p.completion),
+            }),
         }
     }
 
@@ -153,6 +168,7 @@ impl PartitionStorage for Backend {
         match self {
             Backend::Local(s) => s.read(from_offset, max_bytes).await,
             Backend::Failed(s) => s.read(from_offset, max_bytes).await,
+            Backend::Elsewhere(s) => s.read(from_offset, max_bytes).await,
             #[cfg(feature = "cluster")]
             Backend::Raft(s) => s.read(from_offset, max_bytes).await,
         }
@@ -165,6 +181,7 @@ impl PartitionStorage for Backend {
         match self {
             Backend::Local(s) => s.offset_for_timestamp(timestamp).await,
             Backend::Failed(s) => s.offset_for_timestamp(timestamp).await,
+            Backend::Elsewhere(s) => s.offset_for_timestamp(timestamp).await,
             #[cfg(feature = "cluster")]
             Backend::Raft(s) => s.offset_for_timestamp(timestamp).await,
         }
@@ -174,6 +191,7 @@ impl PartitionStorage for Backend {
         match self {
             Backend::Local(s) => s.max_timestamp().await,
             Backend::Failed(s) => s.max_timestamp().await,
+            Backend::Elsewhere(s) => s.max_timestamp().await,
             #[cfg(feature = "cluster")]
             Backend::Raft(s) => s.max_timestamp().await,
         }
@@ -183,6 +201,7 @@ impl PartitionStorage for Backend {
         match self {
             Backend::Local(s) => s.wait_for_data(offset).await,
             Backend::Failed(s) => s.wait_for_data(offset).await,
+            Backend::Elsewhere(s) => s.wait_for_data(offset).await,
             #[cfg(feature = "cluster")]
             Backend::Raft(s) => s.wait_for_data(offset).await,
         }
@@ -192,6 +211,7 @@ impl PartitionStorage for Backend {
         match self {
             Backend::Local(s) => s.truncate_before(offset).await,
             Backend::Failed(s) => s.truncate_before(offset).await,
+            Backend::Elsewhere(s) => s.truncate_before(offset).await,
             #[cfg(feature = "cluster")]
             Backend::Raft(s) => s.truncate_before(offset).await,
         }
@@ -201,6 +221,7 @@ impl PartitionStorage for Backend {
         match self {
             Backend::Local(s) => s.watermarks(),
             Backend::Failed(s) => s.watermarks(),
+            Backend::Elsewhere(s) => s.watermarks(),
             #[cfg(feature = "cluster")]
             Backend::Raft(s) => s.watermarks(),
         }
@@ -211,6 +232,7 @@ impl PartitionStorage for Backend {
         match self {
             Backend::Local(s) => s.log_start_offset(),
             Backend::Failed(s) => s.log_start_offset(),
+            Backend::Elsewhere(s) => s.log_start_offset(),
             #[cfg(feature = "cluster")]
             Backend::Raft(s) => s.log_start_offset(),
         }
@@ -220,6 +242,7 @@ impl PartitionStorage for Backend {
         match self {
             Backend::Local(s) => s.stats(),
             Backend::Failed(s) => s.stats(),
+            Backend::Elsewhere(s) => s.stats(),
             #[cfg(feature = "cluster")]
             Backend::Raft(s) => s.stats(),
         }
@@ -229,6 +252,7 @@ impl PartitionStorage for Backend {
         match self {
             Backend::Local(s) => s.failure(),
             Backend::Failed(s) => s.failure(),
+            Backend::Elsewhere(s) => s.failure(),
             #[cfg(feature = "cluster")]
             Backend::Raft(s) => s.failure(),
         }

@@ -28,6 +28,7 @@
 mod backend;
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
+mod elsewhere;
 mod error;
 mod failed;
 mod local;
@@ -39,6 +40,7 @@ use std::future::Future;
 use bytes::Bytes;
 
 pub use backend::{Backend, BackendCompletion};
+pub use elsewhere::ElsewhereStorage;
 pub use error::StorageError;
 pub use failed::FailedStorage;
 pub use herald_log::{FileRegion, FlushStats, FlushStatsSnapshot, FLUSH_LATENCY_BUCKETS};

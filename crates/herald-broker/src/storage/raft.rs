@@ -62,6 +62,12 @@ impl RaftStorage {
         &self.replica
     }
 
+    /// The leader this replica knows of, and its term.
+    pub fn leader_and_term(&self) -> Option<(u64, u64)> {
+        let leader = self.replica.leader()?;
+        Some((leader, self.replica.term()))
+    }
+
     fn commit_point(&self) -> u64 {
         *self.replica.commit_point().borrow()
     }

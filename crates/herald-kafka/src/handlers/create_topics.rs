@@ -18,7 +18,7 @@ use crate::session::Session;
 use herald_auth::Operation;
 
 /// Answers a CreateTopics request.
-pub fn handle(
+pub async fn handle(
     ctx: &Context,
     session: &Session,
     request: CreateTopicsRequest,
@@ -36,31 +36,29 @@ pub fn handle(
         .filter(|t| !seen.insert(t.name.0.to_string()))
         .map(|t| t.name.0.to_string())
         .collect();
-    let topics = request
-        .topics
-        .into_iter()
-        .map(|t| {
-            if duplicates.contains(&*t.name.0) {
-                let message = "the topic appears more than once in the request".to_owned();
-                return failed(t, error_code::code(ResponseError::InvalidRequest), message);
-            }
-            if !on_cluster && !topic_allowed(ctx, session, Operation::Create, &t.name.0) {
-                let message = "not authorized to create this topic".to_owned();
-                return failed(
-                    t,
-                    error_code::code(ResponseError::TopicAuthorizationFailed),
-                    message,
-                );
-            }
-            create(ctx, t, validate_only, version, &mutations)
-        })
-        .collect();
+    let mut topics = Vec::with_capacity(request.topics.len());
+    for t in request.topics {
+        let answer = if duplicates.contains(&*t.name.0) {
+            let message = "the topic appears more than once in the request".to_owned();
+            failed(t, error_code::code(ResponseError::InvalidRequest), message)
+        } else if !on_cluster && !topic_allowed(ctx, session, Operation::Create, &t.name.0) {
+            let message = "not authorized to create this topic".to_owned();
+            failed(
+                t,
+                error_code::code(ResponseError::TopicAuthorizationFailed),
+                message,
+            )
+        } else {
+            create(ctx, t, validate_only, version, &mutations).await
+        };
+        topics.push(answer);
+    }
     CreateTopicsResponse::default()
         .with_topics(topics)
         .with_throttle_time_ms(mutations.throttle_time_ms())
 }
 
-fn create(
+async fn create(
     ctx: &Context,
     t: CreatableTopic,
     validate_only: bool,
@@ -68,7 +66,10 @@ fn create(
     mutations: &Mutations<'_>,
 ) -> CreatableTopicResult {
     let node = ctx.broker.node_id();
-    if !matches!(t.replication_factor, -1 | 1) && t.assignments.is_empty() {
+    if !ctx.broker.clustered()
+        && !matches!(t.replication_factor, -1 | 1)
+        && t.assignments.is_empty()
+    {
         let message = format!(
             "replication factor {} is larger than the 1 available broker",
             t.replication_factor
@@ -127,10 +128,13 @@ fn create(
             );
         }
     }
-    match ctx
-        .broker
-        .create_topic(&t.name.0, partitions, &configs, validate_only)
-    {
+    let outcome = match replicated(ctx, &t, partitions, &configs, validate_only).await {
+        Some(outcome) => outcome,
+        None => ctx
+            .broker
+            .create_topic(&t.name.0, partitions, &configs, validate_only),
+    };
+    match outcome {
         Ok(summary) => created(ctx, t, summary, version),
         Err(e) => {
             if !matches!(e, BrokerError::TopicExists { .. }) {
@@ -140,6 +144,37 @@ fn create(
             failed(t, error_code::broker(&e), message)
         }
     }
+}
+
+/// Creates the topic through the cluster's metadata, in a cluster; `None`
+/// when this node is not one of a cluster.
+async fn replicated(
+    ctx: &Context,
+    t: &CreatableTopic,
+    partitions: Option<u32>,
+    configs: &[(String, String)],
+    validate_only: bool,
+) -> Option<Result<TopicSummary, BrokerError>> {
+    #[cfg(feature = "cluster")]
+    if let Some(cluster) = ctx.broker.cluster() {
+        if !t.assignments.is_empty() {
+            return Some(Err(BrokerError::NotInCluster("manual replica assignment")));
+        }
+        return Some(
+            cluster
+                .create_topic(
+                    &ctx.broker,
+                    &t.name.0,
+                    partitions,
+                    t.replication_factor,
+                    configs,
+                    validate_only,
+                )
+                .await,
+        );
+    }
+    let _ = (ctx, t, partitions, configs, validate_only);
+    None
 }
 
 fn created(

@@ -1,4 +1,5 @@
-//! DescribeCluster: this node as the only broker and the controller.
+//! DescribeCluster: every node of the cluster (this one alone when it is
+//! not one of a cluster) and the controller.
 
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
@@ -18,20 +19,25 @@ pub fn handle(
     request: DescribeClusterRequest,
     version: i16,
 ) -> DescribeClusterResponse {
-    let node = BrokerId(ctx.broker.node_id());
     let response = DescribeClusterResponse::default()
         .with_cluster_id(wire_str(ctx.broker.cluster_id()))
-        .with_controller_id(node);
+        .with_controller_id(BrokerId(ctx.broker.controller_id()));
     if version >= 1 && request.endpoint_type != ENDPOINT_BROKERS {
         return response
             .with_error_code(error_code::code(ResponseError::UnsupportedEndpointType))
             .with_error_message(Some(wire_str("only broker endpoints exist")))
             .with_endpoint_type(request.endpoint_type);
     }
-    response.with_brokers(vec![DescribeClusterBroker::default()
-        .with_broker_id(node)
-        .with_host(wire_str(session.listener().advertised_host.clone()))
-        .with_port(i32::from(session.listener().advertised_port))])
+    let brokers = super::metadata::brokers(ctx, session)
+        .into_iter()
+        .map(|b| {
+            DescribeClusterBroker::default()
+                .with_broker_id(b.node_id)
+                .with_host(b.host)
+                .with_port(b.port)
+        })
+        .collect();
+    response.with_brokers(brokers)
 }
 
 /// How the guard walks this API's request body before `kafka-protocol`

@@ -43,13 +43,31 @@ pub fn handle(
             .collect(),
     };
     MetadataResponse::default()
-        .with_brokers(vec![MetadataResponseBroker::default()
-            .with_node_id(node)
-            .with_host(wire_str(session.listener().advertised_host.clone()))
-            .with_port(i32::from(session.listener().advertised_port))])
+        .with_brokers(brokers(ctx, session))
         .with_cluster_id(Some(wire_str(ctx.broker.cluster_id())))
-        .with_controller_id(node)
+        .with_controller_id(BrokerId(ctx.broker.controller_id()))
         .with_topics(topics)
+}
+
+/// Every broker of the cluster; this one alone, at the listener's
+/// advertised address, when it is not one of a cluster.
+pub(crate) fn brokers(ctx: &Context, session: &Session) -> Vec<MetadataResponseBroker> {
+    let nodes = ctx.broker.nodes();
+    if nodes.is_empty() {
+        return vec![MetadataResponseBroker::default()
+            .with_node_id(BrokerId(ctx.broker.node_id()))
+            .with_host(wire_str(session.listener().advertised_host.clone()))
+            .with_port(i32::from(session.listener().advertised_port))];
+    }
+    nodes
+        .into_iter()
+        .map(|n| {
+            MetadataResponseBroker::default()
+                .with_node_id(BrokerId(n.id))
+                .with_host(wire_str(n.host))
+                .with_port(i32::from(n.port))
+        })
+        .collect()
 }
 
 fn by_name(
@@ -118,12 +136,19 @@ fn describe(topic: &Topic, node: BrokerId) -> MetadataResponseTopic {
         .partitions()
         .iter()
         .map(|p| {
-            MetadataResponsePartition::default()
+            let view = p.replica_view(node.0);
+            let described = MetadataResponsePartition::default()
                 .with_partition_index(p.index() as i32)
-                .with_leader_id(node)
-                .with_leader_epoch(0)
-                .with_replica_nodes(vec![node])
-                .with_isr_nodes(vec![node])
+                .with_leader_id(BrokerId(view.leader.unwrap_or(-1)))
+                .with_leader_epoch(view.leader_epoch)
+                .with_replica_nodes(view.replicas.into_iter().map(BrokerId).collect())
+                .with_isr_nodes(view.isr.into_iter().map(BrokerId).collect());
+            if view.leader.is_none() {
+                // An election is under way: the client asks again.
+                described.with_error_code(error_code::code(ResponseError::LeaderNotAvailable))
+            } else {
+                described
+            }
         })
         .collect();
     MetadataResponseTopic::default()

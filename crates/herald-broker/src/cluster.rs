@@ -1,0 +1,536 @@
+//! A cluster of herald nodes (feature `cluster`).
+//!
+//! Every node runs one Raft listener for all its groups. The cluster's
+//! metadata is a Raft group of every node (group [`METADATA_GROUP`]), whose
+//! log is a herald partition like any other: its entries are commands,
+//! applied in order on every node. A topic is created by a command that
+//! names each partition's replicas and Raft group; every node then opens
+//! its own replicas (and initializes a group's membership if it is the
+//! partition's first replica) and notes where the others are. When a
+//! replica becomes its group's leader it announces so through the metadata
+//! log, so that every node can tell clients where each partition's leader
+//! is, as Kafka's controller does.
+//!
+//! What the metadata log carries so far: topic creation and leader
+//! announcements. Deleting topics, adding partitions, configs, ACLs and
+//! quotas are refused in a cluster until they are replicated too.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use herald_log::{FlushPolicy, LogConfig};
+use herald_raft::network::{GroupRouter, MAX_FRAME_BYTES};
+use herald_raft::openraft::BasicNode;
+use herald_raft::PartitionReplica;
+pub use herald_raft::RaftTiming;
+use herald_records::{BatchBuilder, RecordFields};
+use serde::{Deserialize, Serialize};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::broker::{Broker, NodeAddress, TopicSummary};
+use crate::error::BrokerError;
+use crate::metadata_store::{ReplicaAssignment, TopicRecord};
+use crate::partition::{LeaderHints, Partition, ReplicaSet};
+use crate::storage::{without_retention, RaftStorage};
+use crate::topic::partition_dir;
+
+/// The Raft group of the cluster's metadata.
+pub const METADATA_GROUP: u64 = 0;
+
+/// How long a metadata change may take to commit before it is reported
+/// as failed (the cluster may have no quorum).
+const METADATA_PATIENCE: Duration = Duration::from_secs(15);
+
+/// One node of the cluster, as every node's configuration names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterNode {
+    /// Its Raft listener (`host:port`).
+    pub raft: String,
+    /// The host its Kafka listener is reached at.
+    pub kafka_host: String,
+    /// That listener's port.
+    pub kafka_port: u16,
+}
+
+/// What a node needs to know to join its cluster.
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    /// This node's id (its Kafka broker id too).
+    pub node_id: u64,
+    /// Where this node's Raft listener binds.
+    pub listen: SocketAddr,
+    /// Every node, this one included.
+    pub nodes: BTreeMap<u64, ClusterNode>,
+    /// Raft's heartbeat and election timing.
+    pub timing: RaftTiming,
+    /// Replicas of a topic created without a replication factor.
+    pub default_replication_factor: u16,
+}
+
+/// Why the cluster could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// The configuration does not describe a cluster this node is in.
+    #[error("invalid cluster configuration: {0}")]
+    Config(String),
+    /// The Raft listener could not bind.
+    #[error("binding the Raft listener on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The metadata replica could not open.
+    #[error("opening the cluster metadata: {0}")]
+    Metadata(#[from] herald_raft::ReplicaError),
+}
+
+/// A change to the cluster's metadata, as its log stores it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+enum Command {
+    /// A topic, with each partition's replicas.
+    CreateTopic {
+        /// Names the proposer's wait (not part of the state).
+        request: u128,
+        /// The topic.
+        record: TopicRecord,
+    },
+    /// A replica became its group's leader.
+    LeaderChange {
+        /// The group.
+        group: u64,
+        /// The leader's node id.
+        leader: u64,
+        /// Its term.
+        term: u64,
+    },
+}
+
+/// This node's membership of a cluster.
+pub struct Cluster {
+    /// The cluster id every node reports: derived from the node list, so
+    /// that nodes configured alike agree without talking.
+    id: String,
+    config: ClusterConfig,
+    router: GroupRouter,
+    metadata: PartitionReplica,
+    hints: Arc<LeaderHints>,
+    /// Proposers waiting for their command to be applied here.
+    waiting: parking_lot::Mutex<HashMap<u128, oneshot::Sender<Result<TopicSummary, BrokerError>>>>,
+    stop: CancellationToken,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("node_id", &self.config.node_id)
+            .field("nodes", &self.config.nodes.len())
+            .finish_non_exhaustive()
+    }
+}
+
+fn metadata_log_config() -> LogConfig {
+    LogConfig {
+        segment_bytes: 64 * 1024 * 1024,
+        max_batch_bytes: (MAX_FRAME_BYTES / 2) as u32,
+        preallocate_bytes: 1024 * 1024,
+        flush: FlushPolicy::Never,
+        retention_age: None,
+        retention_bytes: None,
+        ..LogConfig::default()
+    }
+}
+
+fn raft_members(nodes: &[u64], all: &BTreeMap<u64, ClusterNode>) -> BTreeMap<u64, BasicNode> {
+    nodes
+        .iter()
+        .filter_map(|id| {
+            all.get(id).map(|n| {
+                (
+                    *id,
+                    BasicNode {
+                        addr: n.raft.clone(),
+                    },
+                )
+            })
+        })
+        .collect()
+}
+
+impl Cluster {
+    /// Joins `broker` to the cluster `config` describes: binds the Raft
+    /// listener, opens the metadata replica and starts applying its log.
+    pub async fn start(
+        broker: Arc<Broker>,
+        config: ClusterConfig,
+    ) -> Result<Arc<Cluster>, ClusterError> {
+        if !config.nodes.contains_key(&config.node_id) {
+            return Err(ClusterError::Config(format!(
+                "node {} is not among the cluster's nodes",
+                config.node_id
+            )));
+        }
+        if i32::try_from(config.node_id).ok() != Some(broker.node_id()) {
+            return Err(ClusterError::Config(format!(
+                "the cluster node id {} differs from the broker's node id {}",
+                config.node_id,
+                broker.node_id()
+            )));
+        }
+        let listener =
+            TcpListener::bind(config.listen)
+                .await
+                .map_err(|source| ClusterError::Bind {
+                    addr: config.listen,
+                    source,
+                })?;
+        let router = GroupRouter::default();
+        let stop = CancellationToken::new();
+        tokio::spawn(router.clone().serve(listener, stop.clone()));
+        let (commands, mut applied) = mpsc::unbounded_channel::<Bytes>();
+        let hook: herald_raft::state_machine::ApplyHook = Arc::new(move |_, batch| {
+            let _ = commands.send(batch.bytes().clone());
+        });
+        let dir = broker.config().data_dir.join("__cluster").join("metadata");
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| ClusterError::Config(format!("creating {}: {e}", dir.display())))?;
+        let metadata = PartitionReplica::open_with_hook(
+            config.node_id,
+            METADATA_GROUP,
+            &dir,
+            metadata_log_config(),
+            config.timing,
+            &router,
+            Some(hook),
+        )
+        .await?;
+        // Every node proposes the same first membership; whichever wins,
+        // the others find the group initialized.
+        let all: Vec<u64> = config.nodes.keys().copied().collect();
+        if let Err(e) = metadata
+            .raft()
+            .initialize(raft_members(&all, &config.nodes))
+            .await
+        {
+            tracing::debug!(error = %e, "cluster metadata already initialized");
+        }
+        let described: String = config
+            .nodes
+            .iter()
+            .map(|(id, n)| format!("{id}={};", n.raft))
+            .collect();
+        let id = format!(
+            "herald-{:016x}",
+            twox_hash::XxHash3_64::oneshot(described.as_bytes())
+        );
+        let cluster = Arc::new(Cluster {
+            id,
+            config,
+            router,
+            metadata,
+            hints: Arc::new(LeaderHints::default()),
+            waiting: parking_lot::Mutex::new(HashMap::new()),
+            stop,
+        });
+        broker.set_cluster(Arc::clone(&cluster));
+        let applier = Arc::clone(&cluster);
+        tokio::spawn(async move {
+            while let Some(batch) = applied.recv().await {
+                for command in decode_commands(&batch) {
+                    applier.apply(&broker, command).await;
+                }
+            }
+        });
+        tracing::info!(
+            node_id = cluster.config.node_id,
+            nodes = cluster.config.nodes.len(),
+            raft = %cluster.config.listen,
+            "joined the cluster"
+        );
+        Ok(cluster)
+    }
+
+    /// The cluster id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Every node, with its Kafka address.
+    pub fn nodes(&self) -> Vec<NodeAddress> {
+        self.config
+            .nodes
+            .iter()
+            .map(|(id, n)| NodeAddress {
+                id: *id as i32,
+                host: n.kafka_host.clone(),
+                port: n.kafka_port,
+            })
+            .collect()
+    }
+
+    /// The metadata group's leader as this node knows it: the cluster's
+    /// controller, in Kafka's terms.
+    pub fn controller(&self) -> Option<u64> {
+        self.metadata.leader()
+    }
+
+    /// Creates a topic of `partitions` partitions, each with
+    /// `replication_factor` replicas (-1: the default), through the
+    /// metadata log; answers once this node has applied it.
+    pub async fn create_topic(
+        &self,
+        broker: &Broker,
+        name: &str,
+        partitions: Option<u32>,
+        replication_factor: i16,
+        configs: &[(String, String)],
+        validate_only: bool,
+    ) -> Result<TopicSummary, BrokerError> {
+        let summary = broker.create_topic(name, partitions, configs, true)?;
+        let nodes: Vec<u64> = self.config.nodes.keys().copied().collect();
+        let factor = match replication_factor {
+            -1 => usize::from(self.config.default_replication_factor).min(nodes.len()),
+            n if n >= 1 && (n as usize) <= nodes.len() => n as usize,
+            n => {
+                return Err(BrokerError::InvalidReplicationFactor {
+                    requested: n,
+                    nodes: nodes.len(),
+                })
+            }
+        };
+        if validate_only {
+            return Ok(summary);
+        }
+        let first = random_u64()? as usize;
+        let replicas = (0..summary.partitions as usize)
+            .map(|p| {
+                Ok(ReplicaAssignment {
+                    group: random_u64()?.max(1),
+                    nodes: (0..factor)
+                        .map(|i| nodes[(first + p + i) % nodes.len()])
+                        .collect(),
+                })
+            })
+            .collect::<Result<Vec<_>, BrokerError>>()?;
+        let record = TopicRecord {
+            name: name.to_owned(),
+            id: Uuid::new_v4(),
+            partitions: summary.partitions,
+            configs: summary.config.overrides().clone(),
+            replicas: Some(replicas),
+        };
+        let request = Uuid::new_v4().as_u128();
+        let (done, applied) = oneshot::channel();
+        self.waiting.lock().insert(request, done);
+        let written = self
+            .propose(&Command::CreateTopic { request, record })
+            .await;
+        if let Err(e) = written {
+            self.waiting.lock().remove(&request);
+            return Err(e);
+        }
+        match tokio::time::timeout(METADATA_PATIENCE, applied).await {
+            Ok(Ok(result)) => result,
+            _ => {
+                self.waiting.lock().remove(&request);
+                Err(BrokerError::ClusterUnavailable(
+                    "the topic was written but not applied here in time".to_owned(),
+                ))
+            }
+        }
+    }
+
+    async fn propose(&self, command: &Command) -> Result<(), BrokerError> {
+        let json = serde_json::to_vec(command)
+            .map_err(|e| BrokerError::ClusterUnavailable(e.to_string()))?;
+        let mut builder = BatchBuilder::new(now_ms());
+        builder.push(RecordFields {
+            timestamp_ms: now_ms(),
+            key: None,
+            value: Some(&json),
+            headers: &[],
+        });
+        let batch = builder
+            .finish()
+            .map_err(|e| BrokerError::ClusterUnavailable(e.to_string()))?;
+        self.metadata
+            .write(Bytes::from(batch), METADATA_PATIENCE)
+            .await
+            .map(|_| ())
+            .map_err(|e| BrokerError::ClusterUnavailable(e.to_string()))
+    }
+
+    /// Applies one committed command on this node.
+    async fn apply(self: &Arc<Self>, broker: &Arc<Broker>, command: Command) {
+        match command {
+            Command::CreateTopic { request, record } => {
+                let result = self.install_topic(broker, record).await;
+                if let Err(e) = &result {
+                    tracing::warn!(error = %e, "a replicated topic could not be installed");
+                }
+                if let Some(waiter) = self.waiting.lock().remove(&request) {
+                    let _ = waiter.send(result);
+                }
+            }
+            Command::LeaderChange {
+                group,
+                leader,
+                term,
+            } => self.hints.set(group, leader, term),
+        }
+    }
+
+    async fn install_topic(
+        self: &Arc<Self>,
+        broker: &Arc<Broker>,
+        record: TopicRecord,
+    ) -> Result<TopicSummary, BrokerError> {
+        if broker.topic(&record.name).is_some() {
+            return Err(BrokerError::TopicExists {
+                name: record.name.clone(),
+            });
+        }
+        let assignments = record.replicas.clone().unwrap_or_default();
+        let config = crate::topic_config::TopicConfig::from_pairs(
+            record.configs.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+            &broker.config().log_defaults,
+        )?;
+        let log_config = without_retention(config.log_config(&broker.config().log_defaults)?);
+        let data_dir = broker.config().data_dir.clone();
+        let me = self.config.node_id;
+        let mut partitions = Vec::with_capacity(assignments.len());
+        for (index, assignment) in assignments.iter().enumerate() {
+            let index = index as u32;
+            let set = ReplicaSet {
+                group: assignment.group,
+                nodes: assignment.nodes.clone(),
+                hints: Arc::clone(&self.hints),
+            };
+            let snapshot = crate::producer_snapshot::path(&data_dir, record.id, index);
+            if !assignment.nodes.contains(&me) {
+                partitions.push(Arc::new(Partition::elsewhere(index, set, snapshot)));
+                continue;
+            }
+            let dir: PathBuf = partition_dir(&data_dir, &record.name, index);
+            let replica = PartitionReplica::open(
+                me,
+                assignment.group,
+                &dir,
+                log_config.clone(),
+                self.config.timing,
+                &self.router,
+            )
+            .await
+            .map_err(|e| BrokerError::ClusterUnavailable(e.to_string()))?;
+            if assignment.nodes.first() == Some(&me) {
+                let members = raft_members(&assignment.nodes, &self.config.nodes);
+                if let Err(e) = replica.raft().initialize(members).await {
+                    tracing::debug!(group = assignment.group, error = %e, "partition group already initialized");
+                }
+            }
+            let replica = Arc::new(replica);
+            self.announce_leadership(assignment.group, Arc::clone(&replica));
+            partitions.push(Arc::new(Partition::replicated(
+                index,
+                RaftStorage::new(replica),
+                set,
+                snapshot,
+            )));
+        }
+        broker.install_replicated_topic(record, partitions)
+    }
+
+    /// Announces through the metadata log each time the replica becomes
+    /// its group's leader.
+    fn announce_leadership(self: &Arc<Self>, group: u64, replica: Arc<PartitionReplica>) {
+        let cluster = Arc::downgrade(self);
+        let mut metrics = replica.raft().metrics();
+        let me = self.config.node_id;
+        let stop = self.stop.clone();
+        tokio::spawn(async move {
+            use herald_raft::openraft::async_runtime::WatchReceiver;
+            let mut announced = None;
+            loop {
+                let (leader, term) = {
+                    let now = metrics.borrow_watched();
+                    (now.current_leader, now.current_term)
+                };
+                if leader == Some(me) && announced != Some(term) {
+                    let Some(cluster) = cluster.upgrade() else {
+                        return;
+                    };
+                    let command = Command::LeaderChange {
+                        group,
+                        leader: me,
+                        term,
+                    };
+                    match cluster.propose(&command).await {
+                        Ok(()) => announced = Some(term),
+                        Err(e) => {
+                            tracing::debug!(group, error = %e, "leader announcement failed; retrying");
+                            tokio::time::sleep(Duration::from_millis(200)).await;
+                            continue;
+                        }
+                    }
+                }
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    changed = metrics.changed() => if changed.is_err() { return },
+                }
+            }
+        });
+    }
+
+    /// Stops the Raft listener and the metadata replica.
+    pub async fn shutdown(&self) {
+        self.stop.cancel();
+        if let Err(e) = self.metadata.raft().shutdown().await {
+            tracing::warn!(error = %e, "the metadata replica did not stop cleanly");
+        }
+    }
+}
+
+fn decode_commands(batch: &[u8]) -> Vec<Command> {
+    let Ok(parsed) = herald_records::RecordBatch::new(batch) else {
+        tracing::error!("a metadata entry is not a record batch; skipped");
+        return Vec::new();
+    };
+    let mut scratch = Vec::new();
+    let Ok(records) = parsed.records(&mut scratch) else {
+        tracing::error!("a metadata entry's records cannot be read; skipped");
+        return Vec::new();
+    };
+    records
+        .filter_map(|r| r.ok())
+        .filter_map(|r| {
+            let value = r.value?;
+            match serde_json::from_slice(value) {
+                Ok(command) => Some(command),
+                Err(e) => {
+                    tracing::error!(error = %e, "an unknown metadata command; skipped");
+                    None
+                }
+            }
+        })
+        .collect()
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+fn random_u64() -> Result<u64, BrokerError> {
+    let mut bytes = [0u8; 8];
+    getrandom::fill(&mut bytes).map_err(|e| BrokerError::Random(e.to_string()))?;
+    Ok(u64::from_le_bytes(bytes))
+}
