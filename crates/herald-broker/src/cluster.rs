@@ -192,7 +192,7 @@ impl Cluster {
                     addr: config.listen,
                     source,
                 })?;
-        let router = GroupRouter::default();
+        let router = GroupRouter::with_source(config.listen.ip());
         let stop = CancellationToken::new();
         tokio::spawn(router.clone().serve(listener, stop.clone()));
         let (commands, mut applied) = mpsc::unbounded_channel::<Bytes>();

@@ -14,7 +14,7 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -178,6 +178,8 @@ struct Connection {
 pub struct PeerClient {
     group: GroupId,
     addr: String,
+    /// The address connections leave from (the node's own), if set.
+    source: Option<IpAddr>,
     connection: Option<Connection>,
 }
 
@@ -187,8 +189,34 @@ impl PeerClient {
         Self {
             group,
             addr,
+            source: None,
             connection: None,
         }
+    }
+
+    /// Connections leave from `source` (the node's own address) rather than
+    /// wherever the kernel picks: on a machine with several addresses a
+    /// peer, and a firewall between nodes, sees which node is calling.
+    pub fn from_source(mut self, source: Option<IpAddr>) -> Self {
+        self.source = source;
+        self
+    }
+
+    async fn connect(&self) -> io::Result<TcpStream> {
+        let Some(source) = self.source else {
+            return TcpStream::connect(&self.addr).await;
+        };
+        let target = tokio::net::lookup_host(&self.addr)
+            .await?
+            .find(|a| a.is_ipv4() == source.is_ipv4())
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no address of that family"))?;
+        let socket = if source.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        socket.bind(SocketAddr::new(source, 0))?;
+        socket.connect(target).await
     }
 
     /// Sends `request` and waits for its answer, at most `ttl`.
@@ -219,13 +247,10 @@ impl PeerClient {
             source,
         };
         if self.connection.is_none() {
-            let stream =
-                TcpStream::connect(&self.addr)
-                    .await
-                    .map_err(|source| CallError::Connect {
-                        addr: self.addr.clone(),
-                        source,
-                    })?;
+            let stream = self.connect().await.map_err(|source| CallError::Connect {
+                addr: self.addr.clone(),
+                source,
+            })?;
             // Heartbeats and votes are small and latency-bound.
             let _ = stream.set_nodelay(true);
             let (read, write) = stream.into_split();
@@ -371,12 +396,13 @@ impl RaftNetworkV2<PartitionRaft> for PeerClient {
 #[derive(Debug, Clone, Copy)]
 pub struct GroupNetwork {
     group: GroupId,
+    source: Option<IpAddr>,
 }
 
 impl GroupNetwork {
-    /// The network of `group`.
-    pub fn new(group: GroupId) -> Self {
-        Self { group }
+    /// The network of `group`, its connections leaving from `source`.
+    pub fn new(group: GroupId, source: Option<IpAddr>) -> Self {
+        Self { group, source }
     }
 }
 
@@ -384,7 +410,7 @@ impl RaftNetworkFactory<PartitionRaft> for GroupNetwork {
     type Network = PeerClient;
 
     async fn new_client(&mut self, _target: u64, node: &BasicNode) -> PeerClient {
-        PeerClient::new(self.group, node.addr.clone())
+        PeerClient::new(self.group, node.addr.clone()).from_source(self.source)
     }
 }
 
@@ -395,9 +421,24 @@ pub type PartitionRaftHandle = Raft<PartitionRaft, PartitionStateMachine>;
 #[derive(Clone, Default)]
 pub struct GroupRouter {
     groups: Arc<RwLock<HashMap<GroupId, PartitionRaftHandle>>>,
+    source: Option<IpAddr>,
 }
 
 impl GroupRouter {
+    /// A router whose node's outgoing Raft connections leave from
+    /// `source` (its listener's address; unspecified: any).
+    pub fn with_source(source: IpAddr) -> Self {
+        Self {
+            groups: Arc::default(),
+            source: (!source.is_unspecified()).then_some(source),
+        }
+    }
+
+    /// Where this node's outgoing Raft connections leave from.
+    pub fn source(&self) -> Option<IpAddr> {
+        self.source
+    }
+
     /// Serves `group` with `raft` from now on.
     pub fn add(&self, group: GroupId, raft: PartitionRaftHandle) {
         self.groups.write().insert(group, raft);

@@ -143,7 +143,7 @@ impl PartitionReplica {
         let raft = PartitionRaftHandle::new(
             node_id,
             Arc::new(config),
-            GroupNetwork::new(group),
+            GroupNetwork::new(group, router.source()),
             crate::PartitionLogStore::new(Arc::clone(&raft_log)),
             state_machine,
         )
@@ -261,7 +261,7 @@ impl PartitionReplica {
             .get_node(&leader)
             .map(|node| node.addr.clone())
             .ok_or(ReplicaError::NotLeader { leader: None })?;
-        let mut client = PeerClient::new(self.group, addr);
+        let mut client = PeerClient::new(self.group, addr).from_source(self.router.source());
         match client
             .call(&RaftRequest::Propose(RecordBatch::new(batch)), patience)
             .await
