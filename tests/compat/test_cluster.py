@@ -7,8 +7,13 @@ through the SIGKILL of a partition leader without a delivery error or a lost
 acknowledged record; the killed node restarts and catches up, after which
 every replica of every partition holds the same bytes.
 
+An idempotent producer (librdkafka's, with its five requests in flight)
+writes each record once through a leader's SIGKILL: producer ids are unique
+across the cluster's nodes, and retries of batches the old leader had
+committed are recognized on the new one.
+
 The multi-process fault test in a network namespace (partitions, SIGSTOP,
-Kafka's VerifiableProducer) is a separate, longer scenario.
+Kafka's VerifiableProducer) is test_cluster_faults.py.
 """
 
 import glob
@@ -94,17 +99,18 @@ def leaders(admin, topic, timeout=30.0):
     raise AssertionError(f"{topic} has partitions without a leader after {timeout}s")
 
 
-def produce(boot, topic, values):
+def produce(boot, topic, values, idempotent=False):
     """Produces `values` with acks=all; returns (acked (partition, offset,
     value) in delivery order, delivery errors)."""
-    producer = Producer({
+    settings = {
         "bootstrap.servers": boot,
         "acks": "all",
-        # Idempotent producers are not yet served on replicated partitions.
-        "enable.idempotence": False,
-        "max.in.flight.requests.per.connection": 1,
+        "enable.idempotence": idempotent,
         "message.timeout.ms": 60000,
-    })
+    }
+    if not idempotent:
+        settings["max.in.flight.requests.per.connection"] = 1
+    producer = Producer(settings)
     acked, errors = [], []
 
     def delivered(err, msg):
@@ -212,3 +218,32 @@ def test_a_cluster_refuses_what_it_does_not_replicate_yet_with_a_clear_error(clu
     # The topic is still there and served.
     acked, errors = produce(boot, "kept", [b"x%03d" % i for i in range(50)])
     assert errors == [] and len(acked) == 50
+
+
+@pytest.mark.restarts_broker
+def test_an_idempotent_producer_writes_each_record_once_through_a_leader_failure(cluster):
+    nodes = cluster
+    boot = bootstrap(nodes)
+    admin = AdminClient({"bootstrap.servers": boot})
+    topic = "exactly-once"
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=3)])[topic].result(30)
+    led, _ = leaders(admin, topic)
+    first, errors = produce(boot, topic, [b"i%06d" % i for i in range(2000)], idempotent=True)
+    assert errors == [] and len(first) == 2000
+    victim = next(n for n in nodes if n.node_id == led[0])
+    victim.kill()
+    survivors = [n for n in nodes if n is not victim]
+    second, errors = produce(
+        bootstrap(survivors), topic, [b"j%06d" % i for i in range(2000)], idempotent=True
+    )
+    assert errors == [], f"delivery errors: {set(errors)}"
+    assert len(second) == 2000
+    consumer = Consumer({"bootstrap.servers": bootstrap(survivors), "group.id": "exactly"})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    values = []
+    deadline = time.monotonic() + 60
+    while len(values) < 4000 and time.monotonic() < deadline:
+        values.extend(m.value() for m in consumer.consume(1000, 1.0) if m.error() is None)
+    consumer.close()
+    expected = [b"i%06d" % i for i in range(2000)] + [b"j%06d" % i for i in range(2000)]
+    assert values == expected, "every record once, in the order sent"

@@ -20,7 +20,10 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def test_no_acknowledged_record_is_lost_moved_or_reordered_through_kills_pauses_and_cuts(tmp_path):
+@pytest.mark.parametrize("idempotent", [False, True], ids=["one-in-flight", "idempotent"])
+def test_no_acknowledged_record_is_lost_moved_or_reordered_through_kills_pauses_and_cuts(
+    tmp_path, idempotent
+):
     if shutil.which("unshare") is None or shutil.which("ip") is None:
         pytest.fail("the fault test needs unshare and ip (util-linux, iproute2)")
     if not any(KAFKA_JARS.glob("kafka-tools-*.jar")):
@@ -28,7 +31,8 @@ def test_no_acknowledged_record_is_lost_moved_or_reordered_through_kills_pauses_
     run = subprocess.run(
         ["unshare", "-rn", sys.executable, str(Path(__file__).parent / "cluster_faults.py"),
          "--herald", str(herald_binary_path()), "--kafka-lib", str(KAFKA_JARS),
-         "--work", str(tmp_path / "work"), "--seconds", "25"],
+         "--work", str(tmp_path / "work"), "--seconds", "25",
+         *(["--idempotent"] if idempotent else [])],
         capture_output=True, text=True, timeout=400,
     )
     lines = [l for l in run.stdout.splitlines() if l.startswith("{")]
@@ -40,4 +44,6 @@ def test_no_acknowledged_record_is_lost_moved_or_reordered_through_kills_pauses_
     assert report["lost"] == 0, f"acknowledged records lost: {report['lost_examples']}"
     assert report["moved"] == 0, "acknowledged records read at another offset"
     assert report["reordered"] == 0, "records out of order within a partition"
+    if idempotent:
+        assert report["duplicates"] == 0, "an idempotent producer's record read twice"
     assert run.returncode == 0, run.stderr[-3000:]

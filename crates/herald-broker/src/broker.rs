@@ -88,6 +88,10 @@ pub struct Broker {
     _lock: DirLock,
 }
 
+/// Where a cluster node's id sits in the producer ids it hands out: below
+/// it, 2^40 ids per node.
+const PRODUCER_ID_NODE_SHIFT: u32 = 40;
+
 /// A node of the cluster, as Kafka's metadata names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeAddress {
@@ -537,11 +541,21 @@ impl Broker {
     /// to bump its epoch, KIP-360), returns the same id with the next epoch,
     /// or a fresh id once the epoch is exhausted.
     pub fn init_producer_id(&self, current: Option<(i64, i16)>) -> Result<(i64, i16), BrokerError> {
+        // In a cluster every node hands out ids of its own: the node id in
+        // the high bits keeps them apart (two producers sharing an id would
+        // have each other's batches taken for duplicates).
+        let node_bits = if self.clustered() {
+            i64::from(self.node_id()) << PRODUCER_ID_NODE_SHIFT
+        } else {
+            0
+        };
+        let local_mask = (1i64 << PRODUCER_ID_NODE_SHIFT) - 1;
         let mut admin = self.admin.lock();
         let mut epochs = self.producer_epochs.lock();
         if let Some((producer_id, epoch)) = current {
             let known = epochs.get(&producer_id).copied();
-            let ours = admin.producer_ids.was_issued(producer_id);
+            let ours = producer_id & !local_mask == node_bits
+                && admin.producer_ids.was_issued(producer_id & local_mask);
             match known {
                 Some(e) if e != epoch => {
                     return Err(BrokerError::InvalidProducerEpoch { producer_id, epoch })
@@ -568,6 +582,7 @@ impl Broker {
             *metadata = next;
             Ok::<_, BrokerError>(())
         })?;
+        let id = node_bits | id;
         epochs.insert(id, 0);
         Ok((id, 0))
     }

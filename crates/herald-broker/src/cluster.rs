@@ -38,6 +38,8 @@ use crate::broker::{Broker, NodeAddress, TopicSummary};
 use crate::error::BrokerError;
 use crate::metadata_store::{ReplicaAssignment, TopicRecord};
 use crate::partition::{LeaderHints, Partition, ReplicaSet};
+use crate::producer_state::ProducerStates;
+use crate::replicated_producers::{apply_hook, InFlight};
 use crate::storage::{without_retention, RaftStorage};
 use crate::topic::partition_dir;
 
@@ -196,7 +198,7 @@ impl Cluster {
         let stop = CancellationToken::new();
         tokio::spawn(router.clone().serve(listener, stop.clone()));
         let (commands, mut applied) = mpsc::unbounded_channel::<Bytes>();
-        let hook: herald_raft::state_machine::ApplyHook = Arc::new(move |_, batch| {
+        let hook: herald_raft::state_machine::ApplyHook = Arc::new(move |_, batch, _| {
             let _ = commands.send(batch.bytes().clone());
         });
         let dir = broker.config().data_dir.join("__cluster").join("metadata");
@@ -420,13 +422,22 @@ impl Cluster {
                 continue;
             }
             let dir: PathBuf = partition_dir(&data_dir, &record.name, index);
-            let replica = PartitionReplica::open(
+            // Kept at apply time, on every replica (see
+            // `replicated_producers`).
+            let producers = Arc::new(ProducerStates::new(
+                HashMap::new(),
+                broker.config().producers_per_partition_max,
+            ));
+            let in_flight = Arc::new(InFlight::default());
+            let hook = apply_hook(Arc::clone(&producers), Arc::clone(&in_flight));
+            let replica = PartitionReplica::open_with_hook(
                 me,
                 assignment.group,
                 &dir,
                 log_config.clone(),
                 self.config.timing,
                 &self.router,
+                Some(hook),
             )
             .await
             .map_err(|e| BrokerError::ClusterUnavailable(e.to_string()))?;
@@ -443,6 +454,8 @@ impl Cluster {
                 RaftStorage::new(replica),
                 set,
                 snapshot,
+                producers,
+                in_flight,
             )));
         }
         broker.install_replicated_topic(record, partitions)

@@ -183,6 +183,14 @@ pub enum ProduceError {
     /// bookkeeping needs them.
     #[error("idempotent producers are not supported on replicated partitions yet")]
     IdempotenceUnavailable,
+    /// A retry of an idempotent batch still being replicated: Kafka's
+    /// clients take the answer as success (the original's carries the
+    /// offsets).
+    #[error("producer {producer_id} sent a batch still being replicated")]
+    DuplicateSequence {
+        /// Producer id.
+        producer_id: i64,
+    },
     /// The batch's sequence does not follow the producer's last one.
     #[error("out of order sequence {found} for producer {producer_id}: expected {expected}")]
     OutOfOrderSequence {

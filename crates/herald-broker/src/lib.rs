@@ -33,6 +33,8 @@ mod partition_dirs;
 pub mod producer_ids;
 mod producer_snapshot;
 pub mod producer_state;
+#[cfg(feature = "cluster")]
+mod replicated_producers;
 pub mod security;
 pub mod storage;
 pub mod subject_index;

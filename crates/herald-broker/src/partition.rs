@@ -115,7 +115,11 @@ pub struct Partition {
     /// Its replicas, for a partition of a replicated topic.
     replicas: Option<ReplicaSet>,
     snapshot: PathBuf,
-    producers: ProducerStates,
+    producers: Arc<ProducerStates>,
+    /// A replicated partition's idempotent batches queued and not yet
+    /// applied (see `replicated_producers`).
+    #[cfg(feature = "cluster")]
+    in_flight: Option<Arc<crate::replicated_producers::InFlight>>,
     /// Filters of record keys per block, for readers of a few subjects;
     /// none when the storage failed.
     subjects: Option<SubjectIndex>,
@@ -160,7 +164,9 @@ impl Partition {
             index,
             replicas: None,
             storage: Backend::Local(local),
-            producers: ProducerStates::new(producers, producers_max),
+            producers: Arc::new(ProducerStates::new(producers, producers_max)),
+            #[cfg(feature = "cluster")]
+            in_flight: None,
             snapshot,
             subjects: Some(subjects),
         })
@@ -174,7 +180,9 @@ impl Partition {
             index,
             replicas: None,
             storage: Backend::Failed(FailedStorage::new(reason)),
-            producers: ProducerStates::new(HashMap::new(), 1),
+            producers: Arc::new(ProducerStates::new(HashMap::new(), 1)),
+            #[cfg(feature = "cluster")]
+            in_flight: None,
             snapshot,
             subjects: None,
         }
@@ -187,12 +195,15 @@ impl Partition {
         storage: crate::storage::RaftStorage,
         replicas: ReplicaSet,
         snapshot: PathBuf,
+        producers: Arc<ProducerStates>,
+        in_flight: Arc<crate::replicated_producers::InFlight>,
     ) -> Self {
         Self {
             index,
             storage: Backend::Raft(storage),
             replicas: Some(replicas),
-            producers: ProducerStates::new(HashMap::new(), 1),
+            producers,
+            in_flight: Some(in_flight),
             snapshot,
             subjects: None,
         }
@@ -205,7 +216,8 @@ impl Partition {
             index,
             storage: Backend::Elsewhere(crate::storage::ElsewhereStorage),
             replicas: Some(replicas),
-            producers: ProducerStates::new(HashMap::new(), 1),
+            producers: Arc::new(ProducerStates::new(HashMap::new(), 1)),
+            in_flight: None,
             snapshot,
             subjects: None,
         }
@@ -257,6 +269,10 @@ impl Partition {
             // start after the repair.
             return Ok(());
         }
+        if self.replicas.is_some() {
+            // A replica rebuilds its producers by applying its log again.
+            return Ok(());
+        }
         let next_offset = self.storage.watermarks().high_watermark;
         let producers = self.producers.snapshot();
         if producers.is_empty() {
@@ -304,13 +320,99 @@ impl Partition {
             return Err(ProduceError::Transactional);
         }
         if !self.storage.places_synchronously() {
-            return Err(ProduceError::IdempotenceUnavailable);
+            return self.append_replicated_idempotent(valid, acks).await;
         }
         let (outcome, completion) = self.place_idempotent(valid, acks)?;
         if let Some(completion) = completion {
             completion.await.map_err(ProduceError::Storage)?;
         }
         Ok(outcome)
+    }
+
+    /// An idempotent producer's batch for a replicated partition (see
+    /// `replicated_producers`): checked against the applied state and what
+    /// this leader queued, then queued.
+    #[cfg(feature = "cluster")]
+    async fn append_replicated_idempotent(
+        &self,
+        valid: ValidBatch<'_>,
+        acks: Acks,
+    ) -> Result<ProduceOutcome, ProduceError> {
+        use crate::producer_state::SequenceCheck;
+        use crate::replicated_producers::{check_queued, QueuedCheck};
+        let (Backend::Raft(raft), Some(in_flight)) = (&self.storage, &self.in_flight) else {
+            return Err(ProduceError::IdempotenceUnavailable);
+        };
+        let replica = raft.replica();
+        if !replica.is_leader() || !replica.caught_up() {
+            return Err(ProduceError::Storage(StorageError::NotLeader));
+        }
+        let header = valid.header();
+        let (producer_id, epoch, first, count) = (
+            header.producer_id(),
+            header.producer_epoch(),
+            header.base_sequence(),
+            header.records_count(),
+        );
+        let last = last_sequence(first, count);
+        let (entry, created) = self.producers.entry(producer_id);
+        let refuse = |e: ProduceError| {
+            if created {
+                self.producers.forget_unused(producer_id);
+            }
+            Err(e)
+        };
+        let completion = {
+            // Held while this producer's batch is checked and queued, so
+            // its batches are judged and queued in one order.
+            let entry = entry.lock();
+            match check_queued(in_flight.last(producer_id), epoch, first, last) {
+                QueuedCheck::Duplicate => {
+                    return refuse(ProduceError::DuplicateSequence { producer_id });
+                }
+                QueuedCheck::OutOfOrder { expected } => {
+                    return refuse(ProduceError::OutOfOrderSequence {
+                        producer_id,
+                        expected,
+                        found: first,
+                    });
+                }
+                QueuedCheck::Next => {}
+                QueuedCheck::Nothing => match entry.check(producer_id, epoch, first, count) {
+                    Ok(SequenceCheck::Duplicate(meta)) => {
+                        return Ok(self.outcome(meta.base_offset, meta.last_offset, true));
+                    }
+                    Ok(SequenceCheck::Append) => {}
+                    Err(e) => return refuse(e),
+                },
+            }
+            let pending = match self.storage.append(valid, acks) {
+                Ok(pending) => pending,
+                Err(e) => return refuse(e.into()),
+            };
+            in_flight.queued(producer_id, epoch, last);
+            if created {
+                self.producers.admit();
+            }
+            pending.completion
+        };
+        match completion.await {
+            Ok(placed) => Ok(self.outcome(placed.base_offset, placed.last_offset, false)),
+            Err(e) => {
+                in_flight.abandoned(producer_id, epoch, last);
+                Err(ProduceError::Storage(e))
+            }
+        }
+    }
+
+    /// Without clustering every backend places synchronously.
+    #[cfg(not(feature = "cluster"))]
+    async fn append_replicated_idempotent(
+        &self,
+        _valid: ValidBatch<'_>,
+        _acks: Acks,
+    ) -> Result<ProduceOutcome, ProduceError> {
+        Err(ProduceError::IdempotenceUnavailable)
     }
 
     /// The one batch of a produce request's records, checked against the

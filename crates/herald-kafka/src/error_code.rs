@@ -24,6 +24,7 @@ pub fn produce(e: &ProduceError) -> i16 {
         | ProduceError::IdempotenceUnavailable => ResponseError::InvalidRecord,
         ProduceError::TooLarge { .. } => ResponseError::MessageTooLarge,
         ProduceError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
+        ProduceError::DuplicateSequence { .. } => ResponseError::DuplicateSequenceNumber,
         ProduceError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
         ProduceError::UnknownProducerId { .. } => ResponseError::UnknownProducerId,
         ProduceError::Storage(e) => return storage(e),

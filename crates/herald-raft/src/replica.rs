@@ -204,6 +204,13 @@ impl PartitionReplica {
         Proposal { placed, committed }
     }
 
+    /// Whether every entry in this replica's log is committed and applied
+    /// (a new leader's is not until its first entry commits): state kept
+    /// at apply time is then complete.
+    pub fn caught_up(&self) -> bool {
+        *self.commit.borrow() >= self.raft_log.log().high_watermark()
+    }
+
     /// Whether this replica leads its group now (it may stop any moment).
     pub fn is_leader(&self) -> bool {
         self.raft.is_leader()

@@ -88,10 +88,11 @@ impl StoredSnapshot {
 }
 
 /// Called with every data entry a state machine applies, in log order, on
-/// every replica: how a group whose entries are commands (the cluster's
-/// metadata) acts on them. Runs on the state machine's task: it must not
+/// every replica, with where its records are: how a group whose entries
+/// are commands (the cluster's metadata) acts on them, and how a
+/// partition keeps its idempotent producers' state. Runs on the state machine's task: it must not
 /// wait on the group itself.
-pub type ApplyHook = Arc<dyn Fn(&LogId, &crate::RecordBatch) + Send + Sync>;
+pub type ApplyHook = Arc<dyn Fn(&LogId, &crate::RecordBatch, Option<crate::Placed>) + Send + Sync>;
 
 /// The state machine of one partition.
 pub struct PartitionStateMachine {
@@ -215,10 +216,11 @@ impl RaftStateMachine<PartitionRaft> for PartitionStateMachine {
                     None
                 }
                 EntryPayload::Normal(batch) => {
+                    let placed = self.raft_log.placed(index);
                     if let Some(hook) = &self.hook {
-                        hook(&entry.log_id, batch);
+                        hook(&entry.log_id, batch, placed);
                     }
-                    self.raft_log.placed(index)
+                    placed
                 }
                 EntryPayload::Blank => None,
             };

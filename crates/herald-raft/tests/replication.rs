@@ -244,7 +244,7 @@ async fn a_follower_forwards_writes_and_every_replica_applies_them_in_one_order(
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let log = Arc::new(Mutex::new(Vec::new()));
         let sink = Arc::clone(&log);
-        let hook: herald_raft::state_machine::ApplyHook = Arc::new(move |id, _batch| {
+        let hook: herald_raft::state_machine::ApplyHook = Arc::new(move |id, _batch, _placed| {
             sink.lock().unwrap().push(id.index);
         });
         seen.push(log);
