@@ -4,8 +4,12 @@
 # alternating rounds on the same machine, and a table of each point's
 # median figures, before and after, with the spread across rounds.
 #
-#   scripts/bench-ab.sh BASE_REV [--rounds N] [--quick] [suite options...]
+#   scripts/bench-ab.sh BASE_REV [--rounds N] [--base-build-args ARGS] [--quick] [suite options...]
 #
+# --base-build-args adds cargo arguments to the base's build: with BASE_REV
+# HEAD and "--no-default-features" it measures what compiling clustering in
+# costs the single node (`scripts/bench-ab.sh HEAD --base-build-args
+# --no-default-features --rounds 3 --quick`).
 # For example `scripts/bench-ab.sh 498fc8e --rounds 3` (about 15 minutes a
 # round for the full plan). Suite options (see `herald-loadgen suite --help`,
 # for example `--batches 1,1024 --publishers 1,8`) narrow the plan. The
@@ -21,9 +25,11 @@ BASE="${1:?usage: scripts/bench-ab.sh BASE_REV [--rounds N] [--quick] [suite opt
 shift
 ROUNDS=2
 SUITE_ARGS=()
+BASE_BUILD_ARGS=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) ROUNDS="$2"; shift 2 ;;
+    --base-build-args) read -r -a BASE_BUILD_ARGS <<< "$2"; shift 2 ;;
     *) SUITE_ARGS+=("$1"); shift ;;
   esac
 done
@@ -39,7 +45,7 @@ base_commit=$(git rev-parse --verify "$BASE^{commit}")
 rm -rf "$BASE_DIR/src"
 git worktree prune
 git worktree add --detach "$BASE_DIR/src" "$base_commit" >/dev/null
-CARGO_TARGET_DIR="$BASE_DIR/target" cargo build --release -p herald --manifest-path "$BASE_DIR/src/Cargo.toml"
+CARGO_TARGET_DIR="$BASE_DIR/target" cargo build --release -p herald --manifest-path "$BASE_DIR/src/Cargo.toml" "${BASE_BUILD_ARGS[@]}"
 git worktree remove --force "$BASE_DIR/src"
 cargo build --release -p herald -p herald-loadgen
 BEFORE="$BASE_DIR/target/release/herald"
@@ -85,5 +91,5 @@ for round in $(seq 1 "$ROUNDS"); do
   done
 done
 
-echo "== comparison ($BASE -> $(git rev-parse --short HEAD)$(git diff --quiet || echo ' + uncommitted changes'))"
+echo "== comparison ($BASE${BASE_BUILD_ARGS[*]:+ built with ${BASE_BUILD_ARGS[*]}} -> $(git rev-parse --short HEAD)$(git diff --quiet || echo ' + uncommitted changes'))"
 python3 "$ROOT/scripts/bench_ab_table.py" "$OUT/before.jsonl" "$OUT/after.jsonl" | tee "$OUT/ab.md"

@@ -394,10 +394,50 @@ impl Broker {
         })
     }
 
+    /// Removes a topic of the cluster, as its metadata log decided: out of
+    /// the registry and the metadata document; returns its partitions,
+    /// whose replicas the caller stops before their data is discarded.
+    #[cfg(feature = "cluster")]
+    pub(crate) fn remove_replicated_topic(
+        &self,
+        name: &str,
+        id: Uuid,
+    ) -> Result<Vec<Arc<crate::partition::Partition>>, BrokerError> {
+        let mut admin = self.admin.lock();
+        match admin.metadata.topics.get(name) {
+            Some(record) if record.id == id => {}
+            _ => {
+                return Err(BrokerError::UnknownTopic {
+                    name: name.to_owned(),
+                })
+            }
+        }
+        let mut next = admin.metadata.clone();
+        next.topics.remove(name);
+        admin.store.save(&next)?;
+        admin.metadata = next;
+        let topic = {
+            let mut registry = self.registry.write();
+            registry.by_id.remove(&id);
+            registry.by_name.remove(name)
+        };
+        tracing::info!(topic = name, %id, "replicated topic deleted");
+        Ok(topic.map_or_else(Vec::new, |t| t.partitions().as_ref().clone()))
+    }
+
+    /// Sets a deleted topic's partitions aside and removes their data in
+    /// the background.
+    #[cfg(feature = "cluster")]
+    pub(crate) fn discard(&self, name: &str, partitions: Vec<Arc<crate::partition::Partition>>) {
+        discard_partitions(&self.config.data_dir, name, partitions);
+    }
+
     /// Deletes a topic and its data. Returns its id.
     pub fn delete_topic(&self, name: &str) -> Result<Uuid, BrokerError> {
         if self.clustered() {
-            return Err(BrokerError::NotInCluster("deleting a topic"));
+            return Err(BrokerError::NotInCluster(
+                "deleting a topic other than through the cluster's metadata",
+            ));
         }
         let mut admin = self.admin.lock();
         let Some(record) = admin.metadata.topics.get(name).cloned() else {

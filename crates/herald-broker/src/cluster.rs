@@ -11,9 +11,10 @@
 //! log, so that every node can tell clients where each partition's leader
 //! is, as Kafka's controller does.
 //!
-//! What the metadata log carries so far: topic creation and leader
-//! announcements. Deleting topics, adding partitions, configs, ACLs and
-//! quotas are refused in a cluster until they are replicated too.
+//! What the metadata log carries so far: topic creation and deletion, and
+//! leader announcements. Adding partitions and config changes are refused
+//! in a cluster until they are replicated too; ACLs and quotas stay
+//! node-local.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -105,6 +106,15 @@ enum Command {
         /// The topic.
         record: TopicRecord,
     },
+    /// A topic deleted.
+    DeleteTopic {
+        /// Names the proposer's wait (not part of the state).
+        request: u128,
+        /// Its name.
+        name: String,
+        /// Its id (a topic of the same name created since is kept).
+        id: Uuid,
+    },
     /// A replica became its group's leader.
     LeaderChange {
         /// The group.
@@ -114,6 +124,15 @@ enum Command {
         /// Its term.
         term: u64,
     },
+}
+
+/// What applying a proposer's command gave.
+#[derive(Debug)]
+enum Applied {
+    /// A topic created.
+    Created(TopicSummary),
+    /// A topic deleted.
+    Deleted(Uuid),
 }
 
 /// This node's membership of a cluster.
@@ -126,7 +145,7 @@ pub struct Cluster {
     metadata: PartitionReplica,
     hints: Arc<LeaderHints>,
     /// Proposers waiting for their command to be applied here.
-    waiting: parking_lot::Mutex<HashMap<u128, oneshot::Sender<Result<TopicSummary, BrokerError>>>>,
+    waiting: parking_lot::Mutex<HashMap<u128, oneshot::Sender<Result<Applied, BrokerError>>>>,
     stop: CancellationToken,
 }
 
@@ -330,12 +349,47 @@ impl Cluster {
             replicas: Some(replicas),
         };
         let request = Uuid::new_v4().as_u128();
+        match self
+            .propose_and_wait(request, Command::CreateTopic { request, record })
+            .await?
+        {
+            Applied::Created(summary) => Ok(summary),
+            Applied::Deleted(_) => Err(BrokerError::ClusterUnavailable(
+                "a creation was answered as a deletion".to_owned(),
+            )),
+        }
+    }
+
+    /// Deletes topic `name` through the metadata log; answers once this
+    /// node has applied it (its replicas stopped, its data set aside).
+    pub async fn delete_topic(&self, broker: &Broker, name: &str) -> Result<Uuid, BrokerError> {
+        let topic = broker
+            .topic(name)
+            .ok_or_else(|| BrokerError::UnknownTopic {
+                name: name.to_owned(),
+            })?;
+        let request = Uuid::new_v4().as_u128();
+        let command = Command::DeleteTopic {
+            request,
+            name: name.to_owned(),
+            id: topic.id(),
+        };
+        match self.propose_and_wait(request, command).await? {
+            Applied::Deleted(id) => Ok(id),
+            Applied::Created(_) => Err(BrokerError::ClusterUnavailable(
+                "a deletion was answered as a creation".to_owned(),
+            )),
+        }
+    }
+
+    async fn propose_and_wait(
+        &self,
+        request: u128,
+        command: Command,
+    ) -> Result<Applied, BrokerError> {
         let (done, applied) = oneshot::channel();
         self.waiting.lock().insert(request, done);
-        let written = self
-            .propose(&Command::CreateTopic { request, record })
-            .await;
-        if let Err(e) = written {
+        if let Err(e) = self.propose(&command).await {
             self.waiting.lock().remove(&request);
             return Err(e);
         }
@@ -344,7 +398,7 @@ impl Cluster {
             _ => {
                 self.waiting.lock().remove(&request);
                 Err(BrokerError::ClusterUnavailable(
-                    "the topic was written but not applied here in time".to_owned(),
+                    "the change was written but not applied here in time".to_owned(),
                 ))
             }
         }
@@ -379,7 +433,13 @@ impl Cluster {
                     tracing::warn!(error = %e, "a replicated topic could not be installed");
                 }
                 if let Some(waiter) = self.waiting.lock().remove(&request) {
-                    let _ = waiter.send(result);
+                    let _ = waiter.send(result.map(Applied::Created));
+                }
+            }
+            Command::DeleteTopic { request, name, id } => {
+                let result = self.remove_topic(broker, &name, id).await;
+                if let Some(waiter) = self.waiting.lock().remove(&request) {
+                    let _ = waiter.send(result.map(|()| Applied::Deleted(id)));
                 }
             }
             Command::LeaderChange {
@@ -459,6 +519,29 @@ impl Cluster {
             )));
         }
         broker.install_replicated_topic(record, partitions)
+    }
+
+    /// Removes a topic here: out of the registry, its replicas stopped
+    /// (they leave their groups' routing first), its data set aside.
+    async fn remove_topic(
+        &self,
+        broker: &Arc<Broker>,
+        name: &str,
+        id: Uuid,
+    ) -> Result<(), BrokerError> {
+        let partitions = broker.remove_replicated_topic(name, id)?;
+        for partition in &partitions {
+            if let Some(replica) = partition.raft_replica() {
+                if let Some(set) = partition.replica_set() {
+                    self.router.remove(set.group);
+                }
+                if let Err(e) = replica.raft().shutdown().await {
+                    tracing::warn!(topic = name, error = %e, "a deleted partition's replica did not stop cleanly");
+                }
+            }
+        }
+        broker.discard(name, partitions);
+        Ok(())
     }
 
     /// Announces through the metadata log each time the replica becomes

@@ -255,6 +255,15 @@ impl Partition {
         }
     }
 
+    /// This node's replica, for a replicated partition held here.
+    #[cfg(feature = "cluster")]
+    pub(crate) fn raft_replica(&self) -> Option<&Arc<herald_raft::PartitionReplica>> {
+        match &self.storage {
+            Backend::Raft(r) => Some(r.replica()),
+            _ => None,
+        }
+    }
+
     /// The replicas of a replicated partition.
     pub fn replica_set(&self) -> Option<&ReplicaSet> {
         self.replicas.as_ref()

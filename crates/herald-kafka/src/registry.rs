@@ -230,7 +230,7 @@ registry! {
     CreateTopics(CreateTopicsRequest), versions 2..=7, schema create_topics,
         |call, request| call.respond(&create_topics::handle(call.ctx, call.session, request, call.version, call.client_id()).await);
     DeleteTopics(DeleteTopicsRequest), versions 1..=6, schema delete_topics,
-        |call, request| call.respond(&delete_topics::handle(call.ctx, call.session, request, call.version, call.client_id()));
+        |call, request| call.respond(&delete_topics::handle(call.ctx, call.session, request, call.version, call.client_id()).await);
     DeleteRecords(DeleteRecordsRequest), versions 0..=2, schema delete_records,
         |call, request| call.respond(&delete_records::handle(call.ctx, call.session, request, call.version).await);
     InitProducerId(InitProducerIdRequest), versions 0..=5, schema init_producer_id,

@@ -11,7 +11,7 @@ use crate::session::Session;
 use herald_auth::Operation;
 
 /// Answers a DeleteTopics request.
-pub fn handle(
+pub async fn handle(
     ctx: &Context,
     session: &Session,
     request: DeleteTopicsRequest,
@@ -19,18 +19,18 @@ pub fn handle(
     client_id: String,
 ) -> DeleteTopicsResponse {
     let mutations = Mutations::new(ctx, session, client_id, version >= 5);
-    let mut responses: Vec<DeletableTopicResult> = request
-        .topic_names
-        .into_iter()
-        .map(|name| delete_by_name(ctx, session, name, &mutations))
-        .collect();
+    let mut responses: Vec<DeletableTopicResult> = Vec::with_capacity(request.topic_names.len());
+    for name in request.topic_names {
+        responses.push(delete_by_name(ctx, session, name, &mutations).await);
+    }
     if version >= 6 {
         for state in request.topics {
             let result = match state.name {
-                Some(name) => delete_by_name(ctx, session, name, &mutations),
+                Some(name) => delete_by_name(ctx, session, name, &mutations).await,
                 None => match ctx.broker.topic_by_id(state.topic_id) {
                     Some(topic) => {
-                        delete_by_name(ctx, session, TopicName(wire_str(topic.name())), &mutations)
+                        let name = TopicName(wire_str(topic.name()));
+                        delete_by_name(ctx, session, name, &mutations).await
                     }
                     None => DeletableTopicResult::default()
                         .with_topic_id(state.topic_id)
@@ -45,7 +45,7 @@ pub fn handle(
         .with_throttle_time_ms(mutations.throttle_time_ms())
 }
 
-fn delete_by_name(
+async fn delete_by_name(
     ctx: &Context,
     session: &Session,
     name: TopicName,
@@ -64,12 +64,22 @@ fn delete_by_name(
                 .with_error_message(Some(wire_str(message)));
         }
     }
-    match ctx.broker.delete_topic(&name.0) {
+    match delete(ctx, &name.0).await {
         Ok(id) => result.with_topic_id(id),
         Err(e) => result
             .with_error_code(error_code::broker(&e))
             .with_error_message(Some(wire_str(e.to_string()))),
     }
+}
+
+/// Deletes the topic: through the cluster's metadata in a cluster, here
+/// otherwise.
+async fn delete(ctx: &Context, name: &str) -> Result<uuid::Uuid, herald_broker::BrokerError> {
+    #[cfg(feature = "cluster")]
+    if let Some(cluster) = ctx.broker.cluster() {
+        return cluster.delete_topic(&ctx.broker, name).await;
+    }
+    ctx.broker.delete_topic(name)
 }
 
 /// How the guard walks this API's request body before `kafka-protocol`
