@@ -18,9 +18,10 @@
 //!   the offsets);
 //! - anything else is refused as on a single node.
 //!
-//! A new leader takes idempotent batches only once its whole log is
-//! applied (before that its state may miss entries it holds); until then
-//! it answers NOT_LEADER_OR_FOLLOWER and the client retries.
+//! A new leader takes idempotent batches only once it has applied an entry
+//! of its own term (its blank entry, which follows everything earlier
+//! leaders wrote; before that its state may miss entries it holds); until
+//! then it answers NOT_LEADER_OR_FOLLOWER and the client retries.
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -204,11 +204,16 @@ impl PartitionReplica {
         Proposal { placed, committed }
     }
 
-    /// Whether every entry in this replica's log is committed and applied
-    /// (a new leader's is not until its first entry commits): state kept
-    /// at apply time is then complete.
+    /// Whether this replica has applied an entry of its current term: a
+    /// leader's first entry of a term (its blank entry) follows everything
+    /// earlier leaders wrote, so once it is applied, state kept at apply
+    /// time covers all of that. Entries of its own term it judges itself.
     pub fn caught_up(&self) -> bool {
-        *self.commit.borrow() >= self.raft_log.log().high_watermark()
+        use openraft::async_runtime::WatchReceiver;
+        let metrics = self.raft.metrics();
+        let now = metrics.borrow_watched();
+        now.last_applied
+            .is_some_and(|applied| applied.leader_id.term == now.current_term)
     }
 
     /// Whether this replica leads its group now (it may stop any moment).
