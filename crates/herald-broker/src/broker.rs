@@ -404,25 +404,31 @@ impl Broker {
         id: Uuid,
     ) -> Result<Vec<Arc<crate::partition::Partition>>, BrokerError> {
         let mut admin = self.admin.lock();
-        match admin.metadata.topics.get(name) {
-            Some(record) if record.id == id => {}
-            _ => {
-                return Err(BrokerError::UnknownTopic {
-                    name: name.to_owned(),
-                })
-            }
+        if admin.metadata.topics.get(name).map(|r| r.id) != Some(id) {
+            return Err(BrokerError::UnknownTopic {
+                name: name.to_owned(),
+            });
         }
+        let topic = self.unregister_topic(&mut admin, name, id)?;
+        tracing::info!(topic = name, %id, "replicated topic deleted");
+        Ok(topic.map_or_else(Vec::new, |t| t.partitions().as_ref().clone()))
+    }
+
+    /// Takes topic `name` (of id `id`) out of the metadata document, durably,
+    /// and out of the registry; returns it, for its partitions.
+    fn unregister_topic(
+        &self,
+        admin: &mut AdminState,
+        name: &str,
+        id: Uuid,
+    ) -> Result<Option<Arc<Topic>>, BrokerError> {
         let mut next = admin.metadata.clone();
         next.topics.remove(name);
         admin.store.save(&next)?;
         admin.metadata = next;
-        let topic = {
-            let mut registry = self.registry.write();
-            registry.by_id.remove(&id);
-            registry.by_name.remove(name)
-        };
-        tracing::info!(topic = name, %id, "replicated topic deleted");
-        Ok(topic.map_or_else(Vec::new, |t| t.partitions().as_ref().clone()))
+        let mut registry = self.registry.write();
+        registry.by_id.remove(&id);
+        Ok(registry.by_name.remove(name))
     }
 
     /// Sets a deleted topic's partitions aside and removes their data in
@@ -445,15 +451,7 @@ impl Broker {
                 name: name.to_owned(),
             });
         };
-        let mut next = admin.metadata.clone();
-        next.topics.remove(name);
-        admin.store.save(&next)?;
-        admin.metadata = next;
-        let topic = {
-            let mut registry = self.registry.write();
-            registry.by_id.remove(&record.id);
-            registry.by_name.remove(name)
-        };
+        let topic = self.unregister_topic(&mut admin, name, record.id)?;
         if let Some(topic) = topic {
             let partitions = topic.partitions().as_ref().clone();
             // Without the topic, the discarding thread holds the last

@@ -154,15 +154,7 @@ impl PartitionStorage for LocalStorage {
             // learns that here instead of waking again at once.
             return Err(StorageError::Closed);
         }
-        Ok(StoredBatches {
-            bytes: slice.bytes,
-            region: slice.region,
-            next_offset: slice.next_offset,
-            watermarks: Watermarks {
-                log_start_offset: slice.log_start_offset,
-                high_watermark: slice.high_watermark,
-            },
-        })
+        Ok(stored(slice))
     }
 
     async fn offset_for_timestamp(
@@ -226,7 +218,22 @@ impl PartitionStorage for LocalStorage {
     }
 }
 
-fn found(t: herald_log::TimestampOffset) -> TimestampOffset {
+/// A read of the log as the contract states it; the log start never above
+/// the high watermark the read states.
+pub(super) fn stored(slice: herald_log::ReadSlice) -> StoredBatches {
+    StoredBatches {
+        bytes: slice.bytes,
+        region: slice.region,
+        next_offset: slice.next_offset,
+        watermarks: Watermarks {
+            log_start_offset: slice.log_start_offset.min(slice.high_watermark),
+            high_watermark: slice.high_watermark,
+        },
+    }
+}
+
+/// A timestamp lookup's answer as the contract states it.
+pub(super) fn found(t: herald_log::TimestampOffset) -> TimestampOffset {
     TimestampOffset {
         offset: t.offset,
         timestamp: t.timestamp,

@@ -21,6 +21,8 @@ use std::time::SystemTime;
 
 use herald_log::{ConfigError, LogConfig, LogError, ReadError};
 use herald_raft::openraft::errors::ClientWriteError;
+
+use super::local::{found, stored};
 use herald_raft::PartitionReplica;
 
 use super::{
@@ -204,15 +206,7 @@ impl PartitionStorage for RaftStorage {
         if slice.bytes.is_empty() && log.is_closed() {
             return Err(StorageError::Closed);
         }
-        Ok(StoredBatches {
-            bytes: slice.bytes,
-            region: slice.region,
-            next_offset: slice.next_offset,
-            watermarks: Watermarks {
-                log_start_offset: slice.log_start_offset.min(slice.high_watermark),
-                high_watermark: slice.high_watermark,
-            },
-        })
+        Ok(stored(slice))
     }
 
     async fn offset_for_timestamp(
@@ -226,10 +220,7 @@ impl PartitionStorage for RaftStorage {
             .log()
             .offset_for_timestamp(timestamp)
             .filter(|t| t.offset < commit)
-            .map(|t| TimestampOffset {
-                offset: t.offset,
-                timestamp: t.timestamp,
-            }))
+            .map(found))
     }
 
     async fn max_timestamp(&self) -> Result<Option<TimestampOffset>, StorageError> {
@@ -243,10 +234,7 @@ impl PartitionStorage for RaftStorage {
             .max_timestamp()
             // Raft's own entries carry no timestamp (-1).
             .filter(|t| t.offset < commit && t.timestamp >= 0)
-            .map(|t| TimestampOffset {
-                offset: t.offset,
-                timestamp: t.timestamp,
-            }))
+            .map(found))
     }
 
     fn wait_for_data(&self, offset: u64) -> impl Future<Output = ()> + Send {
