@@ -253,7 +253,8 @@ fn append_error(e: AppendError) -> StorageError {
     }
 }
 
-fn read_error(e: ReadError) -> StorageError {
+/// A refused read as the contract states it.
+pub(super) fn read_error(e: ReadError) -> StorageError {
     match e {
         ReadError::OffsetOutOfRange {
             requested,

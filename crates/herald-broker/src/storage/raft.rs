@@ -19,10 +19,10 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::SystemTime;
 
-use herald_log::{ConfigError, LogConfig, LogError, ReadError};
+use herald_log::{ConfigError, LogConfig, LogError};
 use herald_raft::openraft::errors::ClientWriteError;
 
-use super::local::{found, stored};
+use super::local::{found, read_error, stored};
 use herald_raft::PartitionReplica;
 
 use super::{
@@ -192,17 +192,7 @@ impl PartitionStorage for RaftStorage {
         let log = self.replica.log();
         let slice = log
             .read_visible(from_offset, max_bytes, self.commit_point())
-            .map_err(|e| match e {
-                ReadError::OffsetOutOfRange {
-                    requested,
-                    log_start_offset,
-                    high_watermark,
-                } => StorageError::OffsetOutOfRange {
-                    requested,
-                    log_start_offset,
-                    high_watermark,
-                },
-            })?;
+            .map_err(read_error)?;
         if slice.bytes.is_empty() && log.is_closed() {
             return Err(StorageError::Closed);
         }
