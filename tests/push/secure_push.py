@@ -104,10 +104,12 @@ def tls_credentials(secure):
     return grpc.ssl_channel_credentials(root_certificates=(secure.pki / "ca.pem").read_bytes())
 
 
-def create_topic(secure, name, partitions=1):
+def create_topic(secure, name, partitions=1, config=None):
     # The client must outlive its futures.
     client = admin(secure)
-    wait_all(client.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)]))
+    wait_all(client.create_topics(
+        [NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})]
+    ))
 
 
 def new_user(secure, prefix):

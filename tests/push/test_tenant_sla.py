@@ -183,7 +183,12 @@ def test_two_tenants_over_their_rates_each_get_it_beside_a_flood(secure):
         create_topic(secure, topic)
         tenants.append((conf, topic))
     flood_topic = f"flood-{uuid.uuid4().hex[:6]}"
-    create_topic(secure, flood_topic)
+    # The flood writes hundreds of MB/s: small segments under a size
+    # retention keep what it leaves on disk bounded (it is never read).
+    create_topic(secure, flood_topic, config={
+        "segment.bytes": str(64 * 1024 * 1024),
+        "retention.bytes": str(256 * 1024 * 1024),
+    })
     admin_conf = kafka(secure, "admin", ADMIN_PASSWORD)
     script = str(COMPAT / "offer_producer.py")
     seconds = 12
