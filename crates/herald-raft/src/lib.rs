@@ -29,6 +29,7 @@ pub mod meta;
 pub mod network;
 pub mod raft_log;
 pub mod replica;
+pub mod runtime;
 pub mod state_machine;
 pub mod types;
 

@@ -8,6 +8,11 @@
 //! retries with its own back-off); requests on it are sequential, which is
 //! how openraft calls a client.
 //!
+//! A [`Courier`] can carry the same frames instead of TCP: a simulation of
+//! a cluster inside one process plugs one in ([`GroupRouter::with_courier`]),
+//! and everything above the socket (encoding, dispatch to the group,
+//! answers) is the code production runs.
+//!
 //! Sharing one connection between the groups of a pair of nodes, and
 //! batching their heartbeats, is the scaling step still to come: today a
 //! group with `n` peers opens up to `n` connections from each node.
@@ -169,6 +174,20 @@ async fn write_frame<W: tokio::io::AsyncWrite + Unpin>(
     writer.flush().await
 }
 
+/// An answer on its way back, as a [`Courier`] delivers it.
+pub type Delivery = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<Vec<u8>, CallError>> + Send + 'static>,
+>;
+
+/// Carries a node's Raft requests to its peers by some other way than
+/// TCP: a simulated network, with its delays, losses and partitions.
+pub trait Courier: Send + Sync + 'static {
+    /// Delivers `request` (a request frame's body: the postcard of a
+    /// [`RaftRequest`]) for `group` to the node reached at `addr`, and
+    /// brings back its answer's body ([`GroupRouter::answer`] there).
+    fn deliver(&self, addr: &str, group: GroupId, request: Vec<u8>) -> Delivery;
+}
+
 struct Connection {
     reader: BufReader<tokio::net::tcp::OwnedReadHalf>,
     writer: BufWriter<tokio::net::tcp::OwnedWriteHalf>,
@@ -181,6 +200,8 @@ pub struct PeerClient {
     /// The address connections leave from (the node's own), if set.
     source: Option<IpAddr>,
     connection: Option<Connection>,
+    /// Carries the requests instead of TCP, when set.
+    courier: Option<Arc<dyn Courier>>,
 }
 
 impl PeerClient {
@@ -191,7 +212,14 @@ impl PeerClient {
             addr,
             source: None,
             connection: None,
+            courier: None,
         }
+    }
+
+    /// Requests travel by `courier` instead of TCP.
+    pub fn by_courier(mut self, courier: Option<Arc<dyn Courier>>) -> Self {
+        self.courier = courier;
+        self
     }
 
     /// Connections leave from `source` (the node's own address) rather than
@@ -246,6 +274,11 @@ impl PeerClient {
             addr: self.addr.clone(),
             source,
         };
+        if let Some(courier) = &self.courier {
+            let body = postcard::to_stdvec(request).map_err(|e| io(frame_error(e)))?;
+            let answer = courier.deliver(&self.addr, self.group, body).await?;
+            return self.decode_answer(&answer);
+        }
         if self.connection.is_none() {
             let stream = self.connect().await.map_err(|source| CallError::Connect {
                 addr: self.addr.clone(),
@@ -268,8 +301,14 @@ impl PeerClient {
             .await
             .map_err(io)?;
         let answer = read_frame(&mut connection.reader).await.map_err(io)?;
-        let response: RaftResponse =
-            postcard::from_bytes(&answer).map_err(|e| io(frame_error(e)))?;
+        self.decode_answer(&answer)
+    }
+
+    fn decode_answer(&self, answer: &[u8]) -> Result<RaftResponse, CallError> {
+        let response: RaftResponse = postcard::from_bytes(answer).map_err(|e| CallError::Io {
+            addr: self.addr.clone(),
+            source: frame_error(e),
+        })?;
         if let RaftResponse::Refused(reason) = response {
             return Err(CallError::Refused {
                 addr: self.addr.clone(),
@@ -393,16 +432,20 @@ impl RaftNetworkV2<PartitionRaft> for PeerClient {
 }
 
 /// Makes a group's clients to its peers.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone)]
 pub struct GroupNetwork {
     group: GroupId,
-    source: Option<IpAddr>,
+    router: GroupRouter,
 }
 
 impl GroupNetwork {
-    /// The network of `group`, its connections leaving from `source`.
-    pub fn new(group: GroupId, source: Option<IpAddr>) -> Self {
-        Self { group, source }
+    /// The network of `group` on the node `router` serves: its clients
+    /// reach peers the way the router's own clients do.
+    pub fn new(group: GroupId, router: &GroupRouter) -> Self {
+        Self {
+            group,
+            router: router.clone(),
+        }
     }
 }
 
@@ -410,7 +453,7 @@ impl RaftNetworkFactory<PartitionRaft> for GroupNetwork {
     type Network = PeerClient;
 
     async fn new_client(&mut self, _target: u64, node: &BasicNode) -> PeerClient {
-        PeerClient::new(self.group, node.addr.clone()).from_source(self.source)
+        self.router.client(self.group, node.addr.clone())
     }
 }
 
@@ -422,6 +465,7 @@ pub type PartitionRaftHandle = Raft<PartitionRaft, PartitionStateMachine>;
 pub struct GroupRouter {
     groups: Arc<RwLock<HashMap<GroupId, PartitionRaftHandle>>>,
     source: Option<IpAddr>,
+    courier: Option<Arc<dyn Courier>>,
 }
 
 impl GroupRouter {
@@ -429,9 +473,26 @@ impl GroupRouter {
     /// `source` (its listener's address; unspecified: any).
     pub fn with_source(source: IpAddr) -> Self {
         Self {
-            groups: Arc::default(),
             source: (!source.is_unspecified()).then_some(source),
+            ..Self::default()
         }
+    }
+
+    /// A router whose node reaches its peers through `courier` rather than
+    /// TCP; its own groups answer through [`GroupRouter::answer`].
+    pub fn with_courier(courier: Arc<dyn Courier>) -> Self {
+        Self {
+            courier: Some(courier),
+            ..Self::default()
+        }
+    }
+
+    /// A client of `group` on the node at `addr`, reaching it the way this
+    /// node reaches its peers.
+    pub fn client(&self, group: GroupId, addr: String) -> PeerClient {
+        PeerClient::new(group, addr)
+            .from_source(self.source)
+            .by_courier(self.courier.clone())
     }
 
     /// Where this node's outgoing Raft connections leave from.
@@ -502,12 +563,18 @@ impl GroupRouter {
                     "frame without a group id",
                 ));
             };
-            let group = u64::from_be_bytes(*group);
-            let request: RaftRequest = postcard::from_bytes(body).map_err(frame_error)?;
-            let response = self.handle(group, request).await;
-            let body = postcard::to_stdvec(&response).map_err(frame_error)?;
+            let body = self.answer(u64::from_be_bytes(*group), body).await?;
             write_frame(&mut writer, &[&body]).await?;
         }
+    }
+
+    /// Answers one request for `group` (a request frame's body), with the
+    /// answer frame's body: what a peer's connection, or a [`Courier`],
+    /// carries back. An undecodable request is an error for the carrier.
+    pub async fn answer(&self, group: GroupId, request: &[u8]) -> io::Result<Vec<u8>> {
+        let request: RaftRequest = postcard::from_bytes(request).map_err(frame_error)?;
+        let response = self.handle(group, request).await;
+        postcard::to_stdvec(&response).map_err(frame_error)
     }
 
     async fn handle(&self, group: GroupId, request: RaftRequest) -> RaftResponse {

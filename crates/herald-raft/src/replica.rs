@@ -15,7 +15,7 @@ use openraft::{Config, SnapshotPolicy};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::network::{
-    GroupId, GroupNetwork, GroupRouter, PartitionRaftHandle, PeerClient, RaftRequest, RaftResponse,
+    GroupId, GroupNetwork, GroupRouter, PartitionRaftHandle, RaftRequest, RaftResponse,
 };
 use crate::raft_log::RaftLog;
 use crate::state_machine::{ApplyHook, PartitionStateMachine};
@@ -31,6 +31,10 @@ pub struct RaftTiming {
     pub election_min: Duration,
     /// See `election_min`.
     pub election_max: Duration,
+    /// Where Raft's random draws (election timeouts, tick phases) come
+    /// from: `None` for the operating system's randomness, as in
+    /// production; a seed to replay a run exactly (see [`crate::runtime`]).
+    pub seed: Option<u64>,
 }
 
 impl Default for RaftTiming {
@@ -42,6 +46,7 @@ impl Default for RaftTiming {
             heartbeat: Duration::from_millis(150),
             election_min: Duration::from_millis(1_000),
             election_max: Duration::from_millis(2_000),
+            seed: None,
         }
     }
 }
@@ -140,14 +145,18 @@ impl PartitionReplica {
             ..Config::default()
         }
         .validate()?;
-        let raft = PartitionRaftHandle::new(
+        let starting = PartitionRaftHandle::new(
             node_id,
             Arc::new(config),
-            GroupNetwork::new(group, router.source()),
+            GroupNetwork::new(group, router),
             crate::PartitionLogStore::new(Arc::clone(&raft_log)),
             state_machine,
-        )
-        .await
+        );
+        // Raft's tasks are spawned here: seeding this call seeds them all.
+        let raft = match timing.seed {
+            Some(seed) => crate::runtime::seeded(seed, starting).await,
+            None => starting.await,
+        }
         .map_err(|e| ReplicaError::Fatal(e.to_string()))?;
         router.add(group, raft.clone());
         // Proposals reach Raft in the order they were made: a connection's
@@ -273,7 +282,7 @@ impl PartitionReplica {
             .get_node(&leader)
             .map(|node| node.addr.clone())
             .ok_or(ReplicaError::NotLeader { leader: None })?;
-        let mut client = PeerClient::new(self.group, addr).from_source(self.router.source());
+        let mut client = self.router.client(self.group, addr);
         match client
             .call(&RaftRequest::Propose(RecordBatch::new(batch)), patience)
             .await

@@ -134,6 +134,7 @@ openraft::declare_raft_types!(
         Node = openraft::BasicNode,
         Term = u64,
         LeaderId = openraft::impls::leader_id_std::LeaderId<u64, u64>,
+        AsyncRuntime = crate::runtime::HeraldRuntime,
 );
 
 /// A Raft entry of a partition.

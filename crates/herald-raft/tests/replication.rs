@@ -31,6 +31,7 @@ fn timing() -> RaftTiming {
         heartbeat: Duration::from_millis(50),
         election_min: Duration::from_millis(300),
         election_max: Duration::from_millis(600),
+        seed: None,
     }
 }
 

@@ -304,6 +304,7 @@ mod tests {
             heartbeat: Duration::from_millis(20),
             election_min: Duration::from_millis(100),
             election_max: Duration::from_millis(200),
+            seed: None,
         }
     }
 
