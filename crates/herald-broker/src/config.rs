@@ -40,6 +40,9 @@ pub struct BrokerConfig {
     pub producers_per_partition_max: usize,
     /// Authorization: on or off, super users.
     pub security: crate::security::SecurityConfig,
+    /// A relay's upstream and the topics it mirrors from there (see
+    /// [`crate::relay`]); `None` for a node that mirrors nothing.
+    pub relay: Option<crate::relay::RelayConfig>,
 }
 
 impl BrokerConfig {
@@ -56,6 +59,7 @@ impl BrokerConfig {
             producer_id_expiration: Duration::from_secs(24 * 60 * 60),
             producers_per_partition_max: crate::producer_state::PRODUCERS_PER_PARTITION_MAX,
             security: crate::security::SecurityConfig::default(),
+            relay: None,
         }
     }
 }

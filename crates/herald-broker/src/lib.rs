@@ -33,6 +33,7 @@ mod partition_dirs;
 pub mod producer_ids;
 mod producer_snapshot;
 pub mod producer_state;
+pub mod relay;
 #[cfg(feature = "cluster")]
 mod replicated_producers;
 pub mod security;

@@ -172,6 +172,44 @@ impl Partition {
         })
     }
 
+    /// A relay's copy of partition `index` of the upstream's `topic`,
+    /// opened (or created) in `dir`: read here, written by the relay's
+    /// copier, appends forwarded upstream (see `relay`).
+    pub(crate) fn open_mirror(
+        dir: &Path,
+        topic: &str,
+        index: u32,
+        config: LogConfig,
+        snapshot: PathBuf,
+        upstream: Arc<crate::relay::Upstream>,
+    ) -> Result<Self, BrokerError> {
+        let copy = LocalStorage::open(dir, config).map_err(|source| BrokerError::Log {
+            topic: topic.to_owned(),
+            partition: index,
+            source,
+        })?;
+        Ok(Self {
+            index,
+            replicas: None,
+            storage: Backend::Mirror(crate::storage::MirrorStorage::new(
+                copy, upstream, topic, index,
+            )),
+            // Producer state lives upstream, where the batches are judged.
+            producers: Arc::new(ProducerStates::new(HashMap::new(), 1)),
+            #[cfg(feature = "cluster")]
+            in_flight: None,
+            snapshot,
+            // The copier appends beneath the partition: readers of a few
+            // subjects scan rather than consult per-block filters.
+            subjects: None,
+        })
+    }
+
+    /// The storage behind this partition.
+    pub(crate) fn backend(&self) -> &Backend {
+        &self.storage
+    }
+
     /// A partition whose storage could not be opened: it keeps its place in
     /// its topic and answers every request with the storage error, so the
     /// rest of the broker serves.
@@ -327,6 +365,11 @@ impl Partition {
         // rather than answered as a duplicate.
         if valid.header().is_transactional() {
             return Err(ProduceError::Transactional);
+        }
+        if matches!(self.storage, Backend::Mirror(_)) {
+            // A relay hands out producer ids of its own, which its
+            // upstream cannot judge.
+            return Err(ProduceError::IdempotenceUnavailable);
         }
         if !self.storage.places_synchronously() {
             return self.append_replicated_idempotent(valid, acks).await;

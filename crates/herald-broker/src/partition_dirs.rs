@@ -47,13 +47,13 @@ pub(crate) fn open_topic(
     for p in 0..record.partitions {
         let dir = partition_dir(&config.data_dir, &record.name, p);
         let snapshot = producer_snapshot::path(&config.data_dir, record.id, p);
-        let partition = match Partition::open(
+        let partition = match open_partition(
+            config,
             &dir,
             &record.name,
             p,
             log_config.clone(),
             snapshot.clone(),
-            config.producers_per_partition_max,
         ) {
             Ok(partition) => partition,
             // A damaged or unreadable log fails its partition, not the
@@ -78,6 +78,36 @@ pub(crate) fn open_topic(
     )))
 }
 
+/// Opens one partition's log: a relay's copy of an upstream partition
+/// when this node mirrors the topic, the embedded log otherwise.
+fn open_partition(
+    config: &BrokerConfig,
+    dir: &Path,
+    topic: &str,
+    index: u32,
+    log_config: LogConfig,
+    snapshot: std::path::PathBuf,
+) -> Result<Partition, BrokerError> {
+    match &config.relay {
+        Some(relay) if relay.mirrors(topic) => Partition::open_mirror(
+            dir,
+            topic,
+            index,
+            log_config,
+            snapshot,
+            std::sync::Arc::clone(relay.upstream()),
+        ),
+        _ => Partition::open(
+            dir,
+            topic,
+            index,
+            log_config,
+            snapshot,
+            config.producers_per_partition_max,
+        ),
+    }
+}
+
 /// Opens fresh logs for new partitions. A directory already there belongs to
 /// no known topic (left by a crash mid-create or mid-delete) and is removed
 /// first so stale data can never reappear. On failure, nothing is left.
@@ -93,16 +123,8 @@ pub(crate) fn open_new_partitions(
     for p in range {
         let dir = partition_dir(data_dir, topic, p);
         let snapshot = producer_snapshot::path(data_dir, id, p);
-        let result = remove_if_present(&dir).and_then(|()| {
-            Partition::open(
-                &dir,
-                topic,
-                p,
-                config.clone(),
-                snapshot,
-                broker.producers_per_partition_max,
-            )
-        });
+        let result = remove_if_present(&dir)
+            .and_then(|()| open_partition(broker, &dir, topic, p, config.clone(), snapshot));
         match result {
             Ok(partition) => opened.push(Arc::new(partition)),
             Err(e) => {

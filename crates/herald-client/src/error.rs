@@ -61,7 +61,7 @@ pub enum ClientError {
 
 impl ClientError {
     /// A refusal with this reason.
-    pub(crate) fn refused(reason: impl Into<String>) -> Self {
+    pub fn refused(reason: impl Into<String>) -> Self {
         ClientError::Refused(reason.into())
     }
 }

@@ -184,6 +184,14 @@ pub struct ServeArgs {
     /// the number of nodes, at most 3].
     #[arg(long, env = "HERALD_DEFAULT_REPLICATION_FACTOR", value_name = "N")]
     pub default_replication_factor: Option<u16>,
+    /// Makes this node a relay: the upstream's Kafka listeners it mirrors
+    /// topics from, comma-separated HOST:PORT (any node of a cluster, a
+    /// single node or another relay; the others are tried when one fails).
+    #[arg(long, env = "HERALD_RELAY_UPSTREAM", value_name = "LIST")]
+    pub relay_upstream: Option<String>,
+    /// The topics a relay mirrors from its upstream, comma-separated.
+    #[arg(long, env = "HERALD_RELAY_TOPICS", value_name = "LIST")]
+    pub relay_topics: Option<String>,
     /// Print the effective configuration as TOML and exit.
     #[arg(long)]
     pub print_config: bool,
@@ -250,4 +258,6 @@ pub struct FileSettings {
     pub flow_control: Option<crate::flow_settings::FlowControlFile>,
     /// `[cluster]`: see [`crate::cluster_settings`].
     pub cluster: Option<crate::cluster_settings::ClusterFile>,
+    /// `[relay]`: see [`crate::relay_settings`].
+    pub relay: Option<crate::relay_settings::RelayFile>,
 }

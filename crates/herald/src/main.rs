@@ -10,6 +10,7 @@ mod cli_client;
 mod cluster_settings;
 mod commands;
 mod flow_settings;
+mod relay_settings;
 mod scrape;
 mod security_settings;
 mod serve;

@@ -58,6 +58,14 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         .context("opening the broker")?
         .with_context(|| format!("opening data directory {}", data_dir.display()))?;
     let cluster = join_cluster(&broker, settings.cluster.clone()).await?;
+    if let Some(relay) = &broker.config().relay {
+        tracing::info!(
+            upstream = ?relay.upstream().bootstrap(),
+            topics = ?relay.topics().collect::<Vec<_>>(),
+            "relay: mirroring topics from the upstream"
+        );
+    }
+    herald_broker::relay::start(&broker);
     let maintenance =
         Maintenance::start(Arc::clone(&broker)).context("starting the maintenance thread")?;
     if let Some(admin) = &settings.admin {

@@ -295,6 +295,16 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
         args.default_replication_factor,
         file.cluster.as_ref(),
     )?;
+    let (relay, relay_file) = crate::relay_settings::relay(
+        args.relay_upstream.clone(),
+        args.relay_topics.clone(),
+        file.relay.as_ref(),
+    )?;
+    if relay.is_some() && cluster.is_some() {
+        return Err(anyhow::anyhow!(
+            "a node is either a relay ([relay]) or a member of a cluster ([cluster]), not both: a relay mirrors a cluster from outside it"
+        ));
+    }
     let effective = FileSettings {
         data_dir: Some(data_dir.clone()),
         kafka_listen: listen_text,
@@ -322,6 +332,7 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
         push_listener: file.push_listener.clone(),
         flow_control: Some(flow_file),
         cluster: cluster_file,
+        relay: relay_file,
     };
     let mut broker = BrokerConfig::new(data_dir);
     if let Some(cluster) = &cluster {
@@ -339,6 +350,7 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
     broker.groups.group_size_max = group_max_size as usize;
     broker.producer_id_expiration = Duration::from_millis(producer_id_expiration_ms);
     broker.security = security;
+    broker.relay = relay;
     let mut kafka = KafkaConfig::new("127.0.0.1:9092".parse()?);
     kafka.listeners = listeners;
     kafka.max_frame_bytes = max_frame_bytes as usize;

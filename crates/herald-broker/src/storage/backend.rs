@@ -30,6 +30,8 @@ pub enum Backend {
     Raft(super::raft::RaftStorage),
     /// A replicated partition with no replica on this node.
     Elsewhere(super::elsewhere::ElsewhereStorage),
+    /// A relay's copy of an upstream partition.
+    Mirror(super::mirror::MirrorStorage),
 }
 
 /// The completion of an append to any [`Backend`].
@@ -44,6 +46,8 @@ pub enum BackendCompletion {
     Raft(super::raft::RaftCompletion),
     /// Of a partition held elsewhere (never placed, so never polled).
     Elsewhere(std::future::Ready<Result<Appended, StorageError>>),
+    /// Of an append forwarded to a relay's upstream.
+    Mirror(super::mirror::MirrorCompletion),
 }
 
 impl Future for BackendCompletion {
@@ -57,6 +61,7 @@ impl Future for BackendCompletion {
             #[cfg(feature = "cluster")]
             BackendCompletion::Raft(c) => Pin::new(c).poll(cx),
             BackendCompletion::Elsewhere(c) => Pin::new(c).poll(cx),
+            BackendCompletion::Mirror(c) => Pin::new(c).poll(cx),
         }
     }
 }
@@ -70,6 +75,7 @@ impl Backend {
             #[cfg(feature = "cluster")]
             Backend::Raft(s) => s.maintain(now),
             Backend::Elsewhere(_) => Ok(()),
+            Backend::Mirror(s) => s.copy().maintain(now),
         }
     }
 
@@ -81,6 +87,7 @@ impl Backend {
             #[cfg(feature = "cluster")]
             Backend::Raft(s) => s.update_config(config),
             Backend::Elsewhere(_) => Ok(()),
+            Backend::Mirror(s) => s.copy().update_config(config),
         }
     }
 
@@ -93,6 +100,7 @@ impl Backend {
             #[cfg(feature = "cluster")]
             Backend::Raft(s) => s.close(),
             Backend::Elsewhere(_) => Ok(()),
+            Backend::Mirror(s) => s.copy().close(),
         }
     }
 
@@ -104,6 +112,7 @@ impl Backend {
             #[cfg(feature = "cluster")]
             Backend::Raft(s) => s.replica().log().retire(),
             Backend::Elsewhere(_) => {}
+            Backend::Mirror(s) => s.copy().retire(),
         }
     }
 }
@@ -117,6 +126,7 @@ impl PartitionStorage for Backend {
             Backend::Local(s) => s.places_synchronously(),
             Backend::Failed(s) => s.places_synchronously(),
             Backend::Elsewhere(s) => s.places_synchronously(),
+            Backend::Mirror(s) => s.places_synchronously(),
             #[cfg(feature = "cluster")]
             Backend::Raft(s) => s.places_synchronously(),
         }
@@ -128,6 +138,7 @@ impl PartitionStorage for Backend {
             Backend::Local(s) => s.max_batch_bytes(),
             Backend::Failed(s) => s.max_batch_bytes(),
             Backend::Elsewhere(s) => s.max_batch_bytes(),
+            Backend::Mirror(s) => s.max_batch_bytes(),
             #[cfg(feature = "cluster")]
             Backend::Raft(s) => s.max_batch_bytes(),
         }
@@ -157,6 +168,10 @@ impl PartitionStorage for Backend {
                 appended: p.appended,
                 completion: BackendCompletion::Elsewhere(p.completion),
             }),
+            Backend::Mirror(s) => s.append(batch, acks).map(|p| PendingAppend {
+                appended: p.appended,
+                completion: BackendCompletion::Mirror(p.completion),
+            }),
         }
     }
 
@@ -169,6 +184,7 @@ impl PartitionStorage for Backend {
             Backend::Local(s) => s.read(from_offset, max_bytes).await,
             Backend::Failed(s) => s.read(from_offset, max_bytes).await,
             Backend::Elsewhere(s) => s.read(from_offset, max_bytes).await,
+            Backend::Mirror(s) => s.read(from_offset, max_bytes).await,
             #[cfg(feature = "cluster")]
             Backend::Raft(s) => s.read(from_offset, max_bytes).await,
         }
@@ -182,6 +198,7 @@ impl PartitionStorage for Backend {
             Backend::Local(s) => s.offset_for_timestamp(timestamp).await,
             Backend::Failed(s) => s.offset_for_timestamp(timestamp).await,
             Backend::Elsewhere(s) => s.offset_for_timestamp(timestamp).await,
+            Backend::Mirror(s) => s.offset_for_timestamp(timestamp).await,
             #[cfg(feature = "cluster")]
             Backend::Raft(s) => s.offset_for_timestamp(timestamp).await,
         }
@@ -192,6 +209,7 @@ impl PartitionStorage for Backend {
             Backend::Local(s) => s.max_timestamp().await,
             Backend::Failed(s) => s.max_timestamp().await,
             Backend::Elsewhere(s) => s.max_timestamp().await,
+            Backend::Mirror(s) => s.max_timestamp().await,
             #[cfg(feature = "cluster")]
             Backend::Raft(s) => s.max_timestamp().await,
         }
@@ -202,6 +220,7 @@ impl PartitionStorage for Backend {
             Backend::Local(s) => s.wait_for_data(offset).await,
             Backend::Failed(s) => s.wait_for_data(offset).await,
             Backend::Elsewhere(s) => s.wait_for_data(offset).await,
+            Backend::Mirror(s) => s.wait_for_data(offset).await,
             #[cfg(feature = "cluster")]
             Backend::Raft(s) => s.wait_for_data(offset).await,
         }
@@ -212,6 +231,7 @@ impl PartitionStorage for Backend {
             Backend::Local(s) => s.truncate_before(offset).await,
             Backend::Failed(s) => s.truncate_before(offset).await,
             Backend::Elsewhere(s) => s.truncate_before(offset).await,
+            Backend::Mirror(s) => s.truncate_before(offset).await,
             #[cfg(feature = "cluster")]
             Backend::Raft(s) => s.truncate_before(offset).await,
         }
@@ -222,6 +242,7 @@ impl PartitionStorage for Backend {
             Backend::Local(s) => s.watermarks(),
             Backend::Failed(s) => s.watermarks(),
             Backend::Elsewhere(s) => s.watermarks(),
+            Backend::Mirror(s) => s.watermarks(),
             #[cfg(feature = "cluster")]
             Backend::Raft(s) => s.watermarks(),
         }
@@ -233,6 +254,7 @@ impl PartitionStorage for Backend {
             Backend::Local(s) => s.log_start_offset(),
             Backend::Failed(s) => s.log_start_offset(),
             Backend::Elsewhere(s) => s.log_start_offset(),
+            Backend::Mirror(s) => s.log_start_offset(),
             #[cfg(feature = "cluster")]
             Backend::Raft(s) => s.log_start_offset(),
         }
@@ -243,6 +265,7 @@ impl PartitionStorage for Backend {
             Backend::Local(s) => s.stats(),
             Backend::Failed(s) => s.stats(),
             Backend::Elsewhere(s) => s.stats(),
+            Backend::Mirror(s) => s.stats(),
             #[cfg(feature = "cluster")]
             Backend::Raft(s) => s.stats(),
         }
@@ -253,6 +276,7 @@ impl PartitionStorage for Backend {
             Backend::Local(s) => s.failure(),
             Backend::Failed(s) => s.failure(),
             Backend::Elsewhere(s) => s.failure(),
+            Backend::Mirror(s) => s.failure(),
             #[cfg(feature = "cluster")]
             Backend::Raft(s) => s.failure(),
         }

@@ -71,6 +71,11 @@ impl LocalStorage {
         &self.log
     }
 
+    /// The log, shared: a mirrored partition's copier writes to it.
+    pub(crate) fn shared_log(&self) -> Arc<Log> {
+        Arc::clone(&self.log)
+    }
+
     /// Periodic upkeep: rolls, interval flushes, index files, retention.
     pub(crate) fn maintain(&self, now: SystemTime) -> Result<(), LogError> {
         self.log.maintain(now)

@@ -32,6 +32,7 @@ mod elsewhere;
 mod error;
 mod failed;
 mod local;
+mod mirror;
 #[cfg(feature = "cluster")]
 mod raft;
 
@@ -46,6 +47,7 @@ pub use failed::FailedStorage;
 pub use herald_log::{FileRegion, FlushStats, FlushStatsSnapshot, FLUSH_LATENCY_BUCKETS};
 pub use herald_records::ValidBatch;
 pub use local::{LocalCompletion, LocalStorage};
+pub use mirror::{MirrorCompletion, MirrorStorage};
 #[cfg(feature = "cluster")]
 pub use raft::{without_retention, RaftCompletion, RaftStorage};
 

@@ -1,0 +1,423 @@
+//! The relay's side of its upstream: which node leads each mirrored
+//! partition, connections to it, forwarded produces and raw fetches.
+//!
+//! The upstream is known by a list of Kafka listener addresses. A Metadata
+//! request to the first that answers names each partition's leader and
+//! where it listens; when a call to a leader fails, the leader is
+//! forgotten and the next call asks again, trying the addresses in turn
+//! from the last that answered. So the death of one upstream node costs
+//! its partitions one failed call and one Metadata round trip.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use herald_client::connection::versions;
+use herald_client::{topic_name, ClientError, Connection};
+use kafka_protocol::messages::{
+    fetch_request, metadata_request, produce_request, FetchRequest, MetadataRequest, ProduceRequest,
+};
+use parking_lot::Mutex;
+
+use super::RelayError;
+use crate::storage::{Acks, StorageError};
+
+/// How long a relay waits for its upstream to answer one call (a fetch
+/// adds its own wait).
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long connecting to an upstream address may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// Idle connections kept per upstream node for forwarded produces.
+const IDLE_PER_NODE: usize = 4;
+
+/// Kafka error codes the relay acts on.
+mod code {
+    pub const NONE: i16 = 0;
+    pub const OFFSET_OUT_OF_RANGE: i16 = 1;
+    pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+    pub const LEADER_NOT_AVAILABLE: i16 = 5;
+    pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+    pub const REQUEST_TIMED_OUT: i16 = 7;
+    pub const NOT_ENOUGH_REPLICAS: i16 = 19;
+    pub const NOT_ENOUGH_REPLICAS_AFTER_APPEND: i16 = 20;
+    pub const KAFKA_STORAGE_ERROR: i16 = 56;
+}
+
+/// Whether an upstream error code means "ask again who leads".
+fn leadership_moved(code: i16) -> bool {
+    matches!(
+        code,
+        code::NOT_LEADER_OR_FOLLOWER
+            | code::LEADER_NOT_AVAILABLE
+            | code::UNKNOWN_TOPIC_OR_PARTITION
+    )
+}
+
+/// A topic as the upstream describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamTopic {
+    /// Each partition's leader's address (`None` while it has none), by
+    /// partition index.
+    pub partitions: Vec<Option<String>>,
+}
+
+/// The upstream of a relay (see the module documentation).
+#[derive(Debug)]
+pub struct Upstream {
+    bootstrap: Vec<String>,
+    /// The bootstrap address that answered last: asked first.
+    preferred: AtomicUsize,
+    /// Leaders as last described, by (topic, partition).
+    leaders: Mutex<HashMap<(String, i32), String>>,
+    /// Idle connections for forwarded produces, by address.
+    idle: Mutex<HashMap<String, Vec<Connection>>>,
+}
+
+/// What a raw fetch from the upstream returned for one partition.
+#[derive(Debug)]
+pub(crate) struct Fetched {
+    /// The upstream's error code for the partition.
+    pub error_code: i16,
+    /// Whole batches as the upstream stores them (a cut batch may end it).
+    pub records: Bytes,
+    /// The upstream's high watermark.
+    pub high_watermark: i64,
+    /// The upstream's log start offset.
+    pub log_start_offset: i64,
+}
+
+impl Upstream {
+    /// An upstream reached at any of `bootstrap` (HOST:PORT each).
+    pub fn new(bootstrap: Vec<String>) -> Result<Self, RelayError> {
+        if bootstrap.is_empty() {
+            return Err(RelayError::NoUpstream);
+        }
+        for address in &bootstrap {
+            let valid = address
+                .rsplit_once(':')
+                .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+            if !valid {
+                return Err(RelayError::BadAddress(address.clone()));
+            }
+        }
+        Ok(Self {
+            bootstrap,
+            preferred: AtomicUsize::new(0),
+            leaders: Mutex::default(),
+            idle: Mutex::default(),
+        })
+    }
+
+    /// The addresses the upstream is known by.
+    pub fn bootstrap(&self) -> &[String] {
+        &self.bootstrap
+    }
+
+    pub(crate) async fn connect(address: &str) -> Result<Connection, ClientError> {
+        match tokio::time::timeout(CONNECT_TIMEOUT, Connection::connect(address)).await {
+            Ok(connected) => connected,
+            Err(_) => Err(ClientError::TimedOut {
+                address: address.to_owned(),
+                what: "connect".into(),
+                timeout: CONNECT_TIMEOUT,
+            }),
+        }
+    }
+
+    /// Describes `topic`, asking the bootstrap addresses in turn (from the
+    /// last that answered) until one does; remembers its partitions'
+    /// leaders.
+    pub async fn describe(&self, topic: &str) -> Result<UpstreamTopic, ClientError> {
+        let first = self.preferred.load(Ordering::Relaxed);
+        let mut last_error = None;
+        for step in 0..self.bootstrap.len() {
+            let at = (first + step) % self.bootstrap.len();
+            match self.describe_at(&self.bootstrap[at], topic).await {
+                Ok(described) => {
+                    self.preferred.store(at, Ordering::Relaxed);
+                    let mut leaders = self.leaders.lock();
+                    for (index, leader) in described.partitions.iter().enumerate() {
+                        let key = (topic.to_owned(), index as i32);
+                        match leader {
+                            Some(address) => leaders.insert(key, address.clone()),
+                            None => leaders.remove(&key),
+                        };
+                    }
+                    return Ok(described);
+                }
+                Err(e) => {
+                    tracing::debug!(address = %self.bootstrap[at], topic, error = %e, "upstream address did not describe the topic");
+                    last_error = Some(e);
+                }
+            }
+        }
+        Err(last_error.unwrap_or_else(|| ClientError::refused("no upstream address")))
+    }
+
+    async fn describe_at(&self, address: &str, topic: &str) -> Result<UpstreamTopic, ClientError> {
+        let mut connection = Self::connect(address).await?;
+        let request = MetadataRequest::default()
+            .with_topics(Some(vec![metadata_request::MetadataRequestTopic::default(
+            )
+            .with_name(Some(topic_name(topic)))]))
+            .with_allow_auto_topic_creation(false);
+        let response = connection
+            .call(request, versions::METADATA, CALL_TIMEOUT)
+            .await?;
+        let nodes: HashMap<i32, String> = response
+            .brokers
+            .iter()
+            .map(|b| (b.node_id.0, format!("{}:{}", b.host, b.port)))
+            .collect();
+        let found = response
+            .topics
+            .into_iter()
+            .find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == topic))
+            .ok_or_else(|| ClientError::refused(format!("upstream has no topic '{topic}'")))?;
+        if found.error_code != code::NONE {
+            return Err(ClientError::refused(format!(
+                "upstream answered error {} for topic '{topic}'",
+                found.error_code
+            )));
+        }
+        let mut partitions = vec![None; found.partitions.len()];
+        for p in found.partitions {
+            if let Some(slot) = usize::try_from(p.partition_index)
+                .ok()
+                .and_then(|i| partitions.get_mut(i))
+            {
+                *slot = nodes.get(&p.leader_id.0).cloned();
+            }
+        }
+        Ok(UpstreamTopic { partitions })
+    }
+
+    /// The address of the upstream node leading `topic`/`partition`,
+    /// asking the upstream when it is not known.
+    pub(crate) async fn leader(&self, topic: &str, partition: i32) -> Result<String, ClientError> {
+        if let Some(known) = self.leaders.lock().get(&(topic.to_owned(), partition)) {
+            return Ok(known.clone());
+        }
+        let described = self.describe(topic).await?;
+        usize::try_from(partition)
+            .ok()
+            .and_then(|i| described.partitions.get(i).cloned().flatten())
+            .ok_or_else(|| {
+                ClientError::refused(format!("upstream has no leader for {topic}/{partition}"))
+            })
+    }
+
+    /// Forgets who leads `topic`/`partition`: the next call asks again.
+    pub(crate) fn forget_leader(&self, topic: &str, partition: i32) {
+        self.leaders.lock().remove(&(topic.to_owned(), partition));
+    }
+
+    /// Forwards one batch (a client's produce or publish) to the upstream's
+    /// leader of `topic`/`partition` with the client's `acks`, and answers
+    /// with the upstream's base offset. Leadership moving is retried once
+    /// through a fresh Metadata; anything else is the upstream's answer.
+    pub(crate) async fn produce(
+        &self,
+        topic: &str,
+        partition: i32,
+        batch: Bytes,
+        acks: Acks,
+    ) -> Result<i64, StorageError> {
+        let acks = match acks {
+            Acks::All => -1,
+            // The client waits for nothing; the relay still wants to know
+            // the batch reached the upstream.
+            Acks::Leader | Acks::None => 1,
+        };
+        let mut outcome = Err(StorageError::TimedOut);
+        for _attempt in 0..3 {
+            let leader = match self.leader(topic, partition).await {
+                Ok(leader) => leader,
+                Err(e) => {
+                    outcome = Err(unreachable(&e));
+                    continue;
+                }
+            };
+            match self
+                .produce_at(&leader, topic, partition, batch.clone(), acks)
+                .await
+            {
+                Ok(base_offset) => return Ok(base_offset),
+                Err(Forward::Moved(e)) => {
+                    self.forget_leader(topic, partition);
+                    outcome = Err(e);
+                }
+                Err(Forward::Final(e)) => return Err(e),
+            }
+        }
+        outcome
+    }
+
+    async fn produce_at(
+        &self,
+        address: &str,
+        topic: &str,
+        partition: i32,
+        batch: Bytes,
+        acks: i16,
+    ) -> Result<i64, Forward> {
+        let idle = self.idle.lock().get_mut(address).and_then(Vec::pop);
+        let mut connection = match idle {
+            Some(connection) => connection,
+            None => Self::connect(address)
+                .await
+                .map_err(|e| Forward::Moved(unreachable(&e)))?,
+        };
+        let request = ProduceRequest::default()
+            .with_acks(acks)
+            .with_timeout_ms(CALL_TIMEOUT.as_millis() as i32)
+            .with_topic_data(vec![produce_request::TopicProduceData::default()
+                .with_name(topic_name(topic))
+                .with_partition_data(vec![
+                    produce_request::PartitionProduceData::default()
+                        .with_index(partition)
+                        .with_records(Some(batch)),
+                ])]);
+        let response = match connection
+            .call(request, versions::PRODUCE, CALL_TIMEOUT)
+            .await
+        {
+            Ok(response) => response,
+            // The outcome is unknown: the client decides whether to retry.
+            Err(ClientError::TimedOut { .. }) => {
+                return Err(Forward::Final(StorageError::TimedOut))
+            }
+            Err(e) => return Err(Forward::Moved(unreachable(&e))),
+        };
+        {
+            let mut idle = self.idle.lock();
+            let pool = idle.entry(address.to_owned()).or_default();
+            if pool.len() < IDLE_PER_NODE {
+                pool.push(connection);
+            }
+        }
+        let answer = response
+            .responses
+            .into_iter()
+            .flat_map(|t| t.partition_responses)
+            .next()
+            .ok_or_else(|| {
+                Forward::Final(StorageError::Unavailable(
+                    "the upstream answered no partition".into(),
+                ))
+            })?;
+        match answer.error_code {
+            code::NONE => Ok(answer.base_offset),
+            moved if leadership_moved(moved) => Err(Forward::Moved(StorageError::NotLeader)),
+            code::REQUEST_TIMED_OUT => Err(Forward::Final(StorageError::TimedOut)),
+            code::NOT_ENOUGH_REPLICAS
+            | code::NOT_ENOUGH_REPLICAS_AFTER_APPEND
+            | code::KAFKA_STORAGE_ERROR => Err(Forward::Final(StorageError::Unavailable(
+                format!(
+                    "the upstream could not store the batch (error {})",
+                    answer.error_code
+                )
+                .into(),
+            ))),
+            other => Err(Forward::Final(StorageError::Unavailable(
+                format!(
+                    "the upstream refused the batch (error {other}{})",
+                    answer
+                        .error_message
+                        .map(|m| format!(": {m}"))
+                        .unwrap_or_default()
+                )
+                .into(),
+            ))),
+        }
+    }
+
+    /// One fetch of `topic`/`partition` from `offset` on `connection` (to
+    /// its leader), waiting up to `max_wait` for data; the raw batches.
+    pub(crate) async fn fetch(
+        connection: &mut Connection,
+        topic: &str,
+        partition: i32,
+        offset: u64,
+        max_wait: Duration,
+        max_bytes: i32,
+    ) -> Result<Fetched, ClientError> {
+        let request = FetchRequest::default()
+            .with_replica_id((-1).into())
+            .with_max_wait_ms(max_wait.as_millis() as i32)
+            .with_min_bytes(1)
+            .with_max_bytes(max_bytes)
+            .with_session_epoch(-1)
+            .with_topics(vec![fetch_request::FetchTopic::default()
+                .with_topic(topic_name(topic))
+                .with_partitions(vec![fetch_request::FetchPartition::default()
+                    .with_partition(partition)
+                    .with_current_leader_epoch(-1)
+                    .with_fetch_offset(offset as i64)
+                    .with_partition_max_bytes(max_bytes)])]);
+        let response = connection
+            .call(request, versions::FETCH, CALL_TIMEOUT + max_wait)
+            .await?;
+        if response.error_code != code::NONE {
+            return Err(ClientError::refused(format!(
+                "upstream fetch failed with error {}",
+                response.error_code
+            )));
+        }
+        let answer = response
+            .responses
+            .into_iter()
+            .flat_map(|t| t.partitions)
+            .find(|p| p.partition_index == partition)
+            .ok_or_else(|| ClientError::refused("the upstream answered no partition"))?;
+        Ok(Fetched {
+            error_code: answer.error_code,
+            records: answer.records.unwrap_or_default(),
+            high_watermark: answer.high_watermark,
+            log_start_offset: answer.log_start_offset,
+        })
+    }
+}
+
+/// How a forwarded produce failed.
+enum Forward {
+    /// The leader moved or could not be reached: ask again who leads.
+    Moved(StorageError),
+    /// The upstream's answer, or an unknown outcome: give it to the client.
+    Final(StorageError),
+}
+
+fn unreachable(e: &ClientError) -> StorageError {
+    StorageError::Unavailable(format!("the upstream cannot be reached: {e}").into())
+}
+
+/// Whether `code` is the upstream saying the fetch offset is outside its
+/// log.
+pub(crate) fn out_of_range(code: i16) -> bool {
+    code == code::OFFSET_OUT_OF_RANGE
+}
+
+/// Whether a fetch error `code` means the leader moved.
+pub(crate) fn moved(code: i16) -> bool {
+    leadership_moved(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_must_be_host_and_port() {
+        assert!(matches!(Upstream::new(vec![]), Err(RelayError::NoUpstream)));
+        assert!(matches!(
+            Upstream::new(vec!["localhost".into()]),
+            Err(RelayError::BadAddress(_))
+        ));
+        assert!(matches!(
+            Upstream::new(vec!["127.0.0.1:notaport".into()]),
+            Err(RelayError::BadAddress(_))
+        ));
+        assert!(Upstream::new(vec!["127.0.0.1:9092".into(), "[::1]:9093".into()]).is_ok());
+    }
+}

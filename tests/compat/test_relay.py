@@ -1,0 +1,194 @@
+"""A relay tree of four herald nodes, seed 003's figure 4, driven by
+confluent-kafka (librdkafka).
+
+    M  (a herald node: the tree's root)
+    +-- R1 (relays M)
+    |   +-- R3 (relays R1; knows M too)
+    +-- R2 (relays M)
+
+A relay (`--relay-upstream`, `--relay-topics`) mirrors the topic from its
+upstream by fetching, serves its own consumers from its copy, and forwards
+what its producers send to the upstream's leader. Every node then holds
+the same records at the same offsets, whichever node they were produced
+to. When R1 dies (SIGKILL), R3 turns to M, the other address it knows, and
+the rest of the tree carries on: nothing acknowledged is lost anywhere.
+"""
+
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from broker import HeraldBroker
+from conftest import EXTERNAL_BOOTSTRAP, KAFKA_LIB, herald_binary_path
+
+pytestmark = pytest.mark.skipif(
+    bool(EXTERNAL_BOOTSTRAP or KAFKA_LIB), reason="starts herald nodes of its own"
+)
+
+TOPIC = "tree"
+PARTITIONS = 2
+
+
+def relay_args(upstreams):
+    return [
+        "--relay-upstream", ",".join(u.bootstrap for u in upstreams),
+        "--relay-topics", TOPIC,
+    ]
+
+
+def wait_for_topic(node, timeout=30.0):
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        md = admin.list_topics(timeout=5)
+        topic = md.topics.get(TOPIC)
+        if topic is not None and topic.error is None and len(topic.partitions) == PARTITIONS:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{node.bootstrap} never mirrored '{TOPIC}':\n{node.log_tail(30)}")
+
+
+@pytest.fixture
+def tree(tmp_path, request):
+    binary = herald_binary_path()
+
+    def node(name, extra=()):
+        return HeraldBroker(binary, tmp_path / name, tmp_path / f"{name}.log", extra)
+
+    root = node("m", ["--auto-create-topics", "false"])
+    nodes = [root]
+    try:
+        root.start()
+        admin = AdminClient({"bootstrap.servers": root.bootstrap})
+        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(30)
+        r1 = node("r1", relay_args([root]))
+        r2 = node("r2", relay_args([root]))
+        nodes += [r1, r2]
+        r1.start()
+        r2.start()
+        # R3 hangs below R1, and knows M as the address to turn to.
+        r3 = node("r3", relay_args([r1, root]))
+        nodes.append(r3)
+        r3.start()
+        for relay in (r1, r2, r3):
+            wait_for_topic(relay)
+        yield {"m": root, "r1": r1, "r2": r2, "r3": r3}
+    finally:
+        report = getattr(request.node, "report_call", None)
+        for n in nodes:
+            if report is not None and report.failed:
+                print(f"--- {n.data_dir.name} log ---\n{n.log_tail(30)}")
+            n.stop()
+
+
+def produce(node, values):
+    """Produces `values` to `node` with acks=all; returns {value: (partition,
+    offset)} as the delivery reports state them."""
+    producer = Producer({
+        "bootstrap.servers": node.bootstrap,
+        "acks": "all",
+        "enable.idempotence": False,
+        "max.in.flight.requests.per.connection": 1,
+        "message.timeout.ms": 60000,
+    })
+    acked, errors = {}, []
+
+    def delivered(err, msg):
+        if err is not None:
+            errors.append(str(err))
+        else:
+            acked[msg.value()] = (msg.partition(), msg.offset())
+
+    for i, value in enumerate(values):
+        producer.produce(TOPIC, key=value, value=value, callback=delivered)
+        if i % 50 == 0:
+            producer.poll(0)
+    assert producer.flush(90) == 0, "deliveries still pending"
+    assert errors == [], errors
+    return acked
+
+
+def read_all(node, expected, timeout=60.0):
+    """Reads both partitions of `node` from offset 0 until `expected`
+    values are there; returns {value: (partition, offset)} and the values
+    seen more than once."""
+    consumer = Consumer({
+        "bootstrap.servers": node.bootstrap,
+        "group.id": f"reader-{time.time_ns()}",
+        "enable.auto.commit": False,
+    })
+    consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+    seen, repeated = {}, []
+    last_offset = {}
+    deadline = time.monotonic() + timeout
+    try:
+        while len(seen) < expected and time.monotonic() < deadline:
+            for msg in consumer.consume(500, 0.5):
+                if msg.error() is not None:
+                    continue
+                p, o = msg.partition(), msg.offset()
+                assert o > last_offset.get(p, -1), f"{node.bootstrap}: partition {p} went back to {o}"
+                last_offset[p] = o
+                if msg.value() in seen:
+                    repeated.append(msg.value())
+                seen[msg.value()] = (p, o)
+    finally:
+        consumer.close()
+    return seen, repeated
+
+
+def values(prefix, count):
+    return [f"{prefix}-{i:05d}".encode() for i in range(count)]
+
+
+def test_every_node_of_the_tree_delivers_what_any_node_took(tree):
+    acked = {}
+    acked.update(produce(tree["m"], values("via-m", 300)))
+    acked.update(produce(tree["r1"], values("via-r1", 300)))
+    acked.update(produce(tree["r3"], values("via-r3", 300)))
+    assert len(acked) == 900
+    for name, node in tree.items():
+        seen, repeated = read_all(node, len(acked))
+        missing = set(acked) - set(seen)
+        assert not missing, f"{name} lacks {len(missing)} acknowledged records"
+        assert repeated == [], f"{name} delivered {len(repeated)} records twice"
+        # A relay's producer is answered with the upstream's offset, and
+        # every copy holds each record at that same offset.
+        moved = {v: (seen[v], where) for v, where in acked.items() if seen[v] != where}
+        assert not moved, f"{name}: {len(moved)} records at other offsets, e.g. {next(iter(moved.items()))}"
+
+
+def test_the_tree_carries_on_when_a_relay_dies(tree):
+    acked = produce(tree["r3"], values("before", 200))
+    read_all(tree["r3"], len(acked))
+    tree["r1"].kill()
+    # R3 loses its upstream: its copier and its forwarded produces turn to
+    # M, the other address it knows.
+    acked.update(produce(tree["r3"], values("after-via-r3", 200)))
+    acked.update(produce(tree["m"], values("after-via-m", 200)))
+    acked.update(produce(tree["r2"], values("after-via-r2", 200)))
+    for name in ("m", "r2", "r3"):
+        seen, repeated = read_all(tree[name], len(acked))
+        missing = set(acked) - set(seen)
+        assert not missing, f"{name} lacks {len(missing)} acknowledged records after R1 died"
+        assert repeated == [], f"{name} delivered {len(repeated)} records twice"
+        assert all(seen[v] == where for v, where in acked.items()), f"{name}: offsets differ"
+
+
+def test_a_relay_refuses_idempotent_producers_clearly_and_keeps_serving(tree):
+    producer = Producer({
+        "bootstrap.servers": tree["r2"].bootstrap,
+        "enable.idempotence": True,
+        "message.timeout.ms": 10000,
+    })
+    errors = []
+    producer.produce(TOPIC, value=b"idempotent", callback=lambda err, msg: errors.append(err))
+    producer.flush(30)
+    assert errors and errors[0] is not None, "an idempotent batch through a relay must be refused"
+    # The relay serves everyone else as before.
+    acked = produce(tree["r2"], values("plain", 20))
+    seen, _ = read_all(tree["r2"], len(acked))
+    assert set(acked) <= set(seen)
+
