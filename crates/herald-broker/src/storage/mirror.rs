@@ -11,9 +11,7 @@
 //! is bounded by the front ends' limits on requests in flight.
 
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use herald_log::Log;
@@ -43,21 +41,7 @@ pub struct MirrorStorage {
 type Forward = (Bytes, Acks, oneshot::Sender<Result<i64, StorageError>>);
 
 /// Completes an append forwarded upstream.
-pub struct MirrorCompletion(Pin<Box<dyn Future<Output = Result<Appended, StorageError>> + Send>>);
-
-impl std::fmt::Debug for MirrorCompletion {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("MirrorCompletion")
-    }
-}
-
-impl Future for MirrorCompletion {
-    type Output = Result<Appended, StorageError>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.0.as_mut().poll(cx)
-    }
-}
+pub type MirrorCompletion = super::RemoteCompletion;
 
 impl MirrorStorage {
     /// The copy `copy` of `topic`/`partition` of `upstream`.
@@ -133,7 +117,7 @@ impl PartitionStorage for MirrorStorage {
         self.forwards()
             .send((bytes, acks, reply))
             .map_err(|_| StorageError::Closed)?;
-        let completion = Box::pin(async move {
+        let completion = MirrorCompletion::new(async move {
             let base = answer.await.map_err(|_| StorageError::Closed)??;
             let base_offset = u64::try_from(base).map_err(|_| {
                 StorageError::Unavailable("the upstream answered a negative offset".into())
@@ -146,7 +130,7 @@ impl PartitionStorage for MirrorStorage {
         });
         Ok(PendingAppend {
             appended: None,
-            completion: MirrorCompletion(completion),
+            completion,
         })
     }
 

@@ -35,6 +35,7 @@ mod local;
 mod mirror;
 #[cfg(feature = "cluster")]
 mod raft;
+mod remote_completion;
 
 use std::future::Future;
 
@@ -50,6 +51,7 @@ pub use local::{LocalCompletion, LocalStorage};
 pub use mirror::{MirrorCompletion, MirrorStorage};
 #[cfg(feature = "cluster")]
 pub use raft::{without_retention, RaftCompletion, RaftStorage};
+pub use remote_completion::RemoteCompletion;
 
 /// How durable an append must be before it completes: Kafka's `acks`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

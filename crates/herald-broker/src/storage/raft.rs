@@ -16,7 +16,6 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::SystemTime;
 
 use herald_log::{ConfigError, LogConfig, LogError};
@@ -37,21 +36,7 @@ pub struct RaftStorage {
 }
 
 /// Completes an append to a replicated partition.
-pub struct RaftCompletion(Pin<Box<dyn Future<Output = Result<Appended, StorageError>> + Send>>);
-
-impl std::fmt::Debug for RaftCompletion {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("RaftCompletion")
-    }
-}
-
-impl Future for RaftCompletion {
-    type Output = Result<Appended, StorageError>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.0.as_mut().poll(cx)
-    }
-}
+pub type RaftCompletion = super::RemoteCompletion;
 
 impl RaftStorage {
     /// The backend over `replica`.
@@ -179,7 +164,7 @@ impl PartitionStorage for RaftStorage {
         };
         Ok(PendingAppend {
             appended: None,
-            completion: RaftCompletion(completion),
+            completion: RaftCompletion::from_box(completion),
         })
     }
 
