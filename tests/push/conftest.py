@@ -3,11 +3,9 @@ Python client generated from proto/herald/v1/herald.proto with grpcio-tools
 at the start of the run (the way a user of another language would make
 theirs)."""
 
-import importlib
 import os
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -15,6 +13,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT / "tests" / "compat"))
 
 from broker import HeraldBroker, serve_for_test  # noqa: E402
+from push_client import generate_stubs  # noqa: E402
 
 
 def herald_binary_path() -> Path:
@@ -24,24 +23,7 @@ def herald_binary_path() -> Path:
 @pytest.fixture(scope="session")
 def proto(tmp_path_factory):
     """The generated modules: `proto.pb` (messages) and `proto.rpc` (stub)."""
-    from grpc_tools import protoc
-
-    out = tmp_path_factory.mktemp("generated")
-    include = REPO_ROOT / "proto"
-    grpc_include = Path(protoc.__file__).parent / "_proto"
-    code = protoc.main([
-        "grpc_tools.protoc",
-        f"-I{include}",
-        f"-I{grpc_include}",
-        f"--python_out={out}",
-        f"--grpc_python_out={out}",
-        str(include / "herald" / "v1" / "herald.proto"),
-    ])
-    assert code == 0, "grpc_tools.protoc failed on proto/herald/v1/herald.proto"
-    sys.path.insert(0, str(out))
-    pb = importlib.import_module("herald.v1.herald_pb2")
-    rpc = importlib.import_module("herald.v1.herald_pb2_grpc")
-    return SimpleNamespace(pb=pb, rpc=rpc)
+    return generate_stubs(tmp_path_factory.mktemp("generated"))
 
 
 @pytest.fixture

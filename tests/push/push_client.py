@@ -2,13 +2,42 @@
 stubs generated from proto/herald/v1/herald.proto: one session stream, a
 thread reading what the broker sends into a queue."""
 
+import importlib
 import queue
+import sys
 import threading
 import time
+from pathlib import Path
+from types import SimpleNamespace
 
 import grpc
 
 WAIT_S = 30.0
+
+
+PROTO_DIR = Path(__file__).resolve().parents[2] / "proto"
+
+
+def generate_stubs(out):
+    """Generates the Python modules for proto/herald/v1/herald.proto into
+    the directory `out` with grpcio-tools (as a user of another language
+    would make theirs) and imports them: `.pb` (messages), `.rpc` (stub)."""
+    from grpc_tools import protoc
+
+    grpc_include = Path(protoc.__file__).parent / "_proto"
+    code = protoc.main([
+        "grpc_tools.protoc",
+        f"-I{PROTO_DIR}",
+        f"-I{grpc_include}",
+        f"--python_out={out}",
+        f"--grpc_python_out={out}",
+        str(PROTO_DIR / "herald" / "v1" / "herald.proto"),
+    ])
+    assert code == 0, "grpc_tools.protoc failed on proto/herald/v1/herald.proto"
+    sys.path.insert(0, str(out))
+    pb = importlib.import_module("herald.v1.herald_pb2")
+    rpc = importlib.import_module("herald.v1.herald_pb2_grpc")
+    return SimpleNamespace(pb=pb, rpc=rpc)
 
 
 class Closed(Exception):

@@ -11,6 +11,9 @@
 //! log, so that every node can tell clients where each partition's leader
 //! is, as Kafka's controller does.
 //!
+//! The announcements also tell a node where to forward a write it does
+//! not lead (a push publish: see `forwarding`).
+//!
 //! What the metadata log carries so far: topic creation and deletion, and
 //! leader announcements. Adding partitions and config changes are refused
 //! in a cluster until they are replicated too; ACLs and quotas stay
@@ -37,6 +40,7 @@ use uuid::Uuid;
 
 use crate::broker::{Broker, NodeAddress, TopicSummary};
 use crate::error::BrokerError;
+use crate::forwarding::Forwarder;
 use crate::metadata_store::{ReplicaAssignment, TopicRecord};
 use crate::partition::{LeaderHints, Partition, ReplicaSet};
 use crate::producer_state::ProducerStates;
@@ -144,6 +148,9 @@ pub struct Cluster {
     router: GroupRouter,
     metadata: PartitionReplica,
     hints: Arc<LeaderHints>,
+    /// Carries writes to partitions this node does not lead (push
+    /// publishes) to their leaders.
+    forwarder: Arc<Forwarder>,
     /// Proposers waiting for their command to be applied here.
     waiting: parking_lot::Mutex<HashMap<u128, oneshot::Sender<Result<Applied, BrokerError>>>>,
     stop: CancellationToken,
@@ -252,12 +259,19 @@ impl Cluster {
             "herald-{:016x}",
             twox_hash::XxHash3_64::oneshot(described.as_bytes())
         );
+        let raft_addresses = config
+            .nodes
+            .iter()
+            .map(|(id, node)| (*id, node.raft.clone()))
+            .collect();
+        let forwarder = Arc::new(Forwarder::new(raft_addresses, router.source()));
         let cluster = Arc::new(Cluster {
             id,
             config,
             router,
             metadata,
             hints: Arc::new(LeaderHints::default()),
+            forwarder,
             waiting: parking_lot::Mutex::new(HashMap::new()),
             stop,
         });
@@ -475,10 +489,16 @@ impl Cluster {
                 group: assignment.group,
                 nodes: assignment.nodes.clone(),
                 hints: Arc::clone(&self.hints),
+                forwarder: Arc::clone(&self.forwarder),
             };
             let snapshot = crate::producer_snapshot::path(&data_dir, record.id, index);
             if !assignment.nodes.contains(&me) {
-                partitions.push(Arc::new(Partition::elsewhere(index, set, snapshot)));
+                partitions.push(Arc::new(Partition::elsewhere(
+                    index,
+                    set,
+                    snapshot,
+                    log_config.max_batch_bytes as usize,
+                )));
                 continue;
             }
             let dir: PathBuf = partition_dir(&data_dir, &record.name, index);

@@ -14,7 +14,9 @@
 //!
 //! A produce goes `Broker::topic` → `Topic::partition` → `Partition::append`
 //! (exactly one batch: the sequence check for idempotent producers, then the
-//! partition contract's two-step append); a fetch goes to `Partition::read`
+//! partition contract's two-step append); a push publish goes to
+//! `Partition::append_through_leader`, which in a cluster carries it to the
+//! partition's leader (`forwarding`); a fetch goes to `Partition::read`
 //! and `Partition::wait_for_data`. [`Partition`] is the only door to a
 //! partition's records: behind it, [`storage::PartitionStorage`] is the
 //! contract every backend honours (today the embedded [`herald_log::Log`]).
@@ -25,6 +27,8 @@ pub mod cluster;
 pub mod config;
 mod dir_lock;
 pub mod error;
+#[cfg(feature = "cluster")]
+pub mod forwarding;
 pub mod groups;
 pub mod maintenance;
 pub mod metadata_store;

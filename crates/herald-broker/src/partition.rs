@@ -62,24 +62,50 @@ pub struct OffsetAndTimestamp {
 
 /// The leader of each replicated partition as the cluster last announced
 /// it, by Raft group: what a node tells clients about partitions it holds
-/// no replica of.
-#[derive(Debug, Default)]
-pub struct LeaderHints(parking_lot::RwLock<HashMap<u64, (u64, u64)>>);
+/// no replica of, and where it forwards writes it does not lead.
+#[derive(Debug)]
+pub struct LeaderHints {
+    leaders: parking_lot::RwLock<HashMap<u64, (u64, u64)>>,
+    /// Counts the announcements taken, so that a forwarded write waiting
+    /// for a leader wakes when one is announced.
+    announced: tokio::sync::watch::Sender<u64>,
+}
+
+impl Default for LeaderHints {
+    fn default() -> Self {
+        Self {
+            leaders: parking_lot::RwLock::default(),
+            announced: tokio::sync::watch::Sender::new(0),
+        }
+    }
+}
 
 impl LeaderHints {
     /// Records that `leader` leads `group` in `term` (an older term's
     /// announcement, arriving late, changes nothing).
     pub fn set(&self, group: u64, leader: u64, term: u64) {
-        let mut hints = self.0.write();
-        let newer = hints.get(&group).is_none_or(|&(_, known)| term >= known);
+        let newer = {
+            let mut hints = self.leaders.write();
+            let newer = hints.get(&group).is_none_or(|&(_, known)| term >= known);
+            if newer {
+                hints.insert(group, (leader, term));
+            }
+            newer
+        };
         if newer {
-            hints.insert(group, (leader, term));
+            self.announced.send_modify(|n| *n += 1);
         }
     }
 
     /// The leader of `group` and its term, if announced.
     pub fn get(&self, group: u64) -> Option<(u64, u64)> {
-        self.0.read().get(&group).copied()
+        self.leaders.read().get(&group).copied()
+    }
+
+    /// Changes each time an announcement is taken (of any group): wait on
+    /// it, then look again with [`LeaderHints::get`].
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.announced.subscribe()
     }
 }
 
@@ -92,6 +118,9 @@ pub struct ReplicaSet {
     pub nodes: Vec<u64>,
     /// The cluster's leader announcements.
     pub hints: Arc<LeaderHints>,
+    /// Carries writes this node does not lead to the leader.
+    #[cfg(feature = "cluster")]
+    pub forwarder: Arc<crate::forwarding::Forwarder>,
 }
 
 /// A partition's leader, replicas and in-sync replicas, as Kafka's
@@ -247,12 +276,18 @@ impl Partition {
         }
     }
 
-    /// A replicated partition of which this node holds no replica.
+    /// A replicated partition of which this node holds no replica; its
+    /// replicas take batches of at most `max_batch_bytes`.
     #[cfg(feature = "cluster")]
-    pub(crate) fn elsewhere(index: u32, replicas: ReplicaSet, snapshot: PathBuf) -> Self {
+    pub(crate) fn elsewhere(
+        index: u32,
+        replicas: ReplicaSet,
+        snapshot: PathBuf,
+        max_batch_bytes: usize,
+    ) -> Self {
         Self {
             index,
-            storage: Backend::Elsewhere(crate::storage::ElsewhereStorage),
+            storage: Backend::Elsewhere(crate::storage::ElsewhereStorage::new(max_batch_bytes)),
             replicas: Some(replicas),
             producers: Arc::new(ProducerStates::new(HashMap::new(), 1)),
             in_flight: None,
@@ -300,6 +335,18 @@ impl Partition {
             Backend::Raft(r) => Some(r.replica()),
             _ => None,
         }
+    }
+
+    /// Whether this node holds the partition's records: an unreplicated
+    /// partition, or a replica of a replicated one. A replicated partition
+    /// with no replica here keeps its place in its topic, but its records
+    /// are read on the nodes [`Partition::replica_set`] names.
+    pub fn held_here(&self) -> bool {
+        #[cfg(feature = "cluster")]
+        if matches!(self.storage, Backend::Elsewhere(_)) {
+            return false;
+        }
+        true
     }
 
     /// The replicas of a replicated partition.
@@ -379,6 +426,47 @@ impl Partition {
             completion.await.map_err(ProduceError::Storage)?;
         }
         Ok(outcome)
+    }
+
+    /// Appends the records of one publish (one batch, acks=all) through
+    /// the partition's leader wherever it is: here, or, for a replicated
+    /// partition this node does not lead, forwarded to the leader (see
+    /// `forwarding`) and answered once committed there. For front ends
+    /// whose clients do not look leaders up (push publishes); a Kafka
+    /// produce goes to [`Partition::append`], whose NOT_LEADER_OR_FOLLOWER
+    /// sends the client to the leader. An idempotent producer's batch is
+    /// taken only where the leader's producer state can judge it: on the
+    /// leader.
+    pub async fn append_through_leader(
+        &self,
+        records: &[u8],
+    ) -> Result<ProduceOutcome, ProduceError> {
+        #[cfg(feature = "cluster")]
+        if let Some(set) = &self.replicas {
+            return self.append_forwarded(set, records).await;
+        }
+        self.append(records, Acks::All).await
+    }
+
+    /// [`Partition::append_through_leader`] for a replicated partition.
+    #[cfg(feature = "cluster")]
+    async fn append_forwarded(
+        &self,
+        set: &ReplicaSet,
+        records: &[u8],
+    ) -> Result<ProduceOutcome, ProduceError> {
+        let replica = self.raft_replica();
+        if replica.is_some_and(|r| r.is_leader()) {
+            return self.append(records, Acks::All).await;
+        }
+        let valid = self.single_valid_batch(records)?;
+        if valid.header().producer_id() >= 0 {
+            return Err(ProduceError::Storage(StorageError::NotLeader));
+        }
+        let first_hand = || replica.and_then(|r| r.leader());
+        let batch = bytes::Bytes::copy_from_slice(valid.bytes());
+        let placed = set.forwarder.write(set, first_hand, batch).await?;
+        Ok(self.outcome(placed.base_offset, placed.last_offset, false))
     }
 
     /// An idempotent producer's batch for a replicated partition (see

@@ -9,7 +9,7 @@ use crate::identity::Identity;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use herald_broker::{Acks, ProduceError};
+use herald_broker::ProduceError;
 use herald_flow::{OverRate, Verdict};
 use herald_records::{BatchBuilder, RecordFields};
 
@@ -48,7 +48,9 @@ static NEXT_UNKEYED: AtomicU32 = AtomicU32::new(0);
 
 impl PushEngine {
     /// Stores one record; resolves once it is as durable as a Kafka
-    /// producer's acks=all would make it.
+    /// producer's acks=all would make it. In a cluster, a record for a
+    /// partition this node does not lead is forwarded to its leader and
+    /// answered once committed there.
     /// `identity` must hold WRITE on the topic (and, for a topic that does
     /// not exist yet and is created automatically, CREATE on it or on the
     /// cluster), as a Kafka producer must.
@@ -135,7 +137,9 @@ impl PushEngine {
                 return Err(PublishError::OverRate(refusal));
             }
         }
-        let outcome = target.append(&batch, Acks::All).await?;
+        // Through the leader wherever it is: a publisher may be connected
+        // to any node of a cluster.
+        let outcome = target.append_through_leader(&batch).await?;
         Ok(Published {
             partition,
             offset: outcome.base_offset,

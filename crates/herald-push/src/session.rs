@@ -217,6 +217,7 @@ impl Session {
                 request.topic
             )));
         }
+        held_here(&topic)?;
         if let Some(name) = &request.name {
             crate::durable::check_name(name).map_err(SubscribeError::Invalid)?;
         }
@@ -290,6 +291,7 @@ impl Session {
         let topic = self.engine.broker.topic(&preview.topic).ok_or_else(|| {
             SubscribeError::StaleToken(format!("topic {} no longer exists", preview.topic))
         })?;
+        held_here(&topic)?;
         let point = self.verify(token, &topic)?;
         let selector = Selector::parse(&point.selector).map_err(|e| {
             SubscribeError::StaleToken(format!("its selector no longer parses: {e}"))
@@ -461,6 +463,42 @@ impl Drop for Session {
         self.outbox.close();
         PushStats::sub(&self.engine.stats.sessions, 1);
     }
+}
+
+/// Refuses a topic with partitions of which this node holds no replica
+/// (a replicated topic whose replication factor is below the cluster's
+/// size): their records are not here to push, and a subscription that
+/// silently lacked them would lose records. Names the nodes that hold
+/// every partition, where the client can subscribe.
+fn held_here(topic: &Topic) -> Result<(), SubscribeError> {
+    let partitions = topic.partitions();
+    let elsewhere: Vec<String> = partitions
+        .iter()
+        .filter(|p| !p.held_here())
+        .map(|p| p.index().to_string())
+        .collect();
+    if elsewhere.is_empty() {
+        return Ok(());
+    }
+    let mut holders: Option<Vec<u64>> = None;
+    for set in partitions.iter().filter_map(|p| p.replica_set()) {
+        let nodes = holders.get_or_insert_with(|| set.nodes.clone());
+        nodes.retain(|n| set.nodes.contains(n));
+    }
+    let mut holders = holders.unwrap_or_default();
+    holders.sort_unstable();
+    let advice = if holders.is_empty() {
+        "no node holds every partition".to_owned()
+    } else {
+        let names: Vec<String> = holders.iter().map(u64::to_string).collect();
+        format!("nodes {} hold every partition", names.join(", "))
+    };
+    let plural = if elsewhere.len() == 1 { "" } else { "s" };
+    Err(SubscribeError::Invalid(format!(
+        "this node holds no replica of partition{plural} {} of topic {}: subscribe on a node that does ({advice})",
+        elsewhere.join(", "),
+        topic.name()
+    )))
 }
 
 /// How a selector is written in a token: as the client wrote it.

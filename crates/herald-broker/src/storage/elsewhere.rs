@@ -2,7 +2,9 @@
 //! it keeps its place in its topic (so metadata names it, with its leader
 //! elsewhere), and every data call is refused with
 //! [`StorageError::NotLeader`], which sends a Kafka client to look the
-//! leader up again.
+//! leader up again. It knows the topic's batch size limit, which a write
+//! forwarded to the leader (a push publish) is checked against here: the
+//! leader's Raft log takes a forwarded batch without checking it again.
 
 use std::future::{ready, Future};
 use std::sync::Arc;
@@ -13,14 +15,24 @@ use super::{
 };
 
 /// No replica here; refuses every call with [`StorageError::NotLeader`].
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ElsewhereStorage;
+#[derive(Debug, Clone, Copy)]
+pub struct ElsewhereStorage {
+    max_batch_bytes: usize,
+}
+
+impl ElsewhereStorage {
+    /// A partition held elsewhere whose replicas take batches of at most
+    /// `max_batch_bytes` (its topic's `max.message.bytes`).
+    pub fn new(max_batch_bytes: usize) -> Self {
+        Self { max_batch_bytes }
+    }
+}
 
 impl PartitionStorage for ElsewhereStorage {
     type Completion = std::future::Ready<Result<Appended, StorageError>>;
 
     fn max_batch_bytes(&self) -> usize {
-        usize::MAX
+        self.max_batch_bytes
     }
 
     fn append(
