@@ -12,9 +12,13 @@ what its producers send to the upstream's leader. Every node then holds
 the same records at the same offsets, whichever node they were produced
 to. When R1 dies (SIGKILL), R3 turns to M, the other address it knows, and
 the rest of the tree carries on: nothing acknowledged is lost anywhere.
+Push subscribers (gRPC) on the relays receive from their relay's copy, and
+a push publish on a relay travels up to M.
 """
 
+import sys
 import time
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -22,6 +26,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker import HeraldBroker
 from conftest import EXTERNAL_BOOTSTRAP, KAFKA_LIB, herald_binary_path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "push"))
+from push_client import Session, channel, generate_stubs  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
     bool(EXTERNAL_BOOTSTRAP or KAFKA_LIB), reason="starts herald nodes of its own"
@@ -192,3 +199,53 @@ def test_a_relay_refuses_idempotent_producers_clearly_and_keeps_serving(tree):
     seen, _ = read_all(tree["r2"], len(acked))
     assert set(acked) <= set(seen)
 
+
+@pytest.fixture(scope="module")
+def proto(tmp_path_factory):
+    return generate_stubs(tmp_path_factory.mktemp("generated"))
+
+
+def test_push_subscribers_on_relays_receive_what_any_node_took(tree, proto):
+    keys = [b"feed.eu.%d" % k for k in range(4)]
+    subscribers = {}
+    for name in ("r2", "r3"):
+        session = Session(proto, tree[name].push_address)
+        session.subscribe(1, TOPIC, pattern="feed.>", start="earliest")
+        subscribers[name] = session
+    try:
+        producer = Producer({"bootstrap.servers": tree["m"].bootstrap, "acks": "all"})
+        acked = {}
+
+        def delivered(err, msg):
+            assert err is None, err
+            acked[(msg.partition(), msg.offset())] = msg.value()
+
+        for i in range(100):
+            producer.produce(TOPIC, key=keys[i % 4], value=b"kafka-%d" % i, callback=delivered)
+        assert producer.flush(60) == 0
+        # A publish on the deepest relay goes up to M and comes back down.
+        pb = proto.pb
+        ch = channel(tree["r3"].push_address)
+        stub = proto.rpc.HeraldStub(ch)
+        try:
+            for i in range(50):
+                answer = stub.Publish(
+                    pb.PublishRequest(request_id=i, topic=TOPIC, key=keys[i % 4], value=b"push-%d" % i),
+                    timeout=30,
+                )
+                assert not answer.HasField("error"), answer.error
+                acked[(answer.partition, answer.offset)] = b"push-%d" % i
+        finally:
+            ch.close()
+        assert len(acked) == 150
+        for name, session in subscribers.items():
+            session.wait_for(
+                lambda s: len([d for d in s.deliveries if d[0] == 1]) >= len(acked),
+                what=f"every record on {name}",
+            )
+            got = {(p, o): v for (sid, p, o, _k, v) in session.deliveries if sid == 1}
+            assert got == acked, f"{name}: push deliveries differ from what was acknowledged"
+            assert len(session.deliveries) == len(acked), f"{name}: a record delivered twice"
+    finally:
+        for session in subscribers.values():
+            session.close()
