@@ -22,6 +22,7 @@ impl RemoteCompletion {
 
     /// The completion that an already boxed `answer` resolves (one box,
     /// not two, for a backend that chose among futures).
+    #[cfg(feature = "cluster")]
     pub(crate) fn from_box(
         answer: Pin<Box<dyn Future<Output = Result<Appended, StorageError>> + Send>>,
     ) -> Self {
