@@ -1,221 +1,209 @@
-"""Produce with replication factor 3 against a single node, same client, same run.
+#!/usr/bin/env python3
+"""acks=all produce and failover: herald's cluster, one herald node, Kafka's three brokers.
 
-Setups, each started here and stopped here (by PID):
-- herald, one node (the embedded default);
-- herald, three nodes on 127.0.0.1 (one process each), topic with
-  replication factor 3.
+Setups, each started here and stopped here (by PID), data under
+--data-root (tmpfs by default), removed at the end:
+- herald, one node (the embedded default: no fsync);
+- herald, three nodes on 127.0.0.1, topic with replication factor 3
+  (acks=all answered once a majority fsynced the batch);
+- Apache Kafka 4.3.1, three brokers (combined broker+controller, KRaft),
+  replication factor 3, min.insync.replicas=2 (kafka_cluster.py), topics
+  with Kafka's defaults (no fsync) and with flush.messages=1 (an fsync per
+  append, the like-for-like durability point), on the same brokers.
 
-For each, a topic of one partition (replication factor 3 in the cluster)
-and confluent-kafka (librdkafka) producing 100-byte records with acks=all:
-- the most it takes (a closed loop, the producer's batching as configured);
-- latency at a fixed offered rate (half of the single node's maximum):
-  delivery-report latency p50 and p99.
+Throughput: a topic of one partition and confluent-kafka (librdkafka)
+producing 100-byte records with acks=all:
+- the most it takes (a closed loop, the producer's batching as configured,
+  after a warm-up), with the cores the client and the brokers kept busy;
+- delivery-report latency p50 and p99 at two offered rates, the same for
+  every setup: 10,000 records/s (light: what replication itself costs) and
+  half the slowest setup's maximum, measured in a calibration pass first
+  (or --rate).
+Each setup is measured --repeats times in rounds (the order rotating);
+medians are printed with ratios against herald's single node and Kafka.
 
-Each setup is measured --repeats times, alternating; medians are printed
-with ratios against the single node. Timings are never asserted: this is a
-benchmark, not a test.
+Failover (failover.py): a 10,000 records/s acks=all stream to a
+one-partition topic with replication factor 3; the partition's leader
+gets SIGKILL; the time to a new leader in Metadata, to the first
+successful produce of a record sent after the kill, and to throughput
+back at half the pre-kill rate. herald (Raft: heartbeat 150 ms, a
+follower stands after openraft's 2 s leader lease plus a random 1-2 s
+election timeout), Kafka with its defaults
+(a dead broker fenced after broker.session.timeout.ms=9000; the leader
+placed on a broker that is not the active controller), Kafka when the
+leader is also the active controller, and Kafka with the session timeout
+lowered to 2 s (heartbeat 0.5 s). --failover-repeats runs each, fresh
+clusters every time; medians.
 
-    bench/cluster/bench_cluster.py [--repeats 3] [--records 200000] [--seconds 10]
+Timings are never asserted: this is a benchmark, not a test. The full
+run takes about 25 minutes; --quick about 3:
+
+    .venv/bin/python bench/cluster/bench_cluster.py
+    .venv/bin/python bench/cluster/bench_cluster.py --quick
+    .venv/bin/python bench/cluster/bench_cluster.py --only failover --failover-repeats 3
+    .venv/bin/python bench/cluster/bench_cluster.py --only throughput --data-root /var/tmp
+    .venv/bin/python bench/cluster/bench_cluster.py --report /tmp/herald-bench-cluster.json
+
+herald is target/release/herald (`chrt -i 0 cargo build --release -p herald`)
+or $HERALD_BIN; Kafka's jars are fetched by bench/kafka/setup.sh if missing.
+Figures and what they say: docs/benchmarks.md, "The cluster: produce and
+failover against Kafka".
 """
 
 import argparse
 import json
-import os
-import shutil
-import signal
-import socket
-import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
-ROOT = Path(__file__).resolve().parents[2]
-HERALD = Path(os.environ.get("HERALD_BIN", ROOT / "target" / "release" / "herald"))
-VALUE = b"x" * 100
+import failover
+import kafka_cluster
+import procs
+import report
+from herald_nodes import HERALD
+from produce_load import latency_at, max_rate
+from setups import FAILOVER, QUICK_FAILOVER, THROUGHPUT, create, with_cluster
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port, proc, log):
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"herald exited: {Path(log).read_text()[-2000:]}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError("herald did not start")
+DISK_FREE_GB_MIN = 20
+# The most one setup writes: about 2.5M records of ~110 bytes on each of
+# three replicas, twice on Kafka's brokers (two topics).
+DATA_FREE_GB_MIN = 4
 
 
-class Herald:
-    """One or three herald processes."""
+def throughput_pass(args, label, rate, rotate, results):
+    """Every throughput setup once: its maximum and, given a rate, its
+    latency there. Setups on one kind of cluster share its start."""
+    kinds = []
+    for _, _, kind, _ in THROUGHPUT:
+        if kind not in kinds:
+            kinds.append(kind)
+    kinds = kinds[rotate % len(kinds):] + kinds[:rotate % len(kinds)]
+    for kind in kinds:
+        setups = [s for s in THROUGHPUT if s[2] == kind]
+        if rotate % 2:
+            setups.reverse()
 
-    def __init__(self, nodes, work):
-        self.nodes = nodes
-        self.work = Path(work)
-        self.procs = []
-        self.kafka_ports = [free_port() for _ in range(nodes)]
+        def run(cluster):
+            for name, _, _, configs in setups:
+                topic = f"bench-{name}-{label}"
+                create(cluster, topic, configs)
+                pids = [proc.pid for proc in cluster.procs.values()]
+                row = max_rate(cluster.bootstrap, topic, args.records, args.warmup_seconds, pids)
+                if rate is not None:
+                    # Each latency run on a topic of its own: on a disk, the
+                    # first fsyncs of the closed loop's segment would wait
+                    # for the write-back of all it wrote (seconds).
+                    for prefix, offered in (("light_", args.light_rate), ("", rate)):
+                        fresh = f"{topic}-{prefix or 'half'}{offered:.0f}"
+                        create(cluster, fresh, configs)
+                        p50, p99, achieved = latency_at(cluster.bootstrap, fresh, offered, args.seconds)
+                        row.update({f"{prefix}rate": offered, f"{prefix}achieved": achieved,
+                                    f"{prefix}p50_ms": p50, f"{prefix}p99_ms": p99})
+                results.setdefault(name, []).append(row)
+                print(f"{label} {name}: {json.dumps(row)}", flush=True)
 
-    def start(self):
-        raft = [free_port() for _ in range(self.nodes)]
-        cluster = ",".join(
-            f"{i + 1}=127.0.0.1:{raft[i]}=127.0.0.1:{self.kafka_ports[i]}" for i in range(self.nodes)
-        )
-        for i in range(self.nodes):
-            args = [
-                str(HERALD), "serve", "--data-dir", str(self.work / f"n{i + 1}"),
-                "--kafka-listen", f"127.0.0.1:{self.kafka_ports[i]}",
-                "--admin-listen", "127.0.0.1:0", "--push-listen", "127.0.0.1:0",
-                "--log-level", "warn",
-            ]
-            if self.nodes > 1:
-                args += ["--node-id", str(i + 1), "--cluster-listen", f"127.0.0.1:{raft[i]}",
-                         "--cluster-nodes", cluster]
-            log = self.work / f"n{i + 1}.log"
-            with open(log, "ab") as out:
-                proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
-            self.procs.append(proc)
-            wait_port(self.kafka_ports[i], proc, log)
-
-    @property
-    def bootstrap(self):
-        return ",".join(f"127.0.0.1:{p}" for p in self.kafka_ports)
-
-    def stop(self):
-        for proc in self.procs:
-            proc.send_signal(signal.SIGTERM)
-        for proc in self.procs:
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        self.procs = []
+        with_cluster(args, kind, run)
 
 
-def create(bootstrap, topic, replication):
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=replication)])[topic].result(60)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        md = admin.list_topics(topic, timeout=10)
-        part = md.topics[topic].partitions.get(0)
-        if part is not None and part.leader >= 0 and part.error is None:
-            return
-        time.sleep(0.2)
-    raise RuntimeError("no leader")
+def throughput(args, out):
+    rate = args.rate
+    if rate is None:
+        calibration = {}
+        throughput_pass(args, "calibration", None, 0, calibration)
+        out["calibration"] = calibration
+        rate = round(min(rows[0]["max_rate"] for rows in calibration.values()) / 2, -3)
+        print(f"offered rate for latency: {rate:.0f}/s (half the slowest maximum)", flush=True)
+    results = out.setdefault("throughput", {})
+    for r in range(args.repeats):
+        throughput_pass(args, f"round{r + 1}", rate, r, results)
+    return rate
 
 
-def producer(bootstrap):
-    return Producer({
-        "bootstrap.servers": bootstrap,
-        "acks": "all",
-        "linger.ms": 5,
-        "batch.num.messages": 10000,
-        "queue.buffering.max.messages": 1000000,
-        "enable.idempotence": False,
-    })
+def failover_runs(args, out):
+    names = QUICK_FAILOVER if args.quick else tuple(s[0] for s in FAILOVER)
+    results = out.setdefault("failover", {})
+    for r in range(args.failover_repeats):
+        for name, _, kind, settings, placement in FAILOVER:
+            if name not in names:
+                continue
+            topic = f"failover-{r + 1}"
+
+            def run(cluster):
+                create(cluster, topic, {}, placement)
+                if kind == "kafka":
+                    controller = cluster.active_controller()
+                else:
+                    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+                    controller = admin.describe_cluster(request_timeout=10).result().controller.id
+                row = failover.measure(cluster, topic, args.failover_rate, args.pre_seconds,
+                                       args.post_seconds_max, args.warmup_seconds)
+                row["controller"] = controller
+                return row
+
+            row = with_cluster(args, kind, run, settings)
+            results.setdefault(name, []).append(row)
+            print(f"failover {r + 1} {name}: {json.dumps(row)}", flush=True)
 
 
-def max_rate(bootstrap, topic, records):
-    p = producer(bootstrap)
-    done = [0]
-
-    def cb(err, _msg):
-        if err is None:
-            done[0] += 1
-
-    # Warm-up: connections, metadata, the leader found.
-    for _ in range(1000):
-        p.produce(topic, VALUE, callback=cb)
-    p.flush(30)
-    done[0] = 0
-    start = time.perf_counter()
-    for i in range(records):
-        while True:
-            try:
-                p.produce(topic, VALUE, callback=cb)
-                break
-            except BufferError:
-                p.poll(0.001)
-        if i % 1000 == 0:
-            p.poll(0)
-    p.flush(120)
-    return done[0] / (time.perf_counter() - start)
-
-
-def latency_at(bootstrap, topic, rate, seconds):
-    p = producer(bootstrap)
-    latencies = []
-
-    def cb(err, msg, sent):
-        if err is None:
-            latencies.append(time.perf_counter() - sent)
-
-    for _ in range(200):
-        p.produce(topic, VALUE)
-    p.flush(30)
-    start = time.perf_counter()
-    sent = 0
-    while time.perf_counter() - start < seconds:
-        due = int((time.perf_counter() - start) * rate)
-        while sent < due:
-            t = time.perf_counter()
-            p.produce(topic, VALUE, callback=lambda err, msg, t=t: cb(err, msg, t))
-            sent += 1
-        p.poll(0.0005)
-    p.flush(60)
-    latencies.sort()
-    pick = lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000
-    return pick(0.5), pick(0.99), len(latencies) / seconds
+def print_report(out):
+    if "throughput" in out:
+        rate = next(iter(out["throughput"].values()))[0]["rate"]
+        report.print_throughput(out, rate)
+    if "failover" in out:
+        report.print_failover(out)
 
 
 def main():
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="1 round, short runs, failover of herald and Kafka's defaults once (< 5 min)")
+    parser.add_argument("--only", choices=("throughput", "failover"))
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--records", type=int, default=200000)
-    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--records", type=int, default=500000)
+    parser.add_argument("--seconds", type=float, default=10, help="each latency run")
+    parser.add_argument("--rate", type=float, help="offered rate for latency (default: calibrated)")
+    parser.add_argument("--light-rate", type=float, default=10000,
+                        help="a second, light offered rate for latency")
+    parser.add_argument("--failover-repeats", type=int, default=5)
+    parser.add_argument("--failover-rate", type=float, default=10000)
+    parser.add_argument("--warmup-seconds", type=float, default=15,
+                        help="load before anything is measured (Kafka's JIT)")
+    parser.add_argument("--pre-seconds", type=float, default=5, help="steady state before the kill")
+    parser.add_argument("--post-seconds-max", type=float, default=40, help="most to watch after the kill")
+    parser.add_argument("--data-root", default="/dev/shm", help="where the data directories go")
     parser.add_argument("--out", default="/tmp/herald-bench-cluster.json")
+    parser.add_argument("--report", metavar="JSON", help="print the tables of an earlier run's --out, run nothing")
     args = parser.parse_args()
-    results = {"single": [], "rf3": []}
-    rate = None
-    for r in range(args.repeats):
-        for name, nodes, replication in (("single", 1, 1), ("rf3", 3, 3)):
-            work = tempfile.mkdtemp(prefix=f"herald-bench-cluster-{name}-", dir="/dev/shm")
-            herald = Herald(nodes, work)
-            try:
-                herald.start()
-                topic = f"bench-{name}-{r}"
-                create(herald.bootstrap, topic, replication)
-                top = max_rate(herald.bootstrap, topic, args.records)
-                if rate is None:
-                    rate = top / 2
-                p50, p99, achieved = latency_at(herald.bootstrap, topic, rate, args.seconds)
-                row = {"max_rate": top, "rate": rate, "achieved": achieved, "p50_ms": p50, "p99_ms": p99}
-                results[name].append(row)
-                print(f"round {r + 1} {name}: {json.dumps(row)}", flush=True)
-            finally:
-                herald.stop()
-                shutil.rmtree(work, ignore_errors=True)
-    med = lambda name, key: statistics.median(row[key] for row in results[name])
-    print("\n| figure | single node | 3 nodes, RF 3 | RF 3 / single |")
-    print("|---|---|---|---|")
-    for key, label in (("max_rate", "acks=all records/s (closed loop)"),
-                       ("p50_ms", f"p50 ms at {rate:.0f}/s"), ("p99_ms", f"p99 ms at {rate:.0f}/s")):
-        a, b = med("single", key), med("rf3", key)
-        print(f"| {label} | {a:.1f} | {b:.1f} | {b / a:.2f} |")
-    Path(args.out).write_text(json.dumps(results, indent=1))
-    print(f"\nrows: {args.out} (medians of {args.repeats})")
+    if args.report:
+        print_report(json.loads(Path(args.report).read_text()))
+        return
+    if args.quick:
+        args.repeats, args.records, args.seconds = 1, 150000, 3
+        args.failover_repeats, args.pre_seconds, args.post_seconds_max = 1, 3, 30
+        args.warmup_seconds = 8
+    if procs.free_disk_gb("/") < DISK_FREE_GB_MIN:
+        sys.exit(f"less than {DISK_FREE_GB_MIN} GB free on /: not starting")
+    if procs.free_disk_gb(args.data_root) < DATA_FREE_GB_MIN:
+        sys.exit(f"less than {DATA_FREE_GB_MIN} GB free in {args.data_root}: not starting")
+    if not HERALD.exists():
+        sys.exit(f"{HERALD} missing: chrt -i 0 cargo build --release -p herald")
+    kafka_cluster.setup()
+    procs.raise_on_sigterm()
+    out = {"settings": {**vars(args), "herald": str(HERALD)}}
+    started = time.monotonic()
+    try:
+        if args.only != "failover":
+            throughput(args, out)
+        if args.only != "throughput":
+            failover_runs(args, out)
+    finally:
+        procs.stop_all()
+        Path(args.out).write_text(json.dumps(out, indent=1))
+    print_report(out)
+    print(f"\nrows: {args.out}; {time.monotonic() - started:.0f} s; the machine is shared: rerun before"
+          " trusting a small difference")
 
 
 if __name__ == "__main__":
