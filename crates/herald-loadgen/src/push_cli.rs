@@ -46,6 +46,9 @@ pub enum System {
 
 /// The push scenarios.
 #[derive(Debug, Subcommand)]
+// Parsed once per process and matched at once: `Fanout`'s many options
+// cost nothing boxed or not.
+#[allow(clippy::large_enum_variant)]
 pub enum PushCommand {
     /// Seed 002: N subscribers of one subject (or of `--subjects` in turn)
     /// at a fixed publish rate or at saturation, against herald, core NATS,
@@ -121,6 +124,22 @@ pub enum PushCommand {
         /// herald's transport.
         #[arg(long, value_enum, default_value = "websocket")]
         transport: session::Transport,
+        /// herald: push listeners to spread the subscribers over evenly
+        /// (subscriber n on the (n mod count)-th), comma-separated or
+        /// repeated: a cluster's or a relay tree's nodes. The publisher
+        /// stays on --push. Default: every subscriber on --push.
+        #[arg(long, value_delimiter = ',')]
+        subscriber_push: Vec<String>,
+        /// herald: publish to and subscribe to this existing topic (a
+        /// cluster's, created with its replication factor, or one relays
+        /// mirror) instead of a fresh one; it is kept after the run.
+        #[arg(long)]
+        topic: Option<String>,
+        /// With --burst over 1, a client times out when it has not every
+        /// message of a round this long after the round's tick (seed 003:
+        /// 1 s).
+        #[arg(long, default_value_t = 1_000)]
+        round_deadline_ms: u64,
         /// The nats-server's client address (see `bench/nats/start.sh`).
         #[arg(long, default_value = "127.0.0.1:19422")]
         nats: String,
@@ -431,19 +450,30 @@ pub fn run(command: PushCommand) -> anyhow::Result<()> {
                 one_source,
                 broker_pid,
                 admin,
+                subscriber_push,
+                topic,
+                round_deadline_ms,
             } => {
+                if !subscriber_push.is_empty() && !matches!(system, System::Herald) {
+                    anyhow::bail!("--subscriber-push spreads herald's subscribers only");
+                }
                 let program = std::env::current_exe().context("finding this program")?;
                 // The relay lives as long as this handle.
                 let mut relay = None;
+                let mut nodes = Vec::new();
                 let (broker, pid) = match system {
                     System::Herald => {
-                        let topic = fresh_topic(&target.bootstrap, "fanout", *partitions).await?;
-                        let broker = fanout::broker::Broker::Herald {
-                            push: target.push.clone(),
-                            topic,
+                        let topic = match topic {
+                            Some(topic) => topic.clone(),
+                            None => fresh_topic(&target.bootstrap, "fanout", *partitions).await?,
+                        };
+                        let herald = |push: &str| fanout::broker::Broker::Herald {
+                            push: push.to_owned(),
+                            topic: topic.clone(),
                             transport: *transport,
                         };
-                        (broker, *broker_pid)
+                        nodes = subscriber_push.iter().map(|push| herald(push)).collect();
+                        (herald(&target.push), *broker_pid)
                     }
                     System::Nats => (
                         fanout::broker::Broker::Nats { addr: nats.clone() },
@@ -496,6 +526,11 @@ pub fn run(command: PushCommand) -> anyhow::Result<()> {
                 let plan = fanout::Fanout {
                     scenario: scenario.clone(),
                     broker,
+                    nodes,
+                    rounds: Some(fanout::generator::RoundsPlan {
+                        burst: *burst,
+                        deadline_ms: *round_deadline_ms,
+                    }),
                     subscribers: *subscribers,
                     layout: fanout::layout::Layout {
                         subjects: *subjects,
@@ -524,8 +559,8 @@ pub fn run(command: PushCommand) -> anyhow::Result<()> {
                 let row = fanout::run(&plan).await;
                 drop(relay);
                 match &plan.broker {
-                    fanout::broker::Broker::Herald { topic, .. } => {
-                        drop_topic(&target.bootstrap, topic).await;
+                    fanout::broker::Broker::Herald { topic: made, .. } if topic.is_none() => {
+                        drop_topic(&target.bootstrap, made).await;
                     }
                     fanout::broker::Broker::JetStream { addr } => {
                         // What is left is the next run's to delete.

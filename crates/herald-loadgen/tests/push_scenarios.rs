@@ -13,6 +13,8 @@ fn fanout_plan(broker: fanout::broker::Broker, rate: u32, pid: Option<u32>) -> f
     fanout::Fanout {
         scenario: "s1".into(),
         broker,
+        nodes: Vec::new(),
+        rounds: None,
         subscribers: 20,
         layout: fanout::layout::Layout::in_turn(2, 20),
         rate,
@@ -259,15 +261,28 @@ async fn herald_loses_nothing_to_rounds_many_subjects_stalls_or_a_reconnection_s
         transport: Transport::Websocket,
     };
 
-    // S2: bursts of 20 messages, twice.
+    // S2: bursts of 20 messages, twice, counted round by round.
     let mut plan = fanout_plan(herald(topic(&server, "s2", 1).await), 2, Some(server.pid()));
     plan.layout = Layout::in_turn(1, 20);
     plan.burst = 20;
     plan.secs = 1.0;
+    plan.rounds = Some(fanout::generator::RoundsPlan {
+        burst: 20,
+        deadline_ms: 1_000,
+    });
     let row = fanout::run(&plan).await.expect("s2");
     assert_eq!(row.published, 40, "{row:?}");
     assert_eq!(row.delivered, 40 * 20, "{row:?}");
     assert_eq!((row.lost, row.duplicated), (0, 0), "{row:?}");
+    let rounds = row.rounds.as_ref().expect("rounds counted");
+    assert_eq!((rounds.clients, rounds.rounds), (20, 2), "{rounds:?}");
+    assert_eq!(
+        (rounds.client_rounds, rounds.incomplete),
+        (40, 0),
+        "{rounds:?}"
+    );
+    assert!(rounds.mean_ms > 0.0, "{rounds:?}");
+    assert!(row.rounds_by_node.is_empty(), "one node: {row:?}");
 
     // S4: 2,000 subjects over 4 partitions, 5 literal subjects and one
     // pattern of 100 subjects per subscriber, subjects drawn by Zipf.
@@ -326,4 +341,80 @@ async fn herald_loses_nothing_to_rounds_many_subjects_stalls_or_a_reconnection_s
     assert_eq!((row.lost, row.duplicated), (0, 0), "{row:?}");
     assert!(row.catch_up_max_ms.is_some(), "{row:?}");
     assert!(row.disconnected.is_empty(), "{row:?}");
+}
+
+/// Seed 003's rounds over a relay tree's two nodes: a root and a relay
+/// mirroring its topic. The subscribers split evenly between the two push
+/// listeners, the publisher on the root; every client on either node gets
+/// every message of every round, and the row counts each node apart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rounds_spread_over_a_root_and_its_relay_reach_every_client() {
+    let data = tempfile::tempdir().expect("temp dir");
+    let root = Server::start(
+        &herald_binary(),
+        &data.path().join("root"),
+        &["--auto-create-topics", "false"],
+    );
+    let topic = topic(&root, "tree", 1).await;
+    let upstream = root.addr.to_string();
+    let relay = Server::start(
+        &herald_binary(),
+        &data.path().join("relay"),
+        &[
+            "--auto-create-topics",
+            "false",
+            "--relay-upstream",
+            &upstream,
+            "--relay-topics",
+            &topic,
+        ],
+    );
+    let mirrored = async {
+        loop {
+            let listed = match herald_client::Connection::connect(&relay.addr.to_string()).await {
+                Ok(mut connection) => herald_client::admin::topic(&mut connection, &topic)
+                    .await
+                    .is_ok(),
+                Err(_) => false,
+            };
+            if listed {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), mirrored)
+        .await
+        .expect("the relay mirrors the topic within 30 s");
+
+    let herald = |push: &std::net::SocketAddr| fanout::broker::Broker::Herald {
+        push: push.to_string(),
+        topic: topic.clone(),
+        transport: Transport::Websocket,
+    };
+    let mut plan = fanout_plan(herald(&root.push_addr), 2, None);
+    plan.nodes = vec![herald(&root.push_addr), herald(&relay.push_addr)];
+    plan.layout = fanout::layout::Layout::in_turn(1, 20);
+    plan.burst = 20;
+    plan.secs = 1.0;
+    plan.rounds = Some(fanout::generator::RoundsPlan {
+        burst: 20,
+        deadline_ms: 1_000,
+    });
+    let row = fanout::run(&plan).await.expect("rounds over two nodes");
+    assert_eq!(row.nodes, 2, "{row:?}");
+    assert_eq!(row.delivered, 40 * 20, "{row:?}");
+    assert_eq!((row.lost, row.duplicated), (0, 0), "{row:?}");
+    let rounds = row.rounds.as_ref().expect("rounds counted");
+    assert_eq!(
+        (rounds.client_rounds, rounds.incomplete),
+        (40, 0),
+        "{rounds:?}"
+    );
+    let by_node: Vec<(u64, u64)> = row
+        .rounds_by_node
+        .iter()
+        .map(|node| (node.clients, node.client_rounds))
+        .collect();
+    assert_eq!(by_node, [(10, 20), (10, 20)], "{row:?}");
 }

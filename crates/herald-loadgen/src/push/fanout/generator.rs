@@ -5,13 +5,17 @@
 //!
 //! 1. the generator opens and subscribes its connections, then prints
 //!    `ready`;
-//! 2. the parent publishes, then writes `done MESSAGES GIVE_UP_MS`;
+//! 2. the parent publishes, then writes `done MESSAGES GIVE_UP_MS` (and,
+//!    when the plan counts rounds, `START_NS INTERVAL_NS`: the
+//!    [`RoundClock`]);
 //! 3. the generator waits until every subscriber has what it is owed, has
 //!    lost its connection, or `GIVE_UP_MS` pass, and prints its
 //!    [`GeneratorReport`] as one JSON line.
 //!
 //! One thread, so that a generator's cost per socket is an event loop's,
 //! not a scheduler's; its subscribers share one latency histogram.
+//! Subscriber `n` connects to node `n % nodes` of the plan, so that every
+//! generator spreads its share evenly over a cluster's nodes.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -26,6 +30,7 @@ use super::super::{anon_rss_bytes, now_ns, PushBenchError};
 use super::broker::{Broker, Subscriber};
 use super::disturbance::{Disturbance, Fate};
 use super::layout::{Interest, Layout};
+use super::rounds::{ClientRounds, RoundClock, RoundCounter, RoundTally, RoundsOwed};
 use super::stamp::{SequenceCheck, Stamp};
 use crate::histogram;
 use hdrhistogram::Histogram;
@@ -33,8 +38,11 @@ use hdrhistogram::Histogram;
 /// One generator's share of the subscribers.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct GeneratorPlan {
-    /// The broker.
-    pub broker: Broker,
+    /// The nodes subscribers connect to: subscriber `n` to
+    /// `nodes[n % nodes.len()]` (one for a single broker).
+    pub nodes: Vec<Broker>,
+    /// Count seed 003's rounds client by client (see [`super::rounds`]).
+    pub rounds: Option<RoundsPlan>,
     /// The first subscriber's number; they are numbered across generators.
     pub first: u64,
     /// Subscribers this generator holds.
@@ -47,6 +55,29 @@ pub struct GeneratorPlan {
     pub source: Option<IpAddr>,
     /// Connections opened at once while setting up.
     pub open_parallel: usize,
+}
+
+/// How the publisher's bursts make rounds.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct RoundsPlan {
+    /// Messages in a round (the publisher's burst).
+    pub burst: u32,
+    /// A client times out when a round takes it longer than this, ms.
+    pub deadline_ms: u64,
+}
+
+impl GeneratorPlan {
+    /// The index of the node subscriber `id` connects to.
+    fn node_index(&self, id: u64) -> usize {
+        (id % self.nodes.len().max(1) as u64) as usize
+    }
+
+    /// The node subscriber `id` connects to.
+    fn node_of(&self, id: u64) -> Result<&Broker, PushBenchError> {
+        self.nodes
+            .get(self.node_index(id))
+            .ok_or_else(|| PushBenchError::Refused("a generator plan without nodes".into()))
+    }
 }
 
 /// What one generator's subscribers got.
@@ -82,6 +113,8 @@ pub struct GeneratorReport {
     pub memory_bytes: u64,
     /// Connections that failed while opening and were opened again.
     pub setup_retries: u64,
+    /// Seed 003's rounds, by node (empty unless the plan counts rounds).
+    pub rounds: Vec<RoundTally>,
 }
 
 /// One subscriber's tally.
@@ -102,6 +135,10 @@ struct Tally {
     resubscribed_ns: u64,
     /// When it last received, after reopening, a message published before.
     backlog_ns: u64,
+    /// Its rounds, when they are counted.
+    rounds: Option<ClientRounds>,
+    /// The node it is connected to.
+    node: usize,
 }
 
 impl Tally {
@@ -116,8 +153,11 @@ impl Tally {
         };
         if let Some((_, check)) = self.checks.get_mut(at) {
             let before = check.expected();
-            check.see(stamp.sequence);
+            let new = check.see(stamp.sequence);
             self.reached += check.expected() - before;
+            if let (true, Some(rounds)) = (new, &mut self.rounds) {
+                rounds.see(stamp.intended_ns, now);
+            }
         }
         if self.reopened_ns > 0 && stamp.intended_ns < self.reopened_ns {
             self.backlog_ns = now;
@@ -162,8 +202,9 @@ async fn open_retrying(
     resumable: bool,
 ) -> Result<(Subscriber, u64), PushBenchError> {
     let mut retries = 0;
+    let node = plan.node_of(id)?;
     loop {
-        match Subscriber::open(&plan.broker, interest, id, plan.source, resumable).await {
+        match Subscriber::open(node, interest, id, plan.source, resumable).await {
             Ok(subscriber) => return Ok((subscriber, retries)),
             Err(e) => match RETRY_PAUSES.get(retries as usize) {
                 Some(pause) => {
@@ -265,8 +306,12 @@ async fn follow(
                         tally.reopened_ns = now_ns();
                     }
                     let interest = plan.layout.interest(id);
-                    let reopened =
-                        Subscriber::reopen(&plan.broker, &interest, id, plan.source, closed).await;
+                    let reopened = match plan.node_of(id) {
+                        Ok(node) => {
+                            Subscriber::reopen(node, &interest, id, plan.source, closed).await
+                        }
+                        Err(e) => Err(e),
+                    };
                     subscriber = match reopened {
                         Ok(subscriber) => subscriber,
                         Err(e) => {
@@ -335,6 +380,8 @@ async fn run(plan: &GeneratorPlan) -> Result<GeneratorReport, PushBenchError> {
                         .map(|s| (s, SequenceCheck::default()))
                         .collect(),
                     disturbed: plan.disturbance.fate(*id, everyone).disturbed(),
+                    rounds: plan.rounds.map(|_| ClientRounds::default()),
+                    node: plan.node_index(*id),
                     ..Tally::default()
                 })
                 .collect(),
@@ -361,7 +408,7 @@ async fn run(plan: &GeneratorPlan) -> Result<GeneratorReport, PushBenchError> {
         })
         .collect();
 
-    let (messages, give_up) = tokio::task::spawn_blocking(read_done)
+    let (messages, give_up, clock) = tokio::task::spawn_blocking(read_done)
         .await
         .map_err(|e| PushBenchError::Refused(format!("reading the parent: {e}")))??;
     let counts = plan.layout.published_counts(messages)?;
@@ -414,6 +461,9 @@ async fn run(plan: &GeneratorPlan) -> Result<GeneratorReport, PushBenchError> {
             let _ = catch_up.record(caught_up.saturating_sub(tally.reopened_ns) / 1000);
         }
     }
+    if let (Some(rounds), Some(clock)) = (plan.rounds, clock) {
+        report.rounds = count_rounds(&plan, rounds, &clock, messages, &shared.tallies.borrow())?;
+    }
     let (first, last) = *shared.span.borrow();
     report.first_ns = if first == u64::MAX { 0 } else { first };
     report.last_ns = last;
@@ -427,6 +477,29 @@ async fn run(plan: &GeneratorPlan) -> Result<GeneratorReport, PushBenchError> {
     report.disturbed_latencies_us = pairs(&latencies[1]);
     report.catch_up_us = pairs(&catch_up);
     Ok(report)
+}
+
+/// Sums the subscribers' rounds, node by node.
+fn count_rounds(
+    plan: &GeneratorPlan,
+    rounds: RoundsPlan,
+    clock: &RoundClock,
+    messages: u64,
+    tallies: &[Tally],
+) -> Result<Vec<RoundTally>, PushBenchError> {
+    let owed = RoundsOwed::replay(&plan.layout, messages, rounds.burst)?;
+    let deadline_us = rounds.deadline_ms.saturating_mul(1000);
+    let mut counters = vec![RoundCounter::new(deadline_us); plan.nodes.len().max(1)];
+    for tally in tallies {
+        let (Some(client), Some(counter)) = (&tally.rounds, counters.get_mut(tally.node)) else {
+            continue;
+        };
+        let covered: Vec<u32> = tally.checks.iter().map(|(s, _)| *s).collect();
+        counter.add_client(client, clock, owed.rounds(), |round| {
+            owed.owed(round, &covered)
+        });
+    }
+    Ok(counters.iter().map(RoundCounter::tally).collect())
 }
 
 /// A short, stable reason for a lost connection: the first words of the
@@ -443,26 +516,100 @@ fn say(line: &str) -> Result<(), PushBenchError> {
         .map_err(|e| PushBenchError::Refused(format!("writing to the parent: {e}")))
 }
 
-/// Reads `done MESSAGES GIVE_UP_MS` from stdin: the messages
-/// published and how long to wait for them.
-fn read_done() -> Result<(u64, Duration), PushBenchError> {
+/// Reads the done line from stdin ([`parse_done`]).
+fn read_done() -> Result<(u64, Duration, Option<RoundClock>), PushBenchError> {
     let mut line = String::new();
     std::io::stdin()
         .lock()
         .read_line(&mut line)
         .map_err(|e| PushBenchError::Refused(format!("reading the parent: {e}")))?;
+    parse_done(&line)
+}
+
+/// The line a parent writes once publishing is over.
+pub fn done_line(messages: u64, give_up_ms: u64, clock: Option<RoundClock>) -> String {
+    match clock {
+        Some(clock) => format!(
+            "done {messages} {give_up_ms} {} {}\n",
+            clock.start_ns, clock.interval_ns
+        ),
+        None => format!("done {messages} {give_up_ms}\n"),
+    }
+}
+
+/// Reads `done MESSAGES GIVE_UP_MS [START_NS INTERVAL_NS]`: the messages
+/// published, how long to wait for them, and the rounds' clock.
+fn parse_done(line: &str) -> Result<(u64, Duration, Option<RoundClock>), PushBenchError> {
+    let bad = || PushBenchError::Refused(format!("bad done line {line:?}"));
     let words: Vec<&str> = line.split_whitespace().collect();
-    match words.as_slice() {
-        ["done", messages, give_up_ms] => {
-            let messages = messages.parse::<u64>().ok();
-            let give_up_ms = give_up_ms.parse::<u64>().ok();
-            messages
-                .zip(give_up_ms)
-                .map(|(m, g)| (m, Duration::from_millis(g)))
-                .ok_or_else(|| PushBenchError::Refused(format!("bad done line {line:?}")))
+    let number = |word: &str| word.parse::<u64>().map_err(|_| bad());
+    let (messages, give_up_ms, clock) = match words.as_slice() {
+        ["done", messages, give_up_ms] => (messages, give_up_ms, None),
+        ["done", messages, give_up_ms, start_ns, interval_ns] => (
+            messages,
+            give_up_ms,
+            Some(RoundClock {
+                start_ns: number(start_ns)?,
+                interval_ns: number(interval_ns)?,
+            }),
+        ),
+        _ => {
+            return Err(PushBenchError::Refused(format!(
+                "expected a done line, got {line:?}"
+            )))
         }
-        _ => Err(PushBenchError::Refused(format!(
-            "expected a done line, got {line:?}"
-        ))),
+    };
+    Ok((
+        number(messages)?,
+        Duration::from_millis(number(give_up_ms)?),
+        clock,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_done_line_reads_back_with_and_without_the_rounds_clock() {
+        let clock = RoundClock {
+            start_ns: 1_700_000_000_000_000_000,
+            interval_ns: 1_000_000_000,
+        };
+        let (messages, give_up, read) = parse_done(&done_line(1_200, 70_000, Some(clock))).unwrap();
+        assert_eq!(
+            (messages, give_up, read),
+            (1_200, Duration::from_secs(70), Some(clock))
+        );
+        let (_, _, read) = parse_done(&done_line(5, 10, None)).unwrap();
+        assert_eq!(read, None);
+        assert!(parse_done("done 5").is_err());
+        assert!(parse_done("done 5 x").is_err());
+    }
+
+    #[test]
+    fn subscribers_spread_over_the_nodes_in_turn() {
+        let node = |push: &str| Broker::Floor {
+            addr: push.to_owned(),
+            payload_bytes: 64,
+        };
+        let plan = GeneratorPlan {
+            nodes: vec![node("a"), node("b"), node("c")],
+            rounds: None,
+            first: 0,
+            subscribers: 0,
+            layout: Layout::in_turn(1, 7),
+            disturbance: Disturbance::None,
+            source: None,
+            open_parallel: 1,
+        };
+        let indices: Vec<usize> = (0..7).map(|id| plan.node_index(id)).collect();
+        assert_eq!(indices, [0, 1, 2, 0, 1, 2, 0]);
+        assert!(matches!(plan.node_of(4), Ok(Broker::Floor { addr, .. }) if addr == "b"));
+        let empty = GeneratorPlan {
+            nodes: Vec::new(),
+            ..plan
+        };
+        assert!(empty.node_of(0).is_err());
     }
 }

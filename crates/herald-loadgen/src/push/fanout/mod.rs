@@ -9,6 +9,11 @@
 //! source address, and one open-loop, window-limited [`publisher`] whose
 //! messages carry a [`stamp`]. The floor ([`floor`]) is a relay with
 //! nothing but the socket writes, driven by the same clients.
+//!
+//! Subscribers may be spread over several nodes of one system (a cluster,
+//! a relay tree), the publisher on one of them; and when the publisher
+//! sends in bursts, [`rounds`] counts seed 003's rounds client by client
+//! (round latency and time-outs, overall and by node).
 
 pub mod broker;
 pub mod disturbance;
@@ -16,6 +21,7 @@ pub mod floor;
 pub mod generator;
 pub mod layout;
 pub mod publisher;
+pub mod rounds;
 pub mod stamp;
 
 use std::collections::BTreeMap;
@@ -28,9 +34,10 @@ use tokio::process::{Child, ChildStdin, ChildStdout};
 
 use self::broker::{Broker, Publisher};
 use self::disturbance::Disturbance;
-use self::generator::{GeneratorPlan, GeneratorReport};
+use self::generator::{GeneratorPlan, GeneratorReport, RoundsPlan};
 use self::layout::Layout;
 use self::publisher::Schedule;
+use self::rounds::{RoundClock, RoundCounter, RoundStats};
 use super::socket::loopback_source;
 use super::PushBenchError;
 use crate::histogram;
@@ -40,8 +47,14 @@ use crate::histogram;
 pub struct Fanout {
     /// What the rows call it (`s1`, `s3-zipf`, ...).
     pub scenario: String,
-    /// The broker.
+    /// The broker the publisher publishes to.
     pub broker: Broker,
+    /// The nodes subscribers are spread over, subscriber `n` on
+    /// `nodes[n % nodes.len()]`; empty: all on `broker`.
+    pub nodes: Vec<Broker>,
+    /// Count seed 003's rounds client by client (with `burst` over 1 and
+    /// a `rate`: each burst is a round).
+    pub rounds: Option<RoundsPlan>,
     /// Subscribers, each on a connection of its own.
     pub subscribers: usize,
     /// The subjects, who listens to which, and where messages go (its
@@ -91,6 +104,8 @@ pub struct FanoutRow {
     pub transport: String,
     /// Subscribers.
     pub subscribers: usize,
+    /// Nodes the subscribers were spread over.
+    pub nodes: usize,
     /// Subjects.
     pub subjects: u32,
     /// Subscriptions over all subscribers (patterns included).
@@ -178,6 +193,13 @@ pub struct FanoutRow {
     /// Subscriber connections that failed while opening and were opened
     /// again (a full accept queue or a reset during the setup burst).
     pub setup_retries: u64,
+    /// Seed 003's rounds over every client, when counted: round latency
+    /// (from a round's tick until a client has all of its messages) and
+    /// the share of clients not complete within the deadline.
+    pub rounds: Option<RoundStats>,
+    /// The same for each node's clients, in the nodes' order (empty with
+    /// one node).
+    pub rounds_by_node: Vec<RoundStats>,
 }
 
 /// How long setting up may take before the run fails instead of hanging.
@@ -249,11 +271,19 @@ pub async fn run(plan: &Fanout) -> Result<FanoutRow, PushBenchError> {
         subscribers: plan.subscribers as u64,
         ..plan.layout.clone()
     };
+    let nodes = if plan.nodes.is_empty() {
+        vec![plan.broker.clone()]
+    } else {
+        plan.nodes.clone()
+    };
+    // Rounds need bursts on a clock.
+    let rounds = plan.rounds.filter(|_| plan.rate > 0 && plan.burst > 1);
     let mut generators = Vec::with_capacity(count);
     for k in 0..count {
         let first = k * per;
         let share = GeneratorPlan {
-            broker: plan.broker.clone(),
+            nodes: nodes.clone(),
+            rounds,
             first: first as u64,
             subscribers: per.min(plan.subscribers.saturating_sub(first)),
             layout: layout.clone(),
@@ -300,8 +330,12 @@ pub async fn run(plan: &Fanout) -> Result<FanoutRow, PushBenchError> {
     // Time for the last deliveries to arrive: what a subscriber has not
     // received by then is lost.
     let give_up_ms = 10_000 + (published.elapsed.as_millis() as u64);
+    let clock = rounds.map(|_| RoundClock {
+        start_ns: published.start_ns,
+        interval_ns: 1_000_000_000 / u64::from(plan.rate.max(1)),
+    });
+    let done = generator::done_line(published.messages, give_up_ms, clock);
     for generator in &mut generators {
-        let done = format!("done {} {give_up_ms}\n", published.messages);
         generator
             .stdin
             .write_all(done.as_bytes())
@@ -328,7 +362,12 @@ pub async fn run(plan: &Fanout) -> Result<FanoutRow, PushBenchError> {
     let mut total = GeneratorReport::default();
     let mut generator_memory = 0u64;
     let mut last_ns = 0u64;
+    let deadline_us = rounds.map_or(0, |r| r.deadline_ms.saturating_mul(1000));
+    let mut rounds_by_node = vec![RoundCounter::new(deadline_us); nodes.len()];
     for report in reports {
+        for (node, tally) in rounds_by_node.iter_mut().zip(&report.rounds) {
+            node.merge(tally);
+        }
         for (value, n) in &report.latencies_us {
             let _ = latencies.record_n(*value, *n);
             let _ = spared.record_n(*value, *n);
@@ -377,6 +416,7 @@ pub async fn run(plan: &Fanout) -> Result<FanoutRow, PushBenchError> {
         system: plan.broker.system(),
         transport: plan.broker.label(),
         subscribers: plan.subscribers,
+        nodes: nodes.len(),
         subjects: layout.subjects.max(1),
         subscriptions: layout.subscriptions(),
         patterns: if layout.patterns {
@@ -437,6 +477,18 @@ pub async fn run(plan: &Fanout) -> Result<FanoutRow, PushBenchError> {
             .map(|bytes| bytes / layout.subscriptions().max(1) as f64),
         generator_bytes_per_connection: generator_memory as f64 / subscribers,
         setup_retries: total.setup_retries,
+        rounds: rounds.map(|_| {
+            let mut every = RoundCounter::new(deadline_us);
+            for node in &rounds_by_node {
+                every.merge(&node.tally());
+            }
+            every.stats()
+        }),
+        rounds_by_node: if rounds.is_some() && nodes.len() > 1 {
+            rounds_by_node.iter().map(RoundCounter::stats).collect()
+        } else {
+            Vec::new()
+        },
     })
 }
 

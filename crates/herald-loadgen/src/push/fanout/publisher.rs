@@ -43,6 +43,9 @@ pub struct Published {
     pub planned: u64,
     /// From the first send to the last answer.
     pub elapsed: Duration,
+    /// The first message's intended send time, ns since the Unix epoch:
+    /// round 0's tick when messages leave in bursts.
+    pub start_ns: u64,
 }
 
 /// Publishes on `broker` through `publisher` as `schedule` says.
@@ -124,5 +127,6 @@ pub async fn publish(
         messages: sent,
         planned: if interval.is_some() { planned } else { 0 },
         elapsed: start.elapsed(),
+        start_ns,
     })
 }
