@@ -14,7 +14,8 @@
 # The full run (the defaults: 2,000 to 64,000 clients, 20 rounds a run, 3
 # repeats, each topology until it passes 50% time-outs or the open-file
 # limit) takes about 30 minutes on a 2-core machine; --quick (2,000
-# clients, 5 rounds, once) about 20 seconds. Rows go to $OUT/seed003.jsonl (default
+# clients, 5 rounds, once) about 20 seconds, plus the build when the
+# binaries are stale. Rows go to $OUT/seed003.jsonl (default
 # /tmp/herald-bench-seed003), the table of medians to $OUT/seed003.md.
 #
 # Every herald node and load generator is started and stopped by the driver
