@@ -356,4 +356,65 @@ mod tests {
             "{refused:?}"
         );
     }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_leader_refuses_forwarded_batches_a_producer_could_not_have_sent_and_serves_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let (replica, addr, stop) = lone_leader(dir.path()).await;
+        let forwarder = Forwarder::new(BTreeMap::from([(1, addr)]), None);
+        let set = ReplicaSet {
+            group: GROUP,
+            nodes: vec![1],
+            hints: Arc::new(LeaderHints::default()),
+            forwarder: Arc::new(Forwarder::new(BTreeMap::new(), None)),
+        };
+        let good = batch(b"fine");
+        let mut bad_crc = good.to_vec();
+        let last = bad_crc.len() - 1;
+        bad_crc[last] ^= 0xff;
+        // The same batch as an idempotent producer's: producer id 42 (at
+        // byte 43 of the header), the CRC (over bytes 21 on) made again.
+        let mut idempotent = good.to_vec();
+        idempotent[43..51].copy_from_slice(&42i64.to_be_bytes());
+        let crc = crc32c::crc32c(&idempotent[21..]);
+        idempotent[17..21].copy_from_slice(&crc.to_be_bytes());
+        let too_large = batch(&vec![b'x'; 100 * 1024]);
+        let forged = [
+            ("a damaged CRC", Bytes::from(bad_crc), "invalid"),
+            (
+                "garbage",
+                Bytes::from_static(b"not a batch at all"),
+                "invalid",
+            ),
+            (
+                "an idempotent batch",
+                Bytes::from(idempotent),
+                "plain client batch",
+            ),
+            ("a batch over the limit", too_large, "exceeds"),
+        ];
+        for (what, bytes, says) in forged {
+            match forwarder.try_leader(GROUP, 1, &bytes).await {
+                Attempt::Failed(StorageError::Unavailable(why)) => {
+                    assert!(why.to_string().contains(says), "{what}: {why}")
+                }
+                Attempt::Done(placed) => panic!("{what} was placed at {}", placed.base_offset),
+                _ => panic!("{what} was not refused"),
+            }
+        }
+        // The group goes on: nothing of the above reached its log.
+        let placed = set_write(&forwarder, &set, good).await;
+        assert_eq!(placed.base_offset, placed.last_offset);
+        assert!(*replica.commit_point().borrow() > placed.last_offset);
+        stop.cancel();
+        replica.shutdown().await;
+    }
+
+    async fn set_write(forwarder: &Forwarder, set: &ReplicaSet, batch: Bytes) -> Placed {
+        set.hints.set(GROUP, 1, 1);
+        forwarder
+            .write(set, || None, batch)
+            .await
+            .expect("committed on the leader")
+    }
 }

@@ -460,10 +460,18 @@ impl RaftNetworkFactory<PartitionRaft> for GroupNetwork {
 /// A partition's Raft as this node runs it.
 pub type PartitionRaftHandle = Raft<PartitionRaft, PartitionStateMachine>;
 
+/// A group this node serves: its Raft, and the log that holds its entries
+/// (whose limits a proposal from a peer is checked against).
+#[derive(Clone)]
+struct ServedGroup {
+    raft: PartitionRaftHandle,
+    log: Arc<herald_log::Log>,
+}
+
 /// The groups this node serves, by id: where incoming requests go.
 #[derive(Clone, Default)]
 pub struct GroupRouter {
-    groups: Arc<RwLock<HashMap<GroupId, PartitionRaftHandle>>>,
+    groups: Arc<RwLock<HashMap<GroupId, ServedGroup>>>,
     source: Option<IpAddr>,
     courier: Option<Arc<dyn Courier>>,
 }
@@ -500,17 +508,17 @@ impl GroupRouter {
         self.source
     }
 
-    /// Serves `group` with `raft` from now on.
-    pub fn add(&self, group: GroupId, raft: PartitionRaftHandle) {
-        self.groups.write().insert(group, raft);
+    /// Serves `group` with `raft`, whose entries `log` holds, from now on.
+    pub fn add(&self, group: GroupId, raft: PartitionRaftHandle, log: Arc<herald_log::Log>) {
+        self.groups.write().insert(group, ServedGroup { raft, log });
     }
 
     /// Stops serving `group`; its requests are refused from now on.
     pub fn remove(&self, group: GroupId) -> Option<PartitionRaftHandle> {
-        self.groups.write().remove(&group)
+        self.groups.write().remove(&group).map(|served| served.raft)
     }
 
-    fn get(&self, group: GroupId) -> Option<PartitionRaftHandle> {
+    fn get(&self, group: GroupId) -> Option<ServedGroup> {
         self.groups.read().get(&group).cloned()
     }
 
@@ -578,7 +586,7 @@ impl GroupRouter {
     }
 
     async fn handle(&self, group: GroupId, request: RaftRequest) -> RaftResponse {
-        let Some(raft) = self.get(group) else {
+        let Some(ServedGroup { raft, log }) = self.get(group) else {
             return RaftResponse::Refused(format!("this node does not serve group {group}"));
         };
         let refused = |e: &dyn std::fmt::Display| RaftResponse::Refused(e.to_string());
@@ -609,15 +617,50 @@ impl GroupRouter {
                 Ok(response) => RaftResponse::TransferLeader(response),
                 Err(e) => refused(&e),
             },
-            RaftRequest::Propose(batch) => match raft.client_write(batch).await {
-                Ok(response) => RaftResponse::Proposed(response.data),
-                Err(openraft::errors::RaftError::APIError(
-                    openraft::errors::ClientWriteError::ForwardToLeader(forward),
-                )) => RaftResponse::NotLeader(forward.leader_id),
-                Err(e) => refused(&e),
-            },
+            RaftRequest::Propose(batch) => {
+                if let Err(why) = admit_proposal(&log, batch.bytes()) {
+                    return RaftResponse::Refused(why);
+                }
+                Self::propose(&raft, batch).await
+            }
         }
     }
+
+    async fn propose(raft: &PartitionRaftHandle, batch: RecordBatch) -> RaftResponse {
+        match raft.client_write(batch).await {
+            Ok(response) => RaftResponse::Proposed(response.data),
+            Err(openraft::errors::RaftError::APIError(
+                openraft::errors::ClientWriteError::ForwardToLeader(forward),
+            )) => RaftResponse::NotLeader(forward.leader_id),
+            Err(e) => RaftResponse::Refused(e.to_string()),
+        }
+    }
+}
+
+/// Checks a batch a peer proposes as a client's batch would be checked
+/// where it was produced: its log refuses what does not fit (and a log
+/// store error stops the group's Raft), and a batch that passed only the
+/// peer's checks must not reach the log. Idempotent and transactional
+/// batches are never forwarded: their producer state lives on the leader,
+/// which takes them from the producer directly.
+fn admit_proposal(log: &herald_log::Log, bytes: &[u8]) -> Result<(), String> {
+    let max = log.max_batch_bytes();
+    if bytes.len() > max {
+        return Err(format!(
+            "a proposed batch of {} bytes exceeds the partition's limit of {max} bytes",
+            bytes.len()
+        ));
+    }
+    let valid = herald_records::ValidBatch::new(bytes)
+        .map_err(|e| format!("a proposed batch is invalid: {e}"))?;
+    let header = valid.header();
+    if header.is_control() || header.is_transactional() || header.producer_id() >= 0 {
+        return Err(
+            "a proposed batch must be a plain client batch (not control, transactional or idempotent)"
+                .to_owned(),
+        );
+    }
+    Ok(())
 }
 
 /// The address a node's Raft listener is reached at, as peers store it.

@@ -158,7 +158,7 @@ impl PartitionReplica {
             None => starting.await,
         }
         .map_err(|e| ReplicaError::Fatal(e.to_string()))?;
-        router.add(group, raft.clone());
+        router.add(group, raft.clone(), Arc::clone(raft_log.log()));
         // Proposals reach Raft in the order they were made: a connection's
         // produce requests land in the partition in the order it sent them.
         let (proposals, mut queue) = mpsc::unbounded_channel::<(RecordBatch, CommitResponder)>();
