@@ -214,3 +214,62 @@ def test_a_node_without_a_replica_forwards_publishes_and_names_where_to_subscrib
         s.drain_quiet(0.5)
         assert received(s) == expected, f"node {node_id}: not every record once, in order"
         s.close()
+
+
+def stream_publish(proto, node, topic, values):
+    """Publishes `values` on one PublishStream through `node`, all sent
+    before any answer is read; the answers in arrival order."""
+    pb = proto.pb
+    ch = channel(node.push_address)
+    try:
+        requests = (
+            pb.PublishRequest(request_id=i + 1, topic=topic, key=KEYS[i % len(KEYS)], value=v, partition=0)
+            for i, v in enumerate(values)
+        )
+        return list(proto.rpc.HeraldStub(ch).PublishStream(requests, timeout=120))
+    finally:
+        ch.close()
+
+
+def test_publishes_sent_without_waiting_keep_their_order_on_the_leader_and_through_a_follower(cluster, proto):
+    nodes, topic = cluster, "pipelined"
+    admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=3)])[topic].result(30)
+    led, _ = leaders(admin, topic)
+    leader = next(n for n in nodes if n.node_id == led[0])
+    follower = next(n for n in nodes if n is not leader)
+    sent = {
+        leader.node_id: [b"on-leader-%04d" % i for i in range(600)],
+        follower.node_id: [b"via-follower-%04d" % i for i in range(200)],
+    }
+    answers = {}
+    threads = [
+        threading.Thread(target=lambda n=n: answers.update({n.node_id: stream_publish(proto, n, topic, sent[n.node_id])}))
+        for n in (leader, follower)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    stored = {}
+    for node_id, values in sent.items():
+        got = answers[node_id]
+        assert [a.request_id for a in got] == list(range(1, len(values) + 1)), "answered in the order sent"
+        assert all(not a.HasField("error") for a in got), [a.error for a in got if a.HasField("error")][:3]
+        offsets = [a.offset for a in got]
+        assert offsets == sorted(offsets), f"node {node_id}: stored in the order sent"
+        stored.update(zip(offsets, values))
+    assert len(stored) == 800, "every publish has an offset of its own"
+    consumer = Consumer({"bootstrap.servers": bootstrap(nodes), "group.id": "pipelined-check"})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    log = {}
+    try:
+        for _ in range(120):
+            if len(log) >= 800:
+                break
+            for m in consumer.consume(1000, 0.5):
+                if m.error() is None:
+                    log[m.offset()] = m.value()
+    finally:
+        consumer.close()
+    assert log == stored, "the log holds each publish at the offset it was answered with"

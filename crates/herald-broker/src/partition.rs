@@ -448,6 +448,23 @@ impl Partition {
         self.append(records, Acks::All).await
     }
 
+    /// Whether [`Partition::append_through_leader`] places its batch in
+    /// the partition's order on its first poll: true unless it would be
+    /// forwarded to a leader on another node, where each forward is a call
+    /// of its own and two in flight may land in either order. A front end
+    /// that starts appends one after the other, polling each once as it
+    /// starts, may keep several in flight while this holds and still have
+    /// them stored in the order they came; otherwise it must await each
+    /// before the next. A leader that changes meanwhile refuses the later
+    /// ones rather than reorder them.
+    pub fn appends_in_order_here(&self) -> bool {
+        #[cfg(feature = "cluster")]
+        if self.replicas.is_some() {
+            return self.raft_replica().is_some_and(|r| r.is_leader());
+        }
+        true
+    }
+
     /// [`Partition::append_through_leader`] for a replicated partition.
     #[cfg(feature = "cluster")]
     async fn append_forwarded(

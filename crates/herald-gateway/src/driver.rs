@@ -24,6 +24,7 @@ use crate::convert::{self, message, Piece, Refused};
 use crate::proto::{
     self, client_message, server_message::Kind, ClientMessage, GoAwayReason, ServerMessage,
 };
+use crate::publishes::{self, Publishes};
 use crate::server::Shared;
 
 /// Most bytes of deliveries written in one message.
@@ -91,24 +92,30 @@ enum Step {
     Events(Option<Vec<herald_push::Event>>),
     /// The client's next message (`None`: its stream ended).
     Incoming(Option<Result<ClientMessage, Unreadable>>),
+    /// The answer to the oldest publish in flight.
+    Published(proto::PublishResult),
 }
 
-/// Waits for whichever comes first: shutdown, events in the outbox, or
-/// the client's next message. Each is cancel-safe, so a step that was not
-/// ready may be dropped and asked for again.
+/// Waits for whichever comes first: shutdown, events in the outbox, a
+/// publish's answer, or the client's next message (read only while the
+/// publishes in flight leave room). Each is cancel-safe, so a step that
+/// was not ready may be dropped and asked for again.
 async fn next_step<S>(
     shutdown: &CancellationToken,
     outbox: &herald_push::Outbox,
     take_bytes: usize,
     incoming: &mut S,
+    publishes: &mut Publishes,
 ) -> Step
 where
     S: Stream<Item = Result<ClientMessage, Unreadable>> + Unpin,
 {
+    let reading = publishes.accepts_requests();
     tokio::select! {
         _ = shutdown.cancelled() => Step::Shutdown,
         events = outbox.take(take_bytes) => Step::Events(events),
-        next = incoming.next() => Step::Incoming(next),
+        answer = publishes.next() => Step::Published(answer),
+        next = incoming.next(), if reading => Step::Incoming(next),
     }
 }
 
@@ -130,10 +137,12 @@ fn go_away(reason: GoAwayReason, text: impl Into<String>, retry_after_ms: u32) -
 /// unreadable, or `shutdown` fires; writes through `out`.
 ///
 /// One task does everything: it waits for the client's next message, for
-/// events in the session's outbox, or for shutdown, whichever comes first,
-/// and writes all the outbox holds in one go. While it handles a request
-/// (a subscribe's lookups, a publish's append) it does not write; the
-/// outbox holds what arrives meanwhile, up to its bound.
+/// events in the session's outbox, for a publish's answer, or for
+/// shutdown, whichever comes first, and writes all the outbox holds in one
+/// go. While it handles a request (a subscribe's lookups) it does not
+/// write; the outbox holds what arrives meanwhile, up to its bound.
+/// Publishes are not awaited one by one: each is started as it is read
+/// and answered, in order, once stored (see `publishes`).
 pub(crate) async fn drive<S, T>(
     shared: Arc<Shared>,
     mut incoming: S,
@@ -205,6 +214,7 @@ pub(crate) async fn drive<S, T>(
     let outbox = Arc::clone(session.outbox());
     let mut first = opening_hello.is_none();
     let mut pieces = Vec::new();
+    let mut publishes = Publishes::default();
     if let Some(hello) = opening_hello {
         let mut ctx = Handling {
             shared: &shared,
@@ -212,6 +222,7 @@ pub(crate) async fn drive<S, T>(
             incoming: &mut incoming,
             out: &mut out,
             peer,
+            publishes: &mut publishes,
         };
         if let Handled::End(ending) = hello_requests(&mut ctx, hello).await {
             if let Some(away) = ending {
@@ -230,7 +241,13 @@ pub(crate) async fn drive<S, T>(
         // nothing is ready, or after a bounded run, does the writer flush.
         let step = {
             let take_bytes = session.take_bytes(TAKE_BYTES);
-            let next = next_step(&shutdown, &outbox, take_bytes, &mut incoming);
+            let next = next_step(
+                &shutdown,
+                &outbox,
+                take_bytes,
+                &mut incoming,
+                &mut publishes,
+            );
             tokio::pin!(next);
             match (&mut next).now_or_never() {
                 Some(step) if unflushed < MAX_UNFLUSHED_STEPS => step,
@@ -263,6 +280,12 @@ pub(crate) async fn drive<S, T>(
                     break None;
                 }
             }
+            Step::Published(answer) => {
+                let answer = Box::new(message(Kind::Published(answer)));
+                if !out.transmit(answer).await {
+                    break None;
+                }
+            }
             Step::Incoming(next) => {
                 let client_message = match next {
                     None => {
@@ -292,6 +315,7 @@ pub(crate) async fn drive<S, T>(
                     incoming: &mut incoming,
                     out: &mut out,
                     peer,
+                    publishes: &mut publishes,
                 };
                 // Boxed: handling a request needs far more state than
                 // waiting for one, and most sessions wait; inline, every
@@ -304,10 +328,27 @@ pub(crate) async fn drive<S, T>(
         }
     };
     drop(session);
+    if ending.is_some() {
+        // A session that ends in order answers what it already took.
+        let answered = answer_in_flight(&mut publishes, &mut out);
+        let _ = tokio::time::timeout(CLOSE_GRACE, answered).await;
+    }
     if let Some(away) = ending {
         let _ = out.transmit(away).await;
     }
     out.close().await;
+}
+
+/// Sends the answers of every publish still in flight, in order; false
+/// once the client is gone.
+async fn answer_in_flight<T: Transmit>(publishes: &mut Publishes, out: &mut T) -> bool {
+    while !publishes.is_idle() {
+        let answer = Box::new(message(Kind::Published(publishes.next().await)));
+        if !out.transmit(answer).await {
+            return false;
+        }
+    }
+    true
 }
 
 /// Writes `events`. A session paced by its tenant's output rate writes
@@ -374,6 +415,7 @@ struct Handling<'a, S, T> {
     incoming: &'a mut S,
     out: &'a mut T,
     peer: Option<SocketAddr>,
+    publishes: &'a mut Publishes,
 }
 
 /// Whether a session goes on after a message.
@@ -600,8 +642,10 @@ where
         }
         Some(client_message::Kind::Credit(credit)) => session.grant(credit.messages, credit.bytes),
         Some(client_message::Kind::Publish(request)) => {
-            let answer = publish(engine, session.identity(), request).await;
-            return Handled::sent(out.transmit(Box::new(answer)).await);
+            // Answered from the session's loop once stored.
+            ctx.publishes
+                .start(engine, session.identity(), request)
+                .await;
         }
     }
     Handled::Continue
@@ -636,17 +680,6 @@ where
     Handled::Continue
 }
 
-/// Publishes one request; the `Published` (or `Error`) message answering it.
-pub(crate) async fn publish(
-    engine: &PushEngine,
-    identity: &mut Identity,
-    request: proto::PublishRequest,
-) -> ServerMessage {
-    message(Kind::Published(
-        publish_result(engine, identity, request).await,
-    ))
-}
-
 /// Publishes one request and answers where it went, or why not.
 pub(crate) async fn publish_result(
     engine: &PushEngine,
@@ -654,34 +687,9 @@ pub(crate) async fn publish_result(
     request: proto::PublishRequest,
 ) -> proto::PublishResult {
     let request_id = request.request_id;
-    let outcome = match convert::publish_record(request) {
-        Ok(record) => engine.publish(identity, record).await.map_err(|e| {
-            (
-                convert::publish_refused(&e),
-                convert::publish_retry_after_ms(&e),
-            )
-        }),
-        Err(refused) => Err((refused, 0)),
-    };
-    match outcome {
-        Ok(published) => proto::PublishResult {
-            request_id,
-            partition: published.partition,
-            offset: published.offset,
-            error: None,
-        },
-        Err((refused, retry_after_ms)) => proto::PublishResult {
-            request_id,
-            partition: 0,
-            offset: 0,
-            error: Some(proto::Error {
-                code: refused.code as i32,
-                message: refused.message,
-                subscription_id: 0,
-                request_id,
-                retry_after_ms,
-            }),
-        },
+    match convert::publish_record(request) {
+        Ok(record) => publishes::result(request_id, engine.publish(identity, record).await),
+        Err(refused) => publishes::refused_result(request_id, refused, 0),
     }
 }
 

@@ -15,6 +15,7 @@ use crate::auth::{self, Known};
 use crate::driver::{self, Unreadable};
 use crate::proto::herald_server::Herald;
 use crate::proto::{ClientMessage, PublishRequest, PublishResult, ServerMessage};
+use crate::publishes::Publishes;
 use crate::server::{Peer, Shared};
 
 /// Messages queued between a session's writer and the HTTP/2 stream.
@@ -111,13 +112,26 @@ impl Herald for HeraldService {
         let mut incoming = request.into_inner();
         let (out, out_rx) = mpsc::channel(STREAM_QUEUE);
         tokio::spawn(async move {
-            // One at a time, so answers come in request order.
-            while let Some(request) = incoming.next().await {
-                let answer = match request {
-                    Ok(request) => {
-                        Ok(driver::publish_result(&engine, &mut identity, request).await)
-                    }
-                    Err(status) => Err(status),
+            // Several in flight, answered in request order (see
+            // `publishes`); once the client's stream ends, what it sent is
+            // still answered.
+            let mut publishes = Publishes::default();
+            let mut open = true;
+            while open || !publishes.is_idle() {
+                let reading = open && publishes.accepts_requests();
+                let answer = tokio::select! {
+                    answer = publishes.next() => Ok(answer),
+                    request = incoming.next(), if reading => match request {
+                        Some(Ok(request)) => {
+                            publishes.start(&engine, &mut identity, request).await;
+                            continue;
+                        }
+                        Some(Err(status)) => Err(status),
+                        None => {
+                            open = false;
+                            continue;
+                        }
+                    },
                 };
                 let failed = answer.is_err();
                 if out.send(answer).await.is_err() || failed {

@@ -24,6 +24,7 @@ mod convert;
 mod driver;
 mod encode;
 mod grpc;
+mod publishes;
 mod server;
 mod sse;
 mod token_endpoint;

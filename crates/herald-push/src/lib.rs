@@ -51,7 +51,7 @@ pub use identity::{Identity, ANONYMOUS};
 pub use last::LAST_SCAN_RECORDS_MAX;
 pub use outbox::{Credit, Outbox, Refusal};
 pub use priority::PRIORITY_HEADER;
-pub use publish::{PublishRecord, Published};
+pub use publish::{PreparedPublish, PublishRecord, Published};
 pub use selection::Selection;
 pub use session::{Session, Start, SubscribeRequest};
 pub use stats::PushStats;

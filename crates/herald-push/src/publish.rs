@@ -9,7 +9,9 @@ use crate::identity::Identity;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use herald_broker::ProduceError;
+use std::sync::Arc;
+
+use herald_broker::{Partition, ProduceError};
 use herald_flow::{OverRate, Verdict};
 use herald_records::{BatchBuilder, RecordFields};
 
@@ -59,6 +61,19 @@ impl PushEngine {
         identity: &mut Identity,
         record: PublishRecord,
     ) -> Result<Published, PublishError> {
+        self.prepare_publish(identity, record)?.append().await
+    }
+
+    /// Everything of [`PushEngine::publish`] up to the append: the
+    /// authorization, the partition, the encoded batch, the tenant's
+    /// storage and input rate charged. What is left needs neither the
+    /// engine nor the identity, so a session may keep several appends in
+    /// flight (see [`PreparedPublish::keeps_order`]).
+    pub fn prepare_publish(
+        &self,
+        identity: &mut Identity,
+        record: PublishRecord,
+    ) -> Result<PreparedPublish, PublishError> {
         let security = self.broker.security();
         if !identity.may(
             security,
@@ -137,11 +152,49 @@ impl PushEngine {
                 return Err(PublishError::OverRate(refusal));
             }
         }
+        Ok(PreparedPublish {
+            target,
+            partition,
+            batch,
+        })
+    }
+}
+
+/// A publish authorized, encoded and charged, with only its append left.
+pub struct PreparedPublish {
+    target: Arc<Partition>,
+    partition: u32,
+    batch: Vec<u8>,
+}
+
+impl std::fmt::Debug for PreparedPublish {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PreparedPublish")
+            .field("partition", &self.partition)
+            .field("batch_bytes", &self.batch.len())
+            .finish()
+    }
+}
+
+impl PreparedPublish {
+    /// Whether [`PreparedPublish::append`] places the record in its
+    /// partition's order when first polled (the partition is led here, or
+    /// is not replicated). While it holds, appends started one after the
+    /// other, each polled once as it starts, are stored in the order they
+    /// were started even when they complete together; otherwise each must
+    /// be awaited before the next starts to keep their order.
+    pub fn keeps_order(&self) -> bool {
+        self.target.appends_in_order_here()
+    }
+
+    /// Appends the record and resolves once it is as durable as a Kafka
+    /// producer's acks=all would make it.
+    pub async fn append(self) -> Result<Published, PublishError> {
         // Through the leader wherever it is: a publisher may be connected
         // to any node of a cluster.
-        let outcome = target.append_through_leader(&batch).await?;
+        let outcome = self.target.append_through_leader(&self.batch).await?;
         Ok(Published {
-            partition,
+            partition: self.partition,
             offset: outcome.base_offset,
         })
     }
