@@ -33,6 +33,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 NODES = 3
+REPLICA_LAG_MS = 3000
 
 
 class ClusterNode(HeraldBroker):
@@ -52,6 +53,9 @@ class ClusterNode(HeraldBroker):
             "--node-id", str(self.node_id),
             "--cluster-listen", f"127.0.0.1:{self.raft_port}",
             "--cluster-nodes", self.nodes_arg,
+            # Kafka's 30 s would make the in-sync test slow; nothing else
+            # depends on it.
+            "--replica-lag-time-max-ms", str(REPLICA_LAG_MS),
         ]
 
 
@@ -101,6 +105,22 @@ def leaders(admin, topic, timeout=30.0, not_on=()):
             return {p.id: p.leader for p in parts.values()}, md
         time.sleep(0.2)
     raise AssertionError(f"{topic} has partitions without a leader after {timeout}s")
+
+
+def in_sync(node, topic):
+    """Partition 0's in-sync replicas as `node` reports them."""
+    md = AdminClient({"bootstrap.servers": node.bootstrap}).list_topics(topic, timeout=10)
+    return sorted(md.topics[topic].partitions[0].isrs)
+
+
+def wait_in_sync(nodes, topic, want, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        seen = {n.node_id: in_sync(n, topic) for n in nodes}
+        if all(v == want for v in seen.values()):
+            return
+        assert time.monotonic() < deadline, f"in-sync replicas {seen}, waiting for {want} everywhere"
+        time.sleep(0.3)
 
 
 def produce(boot, topic, values, idempotent=False):
@@ -260,3 +280,29 @@ def test_an_idempotent_producer_writes_each_record_once_through_a_leader_failure
     consumer.close()
     expected = [b"i%06d" % i for i in range(2000)] + [b"j%06d" % i for i in range(2000)]
     assert values == expected, "every record once, in the order sent"
+
+
+def test_a_stopped_follower_leaves_the_in_sync_replicas_and_returns_once_caught_up(cluster):
+    nodes = cluster
+    admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
+    topic = "in-sync"
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=3)])[topic].result(30)
+    led, _ = leaders(admin, topic)
+    leader = next(n for n in nodes if n.node_id == led[0])
+    follower = next(n for n in nodes if n is not leader)
+    live = [n for n in nodes if n is not follower]
+    wait_in_sync(nodes, topic, [1, 2, 3])
+
+    # A follower that stops answering (SIGSTOP) leaves the set once the lag
+    # runs out, on every node's metadata, while acks=all goes on with two.
+    follower.proc.send_signal(signal.SIGSTOP)
+    try:
+        acked, errors = produce(leader.bootstrap, topic, [b"while-stopped-%04d" % i for i in range(200)])
+        assert errors == [] and len(acked) == 200
+        wait_in_sync(live, topic, sorted(n.node_id for n in live), timeout=REPLICA_LAG_MS / 1000 + 20)
+    finally:
+        follower.proc.send_signal(signal.SIGCONT)
+    # Resumed, it catches up and is back in the set.
+    acked, errors = produce(leader.bootstrap, topic, [b"after-%04d" % i for i in range(100)])
+    assert errors == [] and len(acked) == 100
+    wait_in_sync(nodes, topic, [1, 2, 3])

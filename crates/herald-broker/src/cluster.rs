@@ -41,6 +41,7 @@ use uuid::Uuid;
 use crate::broker::{Broker, NodeAddress, TopicSummary};
 use crate::error::BrokerError;
 use crate::forwarding::Forwarder;
+use crate::in_sync::{FollowerProgress, InSyncTracker};
 use crate::metadata_store::{ReplicaAssignment, TopicRecord};
 use crate::partition::{LeaderHints, Partition, ReplicaSet};
 use crate::producer_state::ProducerStates;
@@ -79,6 +80,10 @@ pub struct ClusterConfig {
     pub timing: RaftTiming,
     /// Replicas of a topic created without a replication factor.
     pub default_replication_factor: u16,
+    /// How long a follower may go without holding what its leader held
+    /// (or without answering it) before it leaves the partition's in-sync
+    /// replicas: Kafka's `replica.lag.time.max.ms`.
+    pub replica_lag_max: Duration,
 }
 
 /// Why the cluster could not start.
@@ -127,6 +132,15 @@ enum Command {
         leader: u64,
         /// Its term.
         term: u64,
+    },
+    /// A group's leader found its in-sync replicas changed.
+    InSyncChange {
+        /// The group.
+        group: u64,
+        /// The announcing leader's term.
+        term: u64,
+        /// The in-sync replicas, the leader included, sorted.
+        replicas: Vec<u64>,
     },
 }
 
@@ -461,6 +475,11 @@ impl Cluster {
                 leader,
                 term,
             } => self.hints.set(group, leader, term),
+            Command::InSyncChange {
+                group,
+                term,
+                replicas,
+            } => self.hints.set_in_sync(group, term, replicas),
         }
     }
 
@@ -528,7 +547,11 @@ impl Cluster {
                 }
             }
             let replica = Arc::new(replica);
-            self.announce_leadership(assignment.group, Arc::clone(&replica));
+            self.announce_leadership(
+                assignment.group,
+                Arc::clone(&replica),
+                assignment.nodes.clone(),
+            );
             partitions.push(Arc::new(Partition::replicated(
                 index,
                 RaftStorage::new(replica),
@@ -565,41 +588,89 @@ impl Cluster {
     }
 
     /// Announces through the metadata log each time the replica becomes
-    /// its group's leader.
-    fn announce_leadership(self: &Arc<Self>, group: u64, replica: Arc<PartitionReplica>) {
+    /// its group's leader and, while it leads, each change of the group's
+    /// in-sync replicas (see `in_sync`), checked every
+    /// [`IN_SYNC_CHECK`].
+    fn announce_leadership(
+        self: &Arc<Self>,
+        group: u64,
+        replica: Arc<PartitionReplica>,
+        replicas: Vec<u64>,
+    ) {
         let cluster = Arc::downgrade(self);
         let mut metrics = replica.raft().metrics();
         let me = self.config.node_id;
+        let lag_max_ms = self.config.replica_lag_max.as_millis() as u64;
         let stop = self.stop.clone();
         tokio::spawn(async move {
             use herald_raft::openraft::async_runtime::WatchReceiver;
+            let started = tokio::time::Instant::now();
+            let mut check = tokio::time::interval(IN_SYNC_CHECK);
+            check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             let mut announced = None;
+            let mut tracker: Option<(u64, InSyncTracker)> = None;
             loop {
-                let (leader, term) = {
+                let (leader, term, last, progress) = {
                     let now = metrics.borrow_watched();
-                    (now.current_leader, now.current_term)
+                    (
+                        now.current_leader,
+                        now.current_term,
+                        now.last_log_index,
+                        follower_progress(&now),
+                    )
                 };
-                if leader == Some(me) && announced != Some(term) {
+                let leading = leader == Some(me);
+                if leading {
                     let Some(cluster) = cluster.upgrade() else {
                         return;
                     };
-                    let command = Command::LeaderChange {
-                        group,
-                        leader: me,
-                        term,
-                    };
-                    match cluster.propose(&command).await {
-                        Ok(()) => announced = Some(term),
-                        Err(e) => {
-                            tracing::debug!(group, error = %e, "leader announcement failed; retrying");
-                            tokio::time::sleep(Duration::from_millis(200)).await;
-                            continue;
+                    if announced != Some(term) {
+                        let command = Command::LeaderChange {
+                            group,
+                            leader: me,
+                            term,
+                        };
+                        match cluster.propose(&command).await {
+                            Ok(()) => announced = Some(term),
+                            Err(e) => {
+                                tracing::debug!(group, error = %e, "leader announcement failed; retrying");
+                                tokio::time::sleep(Duration::from_millis(200)).await;
+                                continue;
+                            }
                         }
                     }
+                    let now_ms = started.elapsed().as_millis() as u64;
+                    if tracker.as_ref().is_none_or(|(t, _)| *t != term) {
+                        let fresh = InSyncTracker::new(me, &replicas, now_ms, lag_max_ms);
+                        tracker = Some((term, fresh));
+                    }
+                    if let Some((_, tracker)) = tracker.as_mut() {
+                        if let Some(in_sync) = tracker.observe(now_ms, last, &progress) {
+                            let command = Command::InSyncChange {
+                                group,
+                                term,
+                                replicas: in_sync.clone(),
+                            };
+                            match cluster.propose(&command).await {
+                                Ok(()) => {
+                                    tracing::info!(group, term, in_sync = ?in_sync, "in-sync replicas changed")
+                                }
+                                Err(e) => {
+                                    tracing::debug!(group, error = %e, "in-sync announcement failed; retrying");
+                                    tracker.retry();
+                                }
+                            }
+                        }
+                    }
+                } else {
+                    tracker = None;
                 }
+                // A leader looks again at every check; a follower whenever
+                // Raft's state changes, to see when it leads.
                 tokio::select! {
                     _ = stop.cancelled() => return,
-                    changed = metrics.changed() => if changed.is_err() { return },
+                    _ = check.tick(), if leading => {}
+                    changed = metrics.changed(), if !leading => if changed.is_err() { return },
                 }
             }
         });
@@ -612,6 +683,36 @@ impl Cluster {
             tracing::warn!(error = %e, "the metadata replica did not stop cleanly");
         }
     }
+}
+
+/// How often a leader looks at its followers' progress for the in-sync
+/// replicas: well under any useful `replica_lag_max`.
+pub const IN_SYNC_CHECK: Duration = Duration::from_millis(500);
+
+/// Each follower's progress as the leader's Raft reports it (empty on a
+/// follower).
+fn follower_progress(
+    metrics: &herald_raft::openraft::RaftMetrics<herald_raft::PartitionRaft>,
+) -> BTreeMap<u64, FollowerProgress> {
+    use herald_raft::openraft::Instant as _;
+    let Some(replication) = &metrics.replication else {
+        return BTreeMap::new();
+    };
+    replication
+        .iter()
+        .map(|(&node, matched)| {
+            let answered_ms_ago = metrics
+                .heartbeat
+                .as_ref()
+                .and_then(|acks| acks.get(&node).copied().flatten())
+                .map(|at| at.elapsed().as_millis() as u64);
+            let progress = FollowerProgress {
+                matched: matched.as_ref().map(|id| id.index),
+                answered_ms_ago,
+            };
+            (node, progress)
+        })
+        .collect()
 }
 
 fn decode_commands(batch: &[u8]) -> Vec<Command> {

@@ -30,6 +30,8 @@ pub mod error;
 #[cfg(feature = "cluster")]
 pub mod forwarding;
 pub mod groups;
+#[cfg(feature = "cluster")]
+pub mod in_sync;
 pub mod maintenance;
 pub mod metadata_store;
 pub mod partition;

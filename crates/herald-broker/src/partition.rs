@@ -62,10 +62,13 @@ pub struct OffsetAndTimestamp {
 
 /// The leader of each replicated partition as the cluster last announced
 /// it, by Raft group: what a node tells clients about partitions it holds
-/// no replica of, and where it forwards writes it does not lead.
+/// no replica of, and where it forwards writes it does not lead. Also each
+/// group's in-sync replicas as its leader last announced them.
 #[derive(Debug)]
 pub struct LeaderHints {
     leaders: parking_lot::RwLock<HashMap<u64, (u64, u64)>>,
+    /// Group -> (the announcing leader's term, its in-sync replicas).
+    in_sync: parking_lot::RwLock<HashMap<u64, (u64, Vec<u64>)>>,
     /// Counts the announcements taken, so that a forwarded write waiting
     /// for a leader wakes when one is announced.
     announced: tokio::sync::watch::Sender<u64>,
@@ -75,6 +78,7 @@ impl Default for LeaderHints {
     fn default() -> Self {
         Self {
             leaders: parking_lot::RwLock::default(),
+            in_sync: parking_lot::RwLock::default(),
             announced: tokio::sync::watch::Sender::new(0),
         }
     }
@@ -106,6 +110,20 @@ impl LeaderHints {
     /// it, then look again with [`LeaderHints::get`].
     pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
         self.announced.subscribe()
+    }
+
+    /// Records the in-sync replicas of `group` as its leader of `term`
+    /// announced them (an older term's, arriving late, changes nothing).
+    pub fn set_in_sync(&self, group: u64, term: u64, replicas: Vec<u64>) {
+        let mut sets = self.in_sync.write();
+        if sets.get(&group).is_none_or(|&(known, _)| term >= known) {
+            sets.insert(group, (term, replicas));
+        }
+    }
+
+    /// The in-sync replicas of `group` last announced, if any.
+    pub fn in_sync(&self, group: u64) -> Option<Vec<u64>> {
+        self.in_sync.read().get(&group).map(|(_, set)| set.clone())
     }
 }
 
@@ -299,8 +317,9 @@ impl Partition {
     /// Leader, replicas and in-sync replicas, for metadata; `this_node`
     /// holds an unreplicated partition alone. A replica here knows the
     /// leader first-hand; otherwise the cluster's last announcement
-    /// answers. In-sync replicas are, for now, every replica: Raft's
-    /// commit needs a majority, not a tracked set.
+    /// answers. In-sync replicas are what the leader last announced (see
+    /// `in_sync`), with the leader always among them (a Raft leader holds
+    /// everything committed); every replica until one is announced.
     pub fn replica_view(&self, this_node: i32) -> ReplicaView {
         let Some(set) = &self.replicas else {
             return ReplicaView {
@@ -320,10 +339,21 @@ impl Partition {
             None => (None, 0),
         };
         let replicas: Vec<i32> = set.nodes.iter().map(|&n| n as i32).collect();
+        let isr = match set.hints.in_sync(set.group) {
+            Some(in_sync) => {
+                let mut isr: Vec<i32> = in_sync.iter().map(|&n| n as i32).collect();
+                if let Some(leader) = leader.filter(|l| !isr.contains(l)) {
+                    isr.push(leader);
+                    isr.sort_unstable();
+                }
+                isr
+            }
+            None => replicas.clone(),
+        };
         ReplicaView {
             leader,
             leader_epoch: term,
-            isr: replicas.clone(),
+            isr,
             replicas,
         }
     }

@@ -29,7 +29,7 @@ pub enum Command {
     #[command(
         after_help = "Example:\n  herald serve --data-dir ./herald-data --kafka-listen 127.0.0.1:9092\n  herald serve --print-config"
     )]
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Create, list, describe, alter and delete topics.
     #[command(subcommand)]
     Topic(TopicCommand),
@@ -184,6 +184,12 @@ pub struct ServeArgs {
     /// the number of nodes, at most 3].
     #[arg(long, env = "HERALD_DEFAULT_REPLICATION_FACTOR", value_name = "N")]
     pub default_replication_factor: Option<u16>,
+    /// How long a follower may go without holding what its partition's
+    /// leader held, or without answering it, before it leaves the
+    /// partition's in-sync replicas (Kafka's replica.lag.time.max.ms)
+    /// [default: 30000].
+    #[arg(long, env = "HERALD_REPLICA_LAG_TIME_MAX_MS", value_name = "MS")]
+    pub replica_lag_time_max_ms: Option<u64>,
     /// Makes this node a relay: the upstream's Kafka listeners it mirrors
     /// topics from, comma-separated HOST:PORT (any node of a cluster, a
     /// single node or another relay; the others are tried when one fails).

@@ -20,6 +20,9 @@ pub struct ClusterFile {
     pub nodes: Option<Vec<String>>,
     /// Replicas of a topic created without a replication factor.
     pub default_replication_factor: Option<u16>,
+    /// Ms a follower may lag (or stay silent) before it leaves a
+    /// partition's in-sync replicas (Kafka's `replica.lag.time.max.ms`).
+    pub replica_lag_time_max_ms: Option<u64>,
 }
 
 /// One node as configured.
@@ -44,7 +47,12 @@ pub struct ClusterSettings {
     pub nodes: BTreeMap<u64, NodeSpec>,
     /// Replicas of a topic created without a replication factor.
     pub default_replication_factor: u16,
+    /// Ms a follower may lag before it leaves the in-sync replicas.
+    pub replica_lag_time_max_ms: u64,
 }
+
+/// Kafka's default `replica.lag.time.max.ms`.
+pub const REPLICA_LAG_TIME_MAX_MS: u64 = 30_000;
 
 fn invalid(key: &str, value: impl std::fmt::Display, reason: &str) -> anyhow::Error {
     anyhow!(
@@ -106,6 +114,7 @@ pub fn cluster(
     listen: Option<String>,
     nodes: Option<String>,
     replication_factor: Option<u16>,
+    replica_lag_time_max_ms: Option<u64>,
     file: Option<&ClusterFile>,
 ) -> anyhow::Result<(Option<ClusterSettings>, Option<ClusterFile>)> {
     let file = file.cloned().unwrap_or_default();
@@ -115,6 +124,9 @@ pub fn cluster(
         .map(|text| text.split(',').map(str::to_owned).collect())
         .or(file.nodes);
     let factor = replication_factor.or(file.default_replication_factor);
+    let lag_max_ms = replica_lag_time_max_ms
+        .or(file.replica_lag_time_max_ms)
+        .unwrap_or(REPLICA_LAG_TIME_MAX_MS);
     let (Some(node_id), Some(listen_text), Some(node_list)) =
         (node_id, listen_text.clone(), node_list.clone())
     else {
@@ -146,11 +158,19 @@ pub fn cluster(
             "must be between 1 and the number of nodes",
         ));
     }
+    if lag_max_ms == 0 {
+        return Err(invalid(
+            "replica_lag_time_max_ms",
+            lag_max_ms,
+            "must be at least 1",
+        ));
+    }
     let effective = ClusterFile {
         node_id: Some(node_id),
         listen: Some(listen_text),
         nodes: Some(node_list),
         default_replication_factor: Some(default_replication_factor),
+        replica_lag_time_max_ms: Some(lag_max_ms),
     };
     Ok((
         Some(ClusterSettings {
@@ -158,6 +178,7 @@ pub fn cluster(
             listen,
             nodes,
             default_replication_factor,
+            replica_lag_time_max_ms: lag_max_ms,
         }),
         Some(effective),
     ))
@@ -176,6 +197,7 @@ mod tests {
             Some(nodes.clone()),
             None,
             None,
+            None,
         )
         .unwrap();
         let settings = settings.unwrap();
@@ -187,6 +209,7 @@ mod tests {
             Some("127.0.0.1:1".into()),
             Some(nodes.clone()),
             None,
+            None,
             None
         )
         .is_err());
@@ -194,6 +217,7 @@ mod tests {
             None,
             Some("127.0.0.1:1".into()),
             Some(nodes.clone()),
+            None,
             None,
             None
         )
@@ -203,6 +227,7 @@ mod tests {
             Some("127.0.0.1:1".into()),
             Some("1=x".into()),
             None,
+            None,
             None
         )
         .is_err());
@@ -211,9 +236,13 @@ mod tests {
             Some("127.0.0.1:1".into()),
             Some(nodes),
             Some(3),
+            None,
             None
         )
         .is_err());
-        assert!(cluster(None, None, None, None, None).unwrap().0.is_none());
+        assert!(cluster(None, None, None, None, None, None)
+            .unwrap()
+            .0
+            .is_none());
     }
 }

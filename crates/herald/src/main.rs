@@ -32,7 +32,7 @@ fn main() -> ExitCode {
         Err(e) => return usage_failure(&e),
     };
     match cli.command {
-        Command::Serve(args) => serve_main(args),
+        Command::Serve(args) => serve_main(*args),
         Command::Topic(command) => run_client(commands::topic::run(command)),
         Command::Group(command) => run_client(commands::group::run(command)),
         Command::Produce(args) => run_client(commands::produce::run(args)),

@@ -221,6 +221,7 @@ async fn join_cluster(
                 .collect(),
             timing: herald_raft_timing(),
             default_replication_factor: settings.default_replication_factor,
+            replica_lag_max: std::time::Duration::from_millis(settings.replica_lag_time_max_ms),
         };
         let cluster = Cluster::start(Arc::clone(broker), config)
             .await

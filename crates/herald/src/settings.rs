@@ -293,6 +293,7 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
         args.cluster_listen.clone(),
         args.cluster_nodes.clone(),
         args.default_replication_factor,
+        args.replica_lag_time_max_ms,
         file.cluster.as_ref(),
     )?;
     let (relay, relay_file) = crate::relay_settings::relay(
