@@ -342,6 +342,13 @@ impl PeerClient {
     }
 }
 
+/// How long a follower may take to answer entries before the connection
+/// is given up on: far above a loaded disk's fsync, and short enough that
+/// entries to a follower gone silent on an open connection are sent again
+/// on a new one within a second. Leadership does not depend on it: the
+/// leader's heartbeats go on their own, with openraft's budget.
+pub const ENTRIES_PATIENCE: Duration = Duration::from_millis(1_000);
+
 impl RaftNetworkV2<PartitionRaft> for PeerClient {
     type SnapshotData = PartitionSnapshot;
 
@@ -350,8 +357,18 @@ impl RaftNetworkV2<PartitionRaft> for PeerClient {
         rpc: AppendEntriesRequest<PartitionRaft>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<PartitionRaft>, RPCError<PartitionRaft>> {
+        // openraft gives entries the heartbeat interval; a follower that
+        // is alive but slow to make them durable (an fsync on a busy disk
+        // takes longer now and then) would be cut off, its connection
+        // dropped and the same entries sent again, slower still. Entries
+        // wait up to ENTRIES_PATIENCE; heartbeats keep the short budget.
+        let ttl = if rpc.entries.is_empty() {
+            option.hard_ttl()
+        } else {
+            option.hard_ttl().max(ENTRIES_PATIENCE)
+        };
         match self
-            .call(&RaftRequest::AppendEntries(rpc), option.hard_ttl())
+            .call(&RaftRequest::AppendEntries(rpc), ttl)
             .await
             .map_err(Self::rpc_error)?
         {
