@@ -42,6 +42,7 @@ run takes about 25 minutes; --quick about 3:
     .venv/bin/python bench/cluster/bench_cluster.py --quick
     .venv/bin/python bench/cluster/bench_cluster.py --only failover --failover-repeats 3
     .venv/bin/python bench/cluster/bench_cluster.py --only throughput --data-root /var/tmp
+    .venv/bin/python bench/cluster/bench_cluster.py --only throughput --setups herald-rf3 --quick
     .venv/bin/python bench/cluster/bench_cluster.py --report /tmp/herald-bench-cluster.json
 
 herald is target/release/herald (`chrt -i 0 cargo build --release -p herald`)
@@ -75,13 +76,14 @@ DATA_FREE_GB_MIN = 4
 def throughput_pass(args, label, rate, rotate, results):
     """Every throughput setup once: its maximum and, given a rate, its
     latency there. Setups on one kind of cluster share its start."""
+    chosen = [s for s in THROUGHPUT if not args.setups or s[0] in args.setups]
     kinds = []
-    for _, _, kind, _ in THROUGHPUT:
+    for _, _, kind, _ in chosen:
         if kind not in kinds:
             kinds.append(kind)
     kinds = kinds[rotate % len(kinds):] + kinds[:rotate % len(kinds)]
     for kind in kinds:
-        setups = [s for s in THROUGHPUT if s[2] == kind]
+        setups = [s for s in chosen if s[2] == kind]
         if rotate % 2:
             setups.reverse()
 
@@ -160,6 +162,9 @@ def main():
     parser.add_argument("--quick", action="store_true",
                         help="1 round, short runs, failover of herald and Kafka's defaults once (< 5 min)")
     parser.add_argument("--only", choices=("throughput", "failover"))
+    parser.add_argument("--setups", type=lambda text: text.split(","), default=None,
+                        help="throughput setups to run, comma-separated (default: all): "
+                        + ", ".join(s[0] for s in THROUGHPUT))
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--records", type=int, default=500000)
     parser.add_argument("--seconds", type=float, default=10, help="each latency run")
@@ -189,7 +194,8 @@ def main():
         sys.exit(f"less than {DATA_FREE_GB_MIN} GB free in {args.data_root}: not starting")
     if not HERALD.exists():
         sys.exit(f"{HERALD} missing: chrt -i 0 cargo build --release -p herald")
-    kafka_cluster.setup()
+    if args.only != "throughput" or any(s[2] == "kafka" for s in THROUGHPUT if not args.setups or s[0] in args.setups):
+        kafka_cluster.setup()
     procs.raise_on_sigterm()
     out = {"settings": {**vars(args), "herald": str(HERALD)}}
     started = time.monotonic()

@@ -20,9 +20,12 @@ def ratio(a, b):
 
 def print_throughput(out, rate):
     res = out["throughput"]
-    names = [s[0] for s in THROUGHPUT]
+    # A run of some setups (--setups) shows those, and "-" for ratios to
+    # the others.
+    names = [s[0] for s in THROUGHPUT if s[0] in res]
     labels = {s[0]: s[1] for s in THROUGHPUT}
-    print(f"\n### acks=all produce, 100-byte records, one partition (medians of {len(res['herald-1'])})\n")
+    rounds_run = max(len(rows) for rows in res.values())
+    print(f"\n### acks=all produce, 100-byte records, one partition (medians of {rounds_run})\n")
     print("| figure | " + " | ".join(labels[n] for n in names)
           + " | herald RF 3 / herald 1 node | herald RF 3 / Kafka RF 3 | herald RF 3 / Kafka RF 3 flush |")
     print("|---|" + "---|" * (len(names) + 3))
@@ -30,7 +33,7 @@ def print_throughput(out, rate):
     for key, label in (("max_rate", "records/s (closed loop)"),
                        ("light_p50_ms", f"p50 ms at {light:,.0f}/s"), ("light_p99_ms", f"p99 ms at {light:,.0f}/s"),
                        ("p50_ms", f"p50 ms at {rate:,.0f}/s"), ("p99_ms", f"p99 ms at {rate:,.0f}/s")):
-        m = {n: median(res[n], key) for n in names}
+        m = {n: median(res.get(n, []), key) for n in labels}
         digits = 0 if key == "max_rate" else 2
         print(f"| {label} | " + " | ".join(fmt(m[n], digits) for n in names)
               + f" | {ratio(m['herald-rf3'], m['herald-1'])} | {ratio(m['herald-rf3'], m['kafka-rf3'])}"
