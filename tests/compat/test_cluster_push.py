@@ -40,6 +40,14 @@ def proto(tmp_path_factory):
     return generate_stubs(tmp_path_factory.mktemp("generated"))
 
 
+def one_partition_topic(nodes, topic, factor):
+    """Creates `topic` with one partition and `factor` replicas; (leaders,
+    metadata) once it has a leader."""
+    admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=factor)])[topic].result(30)
+    return leaders(admin, topic)
+
+
 def subscribe(proto, node, topic, **kw):
     """A session on `node` with subscription 1 to `pattern` feed.>,
     answered."""
@@ -123,9 +131,7 @@ def in_order(acked):
 
 def test_subscribers_on_every_node_receive_every_record_once_in_order(cluster, proto):
     nodes, topic = cluster, "feed"
-    admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
-    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=3)])[topic].result(30)
-    led, _ = leaders(admin, topic)
+    led, _ = one_partition_topic(nodes, topic, 3)
     leader = next(n for n in nodes if n.node_id == led[0])
     resuming, publishing = [n for n in nodes if n is not leader]
 
@@ -183,9 +189,7 @@ def test_subscribers_on_every_node_receive_every_record_once_in_order(cluster, p
 
 def test_a_node_without_a_replica_forwards_publishes_and_names_where_to_subscribe(cluster, proto):
     nodes, topic = cluster, "pair"
-    admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
-    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=2)])[topic].result(30)
-    _, md = leaders(admin, topic)
+    _, md = one_partition_topic(nodes, topic, 2)
     holders = sorted(md.topics[topic].partitions[0].replicas)
     outsider = next(n for n in nodes if n.node_id not in holders)
 
@@ -233,9 +237,7 @@ def stream_publish(proto, node, topic, values):
 
 def test_publishes_sent_without_waiting_keep_their_order_on_the_leader_and_through_a_follower(cluster, proto):
     nodes, topic = cluster, "pipelined"
-    admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
-    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=3)])[topic].result(30)
-    led, _ = leaders(admin, topic)
+    led, _ = one_partition_topic(nodes, topic, 3)
     leader = next(n for n in nodes if n.node_id == led[0])
     follower = next(n for n in nodes if n is not leader)
     sent = {
