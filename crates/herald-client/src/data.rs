@@ -25,6 +25,27 @@ const PARTITION_FETCH_BYTES: i32 = 1024 * 1024;
 /// Bytes asked per fetch in total.
 const FETCH_BYTES: i32 = 8 * 1024 * 1024;
 
+/// A Produce request carrying one batch for `topic`/`partition`, with
+/// `acks` and the broker's time limit `timeout_ms`.
+pub fn single_batch_request(
+    topic: &str,
+    partition: i32,
+    batch: Bytes,
+    acks: i16,
+    timeout_ms: i32,
+) -> ProduceRequest {
+    ProduceRequest::default()
+        .with_acks(acks)
+        .with_timeout_ms(timeout_ms)
+        .with_topic_data(vec![produce_request::TopicProduceData::default()
+            .with_name(topic_name(topic))
+            .with_partition_data(vec![
+                produce_request::PartitionProduceData::default()
+                    .with_index(partition)
+                    .with_records(Some(batch)),
+            ])])
+}
+
 /// Sends one batch to `topic`/`partition` with acks=1; returns its base offset.
 pub async fn produce(
     connection: &mut Connection,
@@ -32,16 +53,7 @@ pub async fn produce(
     partition: i32,
     batch: Bytes,
 ) -> Result<i64, ClientError> {
-    let request = ProduceRequest::default()
-        .with_acks(1)
-        .with_timeout_ms(10_000)
-        .with_topic_data(vec![produce_request::TopicProduceData::default()
-            .with_name(topic_name(topic))
-            .with_partition_data(vec![
-                produce_request::PartitionProduceData::default()
-                    .with_index(partition)
-                    .with_records(Some(batch)),
-            ])]);
+    let request = single_batch_request(topic, partition, batch, 1, 10_000);
     let response = connection
         .call(request, versions::PRODUCE, IO_TIMEOUT)
         .await?;

@@ -15,9 +15,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use herald_client::connection::versions;
 use herald_client::{topic_name, ClientError, Connection};
-use kafka_protocol::messages::{
-    fetch_request, metadata_request, produce_request, FetchRequest, MetadataRequest, ProduceRequest,
-};
+use kafka_protocol::messages::{fetch_request, metadata_request, FetchRequest, MetadataRequest};
 use parking_lot::Mutex;
 
 use super::RelayError;
@@ -269,16 +267,13 @@ impl Upstream {
                 .await
                 .map_err(|e| Forward::Moved(unreachable(&e)))?,
         };
-        let request = ProduceRequest::default()
-            .with_acks(acks)
-            .with_timeout_ms(CALL_TIMEOUT.as_millis() as i32)
-            .with_topic_data(vec![produce_request::TopicProduceData::default()
-                .with_name(topic_name(topic))
-                .with_partition_data(vec![
-                    produce_request::PartitionProduceData::default()
-                        .with_index(partition)
-                        .with_records(Some(batch)),
-                ])]);
+        let request = herald_client::data::single_batch_request(
+            topic,
+            partition,
+            batch,
+            acks,
+            CALL_TIMEOUT.as_millis() as i32,
+        );
         let response = match connection
             .call(request, versions::PRODUCE, CALL_TIMEOUT)
             .await
