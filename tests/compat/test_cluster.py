@@ -17,8 +17,10 @@ Kafka's VerifiableProducer) is test_cluster_faults.py.
 """
 
 import glob
+import re
 import signal
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -111,6 +113,18 @@ def in_sync(node, topic):
     """Partition 0's in-sync replicas as `node` reports them."""
     md = AdminClient({"bootstrap.servers": node.bootstrap}).list_topics(topic, timeout=10)
     return sorted(md.topics[topic].partitions[0].isrs)
+
+
+def partition_gauge(node, name, topic):
+    """`herald_partition_<name>` of partition 0 of `topic` on `node`'s
+    /metrics (the admin address read from its log)."""
+    found = re.findall(r"admin listener ready on (\S+)", Path(node.log_path).read_text())
+    with urllib.request.urlopen(f"http://{found[-1]}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    series = f'herald_partition_{name}{{topic="{topic}",partition="0"}} '
+    values = [line[len(series):] for line in text.splitlines() if line.startswith(series)]
+    assert len(values) == 1, f"{series.strip()} not on node {node.node_id}'s /metrics"
+    return float(values[0])
 
 
 def wait_in_sync(nodes, topic, want, timeout=30.0):
@@ -300,9 +314,18 @@ def test_a_stopped_follower_leaves_the_in_sync_replicas_and_returns_once_caught_
         acked, errors = produce(leader.bootstrap, topic, [b"while-stopped-%04d" % i for i in range(200)])
         assert errors == [] and len(acked) == 200
         wait_in_sync(live, topic, sorted(n.node_id for n in live), timeout=REPLICA_LAG_MS / 1000 + 20)
+        # The leader counts the partition as under-replicated; the other
+        # live node sees two in sync of three.
+        other = next(n for n in live if n is not leader)
+        assert partition_gauge(leader, "under_replicated", topic) == 1
+        assert partition_gauge(other, "under_replicated", topic) == 0
+        assert partition_gauge(other, "in_sync_replicas", topic) == 2
+        assert partition_gauge(other, "replicas", topic) == 3
     finally:
         follower.proc.send_signal(signal.SIGCONT)
     # Resumed, it catches up and is back in the set.
     acked, errors = produce(leader.bootstrap, topic, [b"after-%04d" % i for i in range(100)])
     assert errors == [] and len(acked) == 100
     wait_in_sync(nodes, topic, [1, 2, 3])
+    assert partition_gauge(leader, "under_replicated", topic) == 0
+    assert partition_gauge(leader, "in_sync_replicas", topic) == 3

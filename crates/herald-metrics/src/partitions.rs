@@ -1,5 +1,6 @@
 //! Per-partition log gauges (high watermark, log start offset, size on
-//! disk, segment count, failed storage), sampled from the broker at scrape time: the set of
+//! disk, segment count, failed storage, replicas and in-sync replicas),
+//! sampled from the broker at scrape time: the set of
 //! partitions changes with topic creation and deletion, so every scrape
 //! replaces the whole set.
 
@@ -35,6 +36,13 @@ pub struct PartitionSample {
     /// The partition's storage failed (a failed fsync, a damaged log) and
     /// refuses requests until an operator repairs it.
     pub failed: bool,
+    /// Its replicas (1 for an unreplicated partition).
+    pub replicas: u32,
+    /// Its in-sync replicas as this node knows them.
+    pub in_sync_replicas: u32,
+    /// This node leads the partition and fewer replicas than all are in
+    /// sync (Kafka's under-replicated partitions, counted by leaders).
+    pub under_replicated: bool,
 }
 
 /// The per-partition gauge families.
@@ -45,6 +53,9 @@ pub struct PartitionMetrics {
     size_bytes: Family<PartitionLabels, Gauge>,
     segments: Family<PartitionLabels, Gauge>,
     failed: Family<PartitionLabels, Gauge>,
+    replicas: Family<PartitionLabels, Gauge>,
+    in_sync_replicas: Family<PartitionLabels, Gauge>,
+    under_replicated: Family<PartitionLabels, Gauge>,
 }
 
 impl PartitionMetrics {
@@ -80,6 +91,21 @@ impl PartitionMetrics {
             "1 while the partition's storage has failed (a failed fsync, a damaged log) and refuses requests; 0 otherwise",
             self.failed.clone(),
         );
+        partition.register(
+            "replicas",
+            "Replicas of the partition (1 when it is not replicated)",
+            self.replicas.clone(),
+        );
+        partition.register(
+            "in_sync_replicas",
+            "Replicas in sync with the partition's leader, as this node knows them",
+            self.in_sync_replicas.clone(),
+        );
+        partition.register(
+            "under_replicated",
+            "1 on the partition's leader while fewer than all its replicas are in sync; 0 otherwise",
+            self.under_replicated.clone(),
+        );
     }
 
     /// Replaces every partition's gauges with `samples` (partitions not in
@@ -90,6 +116,9 @@ impl PartitionMetrics {
         self.size_bytes.clear();
         self.segments.clear();
         self.failed.clear();
+        self.replicas.clear();
+        self.in_sync_replicas.clear();
+        self.under_replicated.clear();
         for sample in samples {
             let labels = PartitionLabels {
                 topic: sample.topic,
@@ -100,6 +129,17 @@ impl PartitionMetrics {
             set(&self.size_bytes, &labels, sample.size_bytes);
             set(&self.segments, &labels, sample.segment_count);
             set(&self.failed, &labels, u64::from(sample.failed));
+            set(&self.replicas, &labels, u64::from(sample.replicas));
+            set(
+                &self.in_sync_replicas,
+                &labels,
+                u64::from(sample.in_sync_replicas),
+            );
+            set(
+                &self.under_replicated,
+                &labels,
+                u64::from(sample.under_replicated),
+            );
         }
     }
 }

@@ -110,6 +110,8 @@ pub fn partition_samples(broker: &Broker) -> Vec<PartitionSample> {
         for partition in topic.partitions().iter() {
             let watermarks = partition.watermarks();
             let stats = partition.stats();
+            let view = partition.replica_view(broker.node_id());
+            let leads = view.leader == Some(broker.node_id());
             samples.push(PartitionSample {
                 topic: topic.name().to_owned(),
                 partition: partition.index(),
@@ -118,6 +120,9 @@ pub fn partition_samples(broker: &Broker) -> Vec<PartitionSample> {
                 size_bytes: stats.size_bytes,
                 segment_count: stats.segment_count as u64,
                 failed: partition.failure().is_some(),
+                replicas: view.replicas.len() as u32,
+                in_sync_replicas: view.isr.len() as u32,
+                under_replicated: leads && view.isr.len() < view.replicas.len(),
             });
         }
     }
@@ -213,6 +218,9 @@ mod tests {
             size_bytes: 0,
             segment_count: 1,
             failed: false,
+            replicas: 1,
+            in_sync_replicas: 1,
+            under_replicated: false,
         }
     }
 

@@ -172,6 +172,17 @@ fn metrics_count_requests_bytes_and_partition_state_of_a_workload() {
         value(&after, "herald_partition_log_size_bytes", &partition)
             >= batch_bytes * batches as f64
     );
+    // A single node's partition: one replica, in sync, never
+    // under-replicated.
+    assert_eq!(value(&after, "herald_partition_replicas", &partition), 1.0);
+    assert_eq!(
+        value(&after, "herald_partition_in_sync_replicas", &partition),
+        1.0
+    );
+    assert_eq!(
+        value(&after, "herald_partition_under_replicated", &partition),
+        0.0
+    );
 }
 
 #[test]
