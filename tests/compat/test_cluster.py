@@ -27,7 +27,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from broker import HeraldBroker, free_port
+from broker import HeraldBroker, PortTaken, free_port
 from conftest import EXTERNAL_BOOTSTRAP, KAFKA_LIB, herald_binary_path
 
 pytestmark = pytest.mark.skipif(
@@ -61,8 +61,9 @@ class ClusterNode(HeraldBroker):
         ]
 
 
-@pytest.fixture
-def cluster(tmp_path, request):
+def new_nodes(base):
+    """NODES nodes under `base`, on ports chosen now; none started."""
+    base.mkdir(parents=True, exist_ok=True)
     kafka_ports = [free_port() for _ in range(NODES)]
     raft_ports = [free_port() for _ in range(NODES)]
     nodes_arg = ",".join(
@@ -71,14 +72,35 @@ def cluster(tmp_path, request):
     nodes = []
     for i in range(NODES):
         node = ClusterNode(
-            i + 1, tmp_path / f"node-{i + 1}", tmp_path / f"node-{i + 1}.log", raft_ports[i], nodes_arg
+            i + 1, base / f"node-{i + 1}", base / f"node-{i + 1}.log", raft_ports[i], nodes_arg
         )
         node.port = kafka_ports[i]
         node.bootstrap = f"127.0.0.1:{kafka_ports[i]}"
         nodes.append(node)
+    return nodes
+
+
+START_ATTEMPTS = 3
+
+
+@pytest.fixture
+def cluster(tmp_path, request):
+    nodes = []
     try:
-        for node in nodes:
-            node.start()
+        for attempt in range(START_ATTEMPTS):
+            nodes = new_nodes(tmp_path / f"attempt-{attempt}")
+            try:
+                for node in nodes:
+                    node.start()
+                break
+            except PortTaken:
+                # A port on every node's command line was taken before its
+                # node bound it (another process's ephemeral port): the
+                # whole cluster again, on new ports.
+                for node in nodes:
+                    node.stop()
+                if attempt == START_ATTEMPTS - 1:
+                    raise
         yield nodes
     finally:
         for node in nodes:
