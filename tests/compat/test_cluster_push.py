@@ -275,3 +275,41 @@ def test_publishes_sent_without_waiting_keep_their_order_on_the_leader_and_throu
     finally:
         consumer.close()
     assert log == stored, "the log holds each publish at the offset it was answered with"
+
+
+def test_a_named_subscription_resumes_on_another_node_from_positions_its_coordinator_keeps(
+    cluster, proto
+):
+    """The positions of a named subscription are the committed offsets of
+    its consumer group, kept by that group's coordinator: a session on a
+    node that is not the coordinator stores them there, and a later session
+    on yet another node continues from them."""
+    from test_cluster_groups import agreed_coordinator, committed
+
+    nodes, topic, name = cluster, "named", "audit-trail"
+    one_partition_topic(nodes, topic, 3)
+    group = f"herald-push.{name}"
+    coordinator = agreed_coordinator(nodes, group)
+    first_node, second_node = [n for n in nodes if n.node_id != coordinator]
+    acked = kafka_produce(bootstrap(nodes), topic, [b"n%03d" % i for i in range(40)])
+    offsets = sorted(acked)
+
+    first = subscribe(proto, first_node, topic, start="earliest", cumulative=True, name=name)
+    try:
+        first.wait_for(lambda s: len(received(s)) >= 40, what="every record on the first node")
+        upto = offsets[19]
+        first.ack(1, 0, upto)
+        # Stored on the coordinator, another node: a Kafka client reads it.
+        committed(bootstrap(nodes), group, topic, 1, {0: upto + 1})
+    finally:
+        first.close()
+
+    second = subscribe(proto, second_node, topic, cumulative=True, name=name)
+    try:
+        second.wait_for(lambda s: len(received(s)) >= 20, what="the rest on the second node")
+        second.drain_quiet(1.0)
+        assert received(second) == [(o, *acked[o]) for o in offsets[20:]], (
+            "continues after the acknowledged position, nothing again"
+        )
+    finally:
+        second.close()

@@ -96,11 +96,11 @@ class Session:
         self.requests.put(self.pb.ClientMessage(**kind))
 
     def subscribe(self, sid, topic, *, subject=None, pattern=None, start=None,
-                  cumulative=False, max_lag=0, filter="", attributes=()):
+                  cumulative=False, max_lag=0, filter="", attributes=(), name=""):
         pb = self.pb
         fields = dict(subscription_id=sid, topic=topic, max_lag=max_lag,
                       ack_mode=pb.ACK_MODE_CUMULATIVE if cumulative else pb.ACK_MODE_NONE,
-                      filter=filter, attributes=list(attributes))
+                      filter=filter, attributes=list(attributes), name=name)
         if subject is not None:
             fields["subject"] = subject
         if pattern is not None:

@@ -11,7 +11,7 @@ use uuid::Uuid;
 use crate::config::{BrokerConfig, PARTITIONS_MAX};
 use crate::dir_lock::DirLock;
 use crate::error::BrokerError;
-use crate::groups::GroupService;
+use crate::groups::{GroupService, Groups};
 use crate::metadata_store::{Metadata, MetadataStore, TopicRecord};
 use crate::partition_dirs::{discard_partitions, open_new_partitions, open_topic, sweep_deleted};
 use crate::producer_ids::ProducerIdAllocator;
@@ -76,7 +76,7 @@ pub struct Broker {
     admin: Mutex<AdminState>,
     registry: RwLock<Registry>,
     producer_epochs: Mutex<HashMap<i64, i16>>,
-    groups: GroupService,
+    groups: Groups,
     security: Security,
     /// Client quotas and tenant SLAs, published for lock-free reading.
     quotas: ArcSwap<QuotaState>,
@@ -145,7 +145,10 @@ impl Broker {
         producer_snapshot::sweep(&config.data_dir, &live);
         let mut group_config = config.groups.clone();
         group_config.member_id_seed = Uuid::new_v4().as_u64_pair().0;
-        let groups = GroupService::open(&config.data_dir, group_config)?;
+        let groups = Groups::new(
+            GroupService::open(&config.data_dir, group_config)?,
+            config.node_id,
+        );
         tracing::info!(
             data_dir = %config.data_dir.display(),
             topics = registry.by_name.len(),
@@ -668,8 +671,9 @@ impl Broker {
         failed
     }
 
-    /// The consumer-group coordinator.
-    pub fn groups(&self) -> &GroupService {
+    /// The consumer-group coordinators: this node's own, or in a cluster
+    /// the ones it runs for the offsets partitions it leads.
+    pub fn groups(&self) -> &Groups {
         &self.groups
     }
 

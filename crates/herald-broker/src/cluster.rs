@@ -14,8 +14,12 @@
 //! The announcements also tell a node where to forward a write it does
 //! not lead (a push publish: see `forwarding`).
 //!
-//! What the metadata log carries so far: topic creation and deletion, and
-//! leader announcements. Adding partitions and config changes are refused
+//! The metadata log also creates the cluster's replicated offsets
+//! partitions, once, whose leaders coordinate the consumer groups (see
+//! `offset_shards`).
+//!
+//! What the metadata log carries so far: topic creation and deletion, the
+//! offsets partitions, and leader and in-sync announcements. Adding partitions and config changes are refused
 //! in a cluster until they are replicated too; ACLs and quotas stay
 //! node-local.
 
@@ -43,6 +47,7 @@ use crate::error::BrokerError;
 use crate::forwarding::Forwarder;
 use crate::in_sync::{FollowerProgress, InSyncTracker};
 use crate::metadata_store::{ReplicaAssignment, TopicRecord};
+use crate::offset_shards::OffsetShards;
 use crate::partition::{LeaderHints, Partition, ReplicaSet};
 use crate::producer_state::ProducerStates;
 use crate::replicated_producers::{apply_hook, InFlight};
@@ -84,6 +89,12 @@ pub struct ClusterConfig {
     /// (or without answering it) before it leaves the partition's in-sync
     /// replicas: Kafka's `replica.lag.time.max.ms`.
     pub replica_lag_max: Duration,
+    /// Offsets partitions the cluster creates at its first start (Kafka's
+    /// `offsets.topic.num.partitions`); the groups are spread over them.
+    pub offsets_partitions: u32,
+    /// Replicas of each offsets partition (Kafka's
+    /// `offsets.topic.replication.factor`), at most the node count.
+    pub offsets_replication_factor: u16,
 }
 
 /// Why the cluster could not start.
@@ -133,6 +144,14 @@ enum Command {
         /// Its term.
         term: u64,
     },
+    /// The cluster's offsets partitions, in partition order (the first
+    /// applied is kept).
+    CreateOffsets {
+        /// Names the proposer's wait (not part of the state).
+        request: u128,
+        /// Each partition's Raft group and replicas.
+        partitions: Vec<ReplicaAssignment>,
+    },
     /// A group's leader found its in-sync replicas changed.
     InSyncChange {
         /// The group.
@@ -151,6 +170,8 @@ enum Applied {
     Created(TopicSummary),
     /// A topic deleted.
     Deleted(Uuid),
+    /// The offsets partitions exist (created by this command or earlier).
+    OffsetsCreated,
 }
 
 /// This node's membership of a cluster.
@@ -162,6 +183,8 @@ pub struct Cluster {
     router: GroupRouter,
     metadata: PartitionReplica,
     hints: Arc<LeaderHints>,
+    /// The replicated offsets partitions and their coordinators.
+    offsets: Arc<OffsetShards>,
     /// Carries writes to partitions this node does not lead (push
     /// publishes) to their leaders.
     forwarder: Arc<Forwarder>,
@@ -279,12 +302,24 @@ impl Cluster {
             .map(|(id, node)| (*id, node.raft.clone()))
             .collect();
         let forwarder = Arc::new(Forwarder::new(raft_addresses, router.source()));
+        let hints = Arc::new(LeaderHints::default());
+        let mut group_config = broker.config().groups.clone();
+        group_config.member_id_seed =
+            random_u64().map_err(|e| ClusterError::Config(format!("seeding member ids: {e}")))?;
+        let offsets = Arc::new(OffsetShards::new(
+            config.node_id,
+            group_config,
+            Arc::clone(&hints),
+            stop.clone(),
+        ));
+        broker.groups().set_shards(Arc::clone(&offsets));
         let cluster = Arc::new(Cluster {
             id,
             config,
             router,
             metadata,
-            hints: Arc::new(LeaderHints::default()),
+            hints,
+            offsets,
             forwarder,
             waiting: parking_lot::Mutex::new(HashMap::new()),
             stop,
@@ -298,6 +333,7 @@ impl Cluster {
                 }
             }
         });
+        tokio::spawn(Arc::clone(&cluster).create_offsets_once());
         tracing::info!(
             node_id = cluster.config.node_id,
             nodes = cluster.config.nodes.len(),
@@ -305,6 +341,114 @@ impl Cluster {
             "joined the cluster"
         );
         Ok(cluster)
+    }
+
+    /// Creates the offsets partitions through the metadata log unless they
+    /// exist: proposed by the metadata group's leader once it has applied
+    /// an entry of its term (so a creation from an earlier start is known
+    /// by then, or about to be applied, in which case a second one changes
+    /// nothing).
+    async fn create_offsets_once(self: Arc<Self>) {
+        use herald_raft::openraft::async_runtime::WatchReceiver;
+        let mut metrics = self.metadata.raft().metrics();
+        loop {
+            if self.offsets.installed() {
+                return;
+            }
+            if self.metadata.is_leader() && self.metadata.caught_up() {
+                match self.propose_offsets().await {
+                    Ok(()) => return,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "creating the offsets partitions failed; retrying")
+                    }
+                }
+            }
+            tokio::select! {
+                _ = self.stop.cancelled() => return,
+                _ = metrics.changed() => {}
+                _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+            }
+        }
+    }
+
+    async fn propose_offsets(&self) -> Result<(), BrokerError> {
+        let nodes: Vec<u64> = self.config.nodes.keys().copied().collect();
+        let factor =
+            usize::from(self.config.offsets_replication_factor).clamp(1, nodes.len().max(1));
+        let first = random_u64()? as usize;
+        let partitions = (0..self.config.offsets_partitions.max(1) as usize)
+            .map(|p| {
+                Ok(ReplicaAssignment {
+                    group: random_u64()?.max(1),
+                    nodes: (0..factor)
+                        .map(|i| nodes[(first + p + i) % nodes.len()])
+                        .collect(),
+                })
+            })
+            .collect::<Result<Vec<_>, BrokerError>>()?;
+        let request = Uuid::new_v4().as_u128();
+        self.propose_and_wait(
+            request,
+            Command::CreateOffsets {
+                request,
+                partitions,
+            },
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// Opens this node's replicas of the offsets partitions and hands them
+    /// to the coordinators' shards, unless partitions were created before.
+    async fn install_offsets(
+        self: &Arc<Self>,
+        broker: &Broker,
+        partitions: Vec<ReplicaAssignment>,
+    ) -> Result<(), BrokerError> {
+        if self.offsets.installed() {
+            return Ok(());
+        }
+        let me = self.config.node_id;
+        let mut replicas = Vec::with_capacity(partitions.len());
+        for (index, assignment) in partitions.iter().enumerate() {
+            if !assignment.nodes.contains(&me) {
+                replicas.push(None);
+                continue;
+            }
+            let dir = crate::offset_shards::replica_dir(&broker.config().data_dir, index);
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| BrokerError::io("create directory", &dir, e))?;
+            let replica = PartitionReplica::open(
+                me,
+                assignment.group,
+                &dir,
+                crate::offset_shards::offsets_log_config(),
+                self.config.timing,
+                &self.router,
+            )
+            .await
+            .map_err(|e| BrokerError::ClusterUnavailable(e.to_string()))?;
+            if assignment.nodes.first() == Some(&me) {
+                let members = raft_members(&assignment.nodes, &self.config.nodes);
+                if let Err(e) = replica.raft().initialize(members).await {
+                    tracing::debug!(group = assignment.group, error = %e, "offsets group already initialized");
+                }
+            }
+            let replica = Arc::new(replica);
+            self.announce_leadership(
+                assignment.group,
+                Arc::clone(&replica),
+                assignment.nodes.clone(),
+            );
+            replicas.push(Some(replica));
+        }
+        if self.offsets.install(&partitions, replicas) {
+            tracing::info!(
+                partitions = partitions.len(),
+                "the cluster's offsets partitions are open"
+            );
+        }
+        Ok(())
     }
 
     /// The cluster id.
@@ -382,8 +526,8 @@ impl Cluster {
             .await?
         {
             Applied::Created(summary) => Ok(summary),
-            Applied::Deleted(_) => Err(BrokerError::ClusterUnavailable(
-                "a creation was answered as a deletion".to_owned(),
+            Applied::Deleted(_) | Applied::OffsetsCreated => Err(BrokerError::ClusterUnavailable(
+                "a creation was answered as something else".to_owned(),
             )),
         }
     }
@@ -404,8 +548,8 @@ impl Cluster {
         };
         match self.propose_and_wait(request, command).await? {
             Applied::Deleted(id) => Ok(id),
-            Applied::Created(_) => Err(BrokerError::ClusterUnavailable(
-                "a deletion was answered as a creation".to_owned(),
+            Applied::Created(_) | Applied::OffsetsCreated => Err(BrokerError::ClusterUnavailable(
+                "a deletion was answered as something else".to_owned(),
             )),
         }
     }
@@ -468,6 +612,18 @@ impl Cluster {
                 let result = self.remove_topic(broker, &name, id).await;
                 if let Some(waiter) = self.waiting.lock().remove(&request) {
                     let _ = waiter.send(result.map(|()| Applied::Deleted(id)));
+                }
+            }
+            Command::CreateOffsets {
+                request,
+                partitions,
+            } => {
+                let result = self.install_offsets(broker, partitions).await;
+                if let Err(e) = &result {
+                    tracing::error!(error = %e, "the offsets partitions could not be opened");
+                }
+                if let Some(waiter) = self.waiting.lock().remove(&request) {
+                    let _ = waiter.send(result.map(|()| Applied::OffsetsCreated));
                 }
             }
             Command::LeaderChange {
@@ -676,9 +832,11 @@ impl Cluster {
         });
     }
 
-    /// Stops the Raft listener and the metadata replica.
+    /// Stops the group coordinators, the offsets and metadata replicas and
+    /// the Raft listener.
     pub async fn shutdown(&self) {
         self.stop.cancel();
+        self.offsets.shutdown().await;
         if let Err(e) = self.metadata.raft().shutdown().await {
             tracing::warn!(error = %e, "the metadata replica did not stop cleanly");
         }

@@ -34,6 +34,8 @@ pub mod groups;
 pub mod in_sync;
 pub mod maintenance;
 pub mod metadata_store;
+#[cfg(feature = "cluster")]
+pub mod offset_shards;
 pub mod partition;
 mod partition_dirs;
 pub mod producer_ids;
@@ -52,7 +54,7 @@ pub mod topic_config;
 pub use broker::{Broker, ConfigChange, NodeAddress, TopicSummary};
 pub use config::BrokerConfig;
 pub use error::{BrokerError, ProduceError};
-pub use groups::{GroupCall, GroupReply, GroupService, OFFSETS_TOPIC};
+pub use groups::{CoordinatorLocation, GroupCall, GroupReply, GroupService, Groups, OFFSETS_TOPIC};
 pub use herald_log::{BatchError, FlushPolicy};
 pub use maintenance::Maintenance;
 pub use partition::{

@@ -21,6 +21,9 @@ pub enum ErrorCode {
     /// The coordinator cannot serve the group right now (it is being deleted,
     /// or its state could not be persisted); the client retries.
     CoordinatorNotAvailable = 15,
+    /// This broker does not coordinate the group (in a cluster, another
+    /// node does); the client looks the coordinator up again.
+    NotCoordinator = 16,
     /// The generation id in the request is not the group's current one.
     IllegalGeneration = 22,
     /// The member's protocol type or protocols do not match the group's.

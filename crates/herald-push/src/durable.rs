@@ -7,12 +7,21 @@
 //! Commits are coalesced: at most one is in flight per subscription, and
 //! the latest positions replace any not yet sent, so a client acking every
 //! delivery costs one commit per commit latency, not one per ack.
+//!
+//! In a cluster the group's coordinator may be another node (the leader of
+//! the group's offsets partition). Its positions are then read and stored
+//! there, through that node's Kafka listener as a Kafka client would
+//! (`herald-client`, plaintext: a cluster whose listeners all require TLS
+//! or SASL cannot be reached this way, and the subscription is refused
+//! with the reason).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use herald_broker::{Broker, GroupCall, GroupReply};
+use herald_broker::{Broker, CoordinatorLocation, GroupCall, GroupReply};
+use herald_client::groups::{commit_offsets, committed_offsets, Committer};
+use herald_client::Connection;
 use herald_group::{ErrorCode, OffsetCommitPartition, OffsetCommitRequest, OffsetFetchRequest};
 use parking_lot::Mutex;
 
@@ -66,14 +75,49 @@ async fn call(broker: &Broker, request: GroupCall) -> GroupReply {
     rx.await.unwrap_or(GroupReply::Unavailable)
 }
 
+/// The Kafka address of the node coordinating `group` when it is another
+/// node of this node's cluster.
+fn remote_coordinator(broker: &Broker, group: &str) -> Result<String, String> {
+    let CoordinatorLocation::Node(id) = broker.groups().locate(group) else {
+        return Err("its coordinator is being elected".to_owned());
+    };
+    broker
+        .nodes()
+        .into_iter()
+        .find(|node| node.id == id && id != broker.node_id())
+        .map(|node| format!("{}:{}", node.host, node.port))
+        .ok_or_else(|| format!("its coordinator, node {id}, has no known address"))
+}
+
+/// The positions stored for `group` and `topic` on its coordinator at
+/// `address`.
+async fn remote_positions(
+    address: &str,
+    group: &str,
+    topic: &str,
+) -> Result<HashMap<u32, u64>, String> {
+    let mut connection = Connection::connect(address)
+        .await
+        .map_err(|e| format!("reaching its coordinator at {address}: {e}"))?;
+    let offsets = committed_offsets(&mut connection, group, None)
+        .await
+        .map_err(|e| format!("asking its coordinator at {address}: {e}"))?;
+    Ok(offsets
+        .into_iter()
+        .filter(|c| c.topic == topic && c.offset >= 0)
+        .filter_map(|c| Some((u32::try_from(c.partition).ok()?, c.offset as u64)))
+        .collect())
+}
+
 /// The stored positions of subscription `name` for `topic`, by partition.
 pub async fn stored_positions(
     broker: &Broker,
     name: &str,
     topic: &str,
 ) -> Result<HashMap<u32, u64>, StoreError> {
+    let group = format!("{GROUP_PREFIX}{name}");
     let request = GroupCall::OffsetFetch(OffsetFetchRequest {
-        group_id: format!("{GROUP_PREFIX}{name}"),
+        group_id: group.clone(),
         partitions: None,
         require_stable: false,
     });
@@ -92,6 +136,12 @@ pub async fn stored_positions(
             })
             .collect()),
         GroupReply::OffsetFetch(response) => Err(failed(format!("{:?}", response.error))),
+        GroupReply::NotCoordinator => {
+            let address = remote_coordinator(broker, &group).map_err(failed)?;
+            remote_positions(&address, &group, topic)
+                .await
+                .map_err(failed)
+        }
         other => Err(failed(format!("unexpected answer {other:?}"))),
     }
 }
@@ -103,6 +153,9 @@ pub(crate) struct Durable {
     /// Positions waiting to be committed (the latest only).
     pending: Mutex<Option<Vec<(u32, u64)>>>,
     committing: AtomicBool,
+    /// A connection to the group's coordinator on another node, with its
+    /// address, kept between commits (one commit runs at a time).
+    remote: tokio::sync::Mutex<Option<(String, Connection)>>,
 }
 
 impl Durable {
@@ -112,6 +165,7 @@ impl Durable {
             topic,
             pending: Mutex::new(None),
             committing: AtomicBool::new(false),
+            remote: tokio::sync::Mutex::new(None),
         }
     }
 
@@ -145,13 +199,15 @@ impl Durable {
     }
 
     async fn commit(&self, broker: &Broker, positions: Vec<(u32, u64)>) {
+        let group = format!("{GROUP_PREFIX}{}", self.name);
         let request = GroupCall::OffsetCommit(OffsetCommitRequest {
-            group_id: format!("{GROUP_PREFIX}{}", self.name),
+            group_id: group.clone(),
             generation_id: -1,
             member_id: String::new(),
             group_instance_id: None,
             partitions: positions
-                .into_iter()
+                .iter()
+                .copied()
                 .map(|(partition, offset)| OffsetCommitPartition {
                     topic: self.topic.clone(),
                     partition: partition as i32,
@@ -167,11 +223,60 @@ impl Durable {
                     .partitions
                     .iter()
                     .all(|p| p.error == ErrorCode::None) => {}
+            GroupReply::NotCoordinator => {
+                if let Err(reason) = self.commit_remotely(broker, &group, &positions).await {
+                    tracing::warn!(
+                        subscription = %self.name,
+                        %reason,
+                        "storing a named subscription's position on its coordinator failed; the next ack retries"
+                    );
+                }
+            }
             other => tracing::warn!(
                 subscription = %self.name,
                 answer = ?other,
                 "storing a named subscription's position failed; the next ack retries"
             ),
+        }
+    }
+
+    /// Commits `positions` on the group's coordinator, another node,
+    /// through the connection kept to it (opened again after a failure or
+    /// when the coordinator moved).
+    async fn commit_remotely(
+        &self,
+        broker: &Broker,
+        group: &str,
+        positions: &[(u32, u64)],
+    ) -> Result<(), String> {
+        let address = remote_coordinator(broker, group)?;
+        let mut remote = self.remote.lock().await;
+        if remote.as_ref().is_none_or(|(kept, _)| *kept != address) {
+            let connection = Connection::connect(&address)
+                .await
+                .map_err(|e| format!("reaching the coordinator at {address}: {e}"))?;
+            *remote = Some((address.clone(), connection));
+        }
+        let Some((_, connection)) = remote.as_mut() else {
+            return Err("no connection to the coordinator".to_owned());
+        };
+        let offsets: Vec<(String, i32, i64)> = positions
+            .iter()
+            .map(|&(partition, offset)| (self.topic.clone(), partition as i32, offset as i64))
+            .collect();
+        match commit_offsets(connection, group, &Committer::SIMPLE, &offsets).await {
+            Ok(0) => Ok(()),
+            Ok(code) => {
+                // NOT_COORDINATOR and the like: ask afresh next time.
+                *remote = None;
+                Err(format!(
+                    "the coordinator at {address} answered error {code}"
+                ))
+            }
+            Err(e) => {
+                *remote = None;
+                Err(format!("committing at {address}: {e}"))
+            }
         }
     }
 }

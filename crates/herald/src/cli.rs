@@ -190,6 +190,15 @@ pub struct ServeArgs {
     /// [default: 30000].
     #[arg(long, env = "HERALD_REPLICA_LAG_TIME_MAX_MS", value_name = "MS")]
     pub replica_lag_time_max_ms: Option<u64>,
+    /// Offsets partitions (Raft groups holding the consumer groups'
+    /// committed offsets; each group's coordinator is its partition's
+    /// leader) created at the cluster's first start [default: 8].
+    #[arg(long, env = "HERALD_OFFSETS_PARTITIONS", value_name = "N")]
+    pub offsets_partitions: Option<u32>,
+    /// Replicas of each offsets partition [default: the number of nodes,
+    /// at most 3].
+    #[arg(long, env = "HERALD_OFFSETS_REPLICATION_FACTOR", value_name = "N")]
+    pub offsets_replication_factor: Option<u16>,
     /// Makes this node a relay: the upstream's Kafka listeners it mirrors
     /// topics from, comma-separated HOST:PORT (any node of a cluster, a
     /// single node or another relay; the others are tried when one fails).

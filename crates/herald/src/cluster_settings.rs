@@ -23,6 +23,12 @@ pub struct ClusterFile {
     /// Ms a follower may lag (or stay silent) before it leaves a
     /// partition's in-sync replicas (Kafka's `replica.lag.time.max.ms`).
     pub replica_lag_time_max_ms: Option<u64>,
+    /// Offsets partitions the cluster creates at its first start (Kafka's
+    /// `offsets.topic.num.partitions`).
+    pub offsets_partitions: Option<u32>,
+    /// Replicas of each offsets partition (Kafka's
+    /// `offsets.topic.replication.factor`).
+    pub offsets_replication_factor: Option<u16>,
 }
 
 /// One node as configured.
@@ -49,10 +55,24 @@ pub struct ClusterSettings {
     pub default_replication_factor: u16,
     /// Ms a follower may lag before it leaves the in-sync replicas.
     pub replica_lag_time_max_ms: u64,
+    /// Offsets partitions created at the cluster's first start.
+    pub offsets_partitions: u32,
+    /// Replicas of each offsets partition.
+    pub offsets_replication_factor: u16,
 }
 
 /// Kafka's default `replica.lag.time.max.ms`.
 pub const REPLICA_LAG_TIME_MAX_MS: u64 = 30_000;
+
+/// Offsets partitions of a cluster by default: enough to spread the
+/// groups' coordinators over a few nodes, few enough that a small cluster
+/// runs few Raft groups for them (Kafka's default, 50, suits hundreds of
+/// brokers).
+pub const OFFSETS_PARTITIONS: u32 = 8;
+
+/// Most offsets partitions a cluster may have: each is a Raft group on
+/// every one of its replicas.
+pub const OFFSETS_PARTITIONS_MAX: u32 = 1024;
 
 fn invalid(key: &str, value: impl std::fmt::Display, reason: &str) -> anyhow::Error {
     anyhow!(
@@ -108,25 +128,40 @@ fn node_spec(text: &str) -> anyhow::Result<(u64, NodeSpec)> {
     ))
 }
 
-/// Merges the flags with `[cluster]`; `None` when neither names a cluster.
+/// Merges the flags (`flags`, as the settings they name; a flag's node
+/// list is one comma-separated entry) with `[cluster]`; `None` when
+/// neither names a cluster.
 pub fn cluster(
-    node_id: Option<u64>,
-    listen: Option<String>,
-    nodes: Option<String>,
-    replication_factor: Option<u16>,
-    replica_lag_time_max_ms: Option<u64>,
+    flags: ClusterFile,
     file: Option<&ClusterFile>,
 ) -> anyhow::Result<(Option<ClusterSettings>, Option<ClusterFile>)> {
     let file = file.cloned().unwrap_or_default();
-    let node_id = node_id.or(file.node_id);
-    let listen_text = listen.or(file.listen);
-    let node_list: Option<Vec<String>> = nodes
-        .map(|text| text.split(',').map(str::to_owned).collect())
+    let node_id = flags.node_id.or(file.node_id);
+    let listen_text = flags.listen.or(file.listen);
+    let node_list: Option<Vec<String>> = flags
+        .nodes
+        .map(|texts| {
+            texts
+                .iter()
+                .flat_map(|text| text.split(','))
+                .map(str::to_owned)
+                .collect()
+        })
         .or(file.nodes);
-    let factor = replication_factor.or(file.default_replication_factor);
-    let lag_max_ms = replica_lag_time_max_ms
+    let factor = flags
+        .default_replication_factor
+        .or(file.default_replication_factor);
+    let lag_max_ms = flags
+        .replica_lag_time_max_ms
         .or(file.replica_lag_time_max_ms)
         .unwrap_or(REPLICA_LAG_TIME_MAX_MS);
+    let offsets_partitions = flags
+        .offsets_partitions
+        .or(file.offsets_partitions)
+        .unwrap_or(OFFSETS_PARTITIONS);
+    let offsets_factor = flags
+        .offsets_replication_factor
+        .or(file.offsets_replication_factor);
     let (Some(node_id), Some(listen_text), Some(node_list)) =
         (node_id, listen_text.clone(), node_list.clone())
     else {
@@ -165,12 +200,29 @@ pub fn cluster(
             "must be at least 1",
         ));
     }
+    if offsets_partitions == 0 || offsets_partitions > OFFSETS_PARTITIONS_MAX {
+        return Err(invalid(
+            "offsets_partitions",
+            offsets_partitions,
+            &format!("must be between 1 and {OFFSETS_PARTITIONS_MAX}"),
+        ));
+    }
+    let offsets_replication_factor = offsets_factor.unwrap_or((nodes.len() as u16).min(3));
+    if offsets_replication_factor == 0 || usize::from(offsets_replication_factor) > nodes.len() {
+        return Err(invalid(
+            "offsets_replication_factor",
+            offsets_replication_factor,
+            "must be between 1 and the number of nodes",
+        ));
+    }
     let effective = ClusterFile {
         node_id: Some(node_id),
         listen: Some(listen_text),
         nodes: Some(node_list),
         default_replication_factor: Some(default_replication_factor),
         replica_lag_time_max_ms: Some(lag_max_ms),
+        offsets_partitions: Some(offsets_partitions),
+        offsets_replication_factor: Some(offsets_replication_factor),
     };
     Ok((
         Some(ClusterSettings {
@@ -179,6 +231,8 @@ pub fn cluster(
             nodes,
             default_replication_factor,
             replica_lag_time_max_ms: lag_max_ms,
+            offsets_partitions,
+            offsets_replication_factor,
         }),
         Some(effective),
     ))
@@ -190,59 +244,60 @@ mod tests {
 
     #[test]
     fn a_cluster_needs_every_part_and_this_node_among_the_nodes() {
-        let nodes = "1=127.0.0.1:9193=127.0.0.1:9092,2=127.0.0.2:9193=127.0.0.2:9092".to_owned();
-        let (settings, _) = cluster(
-            Some(2),
-            Some("127.0.0.2:9193".into()),
-            Some(nodes.clone()),
-            None,
-            None,
-            None,
-        )
-        .unwrap();
+        let nodes = "1=127.0.0.1:9193=127.0.0.1:9092,2=127.0.0.2:9193=127.0.0.2:9092";
+        let flags = |node_id: Option<u64>, nodes: &str| ClusterFile {
+            node_id,
+            listen: Some("127.0.0.2:9193".into()),
+            nodes: Some(vec![nodes.to_owned()]),
+            ..ClusterFile::default()
+        };
+        let (settings, _) = cluster(flags(Some(2), nodes), None).unwrap();
         let settings = settings.unwrap();
         assert_eq!(settings.nodes.len(), 2);
         assert_eq!(settings.default_replication_factor, 2);
+        assert_eq!(settings.offsets_partitions, OFFSETS_PARTITIONS);
+        assert_eq!(settings.offsets_replication_factor, 2);
         assert_eq!(settings.nodes[&1].kafka_host, "127.0.0.1");
-        assert!(cluster(
-            Some(3),
-            Some("127.0.0.1:1".into()),
-            Some(nodes.clone()),
-            None,
-            None,
-            None
-        )
-        .is_err());
-        assert!(cluster(
-            None,
-            Some("127.0.0.1:1".into()),
-            Some(nodes.clone()),
-            None,
-            None,
-            None
-        )
-        .is_err());
-        assert!(cluster(
-            Some(1),
-            Some("127.0.0.1:1".into()),
-            Some("1=x".into()),
-            None,
-            None,
-            None
-        )
-        .is_err());
-        assert!(cluster(
-            Some(1),
-            Some("127.0.0.1:1".into()),
-            Some(nodes),
-            Some(3),
-            None,
-            None
-        )
-        .is_err());
-        assert!(cluster(None, None, None, None, None, None)
-            .unwrap()
-            .0
-            .is_none());
+        assert!(cluster(flags(Some(3), nodes), None).is_err());
+        assert!(cluster(flags(None, nodes), None).is_err());
+        assert!(cluster(flags(Some(1), "1=x"), None).is_err());
+        let too_many = ClusterFile {
+            default_replication_factor: Some(3),
+            ..flags(Some(1), nodes)
+        };
+        assert!(cluster(too_many, None).is_err());
+        assert!(cluster(ClusterFile::default(), None).unwrap().0.is_none());
+    }
+
+    #[test]
+    fn the_offsets_partitions_take_the_flag_over_the_file_and_are_bounded() {
+        let nodes = "1=127.0.0.1:9193=127.0.0.1:9092";
+        let flags = |partitions: Option<u32>, factor: Option<u16>| ClusterFile {
+            node_id: Some(1),
+            listen: Some("127.0.0.1:9193".into()),
+            nodes: Some(vec![nodes.to_owned()]),
+            offsets_partitions: partitions,
+            offsets_replication_factor: factor,
+            ..ClusterFile::default()
+        };
+        let file = ClusterFile {
+            offsets_partitions: Some(3),
+            ..ClusterFile::default()
+        };
+        let (from_file, _) = cluster(flags(None, None), Some(&file)).unwrap();
+        assert_eq!(from_file.unwrap().offsets_partitions, 3);
+        let (from_flag, _) = cluster(flags(Some(5), None), Some(&file)).unwrap();
+        assert_eq!(from_flag.unwrap().offsets_partitions, 5);
+        let refused = cluster(flags(Some(0), None), None).unwrap_err();
+        assert!(
+            refused.to_string().contains("offsets_partitions"),
+            "{refused}"
+        );
+        assert!(cluster(flags(Some(OFFSETS_PARTITIONS_MAX + 1), None), None).is_err());
+        let refused = cluster(flags(None, Some(2)), None).unwrap_err();
+        assert!(
+            refused.to_string().contains("offsets_replication_factor"),
+            "{refused}"
+        );
     }
 }

@@ -222,6 +222,8 @@ async fn join_cluster(
             timing: herald_raft_timing(),
             default_replication_factor: settings.default_replication_factor,
             replica_lag_max: std::time::Duration::from_millis(settings.replica_lag_time_max_ms),
+            offsets_partitions: settings.offsets_partitions,
+            offsets_replication_factor: settings.offsets_replication_factor,
         };
         let cluster = Cluster::start(Arc::clone(broker), config)
             .await

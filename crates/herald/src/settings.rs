@@ -289,11 +289,15 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
         file.flow_control.as_ref(),
     )?;
     let (cluster, cluster_file) = crate::cluster_settings::cluster(
-        args.node_id,
-        args.cluster_listen.clone(),
-        args.cluster_nodes.clone(),
-        args.default_replication_factor,
-        args.replica_lag_time_max_ms,
+        crate::cluster_settings::ClusterFile {
+            node_id: args.node_id,
+            listen: args.cluster_listen.clone(),
+            nodes: args.cluster_nodes.clone().map(|list| vec![list]),
+            default_replication_factor: args.default_replication_factor,
+            replica_lag_time_max_ms: args.replica_lag_time_max_ms,
+            offsets_partitions: args.offsets_partitions,
+            offsets_replication_factor: args.offsets_replication_factor,
+        },
         file.cluster.as_ref(),
     )?;
     let (relay, relay_file) = crate::relay_settings::relay(

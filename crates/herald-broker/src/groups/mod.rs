@@ -21,6 +21,11 @@
 //! for every committed offset, waiting a bounded time for the answer.
 
 pub mod offsets_log;
+#[cfg(feature = "cluster")]
+pub(crate) mod replicated;
+mod routing;
+
+pub use routing::{CoordinatorLocation, Groups};
 
 use std::collections::{HashMap, VecDeque};
 use std::path::Path;
@@ -95,6 +100,10 @@ pub enum GroupReply {
     /// The service is stopped (or stopped before answering); clients see
     /// COORDINATOR_NOT_AVAILABLE and retry.
     Unavailable,
+    /// This node does not coordinate the group (in a cluster, the leader
+    /// of the group's offsets partition does); clients see NOT_COORDINATOR
+    /// and look the coordinator up again.
+    NotCoordinator,
 }
 
 /// Called once with the answer to a call, from the service's thread.
@@ -117,6 +126,10 @@ pub struct CommittedOffsetEntry {
 enum Command {
     Call(GroupCall, ReplyFn),
     Snapshot(mpsc::Sender<Vec<CommittedOffsetEntry>>),
+    /// What became of a batch handed to a replicated offsets partition,
+    /// reported in the order the batches were proposed.
+    #[cfg(feature = "cluster")]
+    Persisted(herald_group::AppendId, AppendResult),
     Stop,
 }
 
@@ -138,6 +151,27 @@ struct OffsetsPartition {
 /// requests takes no more memory than this many queued calls.
 pub const QUEUED_CALLS_MAX: usize = 1024;
 
+/// Where a service's records go, as the service (not its worker) sees it:
+/// for metrics and close.
+enum StoreView {
+    /// The node's own offsets partition (a single node).
+    Local(Arc<Mutex<OffsetsPartition>>),
+    /// One replica of a replicated offsets partition, which its Raft group
+    /// owns (the service neither flushes nor closes it).
+    #[cfg(feature = "cluster")]
+    Replicated(Arc<herald_raft::PartitionReplica>),
+}
+
+impl StoreView {
+    fn log(&self) -> Arc<Log> {
+        match self {
+            StoreView::Local(partition) => Arc::clone(&partition.lock().log),
+            #[cfg(feature = "cluster")]
+            StoreView::Replicated(replica) => Arc::clone(replica.log()),
+        }
+    }
+}
+
 /// The running coordinator; see the module documentation.
 pub struct GroupService {
     sender: Mutex<Option<mpsc::Sender<Command>>>,
@@ -145,13 +179,13 @@ pub struct GroupService {
     /// back for every call it takes off the queue.
     queue_slots: Arc<tokio::sync::Semaphore>,
     worker: Mutex<Option<JoinHandle<()>>>,
-    partition: Arc<Mutex<OffsetsPartition>>,
+    store: StoreView,
 }
 
 impl std::fmt::Debug for GroupService {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GroupService")
-            .field("log", &self.partition.lock().log.dir())
+            .field("log", &self.store.log().dir())
             .finish_non_exhaustive()
     }
 }
@@ -179,26 +213,48 @@ impl GroupService {
             earlier_flushes: FlushStatsSnapshot::default(),
         }));
         let (sender, receiver) = mpsc::channel();
-        let queue_slots = Arc::new(tokio::sync::Semaphore::new(QUEUED_CALLS_MAX));
-        let worker = Worker {
-            queue_slots: Arc::clone(&queue_slots),
-            coordinator,
+        let store = Persistence::Local(LocalStore {
             partition: Arc::clone(&partition),
             data_dir: data_dir.to_path_buf(),
             compact_min_bytes,
             compacted_bytes: log.size_bytes(),
+        });
+        Self::start(
+            coordinator,
+            store,
+            StoreView::Local(partition),
+            sender,
+            receiver,
+            data_dir,
+        )
+    }
+
+    /// Starts the worker over `coordinator` (its state replayed already).
+    fn start(
+        coordinator: GroupCoordinator,
+        store: Persistence,
+        view: StoreView,
+        sender: mpsc::Sender<Command>,
+        receiver: mpsc::Receiver<Command>,
+        dir: &Path,
+    ) -> Result<Self, BrokerError> {
+        let queue_slots = Arc::new(tokio::sync::Semaphore::new(QUEUED_CALLS_MAX));
+        let worker = Worker {
+            queue_slots: Arc::clone(&queue_slots),
+            coordinator,
+            store,
             pending: HashMap::new(),
             next_request: 0,
         };
         let handle = std::thread::Builder::new()
             .name("herald-groups".into())
             .spawn(move || worker.run(receiver))
-            .map_err(|e| BrokerError::io("spawn group coordinator thread", data_dir, e))?;
+            .map_err(|e| BrokerError::io("spawn group coordinator thread", dir, e))?;
         Ok(Self {
             sender: Mutex::new(Some(sender)),
             queue_slots,
             worker: Mutex::new(Some(handle)),
-            partition,
+            store: view,
         })
     }
 
@@ -246,20 +302,43 @@ impl GroupService {
     /// Flush counts and latencies of the offsets partition (fsynced on
     /// every append).
     pub fn offsets_log_flush_stats(&self) -> FlushStatsSnapshot {
-        let partition = self.partition.lock();
-        let mut stats = partition.earlier_flushes;
-        stats.merge(&partition.log.flush_stats());
-        stats
+        match &self.store {
+            StoreView::Local(partition) => {
+                let partition = partition.lock();
+                let mut stats = partition.earlier_flushes;
+                stats.merge(&partition.log.flush_stats());
+                stats
+            }
+            #[cfg(feature = "cluster")]
+            StoreView::Replicated(replica) => replica.log().flush_stats(),
+        }
     }
 
     /// Bytes of the offsets partition's files.
     pub fn offsets_log_size_bytes(&self) -> u64 {
-        self.partition.lock().log.size_bytes()
+        self.store.log().size_bytes()
     }
 
     /// Stops the worker (calls still held are answered
-    /// [`GroupReply::Unavailable`]) and closes the offsets partition.
+    /// [`GroupReply::Unavailable`]) and closes the node's own offsets
+    /// partition (a replicated one stays with its Raft group).
     pub fn close(&self) -> Result<(), BrokerError> {
+        self.stop_worker();
+        match &self.store {
+            StoreView::Local(partition) => {
+                let log = Arc::clone(&partition.lock().log);
+                log.close().map_err(|source| BrokerError::Log {
+                    topic: OFFSETS_TOPIC.to_owned(),
+                    partition: 0,
+                    source,
+                })
+            }
+            #[cfg(feature = "cluster")]
+            StoreView::Replicated(_) => Ok(()),
+        }
+    }
+
+    fn stop_worker(&self) {
         if let Some(sender) = self.sender.lock().take() {
             let _ = sender.send(Command::Stop);
         }
@@ -268,19 +347,21 @@ impl GroupService {
                 tracing::error!("group coordinator thread panicked");
             }
         }
-        let log = Arc::clone(&self.partition.lock().log);
-        log.close().map_err(|source| BrokerError::Log {
-            topic: OFFSETS_TOPIC.to_owned(),
-            partition: 0,
-            source,
-        })
     }
 }
 
-struct Worker {
-    coordinator: GroupCoordinator,
-    /// Free slots of the call queue (see [`GroupService::call`]).
-    queue_slots: Arc<tokio::sync::Semaphore>,
+/// Where the worker writes the coordinator's records.
+enum Persistence {
+    /// The node's own offsets partition, fsynced on every append.
+    Local(LocalStore),
+    /// A replicated offsets partition this node leads: a batch is
+    /// proposed to its Raft group and reported once committed.
+    #[cfg(feature = "cluster")]
+    Replicated(replicated::ReplicatedStore),
+}
+
+/// The node's own offsets partition and its compaction.
+struct LocalStore {
     /// The partition appended to, shared with the service for metrics and
     /// close (the worker alone replaces it).
     partition: Arc<Mutex<OffsetsPartition>>,
@@ -288,6 +369,13 @@ struct Worker {
     compact_min_bytes: u64,
     /// Size of the partition after the last compaction (or at open).
     compacted_bytes: u64,
+}
+
+struct Worker {
+    coordinator: GroupCoordinator,
+    /// Free slots of the call queue (see [`GroupService::call`]).
+    queue_slots: Arc<tokio::sync::Semaphore>,
+    store: Persistence,
     pending: HashMap<RequestId, ReplyFn>,
     next_request: u64,
 }
@@ -315,6 +403,11 @@ impl Worker {
                     self.compact_if_due();
                 }
                 Ok(Command::Snapshot(reply)) => self.snapshot(&reply),
+                #[cfg(feature = "cluster")]
+                Ok(Command::Persisted(append, result)) => {
+                    let outputs = self.coordinator.append_completed(now_ms(), append, result);
+                    self.act(outputs);
+                }
                 Err(RecvTimeoutError::Timeout) => {
                     let outputs = self.coordinator.tick(now_ms());
                     self.act(outputs);
@@ -398,38 +491,38 @@ impl Worker {
         self.act(outputs);
     }
 
-    /// The offsets partition in use.
-    fn log(&self) -> Arc<Log> {
-        Arc::clone(&self.partition.lock().log)
-    }
-
-    /// Rewrites the offsets partition as the coordinator's current state
-    /// once it has grown enough. Runs between calls, when every persisted
-    /// batch has been reported to the coordinator, so the snapshot holds
-    /// everything the partition does.
+    /// Rewrites the node's own offsets partition as the coordinator's
+    /// current state once it has grown enough. Runs between calls, when
+    /// every persisted batch has been reported to the coordinator, so the
+    /// snapshot holds everything the partition does. (A replicated offsets
+    /// partition is not rewritten: see `replicated`.)
+    #[cfg_attr(not(feature = "cluster"), allow(irrefutable_let_patterns))]
     fn compact_if_due(&mut self) {
-        let current = self.log();
+        let Persistence::Local(store) = &mut self.store else {
+            return;
+        };
+        let current = Arc::clone(&store.partition.lock().log);
         let size = current.size_bytes();
         if size
-            < self
+            < store
                 .compact_min_bytes
-                .max(self.compacted_bytes.saturating_mul(2))
+                .max(store.compacted_bytes.saturating_mul(2))
         {
             return;
         }
         let records = self.coordinator.snapshot_records();
         let started = std::time::Instant::now();
-        match offsets_log::compact(&self.data_dir, &current, &records, now_ms()) {
+        match offsets_log::compact(&store.data_dir, &current, &records, now_ms()) {
             Ok(log) => {
                 let log = Arc::new(log);
-                let mut partition = self.partition.lock();
+                let mut partition = store.partition.lock();
                 let replaced = current.flush_stats();
                 partition.earlier_flushes.merge(&replaced);
                 partition.log = Arc::clone(&log);
-                self.compacted_bytes = log.size_bytes();
+                store.compacted_bytes = log.size_bytes();
                 tracing::info!(
                     before_bytes = size,
-                    after_bytes = self.compacted_bytes,
+                    after_bytes = store.compacted_bytes,
                     records = records.len(),
                     elapsed_ms = started.elapsed().as_millis() as u64,
                     "offsets partition compacted"
@@ -437,9 +530,34 @@ impl Worker {
             }
             Err(e) => {
                 // Not again until the partition has doubled once more.
-                self.compacted_bytes = size;
+                store.compacted_bytes = size;
                 tracing::error!(error = %e, "compacting the offsets partition failed");
             }
+        }
+    }
+
+    /// Writes one batch of records: `Some` once its outcome is known, `None`
+    /// when it comes later as a `Command::Persisted`.
+    #[cfg_attr(not(feature = "cluster"), allow(unused_variables))]
+    fn persist(
+        &mut self,
+        append: herald_group::AppendId,
+        records: &[herald_group::Record],
+        now: i64,
+    ) -> Option<AppendResult> {
+        match &self.store {
+            Persistence::Local(store) => {
+                let log = Arc::clone(&store.partition.lock().log);
+                Some(match offsets_log::append(&log, records, now) {
+                    Ok(()) => AppendResult::Durable,
+                    Err(e) => {
+                        tracing::error!(error = %e, "persisting group records failed");
+                        AppendResult::Failed
+                    }
+                })
+            }
+            #[cfg(feature = "cluster")]
+            Persistence::Replicated(store) => store.persist(append, records, now),
         }
     }
 
@@ -451,14 +569,9 @@ impl Worker {
             let (request, reply) = match output {
                 Output::Persist { append, records } => {
                     let now = now_ms();
-                    let result = match offsets_log::append(&self.log(), &records, now) {
-                        Ok(()) => AppendResult::Durable,
-                        Err(e) => {
-                            tracing::error!(error = %e, "persisting group records failed");
-                            AppendResult::Failed
-                        }
-                    };
-                    queue.extend(self.coordinator.append_completed(now, append, result));
+                    if let Some(result) = self.persist(append, &records, now) {
+                        queue.extend(self.coordinator.append_completed(now, append, result));
+                    }
                     continue;
                 }
                 Output::Event(event) => {

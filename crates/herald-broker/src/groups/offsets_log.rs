@@ -154,22 +154,42 @@ fn exchange(a: &Path, b: &Path) -> Result<(), BrokerError> {
 /// `apply`. A batch or record that cannot be decoded stops the start: a
 /// coordinator that silently lost commits would be worse than one that does
 /// not start.
-pub(crate) fn replay(log: &Log, mut apply: impl FnMut(Record)) -> Result<u64, BrokerError> {
+pub(crate) fn replay(log: &Log, apply: impl FnMut(Record)) -> Result<u64, BrokerError> {
+    replay_until(log, u64::MAX, apply)
+}
+
+/// [`replay`] of the records below `visible_end` only (a replicated
+/// offsets partition's commit point). Control batches (Raft's own entries
+/// in a replicated partition) hold no records of the coordinator and are
+/// skipped.
+pub(crate) fn replay_until(
+    log: &Log,
+    visible_end: u64,
+    mut apply: impl FnMut(Record),
+) -> Result<u64, BrokerError> {
     let corrupt = |offset: u64, reason: String| BrokerError::CorruptMetadata {
         path: log.dir().to_path_buf(),
         reason: format!("offsets partition at offset {offset}: {reason}"),
     };
+    let end = log.high_watermark().min(visible_end);
     let mut offset = log.log_start_offset();
     let mut count = 0u64;
-    while offset < log.high_watermark() {
+    while offset < end {
         let slice = log
-            .read(offset, REPLAY_READ_BYTES)
+            .read_visible(offset, REPLAY_READ_BYTES, end)
             .map_err(|e| corrupt(offset, e.to_string()))?;
         if slice.next_offset <= offset {
             break;
         }
         for batch in batches(&slice.bytes) {
             let batch = batch.map_err(|e| corrupt(offset, e.to_string()))?;
+            let control = RecordBatch::new(batch)
+                .map_err(|e| corrupt(offset, e.to_string()))?
+                .header()
+                .is_control();
+            if control {
+                continue;
+            }
             for value in record_values(batch).map_err(|reason| corrupt(offset, reason))? {
                 let record =
                     Record::decode(value).map_err(|e| corrupt(offset, format!("record: {e}")))?;

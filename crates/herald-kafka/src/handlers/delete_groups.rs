@@ -45,14 +45,14 @@ pub async fn handle(
             })
             .collect(),
         other => {
-            unexpected_reply(ApiKey::DeleteGroups, &other);
+            let code = unexpected_reply(ApiKey::DeleteGroups, &other);
             request
                 .groups_names
                 .into_iter()
                 .map(|g| {
                     DeletableGroupResult::default()
                         .with_group_id(g)
-                        .with_error_code(error_code::group_unavailable())
+                        .with_error_code(code)
                 })
                 .collect()
         }

@@ -33,11 +33,11 @@ pub async fn handle(
         let described = match group_call(ctx, call, Wait::Short).await {
             GroupReply::DescribeGroup(d) => d,
             other => {
-                unexpected_reply(ApiKey::DescribeGroups, &other);
+                let code = unexpected_reply(ApiKey::DescribeGroups, &other);
                 groups.push(
                     DescribedGroup::default()
                         .with_group_id(group_id)
-                        .with_error_code(error_code::group_unavailable()),
+                        .with_error_code(code),
                 );
                 continue;
             }

@@ -1,5 +1,7 @@
-//! FindCoordinator: this broker coordinates every group. Single key in
-//! v0-3, a batch of keys in v4+.
+//! FindCoordinator: a single node coordinates every group; a cluster node
+//! names the leader of the group's offsets partition (COORDINATOR_NOT_AVAILABLE
+//! while it has none, and the client asks again). Single key in v0-3, a
+//! batch of keys in v4+.
 
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
@@ -10,6 +12,14 @@ use super::{group_allowed, wire_str, Context};
 use crate::error_code;
 use crate::session::Session;
 use herald_auth::Operation;
+use herald_broker::CoordinatorLocation;
+
+/// Where a coordinator is reached.
+struct Address {
+    node: BrokerId,
+    host: StrBytes,
+    port: i32,
+}
 
 /// `key_type` of a consumer group.
 const KEY_TYPE_GROUP: i8 = 0;
@@ -23,28 +33,29 @@ pub fn handle(
     request: FindCoordinatorRequest,
     version: i16,
 ) -> FindCoordinatorResponse {
-    let node = BrokerId(ctx.broker.node_id());
-    let host = wire_str(session.listener().advertised_host.clone());
-    let port = i32::from(session.listener().advertised_port);
     let refusal = refusal(request.key_type);
     if version >= 4 {
         let coordinators = request
             .coordinator_keys
             .into_iter()
             .map(|key| {
-                let refusal = refusal.or_else(|| denied(ctx, session, &key));
-                coordinator(key, refusal, node, &host, port)
+                let found = refusal
+                    .or_else(|| denied(ctx, session, &key))
+                    .map_or_else(|| locate(ctx, session, &key), Err);
+                coordinator(key, found)
             })
             .collect();
         return FindCoordinatorResponse::default().with_coordinators(coordinators);
     }
-    let refusal = refusal.or_else(|| denied(ctx, session, &request.key));
-    match refusal {
-        None => FindCoordinatorResponse::default()
-            .with_node_id(node)
-            .with_host(host)
-            .with_port(port),
-        Some((code, message)) => {
+    let found = refusal
+        .or_else(|| denied(ctx, session, &request.key))
+        .map_or_else(|| locate(ctx, session, &request.key), Err);
+    match found {
+        Ok(address) => FindCoordinatorResponse::default()
+            .with_node_id(address.node)
+            .with_host(address.host)
+            .with_port(address.port),
+        Err((code, message)) => {
             let response = FindCoordinatorResponse::default()
                 .with_error_code(code)
                 .with_node_id(BrokerId(-1))
@@ -58,20 +69,44 @@ pub fn handle(
     }
 }
 
-fn coordinator(
-    key: StrBytes,
-    refusal: Option<(i16, &str)>,
-    node: BrokerId,
-    host: &StrBytes,
-    port: i32,
-) -> Coordinator {
-    let found = Coordinator::default().with_key(key);
-    match refusal {
-        None => found
-            .with_node_id(node)
-            .with_host(host.clone())
-            .with_port(port),
-        Some((code, message)) => found
+/// The address of the coordinator of group `key`: this listener's when
+/// this node is it and not one of a cluster, else the node's as Metadata
+/// lists it.
+fn locate(ctx: &Context, session: &Session, key: &str) -> Result<Address, (i16, &'static str)> {
+    let unknown = (
+        error_code::code(ResponseError::CoordinatorNotAvailable),
+        "the group's coordinator is being elected",
+    );
+    let CoordinatorLocation::Node(id) = ctx.broker.groups().locate(key) else {
+        return Err(unknown);
+    };
+    let nodes = ctx.broker.nodes();
+    if nodes.is_empty() {
+        return Ok(Address {
+            node: BrokerId(id),
+            host: wire_str(session.listener().advertised_host.clone()),
+            port: i32::from(session.listener().advertised_port),
+        });
+    }
+    nodes
+        .into_iter()
+        .find(|n| n.id == id)
+        .map(|n| Address {
+            node: BrokerId(id),
+            host: wire_str(n.host),
+            port: i32::from(n.port),
+        })
+        .ok_or(unknown)
+}
+
+fn coordinator(key: StrBytes, found: Result<Address, (i16, &str)>) -> Coordinator {
+    let coordinator = Coordinator::default().with_key(key);
+    match found {
+        Ok(address) => coordinator
+            .with_node_id(address.node)
+            .with_host(address.host)
+            .with_port(address.port),
+        Err((code, message)) => coordinator
             .with_error_code(code)
             .with_error_message(Some(wire_str(message)))
             .with_node_id(BrokerId(-1))

@@ -17,10 +17,7 @@ pub async fn handle(ctx: &Context, request: HeartbeatRequest, _version: i16) -> 
     });
     let code = match group_call(ctx, call, Wait::Short).await {
         GroupReply::Heartbeat(error) => error_code::group(error),
-        other => {
-            unexpected_reply(ApiKey::Heartbeat, &other);
-            error_code::group_unavailable()
-        }
+        other => unexpected_reply(ApiKey::Heartbeat, &other),
     };
     HeartbeatResponse::default().with_error_code(code)
 }

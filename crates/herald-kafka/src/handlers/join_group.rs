@@ -69,9 +69,9 @@ pub async fn handle(
                     .collect(),
             ),
         other => {
-            unexpected_reply(ApiKey::JoinGroup, &other);
+            let code = unexpected_reply(ApiKey::JoinGroup, &other);
             JoinGroupResponse::default()
-                .with_error_code(error_code::group_unavailable())
+                .with_error_code(code)
                 .with_generation_id(-1)
         }
     }

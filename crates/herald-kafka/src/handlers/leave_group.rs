@@ -33,8 +33,8 @@ pub async fn handle(ctx: &Context, request: LeaveGroupRequest, version: i16) -> 
     let r = match group_call(ctx, call, Wait::Short).await {
         GroupReply::LeaveGroup(r) => r,
         other => {
-            unexpected_reply(ApiKey::LeaveGroup, &other);
-            return LeaveGroupResponse::default().with_error_code(error_code::group_unavailable());
+            let code = unexpected_reply(ApiKey::LeaveGroup, &other);
+            return LeaveGroupResponse::default().with_error_code(code);
         }
     };
     if version <= 2 {

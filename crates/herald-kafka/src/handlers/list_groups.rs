@@ -9,7 +9,6 @@ use kafka_protocol::messages::{ApiKey, GroupId, ListGroupsRequest, ListGroupsRes
 use super::{
     cluster_allowed, group_allowed, group_call, unexpected_reply, wire_str, Context, Wait,
 };
-use crate::error_code;
 use crate::session::Session;
 use herald_auth::Operation;
 
@@ -65,8 +64,8 @@ pub async fn handle(
                 .collect(),
         ),
         other => {
-            unexpected_reply(ApiKey::ListGroups, &other);
-            ListGroupsResponse::default().with_error_code(error_code::group_unavailable())
+            let code = unexpected_reply(ApiKey::ListGroups, &other);
+            ListGroupsResponse::default().with_error_code(code)
         }
     }
 }

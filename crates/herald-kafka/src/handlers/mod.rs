@@ -245,15 +245,23 @@ pub(crate) async fn group_call(ctx: &Context, call: GroupCall, wait: Wait) -> Gr
     }
 }
 
-/// A reply of the wrong kind (a bug) or [`GroupReply::Unavailable`]: logged
-/// when it is a bug; the caller answers COORDINATOR_NOT_AVAILABLE.
-pub(crate) fn unexpected_reply(api: ApiKey, reply: &GroupReply) {
-    if !matches!(reply, GroupReply::Unavailable) {
-        tracing::error!(
-            ?api,
-            ?reply,
-            "group coordinator answered with the wrong kind of reply"
-        );
+/// The error code for a reply that is not the answer asked for:
+/// NOT_COORDINATOR when another node coordinates the group (the client
+/// looks the coordinator up again), else COORDINATOR_NOT_AVAILABLE (the
+/// coordinator stopped; the client retries). A reply of the wrong kind is
+/// a bug, and logged.
+pub(crate) fn unexpected_reply(api: ApiKey, reply: &GroupReply) -> i16 {
+    match reply {
+        GroupReply::NotCoordinator => herald_group::ErrorCode::NotCoordinator.code(),
+        GroupReply::Unavailable => crate::error_code::group_unavailable(),
+        other => {
+            tracing::error!(
+                ?api,
+                reply = ?other,
+                "group coordinator answered with the wrong kind of reply"
+            );
+            crate::error_code::group_unavailable()
+        }
     }
 }
 

@@ -65,6 +65,7 @@ pub async fn handle(
         }
         decided.push(codes);
     }
+    let mut failed = error_code::group_unavailable();
     let mut results = if partitions.is_empty() {
         Vec::new()
     } else {
@@ -82,7 +83,7 @@ pub async fn handle(
                 .map(|p| error_code::group(p.error))
                 .collect(),
             other => {
-                unexpected_reply(ApiKey::OffsetCommit, &other);
+                failed = unexpected_reply(ApiKey::OffsetCommit, &other);
                 Vec::new()
             }
         }
@@ -98,9 +99,7 @@ pub async fn handle(
                 .iter()
                 .zip(codes)
                 .map(|(p, code)| {
-                    let code = code
-                        .or_else(|| results.next())
-                        .unwrap_or_else(error_code::group_unavailable);
+                    let code = code.or_else(|| results.next()).unwrap_or(failed);
                     OffsetCommitResponsePartition::default()
                         .with_partition_index(p.partition_index)
                         .with_error_code(code)

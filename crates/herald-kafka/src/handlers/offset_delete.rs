@@ -40,9 +40,8 @@ pub async fn handle(
     let r = match group_call(ctx, call, Wait::Short).await {
         GroupReply::OffsetDelete(r) => r,
         other => {
-            unexpected_reply(ApiKey::OffsetDelete, &other);
-            return OffsetDeleteResponse::default()
-                .with_error_code(error_code::group_unavailable());
+            let code = unexpected_reply(ApiKey::OffsetDelete, &other);
+            return OffsetDeleteResponse::default().with_error_code(code);
         }
     };
     let mut topics: Vec<OffsetDeleteResponseTopic> = topics_denied

@@ -166,10 +166,7 @@ async fn fetch(
     });
     let (error, mut found) = match group_call(ctx, call, Wait::Short).await {
         GroupReply::OffsetFetch(r) => (error_code::group(r.error), r.partitions),
-        other => {
-            unexpected_reply(ApiKey::OffsetFetch, &other);
-            (error_code::group_unavailable(), Vec::new())
-        }
+        other => (unexpected_reply(ApiKey::OffsetFetch, &other), Vec::new()),
     };
     if named {
         found.extend(denied.iter().map(|tp| OffsetFetchPartition {

@@ -33,8 +33,8 @@ pub async fn handle(ctx: &Context, request: SyncGroupRequest, _version: i16) -> 
             .with_protocol_name(r.protocol_name.map(wire_str))
             .with_assignment(r.assignment),
         other => {
-            unexpected_reply(ApiKey::SyncGroup, &other);
-            SyncGroupResponse::default().with_error_code(error_code::group_unavailable())
+            let code = unexpected_reply(ApiKey::SyncGroup, &other);
+            SyncGroupResponse::default().with_error_code(code)
         }
     }
 }
