@@ -351,3 +351,53 @@ def test_a_stopped_follower_leaves_the_in_sync_replicas_and_returns_once_caught_
     wait_in_sync(nodes, topic, [1, 2, 3])
     assert partition_gauge(leader, "under_replicated", topic) == 0
     assert partition_gauge(leader, "in_sync_replicas", topic) == 3
+
+
+def test_added_partitions_and_changed_configs_reach_every_node(cluster):
+    from confluent_kafka.admin import ConfigResource, NewPartitions, ResourceType
+
+    nodes = cluster
+    boot = bootstrap(nodes)
+    admin = AdminClient({"bootstrap.servers": boot})
+    topic = "growing"
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=2)])[topic].result(30)
+    leaders(admin, topic)
+
+    # Grown through the metadata log: every node lists the new partitions,
+    # each with a leader and the topic's replication factor.
+    admin.create_partitions([NewPartitions(topic, 3)])[topic].result(30)
+    for node in nodes:
+        led, md = leaders(AdminClient({"bootstrap.servers": node.bootstrap}), topic)
+        assert sorted(led) == [0, 1, 2], f"node {node.node_id} sees partitions {sorted(led)}"
+        assert all(len(p.replicas) == 2 for p in md.topics[topic].partitions.values())
+    with pytest.raises(KafkaException) as refused:
+        admin.create_partitions([NewPartitions(topic, 2)])[topic].result(30)
+    assert "INVALID_PARTITIONS" in str(refused.value)
+
+    # The new partitions take writes and serve them back.
+    producer = Producer({"bootstrap.servers": boot, "acks": "all"})
+    for p in range(3):
+        for i in range(10):
+            producer.produce(topic, value=b"p%d-%d" % (p, i), partition=p)
+    assert producer.flush(60) == 0
+    seen = consume_all(boot, topic, 3, 30)
+    assert {part for (part, _) in seen.values()} == {0, 1, 2} and len(seen) == 30
+
+    # A config change reaches every node, and every replica enforces it.
+    resource = ConfigResource(ResourceType.TOPIC, topic, set_config={"max.message.bytes": "2048"})
+    admin.alter_configs([resource])[resource].result(30)
+    for node in nodes:
+        node_admin = AdminClient({"bootstrap.servers": node.bootstrap})
+        deadline = time.monotonic() + 10
+        while True:
+            described = node_admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)])
+            value = next(iter(described.values())).result(30)["max.message.bytes"].value
+            if value == "2048":
+                break
+            assert time.monotonic() < deadline, f"node {node.node_id} still has {value}"
+            time.sleep(0.2)
+    big = Producer({"bootstrap.servers": boot, "acks": "all", "compression.type": "none"})
+    errors = []
+    big.produce(topic, value=b"x" * 4096, partition=2, callback=lambda err, _m: errors.append(err))
+    big.flush(30)
+    assert errors and errors[0] is not None and "MSG_SIZE_TOO_LARGE" in str(errors[0]), errors

@@ -474,32 +474,12 @@ impl Broker {
         validate_only: bool,
     ) -> Result<(), BrokerError> {
         if self.clustered() {
-            return Err(BrokerError::NotInCluster("adding partitions"));
+            return Err(BrokerError::NotInCluster(
+                "adding partitions other than through the cluster's metadata",
+            ));
         }
         let mut admin = self.admin.lock();
-        let Some(record) = admin.metadata.topics.get(name).cloned() else {
-            return Err(BrokerError::UnknownTopic {
-                name: name.to_owned(),
-            });
-        };
-        check_partition_count(name, total)?;
-        if total <= record.partitions {
-            return Err(BrokerError::InvalidPartitions {
-                topic: name.to_owned(),
-                requested: total.into(),
-                reason: format!(
-                    "the topic already has {} partitions; the count can only grow",
-                    record.partitions
-                ),
-            });
-        }
-        tenant_caps::check_partitions(
-            &admin.metadata.security,
-            &admin.metadata.quotas,
-            name,
-            (total - record.partitions).into(),
-            partition_counts(&admin.metadata),
-        )?;
+        let record = self.check_partition_growth(&admin, name, total)?;
         let Some(topic) = self.topic(name) else {
             return Err(BrokerError::UnknownTopic {
                 name: name.to_owned(),
@@ -530,6 +510,85 @@ impl Broker {
         Ok(())
     }
 
+    /// The record of topic `name` if it may grow to `total` partitions
+    /// (more than it has, within the limits and its tenant's caps).
+    #[cfg(feature = "cluster")]
+    pub(crate) fn topic_growth(&self, name: &str, total: u32) -> Result<TopicRecord, BrokerError> {
+        let admin = self.admin.lock();
+        self.check_partition_growth(&admin, name, total)
+    }
+
+    fn check_partition_growth(
+        &self,
+        admin: &AdminState,
+        name: &str,
+        total: u32,
+    ) -> Result<TopicRecord, BrokerError> {
+        let Some(record) = admin.metadata.topics.get(name).cloned() else {
+            return Err(BrokerError::UnknownTopic {
+                name: name.to_owned(),
+            });
+        };
+        check_partition_count(name, total)?;
+        if total <= record.partitions {
+            return Err(BrokerError::InvalidPartitions {
+                topic: name.to_owned(),
+                requested: total.into(),
+                reason: format!(
+                    "the topic already has {} partitions; the count can only grow",
+                    record.partitions
+                ),
+            });
+        }
+        tenant_caps::check_partitions(
+            &admin.metadata.security,
+            &admin.metadata.quotas,
+            name,
+            (total - record.partitions).into(),
+            partition_counts(&admin.metadata),
+        )?;
+        Ok(record)
+    }
+
+    /// Adds partitions to a topic of the cluster, as its metadata log
+    /// decided: `assignments` are the new partitions' replicas, from the
+    /// topic's current count on, and `partitions` this node's view of them.
+    #[cfg(feature = "cluster")]
+    pub(crate) fn add_replicated_partitions(
+        &self,
+        name: &str,
+        id: Uuid,
+        assignments: Vec<crate::metadata_store::ReplicaAssignment>,
+        partitions: Vec<Arc<crate::partition::Partition>>,
+    ) -> Result<u32, BrokerError> {
+        let mut admin = self.admin.lock();
+        let unknown = || BrokerError::UnknownTopic {
+            name: name.to_owned(),
+        };
+        let record = admin
+            .metadata
+            .topics
+            .get(name)
+            .filter(|r| r.id == id)
+            .ok_or_else(unknown)?;
+        let topic = self.topic(name).ok_or_else(unknown)?;
+        let total = record.partitions + assignments.len() as u32;
+        let mut next = admin.metadata.clone();
+        if let Some(r) = next.topics.get_mut(name) {
+            r.partitions = total;
+            r.replicas.get_or_insert_with(Vec::new).extend(assignments);
+        }
+        admin.store.save(&next)?;
+        admin.metadata = next;
+        topic.add_partitions(partitions);
+        tracing::info!(
+            topic = name,
+            partitions = total,
+            "replicated partitions added"
+        );
+        Ok(total)
+    }
+
     /// Applies config changes to a topic. With `replace_all`, every override
     /// not set by `changes` is removed (Kafka's non-incremental AlterConfigs).
     pub fn alter_topic_config(
@@ -540,12 +599,41 @@ impl Broker {
         validate_only: bool,
     ) -> Result<(), BrokerError> {
         if self.clustered() {
-            return Err(BrokerError::NotInCluster("changing a topic's configs"));
+            return Err(BrokerError::NotInCluster(
+                "changing a topic's configs other than through the cluster's metadata",
+            ));
         }
         let mut admin = self.admin.lock();
         let topic = self.topic(name).ok_or_else(|| BrokerError::UnknownTopic {
             name: name.to_owned(),
         })?;
+        let config = self.altered_config(&topic, changes, replace_all)?;
+        if validate_only {
+            return Ok(());
+        }
+        self.apply_topic_config(&mut admin, name, &topic, config)
+    }
+
+    /// The config topic `name` would have after `changes` (with
+    /// `replace_all`, only those), checked, but not applied.
+    pub fn altered_topic_config(
+        &self,
+        name: &str,
+        changes: &[ConfigChange],
+        replace_all: bool,
+    ) -> Result<TopicConfig, BrokerError> {
+        let topic = self.topic(name).ok_or_else(|| BrokerError::UnknownTopic {
+            name: name.to_owned(),
+        })?;
+        self.altered_config(&topic, changes, replace_all)
+    }
+
+    fn altered_config(
+        &self,
+        topic: &Topic,
+        changes: &[ConfigChange],
+        replace_all: bool,
+    ) -> Result<TopicConfig, BrokerError> {
         let defaults = &self.config.log_defaults;
         let mut config = if replace_all {
             topic.config().without_overrides()
@@ -558,10 +646,44 @@ impl Broker {
                 ConfigChange::Delete { key } => config.with(key, None, defaults)?,
             };
         }
-        let log_config = config.log_config(defaults)?;
-        if validate_only {
-            return Ok(());
-        }
+        config.log_config(defaults)?;
+        Ok(config)
+    }
+
+    /// Gives a topic of the cluster the config overrides its metadata log
+    /// decided (the topic's namespace's settings still inherited).
+    #[cfg(feature = "cluster")]
+    pub(crate) fn set_replicated_topic_config(
+        &self,
+        name: &str,
+        id: Uuid,
+        overrides: &BTreeMap<String, String>,
+    ) -> Result<(), BrokerError> {
+        let mut admin = self.admin.lock();
+        let topic =
+            self.topic(name)
+                .filter(|t| t.id() == id)
+                .ok_or_else(|| BrokerError::UnknownTopic {
+                    name: name.to_owned(),
+                })?;
+        let config = TopicConfig::from_pairs(
+            overrides.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+            &self.config.log_defaults,
+        )?
+        .inheriting(inherited_configs(&admin.metadata.security, name));
+        self.apply_topic_config(&mut admin, name, &topic, config)
+    }
+
+    /// Makes `config` topic `name`'s: durably in the metadata document,
+    /// then in its partitions' logs and the registry.
+    fn apply_topic_config(
+        &self,
+        admin: &mut AdminState,
+        name: &str,
+        topic: &Topic,
+        config: TopicConfig,
+    ) -> Result<(), BrokerError> {
+        let log_config = config.log_config(&self.config.log_defaults)?;
         let mut next = admin.metadata.clone();
         if let Some(r) = next.topics.get_mut(name) {
             r.configs = config.overrides().clone();

@@ -18,10 +18,9 @@
 //! partitions, once, whose leaders coordinate the consumer groups (see
 //! `offset_shards`).
 //!
-//! What the metadata log carries so far: topic creation and deletion, the
-//! offsets partitions, and leader and in-sync announcements. Adding partitions and config changes are refused
-//! in a cluster until they are replicated too; ACLs and quotas stay
-//! node-local.
+//! What the metadata log carries so far: topic creation, growth, config
+//! changes and deletion, the offsets partitions, and leader and in-sync
+//! announcements. ACLs and quotas stay node-local.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -135,6 +134,31 @@ enum Command {
         /// Its id (a topic of the same name created since is kept).
         id: Uuid,
     },
+    /// Partitions added to a topic.
+    AddPartitions {
+        /// Names the proposer's wait (not part of the state).
+        request: u128,
+        /// The topic.
+        name: String,
+        /// Its id.
+        id: Uuid,
+        /// The partition count the proposer saw: applied only if the topic
+        /// still has it, so two concurrent growths cannot both apply.
+        from: u32,
+        /// The new partitions' Raft groups and replicas, in order.
+        replicas: Vec<ReplicaAssignment>,
+    },
+    /// A topic's config overrides replaced.
+    AlterTopicConfig {
+        /// Names the proposer's wait (not part of the state).
+        request: u128,
+        /// The topic.
+        name: String,
+        /// Its id.
+        id: Uuid,
+        /// Every override the topic has from now on.
+        configs: BTreeMap<String, String>,
+    },
     /// A replica became its group's leader.
     LeaderChange {
         /// The group.
@@ -172,6 +196,8 @@ enum Applied {
     Deleted(Uuid),
     /// The offsets partitions exist (created by this command or earlier).
     OffsetsCreated,
+    /// A topic's partitions added (its new count) or config changed.
+    Altered,
 }
 
 /// This node's membership of a cluster.
@@ -526,9 +552,11 @@ impl Cluster {
             .await?
         {
             Applied::Created(summary) => Ok(summary),
-            Applied::Deleted(_) | Applied::OffsetsCreated => Err(BrokerError::ClusterUnavailable(
-                "a creation was answered as something else".to_owned(),
-            )),
+            Applied::Deleted(_) | Applied::OffsetsCreated | Applied::Altered => {
+                Err(BrokerError::ClusterUnavailable(
+                    "a creation was answered as something else".to_owned(),
+                ))
+            }
         }
     }
 
@@ -548,10 +576,87 @@ impl Cluster {
         };
         match self.propose_and_wait(request, command).await? {
             Applied::Deleted(id) => Ok(id),
-            Applied::Created(_) | Applied::OffsetsCreated => Err(BrokerError::ClusterUnavailable(
-                "a deletion was answered as something else".to_owned(),
-            )),
+            Applied::Created(_) | Applied::OffsetsCreated | Applied::Altered => {
+                Err(BrokerError::ClusterUnavailable(
+                    "a deletion was answered as something else".to_owned(),
+                ))
+            }
         }
+    }
+
+    /// Grows topic `name` to `total` partitions through the metadata log,
+    /// each new partition with as many replicas as the topic's first
+    /// (Kafka keeps a topic's replication factor too); answers once this
+    /// node has applied it.
+    pub async fn create_partitions(
+        &self,
+        broker: &Broker,
+        name: &str,
+        total: u32,
+        validate_only: bool,
+    ) -> Result<(), BrokerError> {
+        let record = broker.topic_growth(name, total)?;
+        if validate_only {
+            return Ok(());
+        }
+        let nodes: Vec<u64> = self.config.nodes.keys().copied().collect();
+        let factor = record
+            .replicas
+            .as_ref()
+            .and_then(|r| r.first())
+            .map_or(1, |a| a.nodes.len())
+            .clamp(1, nodes.len().max(1));
+        let first = random_u64()? as usize;
+        let replicas = (record.partitions..total)
+            .map(|p| {
+                Ok(ReplicaAssignment {
+                    group: random_u64()?.max(1),
+                    nodes: (0..factor)
+                        .map(|i| nodes[(first + p as usize + i) % nodes.len()])
+                        .collect(),
+                })
+            })
+            .collect::<Result<Vec<_>, BrokerError>>()?;
+        let request = Uuid::new_v4().as_u128();
+        let command = Command::AddPartitions {
+            request,
+            name: name.to_owned(),
+            id: record.id,
+            from: record.partitions,
+            replicas,
+        };
+        self.propose_and_wait(request, command).await.map(|_| ())
+    }
+
+    /// Applies config `changes` to topic `name` through the metadata log
+    /// (checked here first, as on a single node); answers once this node
+    /// has applied them.
+    pub async fn alter_topic_config(
+        &self,
+        broker: &Broker,
+        name: &str,
+        changes: &[crate::ConfigChange],
+        replace_all: bool,
+        validate_only: bool,
+    ) -> Result<(), BrokerError> {
+        let config = broker.altered_topic_config(name, changes, replace_all)?;
+        if validate_only {
+            return Ok(());
+        }
+        let id = broker
+            .topic(name)
+            .ok_or_else(|| BrokerError::UnknownTopic {
+                name: name.to_owned(),
+            })?
+            .id();
+        let request = Uuid::new_v4().as_u128();
+        let command = Command::AlterTopicConfig {
+            request,
+            name: name.to_owned(),
+            id,
+            configs: config.overrides().clone(),
+        };
+        self.propose_and_wait(request, command).await.map(|_| ())
     }
 
     async fn propose_and_wait(
@@ -614,6 +719,35 @@ impl Cluster {
                     let _ = waiter.send(result.map(|()| Applied::Deleted(id)));
                 }
             }
+            Command::AddPartitions {
+                request,
+                name,
+                id,
+                from,
+                replicas,
+            } => {
+                let result = self.add_partitions(broker, &name, id, from, replicas).await;
+                if let Err(e) = &result {
+                    tracing::warn!(topic = name, error = %e, "replicated partitions could not be added");
+                }
+                if let Some(waiter) = self.waiting.lock().remove(&request) {
+                    let _ = waiter.send(result.map(|_| Applied::Altered));
+                }
+            }
+            Command::AlterTopicConfig {
+                request,
+                name,
+                id,
+                configs,
+            } => {
+                let result = broker.set_replicated_topic_config(&name, id, &configs);
+                if let Err(e) = &result {
+                    tracing::warn!(topic = name, error = %e, "a replicated topic config could not be applied");
+                }
+                if let Some(waiter) = self.waiting.lock().remove(&request) {
+                    let _ = waiter.send(result.map(|()| Applied::Altered));
+                }
+            }
             Command::CreateOffsets {
                 request,
                 partitions,
@@ -655,69 +789,130 @@ impl Cluster {
             &broker.config().log_defaults,
         )?;
         let log_config = without_retention(config.log_config(&broker.config().log_defaults)?);
-        let data_dir = broker.config().data_dir.clone();
-        let me = self.config.node_id;
         let mut partitions = Vec::with_capacity(assignments.len());
         for (index, assignment) in assignments.iter().enumerate() {
-            let index = index as u32;
-            let set = ReplicaSet {
-                group: assignment.group,
-                nodes: assignment.nodes.clone(),
-                hints: Arc::clone(&self.hints),
-                forwarder: Arc::clone(&self.forwarder),
-            };
-            let snapshot = crate::producer_snapshot::path(&data_dir, record.id, index);
-            if !assignment.nodes.contains(&me) {
-                partitions.push(Arc::new(Partition::elsewhere(
-                    index,
-                    set,
-                    snapshot,
-                    log_config.max_batch_bytes as usize,
-                )));
-                continue;
-            }
-            let dir: PathBuf = partition_dir(&data_dir, &record.name, index);
-            // Kept at apply time, on every replica (see
-            // `replicated_producers`).
-            let producers = Arc::new(ProducerStates::new(
-                HashMap::new(),
-                broker.config().producers_per_partition_max,
-            ));
-            let in_flight = Arc::new(InFlight::default());
-            let hook = apply_hook(Arc::clone(&producers), Arc::clone(&in_flight));
-            let replica = PartitionReplica::open_with_hook(
-                me,
-                assignment.group,
-                &dir,
-                log_config.clone(),
-                self.config.timing,
-                &self.router,
-                Some(hook),
-            )
-            .await
-            .map_err(|e| BrokerError::ClusterUnavailable(e.to_string()))?;
-            if assignment.nodes.first() == Some(&me) {
-                let members = raft_members(&assignment.nodes, &self.config.nodes);
-                if let Err(e) = replica.raft().initialize(members).await {
-                    tracing::debug!(group = assignment.group, error = %e, "partition group already initialized");
-                }
-            }
-            let replica = Arc::new(replica);
-            self.announce_leadership(
-                assignment.group,
-                Arc::clone(&replica),
-                assignment.nodes.clone(),
+            partitions.push(
+                self.open_partition(
+                    broker,
+                    &record.name,
+                    record.id,
+                    index as u32,
+                    assignment,
+                    &log_config,
+                )
+                .await?,
             );
-            partitions.push(Arc::new(Partition::replicated(
-                index,
-                RaftStorage::new(replica),
-                set,
-                snapshot,
-                producers,
-                in_flight,
-            )));
         }
         broker.install_replicated_topic(record, partitions)
+    }
+
+    /// Opens this node's view of partition `index` of topic `name`: its
+    /// replica (the first replica initializing the group's membership) if
+    /// this node holds one, else a partition held elsewhere.
+    async fn open_partition(
+        self: &Arc<Self>,
+        broker: &Broker,
+        name: &str,
+        id: Uuid,
+        index: u32,
+        assignment: &ReplicaAssignment,
+        log_config: &LogConfig,
+    ) -> Result<Arc<Partition>, BrokerError> {
+        let data_dir = &broker.config().data_dir;
+        let me = self.config.node_id;
+        let set = ReplicaSet {
+            group: assignment.group,
+            nodes: assignment.nodes.clone(),
+            hints: Arc::clone(&self.hints),
+            forwarder: Arc::clone(&self.forwarder),
+        };
+        let snapshot = crate::producer_snapshot::path(data_dir, id, index);
+        if !assignment.nodes.contains(&me) {
+            return Ok(Arc::new(Partition::elsewhere(
+                index,
+                set,
+                snapshot,
+                log_config.max_batch_bytes as usize,
+            )));
+        }
+        let dir: PathBuf = partition_dir(data_dir, name, index);
+        // Kept at apply time, on every replica (see
+        // `replicated_producers`).
+        let producers = Arc::new(ProducerStates::new(
+            HashMap::new(),
+            broker.config().producers_per_partition_max,
+        ));
+        let in_flight = Arc::new(InFlight::default());
+        let hook = apply_hook(Arc::clone(&producers), Arc::clone(&in_flight));
+        let replica = PartitionReplica::open_with_hook(
+            me,
+            assignment.group,
+            &dir,
+            log_config.clone(),
+            self.config.timing,
+            &self.router,
+            Some(hook),
+        )
+        .await
+        .map_err(|e| BrokerError::ClusterUnavailable(e.to_string()))?;
+        if assignment.nodes.first() == Some(&me) {
+            let members = raft_members(&assignment.nodes, &self.config.nodes);
+            if let Err(e) = replica.raft().initialize(members).await {
+                tracing::debug!(group = assignment.group, error = %e, "partition group already initialized");
+            }
+        }
+        let replica = Arc::new(replica);
+        self.announce_leadership(
+            assignment.group,
+            Arc::clone(&replica),
+            assignment.nodes.clone(),
+        );
+        Ok(Arc::new(Partition::replicated(
+            index,
+            RaftStorage::new(replica),
+            set,
+            snapshot,
+            producers,
+            in_flight,
+        )))
+    }
+
+    /// Adds the partitions an `AddPartitions` command names, if topic
+    /// `name` (of id `id`) still has `from` partitions.
+    async fn add_partitions(
+        self: &Arc<Self>,
+        broker: &Arc<Broker>,
+        name: &str,
+        id: Uuid,
+        from: u32,
+        replicas: Vec<ReplicaAssignment>,
+    ) -> Result<u32, BrokerError> {
+        let topic = broker.topic(name).filter(|t| t.id() == id).ok_or_else(|| {
+            BrokerError::UnknownTopic {
+                name: name.to_owned(),
+            }
+        })?;
+        if topic.partition_count() != from {
+            return Err(BrokerError::InvalidPartitions {
+                topic: name.to_owned(),
+                requested: (from as usize + replicas.len()) as i64,
+                reason: format!(
+                    "the topic has {} partitions now, not the {from} this change was made for",
+                    topic.partition_count()
+                ),
+            });
+        }
+        let log_config =
+            without_retention(topic.config().log_config(&broker.config().log_defaults)?);
+        let mut partitions = Vec::with_capacity(replicas.len());
+        for (offset, assignment) in replicas.iter().enumerate() {
+            let index = from + offset as u32;
+            partitions.push(
+                self.open_partition(broker, name, id, index, assignment, &log_config)
+                    .await?,
+            );
+        }
+        broker.add_replicated_partitions(name, id, replicas, partitions)
     }
 
     /// Removes a topic here: out of the registry, its replicas stopped

@@ -238,11 +238,11 @@ registry! {
     DescribeConfigs(DescribeConfigsRequest), versions 1..=4, schema describe_configs,
         |call, request| call.respond(&describe_configs::handle(call.ctx, call.session, request, call.version));
     AlterConfigs(AlterConfigsRequest), versions 0..=2, schema alter_configs,
-        |call, request| call.respond(&alter_configs::handle(call.ctx, call.session, request, call.version));
+        |call, request| call.respond(&alter_configs::handle(call.ctx, call.session, request, call.version).await);
     CreatePartitions(CreatePartitionsRequest), versions 0..=3, schema create_partitions,
-        |call, request| call.respond(&create_partitions::handle(call.ctx, call.session, request, call.version, call.client_id()));
+        |call, request| call.respond(&create_partitions::handle(call.ctx, call.session, request, call.version, call.client_id()).await);
     IncrementalAlterConfigs(IncrementalAlterConfigsRequest), versions 0..=1, schema incremental_alter_configs,
-        |call, request| call.respond(&incremental_alter_configs::handle(call.ctx, call.session, request, call.version));
+        |call, request| call.respond(&incremental_alter_configs::handle(call.ctx, call.session, request, call.version).await);
     DescribeCluster(DescribeClusterRequest), versions 0..=2, schema describe_cluster,
         |call, request| call.respond(&describe_cluster::handle(call.ctx, call.session, request, call.version));
     // The classic consumer-group protocol.

@@ -13,16 +13,15 @@ use crate::error_code;
 use crate::session::Session;
 
 /// Answers an AlterConfigs request.
-pub fn handle(
+pub async fn handle(
     ctx: &Context,
     session: &Session,
     request: AlterConfigsRequest,
     _version: i16,
 ) -> AlterConfigsResponse {
-    let responses = request
-        .resources
-        .into_iter()
-        .map(|r| {
+    let mut responses = Vec::with_capacity(request.resources.len());
+    for r in request.resources {
+        responses.push({
             let response = AlterConfigsResourceResponse::default()
                 .with_resource_type(r.resource_type)
                 .with_resource_name(r.resource_name.clone());
@@ -42,12 +41,15 @@ pub fn handle(
                             })
                         })
                         .collect();
-                    match ctx.broker.alter_topic_config(
+                    match super::alter_topic_config(
+                        ctx,
                         &r.resource_name,
                         &changes,
                         true,
                         request.validate_only,
-                    ) {
+                    )
+                    .await
+                    {
                         Ok(()) => (error_code::NONE, None),
                         Err(e) => (error_code::broker(&e), Some(e.to_string())),
                     }
@@ -64,8 +66,8 @@ pub fn handle(
             response
                 .with_error_code(code)
                 .with_error_message(message.map(wire_str))
-        })
-        .collect();
+        });
+    }
     AlterConfigsResponse::default().with_responses(responses)
 }
 

@@ -17,16 +17,15 @@ const OP_SET: i8 = 0;
 const OP_DELETE: i8 = 1;
 
 /// Answers an IncrementalAlterConfigs request.
-pub fn handle(
+pub async fn handle(
     ctx: &Context,
     session: &Session,
     request: IncrementalAlterConfigsRequest,
     _version: i16,
 ) -> IncrementalAlterConfigsResponse {
-    let responses = request
-        .resources
-        .into_iter()
-        .map(|r| {
+    let mut responses = Vec::with_capacity(request.resources.len());
+    for r in request.resources {
+        responses.push({
             let response = AlterConfigsResourceResponse::default()
                 .with_resource_type(r.resource_type)
                 .with_resource_name(r.resource_name.clone());
@@ -36,12 +35,15 @@ pub fn handle(
                 (Some(refused), _) => refused,
                 (None, RESOURCE_TOPIC) => match changes(&r.configs) {
                     Ok(changes) => {
-                        match ctx.broker.alter_topic_config(
+                        match super::alter_topic_config(
+                            ctx,
                             &r.resource_name,
                             &changes,
                             false,
                             request.validate_only,
-                        ) {
+                        )
+                        .await
+                        {
                             Ok(()) => (error_code::NONE, None),
                             Err(e) => (error_code::broker(&e), Some(e.to_string())),
                         }
@@ -63,8 +65,8 @@ pub fn handle(
             response
                 .with_error_code(code)
                 .with_error_message(message.map(wire_str))
-        })
-        .collect();
+        });
+    }
     IncrementalAlterConfigsResponse::default().with_responses(responses)
 }
 

@@ -265,6 +265,25 @@ pub(crate) fn unexpected_reply(api: ApiKey, reply: &GroupReply) -> i16 {
     }
 }
 
+/// Applies config `changes` to topic `name`: through the cluster's
+/// metadata log on a cluster node, else on this broker.
+pub(crate) async fn alter_topic_config(
+    ctx: &Context,
+    name: &str,
+    changes: &[herald_broker::ConfigChange],
+    replace_all: bool,
+    validate_only: bool,
+) -> Result<(), herald_broker::BrokerError> {
+    #[cfg(feature = "cluster")]
+    if let Some(cluster) = ctx.broker.cluster() {
+        return cluster
+            .alter_topic_config(&ctx.broker, name, changes, replace_all, validate_only)
+            .await;
+    }
+    ctx.broker
+        .alter_topic_config(name, changes, replace_all, validate_only)
+}
+
 /// A wire string from a Rust string.
 pub(crate) fn wire_str(s: impl Into<String>) -> StrBytes {
     StrBytes::from_string(s.into())
