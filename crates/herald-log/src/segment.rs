@@ -317,6 +317,16 @@ impl Segment {
                         interval: self.interval,
                     };
                     self.successor.store(Some(Arc::new(prepared)));
+                    // A close (or roll) that sealed the segment after the
+                    // check above may have discarded the successor before
+                    // this stored it: then drop it here, with its file, or
+                    // it would outlive the closed log until the segment
+                    // goes. Either this sees the seal or the closer's
+                    // discard comes after the store.
+                    std::sync::atomic::fence(Ordering::SeqCst);
+                    if self.reserve.load().1 {
+                        self.discard_successor();
+                    }
                 }
                 Err(e) => {
                     tracing::debug!(path = %path.display(), error = %e, "cannot prepare next segment")
@@ -364,6 +374,9 @@ impl Segment {
 
     /// Drops an unused prepared successor (and its file).
     pub(crate) fn discard_successor(&self) {
+        // Pairs with the provisioner's fence: after a seal, either this
+        // finds its successor or it finds the seal (`provision_ahead`).
+        std::sync::atomic::fence(Ordering::SeqCst);
         self.successor.store(None);
     }
 
