@@ -401,3 +401,69 @@ def test_added_partitions_and_changed_configs_reach_every_node(cluster):
     big.produce(topic, value=b"x" * 4096, partition=2, callback=lambda err, _m: errors.append(err))
     big.flush(30)
     assert errors and errors[0] is not None and "MSG_SIZE_TOO_LARGE" in str(errors[0]), errors
+
+
+@pytest.mark.restarts_broker
+def test_a_reassigned_partition_moves_to_other_nodes_with_every_record(cluster):
+    from kafka import TopicPartition as KafkaPartition
+    from kafka.admin import KafkaAdminClient
+
+    nodes = cluster
+    boot = bootstrap(nodes)
+    admin = AdminClient({"bootstrap.servers": boot})
+    topic = "moving"
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=2)])[topic].result(30)
+    _, md = leaders(admin, topic)
+    first, second = md.topics[topic].partitions[0].replicas
+    third = next(n.node_id for n in nodes if n.node_id not in (first, second))
+    before, errors = produce(boot, topic, [b"m%05d" % i for i in range(500)])
+    assert errors == [] and len(before) == 500
+
+    # From [first, second] to [third, first]: one replica added, one
+    # removed, through the Kafka API a Kafka tool uses.
+    target = [third, first]
+    kadmin = KafkaAdminClient(bootstrap_servers=boot, request_timeout_ms=30000)
+    try:
+        answer = kadmin.alter_partition_reassignments({KafkaPartition(topic, 0): target})
+        assert answer == {KafkaPartition(topic, 0): None}, answer
+        deadline = time.monotonic() + 60
+        while True:
+            ongoing = kadmin.list_partition_reassignments()
+            views = {}
+            for node in nodes:
+                node_md = AdminClient({"bootstrap.servers": node.bootstrap}).list_topics(topic, timeout=10)
+                views[node.node_id] = sorted(node_md.topics[topic].partitions[0].replicas)
+            if not ongoing and all(v == sorted(target) for v in views.values()):
+                break
+            assert time.monotonic() < deadline, f"still moving: {ongoing}, replicas seen {views}"
+            time.sleep(0.3)
+    finally:
+        kadmin.close()
+
+    # The partition serves on: writes go on, and every record, old and new,
+    # is there once, in order.
+    after, errors = produce(boot, topic, [b"n%05d" % i for i in range(500)])
+    assert errors == [] and len(after) == 500
+    seen = consume_all(boot, topic, 1, 1000)
+    acked = before + after
+    assert all(seen.get(v) == (p, o) for (p, o, v) in acked), "every acknowledged record at its offset"
+    # The new replica holds the same bytes as the one that stayed; the one
+    # that left has discarded its copy.
+    by_id = {n.node_id: n for n in nodes}
+    deadline = time.monotonic() + 30
+    while stored_bytes(by_id[third], topic, 0) != stored_bytes(by_id[first], topic, 0):
+        assert time.monotonic() < deadline, "the new replica never caught up"
+        time.sleep(0.3)
+    deadline = time.monotonic() + 30
+    while (Path(by_id[second].data_dir) / f"{topic}-0").exists():
+        assert time.monotonic() < deadline, "the removed replica's data stayed"
+        time.sleep(0.3)
+
+    # The node that lost its replica restarts and does not bring it back.
+    by_id[second].stop()
+    by_id[second].start()
+    led, md = leaders(AdminClient({"bootstrap.servers": by_id[second].bootstrap}), topic)
+    assert sorted(md.topics[topic].partitions[0].replicas) == sorted(target)
+    assert not (Path(by_id[second].data_dir) / f"{topic}-0").exists()
+    more, errors = produce(boot, topic, [b"o%05d" % i for i in range(100)])
+    assert errors == [] and len(more) == 100

@@ -650,6 +650,34 @@ impl Broker {
         Ok(config)
     }
 
+    /// Records that partition `partition` of topic `name` (of id `id`) is
+    /// replicated on `nodes` now (a completed reassignment).
+    #[cfg(feature = "cluster")]
+    pub(crate) fn set_replica_nodes(
+        &self,
+        name: &str,
+        id: Uuid,
+        partition: u32,
+        nodes: &[u64],
+    ) -> Result<(), BrokerError> {
+        let mut admin = self.admin.lock();
+        let mut next = admin.metadata.clone();
+        let assignment = next
+            .topics
+            .get_mut(name)
+            .filter(|r| r.id == id)
+            .and_then(|r| r.replicas.as_mut())
+            .and_then(|replicas| replicas.get_mut(partition as usize))
+            .ok_or_else(|| BrokerError::UnknownPartition {
+                topic: name.to_owned(),
+                partition: partition as i32,
+            })?;
+        assignment.nodes = nodes.to_vec();
+        admin.store.save(&next)?;
+        admin.metadata = next;
+        Ok(())
+    }
+
     /// Gives a topic of the cluster the config overrides its metadata log
     /// decided (the topic's namespace's settings still inherited).
     #[cfg(feature = "cluster")]

@@ -159,6 +159,36 @@ enum Command {
         /// Every override the topic has from now on.
         configs: BTreeMap<String, String>,
     },
+    /// A partition's replicas are to become `target`: its group's leader
+    /// adds the new ones as learners, then makes `target` the voters.
+    Reassign {
+        /// Names the proposer's wait (not part of the state).
+        request: u128,
+        /// The topic.
+        name: String,
+        /// Its id.
+        id: Uuid,
+        /// The partition.
+        partition: u32,
+        /// Its Raft group.
+        group: u64,
+        /// The replicas it is to have, the preferred leader first.
+        target: Vec<u64>,
+    },
+    /// A reassignment's membership change committed: `nodes` are the
+    /// partition's replicas.
+    ReassignDone {
+        /// The topic.
+        name: String,
+        /// Its id.
+        id: Uuid,
+        /// The partition.
+        partition: u32,
+        /// Its Raft group.
+        group: u64,
+        /// Its replicas now.
+        nodes: Vec<u64>,
+    },
     /// A replica became its group's leader.
     LeaderChange {
         /// The group.
@@ -214,6 +244,8 @@ pub struct Cluster {
     /// Carries writes to partitions this node does not lead (push
     /// publishes) to their leaders.
     forwarder: Arc<Forwarder>,
+    /// Reassignments started and not completed, by Raft group.
+    reassignments: parking_lot::Mutex<BTreeMap<u64, Reassignment>>,
     /// Proposers waiting for their command to be applied here.
     waiting: parking_lot::Mutex<HashMap<u128, oneshot::Sender<Result<Applied, BrokerError>>>>,
     stop: CancellationToken,
@@ -346,6 +378,7 @@ impl Cluster {
             metadata,
             hints,
             offsets,
+            reassignments: parking_lot::Mutex::new(BTreeMap::new()),
             forwarder,
             waiting: parking_lot::Mutex::new(HashMap::new()),
             stop,
@@ -659,6 +692,61 @@ impl Cluster {
         self.propose_and_wait(request, command).await.map(|_| ())
     }
 
+    /// Starts moving partition `partition` of topic `name` to the replicas
+    /// `target` (the preferred leader first) through the metadata log, as
+    /// Kafka's AlterPartitionReassignments does: answers once the change
+    /// is recorded, and the partition's leader carries it out (new
+    /// replicas catch up as learners, then the voters change);
+    /// [`Cluster::reassignments`] lists it until it completes.
+    pub async fn reassign(
+        &self,
+        broker: &Broker,
+        name: &str,
+        partition: u32,
+        target: Vec<u64>,
+    ) -> Result<(), BrokerError> {
+        let topic = broker
+            .topic(name)
+            .ok_or_else(|| BrokerError::UnknownTopic {
+                name: name.to_owned(),
+            })?;
+        let unknown = || BrokerError::UnknownPartition {
+            topic: name.to_owned(),
+            partition: partition as i32,
+        };
+        let set = topic
+            .partition(partition as i32)
+            .ok_or_else(unknown)?
+            .replica_set()
+            .cloned()
+            .ok_or_else(unknown)?;
+        check_target(&target, &self.config.nodes)?;
+        if self.reassignments.lock().contains_key(&set.group) {
+            return Err(BrokerError::ReassignmentInProgress {
+                topic: name.to_owned(),
+                partition,
+            });
+        }
+        if set.nodes.get() == target {
+            return Ok(());
+        }
+        let request = Uuid::new_v4().as_u128();
+        let command = Command::Reassign {
+            request,
+            name: name.to_owned(),
+            id: topic.id(),
+            partition,
+            group: set.group,
+            target,
+        };
+        self.propose_and_wait(request, command).await.map(|_| ())
+    }
+
+    /// The reassignments started and not completed.
+    pub fn reassignments(&self) -> Vec<Reassignment> {
+        self.reassignments.lock().values().cloned().collect()
+    }
+
     async fn propose_and_wait(
         &self,
         request: u128,
@@ -734,6 +822,38 @@ impl Cluster {
                     let _ = waiter.send(result.map(|_| Applied::Altered));
                 }
             }
+            Command::Reassign {
+                request,
+                name,
+                id,
+                partition,
+                group,
+                target,
+            } => {
+                let result = self
+                    .start_reassignment(broker, &name, id, partition, group, target)
+                    .await;
+                if let Err(e) = &result {
+                    tracing::warn!(topic = name, partition, error = %e, "a reassignment could not start here");
+                }
+                if let Some(waiter) = self.waiting.lock().remove(&request) {
+                    let _ = waiter.send(result.map(|()| Applied::Altered));
+                }
+            }
+            Command::ReassignDone {
+                name,
+                id,
+                partition,
+                group,
+                nodes,
+            } => {
+                if let Err(e) = self
+                    .finish_reassignment(broker, &name, id, partition, group, nodes)
+                    .await
+                {
+                    tracing::warn!(topic = name, partition, error = %e, "a completed reassignment could not be applied here");
+                }
+            }
             Command::AlterTopicConfig {
                 request,
                 name,
@@ -799,6 +919,7 @@ impl Cluster {
                     index as u32,
                     assignment,
                     &log_config,
+                    Opening::Assigned,
                 )
                 .await?,
             );
@@ -807,8 +928,13 @@ impl Cluster {
     }
 
     /// Opens this node's view of partition `index` of topic `name`: its
-    /// replica (the first replica initializing the group's membership) if
-    /// this node holds one, else a partition held elsewhere.
+    /// replica if this node holds one, else a partition held elsewhere. A
+    /// partition assigned at creation (or growth) is initialized by its
+    /// first replica, unless a reassignment moved this node's replica away
+    /// since (its tombstone says so: the metadata log is applied again from
+    /// the start at every start); a replica a reassignment adds joins the
+    /// group's existing membership instead.
+    #[allow(clippy::too_many_arguments)]
     async fn open_partition(
         self: &Arc<Self>,
         broker: &Broker,
@@ -817,17 +943,26 @@ impl Cluster {
         index: u32,
         assignment: &ReplicaAssignment,
         log_config: &LogConfig,
+        opening: Opening,
     ) -> Result<Arc<Partition>, BrokerError> {
         let data_dir = &broker.config().data_dir;
         let me = self.config.node_id;
         let set = ReplicaSet {
             group: assignment.group,
-            nodes: assignment.nodes.clone(),
+            nodes: crate::partition::ReplicaNodes::new(assignment.nodes.clone()),
             hints: Arc::clone(&self.hints),
             forwarder: Arc::clone(&self.forwarder),
         };
         let snapshot = crate::producer_snapshot::path(data_dir, id, index);
-        if !assignment.nodes.contains(&me) {
+        let tombstone = moved_away(data_dir, assignment.group);
+        if opening == Opening::Joining {
+            if let Err(e) = std::fs::remove_file(&tombstone) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    return Err(BrokerError::io("remove", &tombstone, e));
+                }
+            }
+        }
+        if !assignment.nodes.contains(&me) || tombstone.exists() {
             return Ok(Arc::new(Partition::elsewhere(
                 index,
                 set,
@@ -855,7 +990,7 @@ impl Cluster {
         )
         .await
         .map_err(|e| BrokerError::ClusterUnavailable(e.to_string()))?;
-        if assignment.nodes.first() == Some(&me) {
+        if opening == Opening::Assigned && assignment.nodes.first() == Some(&me) {
             let members = raft_members(&assignment.nodes, &self.config.nodes);
             if let Err(e) = replica.raft().initialize(members).await {
                 tracing::debug!(group = assignment.group, error = %e, "partition group already initialized");
@@ -908,11 +1043,254 @@ impl Cluster {
         for (offset, assignment) in replicas.iter().enumerate() {
             let index = from + offset as u32;
             partitions.push(
-                self.open_partition(broker, name, id, index, assignment, &log_config)
-                    .await?,
+                self.open_partition(
+                    broker,
+                    name,
+                    id,
+                    index,
+                    assignment,
+                    &log_config,
+                    Opening::Assigned,
+                )
+                .await?,
             );
         }
         broker.add_replicated_partitions(name, id, replicas, partitions)
+    }
+
+    /// Applies a `Reassign`: records it, opens this node's new replica if
+    /// the target adds one here, and has every replica watch for the
+    /// moment it leads the group, to carry the change out.
+    async fn start_reassignment(
+        self: &Arc<Self>,
+        broker: &Arc<Broker>,
+        name: &str,
+        id: Uuid,
+        partition: u32,
+        group: u64,
+        target: Vec<u64>,
+    ) -> Result<(), BrokerError> {
+        let topic = broker.topic(name).filter(|t| t.id() == id).ok_or_else(|| {
+            BrokerError::UnknownTopic {
+                name: name.to_owned(),
+            }
+        })?;
+        let current =
+            topic
+                .partition(partition as i32)
+                .ok_or_else(|| BrokerError::UnknownPartition {
+                    topic: name.to_owned(),
+                    partition: partition as i32,
+                })?;
+        let from = current
+            .replica_set()
+            .map(|set| set.nodes.get())
+            .unwrap_or_default();
+        self.reassignments.lock().insert(
+            group,
+            Reassignment {
+                topic: name.to_owned(),
+                id,
+                partition,
+                group,
+                from,
+                target: target.clone(),
+            },
+        );
+        let me = self.config.node_id;
+        let replica = match current.raft_replica() {
+            Some(replica) => Arc::clone(replica),
+            None if target.contains(&me) => {
+                let log_config =
+                    without_retention(topic.config().log_config(&broker.config().log_defaults)?);
+                let assignment = ReplicaAssignment {
+                    group,
+                    nodes: target.clone(),
+                };
+                let joined = self
+                    .open_partition(
+                        broker,
+                        name,
+                        id,
+                        partition,
+                        &assignment,
+                        &log_config,
+                        Opening::Joining,
+                    )
+                    .await?;
+                let replica = joined.raft_replica().cloned();
+                topic.replace_partition(joined);
+                tracing::info!(
+                    topic = name,
+                    partition,
+                    "a replica joins here (reassignment)"
+                );
+                match replica {
+                    Some(replica) => replica,
+                    None => return Ok(()),
+                }
+            }
+            None => return Ok(()),
+        };
+        self.drive_reassignment(group, replica);
+        Ok(())
+    }
+
+    /// Carries out the reassignment of `group` whenever this replica leads
+    /// it, until the reassignment is recorded complete.
+    fn drive_reassignment(self: &Arc<Self>, group: u64, replica: Arc<PartitionReplica>) {
+        let cluster = Arc::downgrade(self);
+        let stop = self.stop.clone();
+        let mut metrics = replica.raft().metrics();
+        tokio::spawn(async move {
+            use herald_raft::openraft::async_runtime::WatchReceiver;
+            loop {
+                let Some(this) = cluster.upgrade() else {
+                    return;
+                };
+                let Some(pending) = this.reassignments.lock().get(&group).cloned() else {
+                    return;
+                };
+                if replica.is_leader() {
+                    match this.carry_out(&replica, &pending).await {
+                        Ok(()) => {
+                            let done = Command::ReassignDone {
+                                name: pending.topic.clone(),
+                                id: pending.id,
+                                partition: pending.partition,
+                                group,
+                                nodes: pending.target.clone(),
+                            };
+                            match this.propose(&done).await {
+                                Ok(()) => return,
+                                Err(e) => {
+                                    tracing::debug!(group, error = %e, "recording a reassignment's end failed; retrying")
+                                }
+                            }
+                        }
+                        Err(e) => {
+                            tracing::info!(group, error = %e, "reassignment step failed; retrying")
+                        }
+                    }
+                }
+                drop(this);
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = metrics.changed() => {}
+                    _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                }
+            }
+        });
+    }
+
+    /// Makes the target the group's voters: each new replica added as a
+    /// learner and caught up first, then one membership change (joint
+    /// consensus, as Raft requires).
+    async fn carry_out(
+        &self,
+        replica: &PartitionReplica,
+        pending: &Reassignment,
+    ) -> Result<(), String> {
+        use herald_raft::openraft::async_runtime::WatchReceiver;
+        let voters: std::collections::BTreeSet<u64> = replica
+            .raft()
+            .metrics()
+            .borrow_watched()
+            .membership_config
+            .membership()
+            .voter_ids()
+            .collect();
+        let target: std::collections::BTreeSet<u64> = pending.target.iter().copied().collect();
+        if voters == target {
+            return Ok(());
+        }
+        for node in target.difference(&voters) {
+            let addr = self
+                .config
+                .nodes
+                .get(node)
+                .map(|n| n.raft.clone())
+                .ok_or_else(|| format!("node {node} is not in the cluster"))?;
+            replica
+                .raft()
+                .add_learner(*node, BasicNode { addr }, true)
+                .await
+                .map_err(|e| format!("adding node {node} as a learner: {e}"))?;
+        }
+        replica
+            .raft()
+            .change_membership(target, false)
+            .await
+            .map_err(|e| format!("changing the voters: {e}"))?;
+        Ok(())
+    }
+
+    /// Applies a `ReassignDone`: the partition's replicas are `nodes` on
+    /// every node; a node left out stops its replica and discards its data
+    /// (leaving a tombstone, so that applying the metadata log again at a
+    /// start does not bring the replica back).
+    async fn finish_reassignment(
+        &self,
+        broker: &Arc<Broker>,
+        name: &str,
+        id: Uuid,
+        partition: u32,
+        group: u64,
+        nodes: Vec<u64>,
+    ) -> Result<(), BrokerError> {
+        self.reassignments.lock().remove(&group);
+        let topic = broker.topic(name).filter(|t| t.id() == id).ok_or_else(|| {
+            BrokerError::UnknownTopic {
+                name: name.to_owned(),
+            }
+        })?;
+        let current =
+            topic
+                .partition(partition as i32)
+                .ok_or_else(|| BrokerError::UnknownPartition {
+                    topic: name.to_owned(),
+                    partition: partition as i32,
+                })?;
+        broker.set_replica_nodes(name, id, partition, &nodes)?;
+        let Some(set) = current.replica_set().cloned() else {
+            return Ok(());
+        };
+        set.nodes.set(nodes.clone());
+        let me = self.config.node_id;
+        if nodes.contains(&me) {
+            return Ok(());
+        }
+        let Some(replica) = current.raft_replica().cloned() else {
+            return Ok(());
+        };
+        let data_dir = &broker.config().data_dir;
+        let tombstone = moved_away(data_dir, group);
+        if let Some(parent) = tombstone.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| BrokerError::io("create", parent, e))?;
+        }
+        std::fs::write(&tombstone, b"").map_err(|e| BrokerError::io("write", &tombstone, e))?;
+        self.router.remove(group);
+        if let Err(e) = replica.raft().shutdown().await {
+            tracing::warn!(topic = name, partition, error = %e, "a moved replica did not stop cleanly");
+        }
+        let max_batch_bytes = topic
+            .config()
+            .log_config(&broker.config().log_defaults)?
+            .max_batch_bytes as usize;
+        let elsewhere = Arc::new(Partition::elsewhere(
+            partition,
+            set,
+            crate::producer_snapshot::path(data_dir, id, partition),
+            max_batch_bytes,
+        ));
+        topic.replace_partition(elsewhere);
+        broker.discard(name, vec![current]);
+        tracing::info!(
+            topic = name,
+            partition,
+            "this node's replica moved away (reassignment)"
+        );
+        Ok(())
     }
 
     /// Removes a topic here: out of the registry, its replicas stopped
@@ -959,15 +1337,17 @@ impl Cluster {
             let mut check = tokio::time::interval(IN_SYNC_CHECK);
             check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             let mut announced = None;
-            let mut tracker: Option<(u64, InSyncTracker)> = None;
+            let mut tracker: Option<((u64, Vec<u64>), InSyncTracker)> = None;
             loop {
-                let (leader, term, last, progress) = {
+                let (leader, term, last, progress, voters) = {
                     let now = metrics.borrow_watched();
+                    let voters: Vec<u64> = now.membership_config.membership().voter_ids().collect();
                     (
                         now.current_leader,
                         now.current_term,
                         now.last_log_index,
                         follower_progress(&now),
+                        voters,
                     )
                 };
                 let leading = leader == Some(me);
@@ -991,9 +1371,12 @@ impl Cluster {
                         }
                     }
                     let now_ms = started.elapsed().as_millis() as u64;
-                    if tracker.as_ref().is_none_or(|(t, _)| *t != term) {
-                        let fresh = InSyncTracker::new(me, &replicas, now_ms, lag_max_ms);
-                        tracker = Some((term, fresh));
+                    // A reassignment changes the voters within a term.
+                    let key = (term, voters);
+                    if tracker.as_ref().is_none_or(|(k, _)| *k != key) {
+                        let members = if key.1.is_empty() { &replicas } else { &key.1 };
+                        let fresh = InSyncTracker::new(me, members, now_ms, lag_max_ms);
+                        tracker = Some((key, fresh));
                     }
                     if let Some((_, tracker)) = tracker.as_mut() {
                         if let Some(in_sync) = tracker.observe(now_ms, last, &progress) {
@@ -1066,6 +1449,67 @@ fn follower_progress(
             (node, progress)
         })
         .collect()
+}
+
+/// How a replica comes to be opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Opening {
+    /// Assigned at the topic's creation or growth: the first replica
+    /// initializes the group.
+    Assigned,
+    /// Added by a reassignment: it joins the group's membership as the
+    /// leader adds it.
+    Joining,
+}
+
+/// A partition reassignment started and not completed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reassignment {
+    /// The topic.
+    pub topic: String,
+    /// Its id.
+    pub id: Uuid,
+    /// The partition.
+    pub partition: u32,
+    /// Its Raft group.
+    pub group: u64,
+    /// Its replicas when the reassignment started.
+    pub from: Vec<u64>,
+    /// The replicas it is to have.
+    pub target: Vec<u64>,
+}
+
+/// The tombstone that marks this node's replica of `group` as moved away
+/// by a reassignment.
+fn moved_away(data_dir: &std::path::Path, group: u64) -> PathBuf {
+    data_dir
+        .join("__cluster")
+        .join("moved")
+        .join(format!("{group:016x}"))
+}
+
+/// Checks a reassignment's target: at least one replica, none twice,
+/// every one a node of the cluster.
+fn check_target(target: &[u64], nodes: &BTreeMap<u64, ClusterNode>) -> Result<(), BrokerError> {
+    if target.is_empty() {
+        return Err(BrokerError::InvalidReplicaAssignment(
+            "a partition needs at least one replica".to_owned(),
+        ));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for node in target {
+        if !seen.insert(node) {
+            return Err(BrokerError::InvalidReplicaAssignment(format!(
+                "node {node} is named twice"
+            )));
+        }
+        if !nodes.contains_key(node) {
+            return Err(BrokerError::InvalidReplicaAssignment(format!(
+                "node {node} is not a node of the cluster"
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn decode_commands(batch: &[u8]) -> Vec<Command> {

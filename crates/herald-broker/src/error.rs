@@ -47,6 +47,17 @@ pub enum BrokerError {
     /// The operation is not replicated through the cluster's metadata yet.
     #[error("{0} is not supported in a cluster yet")]
     NotInCluster(&'static str),
+    /// A partition reassignment names replicas the cluster cannot give.
+    #[error("invalid replica assignment: {0}")]
+    InvalidReplicaAssignment(String),
+    /// The partition is being reassigned already.
+    #[error("partition {partition} of topic {topic} is being reassigned already")]
+    ReassignmentInProgress {
+        /// Topic name.
+        topic: String,
+        /// Partition index.
+        partition: u32,
+    },
     /// A topic of this name already exists.
     #[error("topic {name} already exists")]
     TopicExists {

@@ -241,6 +241,8 @@ mod tests {
     use herald_raft::{PartitionReplica, RaftTiming};
     use herald_records::{BatchBuilder, RecordFields};
     use tokio::net::TcpListener;
+
+    use crate::partition::ReplicaNodes;
     use tokio_util::sync::CancellationToken;
 
     use super::*;
@@ -314,7 +316,7 @@ mod tests {
         ));
         let set = ReplicaSet {
             group: GROUP,
-            nodes: vec![1, 2],
+            nodes: ReplicaNodes::new(vec![1, 2]),
             hints: Arc::new(LeaderHints::default()),
             forwarder: Arc::clone(&forwarder),
         };
@@ -346,7 +348,7 @@ mod tests {
         ));
         let set = ReplicaSet {
             group: GROUP,
-            nodes: vec![2],
+            nodes: ReplicaNodes::new(vec![2]),
             hints: Arc::new(LeaderHints::default()),
             forwarder: Arc::clone(&forwarder),
         };
@@ -364,7 +366,7 @@ mod tests {
         let forwarder = Forwarder::new(BTreeMap::from([(1, addr)]), None);
         let set = ReplicaSet {
             group: GROUP,
-            nodes: vec![1],
+            nodes: ReplicaNodes::new(vec![1]),
             hints: Arc::new(LeaderHints::default()),
             forwarder: Arc::new(Forwarder::new(BTreeMap::new(), None)),
         };

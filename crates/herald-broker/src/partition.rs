@@ -127,13 +127,41 @@ impl LeaderHints {
     }
 }
 
+/// The node ids of a partition's replicas, the preferred leader first;
+/// shared by every view of the partition on a node, and changed when a
+/// reassignment completes.
+#[derive(Debug, Clone, Default)]
+pub struct ReplicaNodes(Arc<parking_lot::RwLock<Vec<u64>>>);
+
+impl ReplicaNodes {
+    /// The replicas `nodes`.
+    pub fn new(nodes: Vec<u64>) -> Self {
+        Self(Arc::new(parking_lot::RwLock::new(nodes)))
+    }
+
+    /// The replicas now.
+    pub fn get(&self) -> Vec<u64> {
+        self.0.read().clone()
+    }
+
+    /// Whether `node` is one of them now.
+    pub fn contains(&self, node: u64) -> bool {
+        self.0.read().contains(&node)
+    }
+
+    /// Makes `nodes` the replicas.
+    pub fn set(&self, nodes: Vec<u64>) {
+        *self.0.write() = nodes;
+    }
+}
+
 /// Where a replicated partition's replicas are.
 #[derive(Debug, Clone)]
 pub struct ReplicaSet {
     /// The partition's Raft group.
     pub group: u64,
-    /// Node ids of its replicas, the preferred leader first.
-    pub nodes: Vec<u64>,
+    /// Its replicas.
+    pub nodes: ReplicaNodes,
     /// The cluster's leader announcements.
     pub hints: Arc<LeaderHints>,
     /// Carries writes this node does not lead to the leader.
@@ -338,10 +366,16 @@ impl Partition {
             Some((leader, term)) => (Some(leader as i32), term as i32),
             None => (None, 0),
         };
-        let replicas: Vec<i32> = set.nodes.iter().map(|&n| n as i32).collect();
+        let replicas: Vec<i32> = set.nodes.get().iter().map(|&n| n as i32).collect();
         let isr = match set.hints.in_sync(set.group) {
             Some(in_sync) => {
-                let mut isr: Vec<i32> = in_sync.iter().map(|&n| n as i32).collect();
+                // An announcement from before a reassignment may name a
+                // replica that left.
+                let mut isr: Vec<i32> = in_sync
+                    .iter()
+                    .map(|&n| n as i32)
+                    .filter(|n| replicas.contains(n))
+                    .collect();
                 if let Some(leader) = leader.filter(|l| !isr.contains(l)) {
                     isr.push(leader);
                     isr.sort_unstable();

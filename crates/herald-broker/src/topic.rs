@@ -124,6 +124,22 @@ impl Topic {
         all.extend(more);
         *guard = Arc::new(all);
     }
+
+    /// Puts `partition` in place of the partition of its index (a cluster
+    /// node gaining or losing its replica in a reassignment); `false` if
+    /// there is no such partition.
+    #[cfg(feature = "cluster")]
+    pub(crate) fn replace_partition(&self, partition: Arc<Partition>) -> bool {
+        let mut guard = self.partitions.write();
+        let index = partition.index() as usize;
+        if index >= guard.len() {
+            return false;
+        }
+        let mut all = Vec::clone(&guard);
+        all[index] = partition;
+        *guard = Arc::new(all);
+        true
+    }
 }
 
 /// Checks a topic name against Kafka's rules: 1 to 249 characters from

@@ -70,6 +70,8 @@ pub fn broker(e: &BrokerError) -> i16 {
         // No quorum now: the client retries, as on a controller move.
         BrokerError::ClusterUnavailable(_) => ResponseError::RequestTimedOut,
         BrokerError::NotInCluster(_) => ResponseError::UnsupportedVersion,
+        BrokerError::InvalidReplicaAssignment(_) => ResponseError::InvalidReplicaAssignment,
+        BrokerError::ReassignmentInProgress { .. } => ResponseError::ReassignmentInProgress,
     }
     .code()
 }

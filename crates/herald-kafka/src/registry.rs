@@ -245,6 +245,10 @@ registry! {
         |call, request| call.respond(&incremental_alter_configs::handle(call.ctx, call.session, request, call.version).await);
     DescribeCluster(DescribeClusterRequest), versions 0..=2, schema describe_cluster,
         |call, request| call.respond(&describe_cluster::handle(call.ctx, call.session, request, call.version));
+    AlterPartitionReassignments(AlterPartitionReassignmentsRequest), versions 0..=1, schema alter_partition_reassignments,
+        |call, request| call.respond(&alter_partition_reassignments::handle(call.ctx, call.session, request, call.version).await);
+    ListPartitionReassignments(ListPartitionReassignmentsRequest), versions 0..=0, schema list_partition_reassignments,
+        |call, request| call.respond(&list_partition_reassignments::handle(call.ctx, call.session, request, call.version));
     // The classic consumer-group protocol.
     FindCoordinator(FindCoordinatorRequest), versions 0..=6, schema find_coordinator,
         |call, request| call.respond(&find_coordinator::handle(call.ctx, call.session, request, call.version));

@@ -482,8 +482,8 @@ fn held_here(topic: &Topic) -> Result<(), SubscribeError> {
     }
     let mut holders: Option<Vec<u64>> = None;
     for set in partitions.iter().filter_map(|p| p.replica_set()) {
-        let nodes = holders.get_or_insert_with(|| set.nodes.clone());
-        nodes.retain(|n| set.nodes.contains(n));
+        let nodes = holders.get_or_insert_with(|| set.nodes.get());
+        nodes.retain(|&n| set.nodes.contains(n));
     }
     let mut holders = holders.unwrap_or_default();
     holders.sort_unstable();

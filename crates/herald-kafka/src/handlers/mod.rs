@@ -27,6 +27,7 @@ const FRAME_BUFFERS_RETAINED_BYTES: usize = 32 << 20;
 
 pub mod alter_client_quotas;
 pub mod alter_configs;
+pub mod alter_partition_reassignments;
 pub mod alter_user_scram_credentials;
 pub mod api_versions;
 pub mod create_acls;
@@ -51,6 +52,7 @@ pub mod join_group;
 pub mod leave_group;
 pub mod list_groups;
 pub mod list_offsets;
+pub mod list_partition_reassignments;
 pub mod metadata;
 pub mod offset_commit;
 pub mod offset_delete;
