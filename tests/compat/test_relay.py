@@ -249,3 +249,46 @@ def test_push_subscribers_on_relays_receive_what_any_node_took(tree, proto):
     finally:
         for session in subscribers.values():
             session.close()
+
+
+def test_relays_follow_partitions_the_root_adds(tree):
+    from confluent_kafka.admin import NewPartitions
+
+    root = tree["m"]
+    admin = AdminClient({"bootstrap.servers": root.bootstrap})
+    admin.create_partitions([NewPartitions(TOPIC, PARTITIONS + 2)])[TOPIC].result(30)
+    # Records on the new partitions, written at the root.
+    producer = Producer({"bootstrap.servers": root.bootstrap, "acks": "all"})
+    acked = {}
+
+    def delivered(err, msg):
+        assert err is None, err
+        acked[msg.value()] = (msg.partition(), msg.offset())
+
+    for p in (PARTITIONS, PARTITIONS + 1):
+        for i in range(20):
+            producer.produce(TOPIC, value=b"grown-%d-%02d" % (p, i), partition=p, callback=delivered)
+    assert producer.flush(60) == 0 and len(acked) == 40
+    # Every relay, R3 through R1 included, grows its copy and holds them at
+    # the root's offsets.
+    for name in ("r1", "r2", "r3"):
+        relay = tree[name]
+        consumer = Consumer({"bootstrap.servers": relay.bootstrap, "group.id": f"grown-{name}",
+                             "enable.auto.commit": False})
+        deadline = time.monotonic() + 60
+        seen = {}
+        try:
+            while len(seen) < 40:
+                assert time.monotonic() < deadline, f"{name} has {len(seen)} of the 40 records"
+                md = consumer.list_topics(TOPIC, timeout=10)
+                if len(md.topics[TOPIC].partitions) < PARTITIONS + 2:
+                    time.sleep(0.3)
+                    continue
+                if not consumer.assignment():
+                    consumer.assign([TopicPartition(TOPIC, p, 0) for p in (PARTITIONS, PARTITIONS + 1)])
+                for msg in consumer.consume(100, 0.5):
+                    if msg.error() is None:
+                        seen[msg.value()] = (msg.partition(), msg.offset())
+        finally:
+            consumer.close()
+        assert seen == acked, f"{name}: records moved"

@@ -27,10 +27,12 @@
 //! [`MirrorStorage`](crate::storage::MirrorStorage) backend); the record
 //! then reaches the relay's copy like any other.
 //!
+//! Partitions the upstream adds to a mirrored topic are added here too
+//! (asked every 2 s), each with its copier.
+//!
 //! Not yet: idempotent producers through a relay (InitProducerId is not
-//! forwarded, so their batches are refused), partitions the upstream adds
-//! after the relay mirrored the topic, and topic configs (the relay's copy
-//! keeps the relay's defaults).
+//! forwarded, so their batches are refused), and topic configs (the
+//! relay's copy keeps the relay's defaults).
 
 mod mirror;
 mod upstream;
@@ -124,12 +126,63 @@ pub fn start(broker: &Arc<Broker>) {
                             index,
                         ));
                     }
+                    follow_growth(&broker, &upstream, &topic, partitions).await;
                 }
                 Err(e) => {
                     tracing::error!(topic, error = %e, "the relay cannot mirror this topic");
                 }
             }
         });
+    }
+}
+
+/// How often a relay asks its upstream whether a mirrored topic grew.
+const GROWTH_CHECK: Duration = Duration::from_secs(2);
+
+/// Adds here the partitions the upstream adds to a mirrored topic (Kafka's
+/// CreatePartitions there), each with a copier, for as long as the topic
+/// lives here; `mirrored` partitions are copied already.
+async fn follow_growth(
+    broker: &Arc<Broker>,
+    upstream: &Arc<Upstream>,
+    topic: &str,
+    mut mirrored: u32,
+) {
+    let Some(id) = broker.topic(topic).map(|t| t.id()) else {
+        return;
+    };
+    loop {
+        tokio::time::sleep(GROWTH_CHECK).await;
+        let Some(here) = broker.topic(topic).filter(|t| t.id() == id) else {
+            return;
+        };
+        let Ok(described) = upstream.describe(topic).await else {
+            continue;
+        };
+        let wanted = described.partitions.len() as u32;
+        if wanted > here.partition_count() {
+            match broker.create_partitions(topic, wanted, false) {
+                Ok(()) => tracing::info!(
+                    topic,
+                    partitions = wanted,
+                    "the relay follows the upstream's new partitions"
+                ),
+                Err(e) => {
+                    tracing::warn!(topic, error = %e, "the relay could not add the upstream's new partitions");
+                    continue;
+                }
+            }
+        }
+        let copyable = here.partition_count().min(wanted);
+        for index in mirrored..copyable {
+            tokio::spawn(mirror::run(
+                Arc::clone(broker),
+                Arc::clone(upstream),
+                topic.to_owned(),
+                index,
+            ));
+        }
+        mirrored = mirrored.max(copyable);
     }
 }
 
