@@ -1070,18 +1070,7 @@ impl Cluster {
         group: u64,
         target: Vec<u64>,
     ) -> Result<(), BrokerError> {
-        let topic = broker.topic(name).filter(|t| t.id() == id).ok_or_else(|| {
-            BrokerError::UnknownTopic {
-                name: name.to_owned(),
-            }
-        })?;
-        let current =
-            topic
-                .partition(partition as i32)
-                .ok_or_else(|| BrokerError::UnknownPartition {
-                    topic: name.to_owned(),
-                    partition: partition as i32,
-                })?;
+        let (topic, current) = replicated_partition(broker, name, id, partition)?;
         let from = current
             .replica_set()
             .map(|set| set.nodes.get())
@@ -1239,18 +1228,7 @@ impl Cluster {
         nodes: Vec<u64>,
     ) -> Result<(), BrokerError> {
         self.reassignments.lock().remove(&group);
-        let topic = broker.topic(name).filter(|t| t.id() == id).ok_or_else(|| {
-            BrokerError::UnknownTopic {
-                name: name.to_owned(),
-            }
-        })?;
-        let current =
-            topic
-                .partition(partition as i32)
-                .ok_or_else(|| BrokerError::UnknownPartition {
-                    topic: name.to_owned(),
-                    partition: partition as i32,
-                })?;
+        let (topic, current) = replicated_partition(broker, name, id, partition)?;
         broker.set_replica_nodes(name, id, partition, &nodes)?;
         let Some(set) = current.replica_set().cloned() else {
             return Ok(());
@@ -1477,6 +1455,31 @@ pub struct Reassignment {
     pub from: Vec<u64>,
     /// The replicas it is to have.
     pub target: Vec<u64>,
+}
+
+/// Topic `name` (of id `id`, not a newer topic of that name) and its
+/// partition `partition`.
+fn replicated_partition(
+    broker: &Broker,
+    name: &str,
+    id: Uuid,
+    partition: u32,
+) -> Result<(Arc<crate::topic::Topic>, Arc<Partition>), BrokerError> {
+    let topic =
+        broker
+            .topic(name)
+            .filter(|t| t.id() == id)
+            .ok_or_else(|| BrokerError::UnknownTopic {
+                name: name.to_owned(),
+            })?;
+    let current =
+        topic
+            .partition(partition as i32)
+            .ok_or_else(|| BrokerError::UnknownPartition {
+                topic: name.to_owned(),
+                partition: partition as i32,
+            })?;
+    Ok((topic, current))
 }
 
 /// The tombstone that marks this node's replica of `group` as moved away

@@ -154,19 +154,12 @@ mod tests {
     use crate::groups::{GroupCall, GroupReply};
 
     async fn ask(service: &GroupService, call: GroupCall) -> GroupReply {
-        let (sender, answer) = tokio::sync::oneshot::channel();
-        service
-            .call(
-                call,
-                Box::new(move |reply| {
-                    let _ = sender.send(reply);
-                }),
-            )
-            .await;
-        tokio::time::timeout(Duration::from_secs(10), answer)
-            .await
-            .expect("answered in time")
-            .expect("answered")
+        tokio::time::timeout(
+            Duration::from_secs(10),
+            super::super::routing::ask(service, call),
+        )
+        .await
+        .expect("answered in time")
     }
 
     async fn commit(service: &GroupService, offset: i64) -> ErrorCode {

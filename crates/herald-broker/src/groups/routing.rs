@@ -206,7 +206,7 @@ async fn delete_groups(shards: &crate::offset_shards::OffsetShards, ids: &[Strin
 
 /// One call to one coordinator, awaited.
 #[cfg(feature = "cluster")]
-async fn ask(service: &GroupService, call: GroupCall) -> GroupReply {
+pub(crate) async fn ask(service: &GroupService, call: GroupCall) -> GroupReply {
     let (sender, answer) = tokio::sync::oneshot::channel();
     service
         .call(
