@@ -487,19 +487,7 @@ impl Cluster {
             )
             .await
             .map_err(|e| BrokerError::ClusterUnavailable(e.to_string()))?;
-            if assignment.nodes.first() == Some(&me) {
-                let members = raft_members(&assignment.nodes, &self.config.nodes);
-                if let Err(e) = replica.raft().initialize(members).await {
-                    tracing::debug!(group = assignment.group, error = %e, "offsets group already initialized");
-                }
-            }
-            let replica = Arc::new(replica);
-            self.announce_leadership(
-                assignment.group,
-                Arc::clone(&replica),
-                assignment.nodes.clone(),
-            );
-            replicas.push(Some(replica));
+            replicas.push(Some(self.start_replica(replica, assignment, true).await));
         }
         if self.offsets.install(&partitions, replicas) {
             tracing::info!(
@@ -990,18 +978,9 @@ impl Cluster {
         )
         .await
         .map_err(|e| BrokerError::ClusterUnavailable(e.to_string()))?;
-        if opening == Opening::Assigned && assignment.nodes.first() == Some(&me) {
-            let members = raft_members(&assignment.nodes, &self.config.nodes);
-            if let Err(e) = replica.raft().initialize(members).await {
-                tracing::debug!(group = assignment.group, error = %e, "partition group already initialized");
-            }
-        }
-        let replica = Arc::new(replica);
-        self.announce_leadership(
-            assignment.group,
-            Arc::clone(&replica),
-            assignment.nodes.clone(),
-        );
+        let replica = self
+            .start_replica(replica, assignment, opening == Opening::Assigned)
+            .await;
         Ok(Arc::new(Partition::replicated(
             index,
             RaftStorage::new(replica),
@@ -1010,6 +989,30 @@ impl Cluster {
             producers,
             in_flight,
         )))
+    }
+
+    /// Puts a just-opened replica to work: the group's first replica
+    /// initializes its membership (when `may_initialize`: a replica a
+    /// reassignment adds joins instead), and its leadership is announced.
+    async fn start_replica(
+        self: &Arc<Self>,
+        replica: PartitionReplica,
+        assignment: &ReplicaAssignment,
+        may_initialize: bool,
+    ) -> Arc<PartitionReplica> {
+        if may_initialize && assignment.nodes.first() == Some(&self.config.node_id) {
+            let members = raft_members(&assignment.nodes, &self.config.nodes);
+            if let Err(e) = replica.raft().initialize(members).await {
+                tracing::debug!(group = assignment.group, error = %e, "group already initialized");
+            }
+        }
+        let replica = Arc::new(replica);
+        self.announce_leadership(
+            assignment.group,
+            Arc::clone(&replica),
+            assignment.nodes.clone(),
+        );
+        replica
     }
 
     /// Adds the partitions an `AddPartitions` command names, if topic
