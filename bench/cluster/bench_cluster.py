@@ -35,12 +35,21 @@ leader is also the active controller, and Kafka with the session timeout
 lowered to 2 s (heartbeat 0.5 s). --failover-repeats runs each, fresh
 clusters every time; medians.
 
+Consumer-group commits (commit_load.py): 1 and 8 clients, each of its own
+group, committing an offset synchronously in a closed loop for --seconds:
+commits/s and commit latency p50 and p99, on herald's single node (its
+offsets partition fsynced per commit), herald's three nodes (the group's
+offsets partition a Raft group of 3: a commit is acknowledged once a
+majority fsynced it) and Kafka's three brokers (offsets topic with
+replication factor 3, acknowledged by the in-sync replicas, no fsync).
+
 Timings are never asserted: this is a benchmark, not a test. The full
 run takes about 25 minutes; --quick about 3:
 
     .venv/bin/python bench/cluster/bench_cluster.py
     .venv/bin/python bench/cluster/bench_cluster.py --quick
     .venv/bin/python bench/cluster/bench_cluster.py --only failover --failover-repeats 3
+    .venv/bin/python bench/cluster/bench_cluster.py --only commits
     .venv/bin/python bench/cluster/bench_cluster.py --only throughput --data-root /var/tmp
     .venv/bin/python bench/cluster/bench_cluster.py --only throughput --setups herald-rf3 --quick
     .venv/bin/python bench/cluster/bench_cluster.py --report /tmp/herald-bench-cluster.json
@@ -64,8 +73,9 @@ import kafka_cluster
 import procs
 import report
 from herald_nodes import HERALD
+from commit_load import commit_rates
 from produce_load import latency_at, max_rate
-from setups import FAILOVER, QUICK_FAILOVER, THROUGHPUT, create, with_cluster
+from setups import COMMITS, FAILOVER, QUICK_FAILOVER, THROUGHPUT, create, with_cluster
 
 DISK_FREE_GB_MIN = 20
 # The most one setup writes: about 2.5M records of ~110 bytes on each of
@@ -149,19 +159,40 @@ def failover_runs(args, out):
             print(f"failover {r + 1} {name}: {json.dumps(row)}", flush=True)
 
 
+def commit_runs(args, out):
+    """Every commit setup --repeats times, in rotating order, on a fresh
+    cluster each time."""
+    results = out.setdefault("commits", {})
+    for r in range(args.repeats):
+        order = COMMITS[r % len(COMMITS):] + COMMITS[:r % len(COMMITS)]
+        for name, _, kind in order:
+            topic = f"commits-{r + 1}"
+
+            def run(cluster):
+                create(cluster, topic, {})
+                return [commit_rates(cluster.bootstrap, topic, clients, args.seconds)
+                        for clients in (1, 8)]
+
+            rows = with_cluster(args, kind, run)
+            results.setdefault(name, []).append(rows)
+            print(f"commits {r + 1} {name}: {json.dumps(rows)}", flush=True)
+
+
 def print_report(out):
     if "throughput" in out:
         rate = next(iter(out["throughput"].values()))[0]["rate"]
         report.print_throughput(out, rate)
     if "failover" in out:
         report.print_failover(out)
+    if "commits" in out:
+        report.print_commits(out)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true",
                         help="1 round, short runs, failover of herald and Kafka's defaults once (< 5 min)")
-    parser.add_argument("--only", choices=("throughput", "failover"))
+    parser.add_argument("--only", choices=("throughput", "failover", "commits"))
     parser.add_argument("--setups", type=lambda text: text.split(","), default=None,
                         help="throughput setups to run, comma-separated (default: all): "
                         + ", ".join(s[0] for s in THROUGHPUT))
@@ -194,16 +225,20 @@ def main():
         sys.exit(f"less than {DATA_FREE_GB_MIN} GB free in {args.data_root}: not starting")
     if not HERALD.exists():
         sys.exit(f"{HERALD} missing: chrt -i 0 cargo build --release -p herald")
-    if args.only != "throughput" or any(s[2] == "kafka" for s in THROUGHPUT if not args.setups or s[0] in args.setups):
+    if args.only not in ("throughput", "commits") or any(
+        s[2] == "kafka" for s in THROUGHPUT if not args.setups or s[0] in args.setups
+    ) or args.only == "commits":
         kafka_cluster.setup()
     procs.raise_on_sigterm()
     out = {"settings": {**vars(args), "herald": str(HERALD)}}
     started = time.monotonic()
     try:
-        if args.only != "failover":
+        if args.only in (None, "throughput"):
             throughput(args, out)
-        if args.only != "throughput":
+        if args.only in (None, "failover"):
             failover_runs(args, out)
+        if args.only in (None, "commits"):
+            commit_runs(args, out)
     finally:
         procs.stop_all()
         Path(args.out).write_text(json.dumps(out, indent=1))

@@ -2,7 +2,7 @@
 
 import statistics
 
-from setups import FAILOVER, THROUGHPUT
+from setups import COMMITS, FAILOVER, THROUGHPUT
 
 
 def median(rows, key):
@@ -73,3 +73,22 @@ def print_failover(out):
     for n in names:
         runs = ", ".join(f"{fmt(row.get('leader_s'), 2)}/{fmt(row['first_ok_s'], 2)}" for row in res[n])
         print(f"  {n}: per run, new leader / first successful produce (s): {runs}")
+
+
+def print_commits(out):
+    res = out["commits"]
+    names = [s[0] for s in COMMITS if s[0] in res]
+    labels = {s[0]: s[1] for s in COMMITS}
+    count = max(len(rows) for rows in res.values())
+    print(f"\n### Consumer-group commits, synchronous, closed loop (medians of {count})\n")
+    print("| figure | " + " | ".join(labels[n] for n in names)
+          + " | herald RF 3 / herald 1 node | herald RF 3 / Kafka RF 3 |")
+    print("|---|" + "---|" * (len(names) + 2))
+    for index, clients in ((0, 1), (1, 8)):
+        for key, label, digits in (("commits_per_s", "commits/s", 0), ("p50_ms", "p50 ms", 2),
+                                   ("p99_ms", "p99 ms", 2)):
+            m = {n: median([rows[index] for rows in res.get(n, [])], key) for n in labels}
+            print(f"| {clients} client{'s' if clients > 1 else ''}: {label} | "
+                  + " | ".join(fmt(m[n], digits) for n in names)
+                  + f" | {ratio(m.get('herald-rf3'), m.get('herald-1'))}"
+                  + f" | {ratio(m.get('herald-rf3'), m.get('kafka-rf3'))} |")

@@ -33,6 +33,12 @@ FAILOVER = (
      "off-controller"),
 )
 QUICK_FAILOVER = ("herald-rf3", "kafka-rf3")
+# Consumer-group commit setups: (name, label, cluster kind).
+COMMITS = (
+    ("herald-1", "herald, 1 node (fsync per commit)", "herald-1"),
+    ("herald-rf3", "herald, 3 nodes (Raft, RF 3, fsync)", "herald-3"),
+    ("kafka-rf3", "Kafka, 3 brokers (offsets RF 3, no fsync)", "kafka"),
+)
 
 
 def start_cluster(kind, work, broker_settings=None):
