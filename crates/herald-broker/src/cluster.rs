@@ -434,17 +434,7 @@ impl Cluster {
         let nodes: Vec<u64> = self.config.nodes.keys().copied().collect();
         let factor =
             usize::from(self.config.offsets_replication_factor).clamp(1, nodes.len().max(1));
-        let first = random_u64()? as usize;
-        let partitions = (0..self.config.offsets_partitions.max(1) as usize)
-            .map(|p| {
-                Ok(ReplicaAssignment {
-                    group: random_u64()?.max(1),
-                    nodes: (0..factor)
-                        .map(|i| nodes[(first + p + i) % nodes.len()])
-                        .collect(),
-                })
-            })
-            .collect::<Result<Vec<_>, BrokerError>>()?;
+        let partitions = place_replicas(&nodes, factor, 0..self.config.offsets_partitions.max(1))?;
         let request = Uuid::new_v4().as_u128();
         self.propose_and_wait(
             request,
@@ -549,17 +539,7 @@ impl Cluster {
         if validate_only {
             return Ok(summary);
         }
-        let first = random_u64()? as usize;
-        let replicas = (0..summary.partitions as usize)
-            .map(|p| {
-                Ok(ReplicaAssignment {
-                    group: random_u64()?.max(1),
-                    nodes: (0..factor)
-                        .map(|i| nodes[(first + p + i) % nodes.len()])
-                        .collect(),
-                })
-            })
-            .collect::<Result<Vec<_>, BrokerError>>()?;
+        let replicas = place_replicas(&nodes, factor, 0..summary.partitions)?;
         let record = TopicRecord {
             name: name.to_owned(),
             id: Uuid::new_v4(),
@@ -627,17 +607,7 @@ impl Cluster {
             .and_then(|r| r.first())
             .map_or(1, |a| a.nodes.len())
             .clamp(1, nodes.len().max(1));
-        let first = random_u64()? as usize;
-        let replicas = (record.partitions..total)
-            .map(|p| {
-                Ok(ReplicaAssignment {
-                    group: random_u64()?.max(1),
-                    nodes: (0..factor)
-                        .map(|i| nodes[(first + p as usize + i) % nodes.len()])
-                        .collect(),
-                })
-            })
-            .collect::<Result<Vec<_>, BrokerError>>()?;
+        let replicas = place_replicas(&nodes, factor, record.partitions..total)?;
         let request = Uuid::new_v4().as_u128();
         let command = Command::AddPartitions {
             request,
@@ -1483,6 +1453,27 @@ fn replicated_partition(
                 partition: partition as i32,
             })?;
     Ok((topic, current))
+}
+
+/// Replica sets for the partitions `indexes`: each a new random Raft
+/// group of `factor` of `nodes`, round-robin from a random start, so that
+/// partitions' preferred leaders spread over the nodes.
+fn place_replicas(
+    nodes: &[u64],
+    factor: usize,
+    indexes: std::ops::Range<u32>,
+) -> Result<Vec<ReplicaAssignment>, BrokerError> {
+    let first = random_u64()? as usize;
+    indexes
+        .map(|p| {
+            Ok(ReplicaAssignment {
+                group: random_u64()?.max(1),
+                nodes: (0..factor)
+                    .map(|i| nodes[(first + p as usize + i) % nodes.len()])
+                    .collect(),
+            })
+        })
+        .collect()
 }
 
 /// The tombstone that marks this node's replica of `group` as moved away
