@@ -367,8 +367,16 @@ def test_added_partitions_and_changed_configs_reach_every_node(cluster):
     # each with a leader and the topic's replication factor.
     admin.create_partitions([NewPartitions(topic, 3)])[topic].result(30)
     for node in nodes:
-        led, md = leaders(AdminClient({"bootstrap.servers": node.bootstrap}), topic)
-        assert sorted(led) == [0, 1, 2], f"node {node.node_id} sees partitions {sorted(led)}"
+        # As with a deletion, another node applies the metadata entry an
+        # instant after the answer: each must list the new partitions soon.
+        node_admin = AdminClient({"bootstrap.servers": node.bootstrap})
+        deadline = time.monotonic() + 10
+        while True:
+            led, md = leaders(node_admin, topic)
+            if sorted(led) == [0, 1, 2]:
+                break
+            assert time.monotonic() < deadline, f"node {node.node_id} sees partitions {sorted(led)}"
+            time.sleep(0.1)
         assert all(len(p.replicas) == 2 for p in md.topics[topic].partitions.values())
     with pytest.raises(KafkaException) as refused:
         admin.create_partitions([NewPartitions(topic, 2)])[topic].result(30)
