@@ -12,6 +12,10 @@ writes each record once through a leader's SIGKILL: producer ids are unique
 across the cluster's nodes, and retries of batches the old leader had
 committed are recognized on the new one.
 
+A fourth node started with `--cluster-join` is added with `herald cluster
+add-node`: every node then lists it, a partition reassigned onto it
+carries every record, and new topics are placed on it.
+
 The multi-process fault test in a network namespace (partitions, SIGSTOP,
 Kafka's VerifiableProducer) is test_cluster_faults.py.
 """
@@ -475,3 +479,170 @@ def test_a_reassigned_partition_moves_to_other_nodes_with_every_record(cluster):
     assert not (Path(by_id[second].data_dir) / f"{topic}-0").exists()
     more, errors = produce(boot, topic, [b"o%05d" % i for i in range(100)])
     assert errors == [] and len(more) == 100
+
+
+class JoiningNode(ClusterNode):
+    """A node started with `--cluster-join` and no node list: it serves
+    nothing until it is added, so its start waits only for the process."""
+
+    def __init__(self, node_id, data_dir, log_path, raft_port):
+        super().__init__(node_id, data_dir, log_path, raft_port, nodes_arg="")
+        self.added = False
+
+    def command(self):
+        line = super().command()
+        at = line.index("--cluster-nodes")
+        return line[:at] + ["--cluster-join"] + line[at + 2:]
+
+    def ready_ports(self):
+        return super().ready_ports() if self.added else []
+
+
+def herald_cli(*args, timeout=120):
+    import subprocess
+
+    return subprocess.run(
+        [str(herald_binary_path()), *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+KAFKA_TOOLS = Path(__file__).resolve().parents[2] / "bench" / "kafka" / "lib"
+
+
+def kafka_tool(main, *args):
+    """Runs one of Kafka's command-line tools (from the jars the tests
+    fetch) to its end."""
+    import subprocess
+
+    assert any(KAFKA_TOOLS.glob("kafka-tools-*.jar")), f"run scripts/install-test-deps.sh: no Kafka tools in {KAFKA_TOOLS}"
+    return subprocess.run(
+        ["java", "-Xms64m", "-Xmx256m", "-cp", f"{KAFKA_TOOLS}/*", f"org.apache.kafka.tools.{main}", *args],
+        capture_output=True, text=True, timeout=120,
+    )
+
+
+def brokers_seen(node):
+    md = AdminClient({"bootstrap.servers": node.bootstrap}).list_topics(timeout=10)
+    return sorted(md.brokers), md.cluster_id
+
+
+@pytest.mark.restarts_broker
+def test_a_node_added_to_a_running_cluster_is_listed_everywhere_and_takes_partitions(cluster, tmp_path):
+    nodes = cluster
+    boot = bootstrap(nodes)
+    admin = AdminClient({"bootstrap.servers": boot})
+    topic = "growing"
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=3)])[topic].result(30)
+    leaders(admin, topic)
+    before, errors = produce(boot, topic, [b"g%05d" % i for i in range(300)])
+    assert errors == [] and len(before) == 300
+    cluster_id = brokers_seen(nodes[0])[1]
+
+    # Node 4 starts on its own and waits; any member adds it.
+    new = JoiningNode(4, tmp_path / "node-4", tmp_path / "node-4.log", free_port())
+    new.port = free_port()
+    new.bootstrap = f"127.0.0.1:{new.port}"
+    new.start()
+    try:
+        nodes.append(new)  # stopped (and its log shown) by the fixture
+        time.sleep(0.5)
+        assert not port_accepts_kafka(new), "a joining node serves before it is added"
+        added = herald_cli(
+            "cluster", "add-node", "4",
+            "--raft", f"127.0.0.1:{new.raft_port}", "--kafka", new.bootstrap,
+            "--bootstrap", nodes[1].bootstrap,
+        )
+        assert added.returncode == 0, added.stderr
+        assert "node 4 is a member" in added.stdout
+        new.added = True
+        new._wait_ready()
+
+        # Every node lists four brokers, under the same cluster id.
+        deadline = time.monotonic() + 30
+        while True:
+            views = {n.node_id: brokers_seen(n) for n in nodes}
+            if all(v == ([1, 2, 3, 4], cluster_id) for v in views.values()):
+                break
+            assert time.monotonic() < deadline, f"brokers and cluster ids seen: {views}"
+            time.sleep(0.3)
+        described = herald_cli("cluster", "describe", "--bootstrap", new.bootstrap)
+        assert described.returncode == 0, described.stderr
+        assert f"cluster id: {cluster_id}" in described.stdout
+        assert f"4        {new.bootstrap}" in described.stdout
+
+        # Kafka's own tool sees four voters in the metadata quorum.
+        quorum = kafka_tool("MetadataQuorumCommand", "--bootstrap-server", nodes[0].bootstrap,
+                            "describe", "--status")
+        assert quorum.returncode == 0, quorum.stdout + quorum.stderr
+        voters_line = next(l for l in quorum.stdout.splitlines() if l.startswith("CurrentVoters:"))
+        assert sorted(int(i) for i in re.findall(r'"id": ?(\d+)', voters_line)) == [1, 2, 3, 4], quorum.stdout
+        assert re.search(rf"ClusterId:\s+{cluster_id}", quorum.stdout), quorum.stdout
+
+        # Asking again is harmless; another address for the id is refused.
+        again = herald_cli(
+            "cluster", "add-node", "4",
+            "--raft", f"127.0.0.1:{new.raft_port}", "--kafka", new.bootstrap,
+            "--bootstrap", nodes[0].bootstrap,
+        )
+        assert again.returncode == 0, again.stderr
+        clash = herald_cli(
+            "cluster", "add-node", "4",
+            "--raft", "127.0.0.1:1", "--kafka", new.bootstrap,
+            "--bootstrap", nodes[0].bootstrap,
+        )
+        assert clash.returncode != 0 and "DuplicateVoter" in clash.stderr, clash.stderr
+
+        # A partition moves onto the new node with every record.
+        _, md = leaders(admin, topic)
+        old = md.topics[topic].partitions[0].replicas
+        target = [4] + old[:2]
+        moved = herald_cli(
+            "partition", "reassign", topic, "0", "--replicas", ",".join(map(str, target)),
+            "--wait", "--timeout-ms", "60000", "--bootstrap", nodes[2].bootstrap,
+        )
+        assert moved.returncode == 0, moved.stderr
+        assert f"{topic}/0 is on" in moved.stdout
+        listed = herald_cli("partition", "reassignments", "--bootstrap", new.bootstrap)
+        assert "no reassignment in progress" in listed.stdout, listed.stdout + listed.stderr
+        deadline = time.monotonic() + 30
+        while True:
+            replicas = sorted(
+                AdminClient({"bootstrap.servers": new.bootstrap})
+                .list_topics(topic, timeout=10).topics[topic].partitions[0].replicas
+            )
+            if replicas == sorted(target):
+                break
+            assert time.monotonic() < deadline, f"node 4 sees replicas {replicas}"
+            time.sleep(0.3)
+        after, errors = produce(boot, topic, [b"h%05d" % i for i in range(300)])
+        assert errors == [] and len(after) == 300
+        seen = consume_all(new.bootstrap, topic, 1, 600)
+        assert all(seen.get(v) == (p, o) for (p, o, v) in before + after), "every record, from node 4"
+        deadline = time.monotonic() + 30
+        by_id = {n.node_id: n for n in nodes}
+        while stored_bytes(new, topic, 0) != stored_bytes(by_id[old[0]], topic, 0):
+            assert time.monotonic() < deadline, "node 4's replica never caught up"
+            time.sleep(0.3)
+
+        # New topics are placed on all four nodes.
+        spread = "spread"
+        admin.create_topics([NewTopic(spread, num_partitions=4, replication_factor=1)])[spread].result(30)
+        _, md = leaders(admin, spread)
+        assert sorted(p.replicas[0] for p in md.topics[spread].partitions.values()) == [1, 2, 3, 4]
+
+        # Restarted, the new node is a member at once and keeps its id.
+        new.stop()
+        new.start()
+        assert brokers_seen(new) == ([1, 2, 3, 4], cluster_id)
+    finally:
+        new.stop()
+
+
+def port_accepts_kafka(node):
+    import socket
+
+    try:
+        socket.create_connection(("127.0.0.1", node.port), timeout=0.5).close()
+        return True
+    except OSError:
+        return False

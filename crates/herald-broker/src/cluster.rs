@@ -19,7 +19,8 @@
 //! `offset_shards`).
 //!
 //! What the metadata log carries so far: topic creation, growth, config
-//! changes and deletion, the offsets partitions, and leader and in-sync
+//! changes and deletion, reassignments, the offsets partitions, nodes
+//! added while the cluster runs (`joining`), and leader and in-sync
 //! announcements. ACLs and quotas stay node-local.
 
 use std::collections::{BTreeMap, HashMap};
@@ -42,6 +43,8 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::broker::{Broker, NodeAddress, TopicSummary};
+pub use crate::cluster_nodes::ClusterNode;
+use crate::cluster_nodes::{self, ClusterNodes};
 use crate::error::BrokerError;
 use crate::forwarding::Forwarder;
 use crate::in_sync::{FollowerProgress, InSyncTracker};
@@ -53,23 +56,17 @@ use crate::replicated_producers::{apply_hook, InFlight};
 use crate::storage::{without_retention, RaftStorage};
 use crate::topic::partition_dir;
 
+mod joining;
+mod quorum;
+
+pub use quorum::{QuorumMember, QuorumView};
+
 /// The Raft group of the cluster's metadata.
 pub const METADATA_GROUP: u64 = 0;
 
 /// How long a metadata change may take to commit before it is reported
 /// as failed (the cluster may have no quorum).
 const METADATA_PATIENCE: Duration = Duration::from_secs(15);
-
-/// One node of the cluster, as every node's configuration names it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClusterNode {
-    /// Its Raft listener (`host:port`).
-    pub raft: String,
-    /// The host its Kafka listener is reached at.
-    pub kafka_host: String,
-    /// That listener's port.
-    pub kafka_port: u16,
-}
 
 /// What a node needs to know to join its cluster.
 #[derive(Debug, Clone)]
@@ -78,8 +75,12 @@ pub struct ClusterConfig {
     pub node_id: u64,
     /// Where this node's Raft listener binds.
     pub listen: SocketAddr,
-    /// Every node, this one included.
+    /// The nodes configured: every node, this one included; for a node
+    /// joining a running cluster, those it knows of (possibly none).
     pub nodes: BTreeMap<u64, ClusterNode>,
+    /// This node joins a running cluster: it initializes nothing and
+    /// waits to be added (`Cluster::add_node`, from any member).
+    pub join: bool,
     /// Raft's heartbeat and election timing.
     pub timing: RaftTiming,
     /// Replicas of a topic created without a replication factor.
@@ -189,6 +190,27 @@ enum Command {
         /// Its replicas now.
         nodes: Vec<u64>,
     },
+    /// A node is to be added: the metadata group's leader makes it a
+    /// learner, waits for it to catch up, makes it a voter, then records
+    /// `NodeAdded`.
+    AddNode {
+        /// Names the proposer's wait (not part of the state).
+        request: u128,
+        /// Its id.
+        node_id: u64,
+        /// Its addresses.
+        node: ClusterNode,
+    },
+    /// A node became a voter of the metadata group.
+    NodeAdded {
+        /// The cluster's id, which the new node adopts.
+        cluster_id: String,
+        /// The node.
+        node_id: u64,
+        /// Every node from now on (the first nodes are recorded here too,
+        /// so that the new node learns their Kafka addresses).
+        nodes: BTreeMap<u64, ClusterNode>,
+    },
     /// A replica became its group's leader.
     LeaderChange {
         /// The group.
@@ -232,10 +254,18 @@ enum Applied {
 
 /// This node's membership of a cluster.
 pub struct Cluster {
-    /// The cluster id every node reports: derived from the node list, so
-    /// that nodes configured alike agree without talking.
-    id: String,
+    /// The cluster id every node reports: derived from the configured
+    /// node list at the cluster's first start (so that nodes configured
+    /// alike agree without talking) and kept; a joining node adopts it.
+    /// Unset on a joining node until it is added.
+    id: std::sync::OnceLock<String>,
     config: ClusterConfig,
+    /// Every node, as configured and as the metadata log added them.
+    nodes: Arc<ClusterNodes>,
+    /// Nodes being added, not yet voters of the metadata group.
+    joins: parking_lot::Mutex<BTreeMap<u64, ClusterNode>>,
+    /// Bumped each time a node is added (or one to add recorded).
+    node_changes: tokio::sync::watch::Sender<u64>,
     router: GroupRouter,
     metadata: PartitionReplica,
     hints: Arc<LeaderHints>,
@@ -255,7 +285,7 @@ impl std::fmt::Debug for Cluster {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Cluster")
             .field("node_id", &self.config.node_id)
-            .field("nodes", &self.config.nodes.len())
+            .field("nodes", &self.nodes.len())
             .finish_non_exhaustive()
     }
 }
@@ -272,19 +302,10 @@ fn metadata_log_config() -> LogConfig {
     }
 }
 
-fn raft_members(nodes: &[u64], all: &BTreeMap<u64, ClusterNode>) -> BTreeMap<u64, BasicNode> {
+fn raft_members(nodes: &[u64], all: &ClusterNodes) -> BTreeMap<u64, BasicNode> {
     nodes
         .iter()
-        .filter_map(|id| {
-            all.get(id).map(|n| {
-                (
-                    *id,
-                    BasicNode {
-                        addr: n.raft.clone(),
-                    },
-                )
-            })
-        })
+        .filter_map(|id| all.raft_address(*id).map(|addr| (*id, BasicNode { addr })))
         .collect()
 }
 
@@ -295,7 +316,7 @@ impl Cluster {
         broker: Arc<Broker>,
         config: ClusterConfig,
     ) -> Result<Arc<Cluster>, ClusterError> {
-        if !config.nodes.contains_key(&config.node_id) {
+        if !config.join && !config.nodes.contains_key(&config.node_id) {
             return Err(ClusterError::Config(format!(
                 "node {} is not among the cluster's nodes",
                 config.node_id
@@ -335,31 +356,36 @@ impl Cluster {
             Some(hook),
         )
         .await?;
-        // Every node proposes the same first membership; whichever wins,
-        // the others find the group initialized.
-        let all: Vec<u64> = config.nodes.keys().copied().collect();
-        if let Err(e) = metadata
-            .raft()
-            .initialize(raft_members(&all, &config.nodes))
-            .await
-        {
-            tracing::debug!(error = %e, "cluster metadata already initialized");
+        let nodes = Arc::new(ClusterNodes::new(config.nodes.clone()));
+        let data_dir = broker.config().data_dir.clone();
+        let stored_id =
+            cluster_nodes::stored_id(&data_dir).map_err(|e| ClusterError::Config(e.to_string()))?;
+        let id = std::sync::OnceLock::new();
+        match stored_id {
+            Some(stored) => {
+                let _ = id.set(stored);
+            }
+            // A joining node is given the id when it is added.
+            None if config.join => {}
+            None => {
+                let derived = cluster_nodes::derived_id(&config.nodes);
+                cluster_nodes::store_id(&data_dir, &derived)
+                    .map_err(|e| ClusterError::Config(e.to_string()))?;
+                let _ = id.set(derived);
+            }
         }
-        let described: String = config
-            .nodes
-            .iter()
-            .map(|(id, n)| format!("{id}={};", n.raft))
-            .collect();
-        let id = format!(
-            "herald-{:016x}",
-            twox_hash::XxHash3_64::oneshot(described.as_bytes())
-        );
-        let raft_addresses = config
-            .nodes
-            .iter()
-            .map(|(id, node)| (*id, node.raft.clone()))
-            .collect();
-        let forwarder = Arc::new(Forwarder::new(raft_addresses, router.source()));
+        if !config.join {
+            // Every node proposes the same first membership; whichever
+            // wins, the others find the group initialized.
+            if let Err(e) = metadata
+                .raft()
+                .initialize(raft_members(&nodes.ids(), &nodes))
+                .await
+            {
+                tracing::debug!(error = %e, "cluster metadata already initialized");
+            }
+        }
+        let forwarder = Arc::new(Forwarder::new(Arc::clone(&nodes), router.source()));
         let hints = Arc::new(LeaderHints::default());
         let mut group_config = broker.config().groups.clone();
         group_config.member_id_seed =
@@ -374,6 +400,9 @@ impl Cluster {
         let cluster = Arc::new(Cluster {
             id,
             config,
+            nodes,
+            joins: parking_lot::Mutex::new(BTreeMap::new()),
+            node_changes: tokio::sync::watch::Sender::new(0),
             router,
             metadata,
             hints,
@@ -393,11 +422,13 @@ impl Cluster {
             }
         });
         tokio::spawn(Arc::clone(&cluster).create_offsets_once());
+        tokio::spawn(Arc::clone(&cluster).add_nodes_while_leading());
         tracing::info!(
             node_id = cluster.config.node_id,
-            nodes = cluster.config.nodes.len(),
+            nodes = cluster.nodes.len(),
             raft = %cluster.config.listen,
-            "joined the cluster"
+            joining = cluster.config.join,
+            "cluster node started"
         );
         Ok(cluster)
     }
@@ -431,7 +462,7 @@ impl Cluster {
     }
 
     async fn propose_offsets(&self) -> Result<(), BrokerError> {
-        let nodes: Vec<u64> = self.config.nodes.keys().copied().collect();
+        let nodes = self.nodes.ids();
         let factor =
             usize::from(self.config.offsets_replication_factor).clamp(1, nodes.len().max(1));
         let partitions = place_replicas(&nodes, factor, 0..self.config.offsets_partitions.max(1))?;
@@ -488,15 +519,15 @@ impl Cluster {
         Ok(())
     }
 
-    /// The cluster id.
+    /// The cluster id (empty on a node waiting to be added).
     pub fn id(&self) -> &str {
-        &self.id
+        self.id.get().map_or("", String::as_str)
     }
 
     /// Every node, with its Kafka address.
     pub fn nodes(&self) -> Vec<NodeAddress> {
-        self.config
-            .nodes
+        self.nodes
+            .all()
             .iter()
             .map(|(id, n)| NodeAddress {
                 id: *id as i32,
@@ -525,7 +556,7 @@ impl Cluster {
         validate_only: bool,
     ) -> Result<TopicSummary, BrokerError> {
         let summary = broker.create_topic(name, partitions, configs, true)?;
-        let nodes: Vec<u64> = self.config.nodes.keys().copied().collect();
+        let nodes = self.nodes.ids();
         let factor = match replication_factor {
             -1 => usize::from(self.config.default_replication_factor).min(nodes.len()),
             n if n >= 1 && (n as usize) <= nodes.len() => n as usize,
@@ -600,7 +631,7 @@ impl Cluster {
         if validate_only {
             return Ok(());
         }
-        let nodes: Vec<u64> = self.config.nodes.keys().copied().collect();
+        let nodes = self.nodes.ids();
         let factor = record
             .replicas
             .as_ref()
@@ -678,7 +709,7 @@ impl Cluster {
             .replica_set()
             .cloned()
             .ok_or_else(unknown)?;
-        check_target(&target, &self.config.nodes)?;
+        check_target(&target, &self.nodes)?;
         if self.reassignments.lock().contains_key(&set.group) {
             return Err(BrokerError::ReassignmentInProgress {
                 topic: name.to_owned(),
@@ -838,6 +869,21 @@ impl Cluster {
                     let _ = waiter.send(result.map(|()| Applied::OffsetsCreated));
                 }
             }
+            Command::AddNode {
+                request,
+                node_id,
+                node,
+            } => {
+                let result = self.record_addition(node_id, node);
+                if let Some(waiter) = self.waiting.lock().remove(&request) {
+                    let _ = waiter.send(result.map(|()| Applied::Altered));
+                }
+            }
+            Command::NodeAdded {
+                cluster_id,
+                node_id,
+                nodes,
+            } => self.node_added(broker, &cluster_id, node_id, &nodes),
             Command::LeaderChange {
                 group,
                 leader,
@@ -971,7 +1017,7 @@ impl Cluster {
         may_initialize: bool,
     ) -> Arc<PartitionReplica> {
         if may_initialize && assignment.nodes.first() == Some(&self.config.node_id) {
-            let members = raft_members(&assignment.nodes, &self.config.nodes);
+            let members = raft_members(&assignment.nodes, &self.nodes);
             if let Err(e) = replica.raft().initialize(members).await {
                 tracing::debug!(group = assignment.group, error = %e, "group already initialized");
             }
@@ -1168,10 +1214,8 @@ impl Cluster {
         }
         for node in target.difference(&voters) {
             let addr = self
-                .config
                 .nodes
-                .get(node)
-                .map(|n| n.raft.clone())
+                .raft_address(*node)
                 .ok_or_else(|| format!("node {node} is not in the cluster"))?;
             replica
                 .raft()
@@ -1487,7 +1531,7 @@ fn moved_away(data_dir: &std::path::Path, group: u64) -> PathBuf {
 
 /// Checks a reassignment's target: at least one replica, none twice,
 /// every one a node of the cluster.
-fn check_target(target: &[u64], nodes: &BTreeMap<u64, ClusterNode>) -> Result<(), BrokerError> {
+fn check_target(target: &[u64], nodes: &ClusterNodes) -> Result<(), BrokerError> {
     if target.is_empty() {
         return Err(BrokerError::InvalidReplicaAssignment(
             "a partition needs at least one replica".to_owned(),
@@ -1500,7 +1544,7 @@ fn check_target(target: &[u64], nodes: &BTreeMap<u64, ClusterNode>) -> Result<()
                 "node {node} is named twice"
             )));
         }
-        if !nodes.contains_key(node) {
+        if nodes.get(*node).is_none() {
             return Err(BrokerError::InvalidReplicaAssignment(format!(
                 "node {node} is not a node of the cluster"
             )));

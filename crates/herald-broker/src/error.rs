@@ -50,6 +50,17 @@ pub enum BrokerError {
     /// A partition reassignment names replicas the cluster cannot give.
     #[error("invalid replica assignment: {0}")]
     InvalidReplicaAssignment(String),
+    /// A node of this id is in the cluster already, at other addresses.
+    #[error("node {id} is in the cluster already, at {known}")]
+    NodeExists {
+        /// The node id.
+        id: u64,
+        /// Where it is.
+        known: String,
+    },
+    /// A node to add is described wrongly (its id, or its addresses).
+    #[error("invalid node: {0}")]
+    InvalidNode(String),
     /// The partition is being reassigned already.
     #[error("partition {partition} of topic {topic} is being reassigned already")]
     ReassignmentInProgress {

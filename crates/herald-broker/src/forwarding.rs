@@ -24,8 +24,9 @@
 //! so a steady stream of publishes reuses connections rather than opening
 //! one each.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -34,6 +35,7 @@ use herald_raft::{Placed, RecordBatch};
 use parking_lot::Mutex;
 use tokio::sync::Semaphore;
 
+use crate::cluster_nodes::ClusterNodes;
 use crate::partition::{LeaderHints, ReplicaSet};
 use crate::storage::StorageError;
 
@@ -54,8 +56,8 @@ const REDIRECTS_MAX: usize = 3;
 
 /// Carries writes to partition leaders on other nodes (or this one).
 pub struct Forwarder {
-    /// Each node's Raft listener.
-    raft_addresses: BTreeMap<u64, String>,
+    /// The cluster's nodes, with their Raft listeners.
+    nodes: Arc<ClusterNodes>,
     /// Where this node's connections leave from.
     source: Option<IpAddr>,
     in_flight: Semaphore,
@@ -72,7 +74,7 @@ struct IdleClient {
 impl std::fmt::Debug for Forwarder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Forwarder")
-            .field("nodes", &self.raft_addresses.len())
+            .field("nodes", &self.nodes.len())
             .field("idle", &self.idle.lock().len())
             .finish_non_exhaustive()
     }
@@ -92,11 +94,11 @@ enum Attempt {
 }
 
 impl Forwarder {
-    /// A forwarder to the nodes whose Raft listeners are
-    /// `raft_addresses`, connecting from `source` if set.
-    pub fn new(raft_addresses: BTreeMap<u64, String>, source: Option<IpAddr>) -> Self {
+    /// A forwarder to `nodes` (as they are at each write, so a node added
+    /// later is reached too), connecting from `source` if set.
+    pub fn new(nodes: Arc<ClusterNodes>, source: Option<IpAddr>) -> Self {
         Self {
-            raft_addresses,
+            nodes,
             source,
             in_flight: Semaphore::new(FORWARDS_IN_FLIGHT_MAX),
             idle: Mutex::new(VecDeque::with_capacity(IDLE_CLIENTS_MAX)),
@@ -150,9 +152,12 @@ impl Forwarder {
 
     /// One try at `leader`, on a kept connection if there is one.
     async fn try_leader(&self, group: u64, leader: u64, batch: &Bytes) -> Attempt {
-        let Some(addr) = self.raft_addresses.get(&leader) else {
+        let Some(addr) = self.nodes.raft_address(leader) else {
             return Attempt::Failed(StorageError::Unavailable(
-                format!("node {leader}, named as the partition's leader, is not in the cluster's configuration").into(),
+                format!(
+                    "node {leader}, named as the partition's leader, is not a node of the cluster"
+                )
+                .into(),
             ));
         };
         let Ok(_permit) = self.in_flight.acquire().await else {
@@ -300,6 +305,22 @@ mod tests {
         (replica, addr.to_string(), stop)
     }
 
+    /// Nodes whose Raft listeners are `raft`.
+    fn nodes_at<const N: usize>(raft: [(u64, String); N]) -> Arc<ClusterNodes> {
+        Arc::new(ClusterNodes::new(
+            raft.into_iter()
+                .map(|(id, raft)| {
+                    let node = crate::cluster_nodes::ClusterNode {
+                        raft,
+                        kafka_host: "127.0.0.1".to_owned(),
+                        kafka_port: 9092,
+                    };
+                    (id, node)
+                })
+                .collect(),
+        ))
+    }
+
     fn unreachable_address() -> String {
         // Bound, then closed: nothing listens there.
         let socket = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -311,7 +332,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (replica, addr, stop) = lone_leader(dir.path()).await;
         let forwarder = Arc::new(Forwarder::new(
-            BTreeMap::from([(1, addr), (2, unreachable_address())]),
+            nodes_at([(1, addr), (2, unreachable_address())]),
             None,
         ));
         let set = ReplicaSet {
@@ -342,10 +363,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_write_no_leader_takes_is_refused_once_patience_runs_out() {
-        let forwarder = Arc::new(Forwarder::new(
-            BTreeMap::from([(2, unreachable_address())]),
-            None,
-        ));
+        let forwarder = Arc::new(Forwarder::new(nodes_at([(2, unreachable_address())]), None));
         let set = ReplicaSet {
             group: GROUP,
             nodes: ReplicaNodes::new(vec![2]),
@@ -363,12 +381,12 @@ mod tests {
     async fn a_leader_refuses_forwarded_batches_a_producer_could_not_have_sent_and_serves_on() {
         let dir = tempfile::tempdir().unwrap();
         let (replica, addr, stop) = lone_leader(dir.path()).await;
-        let forwarder = Forwarder::new(BTreeMap::from([(1, addr)]), None);
+        let forwarder = Forwarder::new(nodes_at([(1, addr)]), None);
         let set = ReplicaSet {
             group: GROUP,
             nodes: ReplicaNodes::new(vec![1]),
             hints: Arc::new(LeaderHints::default()),
-            forwarder: Arc::new(Forwarder::new(BTreeMap::new(), None)),
+            forwarder: Arc::new(Forwarder::new(nodes_at([]), None)),
         };
         let good = batch(b"fine");
         let mut bad_crc = good.to_vec();

@@ -24,6 +24,8 @@
 pub mod broker;
 #[cfg(feature = "cluster")]
 pub mod cluster;
+#[cfg(feature = "cluster")]
+pub mod cluster_nodes;
 pub mod config;
 mod dir_lock;
 pub mod error;

@@ -78,6 +78,14 @@ pub mod versions {
     pub const DESCRIBE_USER_SCRAM_CREDENTIALS: i16 = 0;
     /// AlterUserScramCredentials.
     pub const ALTER_USER_SCRAM_CREDENTIALS: i16 = 0;
+    /// DescribeCluster.
+    pub const DESCRIBE_CLUSTER: i16 = 1;
+    /// AddRaftVoter.
+    pub const ADD_RAFT_VOTER: i16 = 0;
+    /// AlterPartitionReassignments.
+    pub const ALTER_PARTITION_REASSIGNMENTS: i16 = 1;
+    /// ListPartitionReassignments.
+    pub const LIST_PARTITION_REASSIGNMENTS: i16 = 0;
 }
 
 /// A connection to one broker.

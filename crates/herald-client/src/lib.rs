@@ -15,6 +15,7 @@
 //! only the Kafka protocol, as any client would.
 
 pub mod admin;
+pub mod cluster_admin;
 pub mod connection;
 pub mod data;
 pub mod error;

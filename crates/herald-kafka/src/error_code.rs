@@ -72,6 +72,8 @@ pub fn broker(e: &BrokerError) -> i16 {
         BrokerError::NotInCluster(_) => ResponseError::UnsupportedVersion,
         BrokerError::InvalidReplicaAssignment(_) => ResponseError::InvalidReplicaAssignment,
         BrokerError::ReassignmentInProgress { .. } => ResponseError::ReassignmentInProgress,
+        BrokerError::NodeExists { .. } => ResponseError::DuplicateVoter,
+        BrokerError::InvalidNode(_) => ResponseError::InvalidRequest,
     }
     .code()
 }

@@ -249,6 +249,10 @@ registry! {
         |call, request| call.respond(&alter_partition_reassignments::handle(call.ctx, call.session, request, call.version).await);
     ListPartitionReassignments(ListPartitionReassignmentsRequest), versions 0..=0, schema list_partition_reassignments,
         |call, request| call.respond(&list_partition_reassignments::handle(call.ctx, call.session, request, call.version));
+    DescribeQuorum(DescribeQuorumRequest), versions 0..=2, schema describe_quorum,
+        |call, request| call.respond(&describe_quorum::handle(call.ctx, call.session, request, call.version));
+    AddRaftVoter(AddRaftVoterRequest), versions 0..=0, schema add_raft_voter,
+        |call, request| call.respond(&add_raft_voter::handle(call.ctx, call.session, request, call.version).await);
     // The classic consumer-group protocol.
     FindCoordinator(FindCoordinatorRequest), versions 0..=6, schema find_coordinator,
         |call, request| call.respond(&find_coordinator::handle(call.ctx, call.session, request, call.version));

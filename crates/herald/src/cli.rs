@@ -64,6 +64,12 @@ pub enum Command {
     /// Add, list and remove ACLs (over Kafka's APIs).
     #[command(subcommand)]
     Acl(crate::cli_client::AclCommand),
+    /// Describe the cluster and add nodes to it (over Kafka's APIs).
+    #[command(subcommand)]
+    Cluster(crate::cli_client::ClusterCommand),
+    /// Move partitions between a cluster's nodes (over Kafka's APIs).
+    #[command(subcommand)]
+    Partition(crate::cli_client::PartitionCommand),
     /// Create, list, configure and delete tenants and their namespaces
     /// (over the push listener's admin service).
     #[command(subcommand)]
@@ -170,7 +176,8 @@ pub struct ServeArgs {
     #[arg(long, env = "HERALD_FLOW_LIMIT", value_name = "N")]
     pub flow_limit: Option<u32>,
     /// This node's id in its cluster (the Kafka broker id); with
-    /// --cluster-listen and --cluster-nodes, the node joins a cluster.
+    /// --cluster-listen and --cluster-nodes (or --cluster-join), the node
+    /// is part of a cluster.
     #[arg(long, env = "HERALD_NODE_ID", value_name = "N")]
     pub node_id: Option<u64>,
     /// Where this node's Raft listener binds, for its cluster peers.
@@ -180,6 +187,11 @@ pub struct ServeArgs {
     /// ID=RAFT_HOST:PORT=KAFKA_HOST:PORT (this node included).
     #[arg(long, env = "HERALD_CLUSTER_NODES", value_name = "LIST")]
     pub cluster_nodes: Option<String>,
+    /// Join a running cluster: initialize nothing and wait to be added
+    /// (`herald cluster add-node` against any of its nodes); --cluster-nodes
+    /// is then optional and need not name this node.
+    #[arg(long, env = "HERALD_CLUSTER_JOIN", value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", value_parser = clap::value_parser!(bool))]
+    pub cluster_join: Option<bool>,
     /// Replicas of a topic created without a replication factor [default:
     /// the number of nodes, at most 3].
     #[arg(long, env = "HERALD_DEFAULT_REPLICATION_FACTOR", value_name = "N")]

@@ -679,3 +679,75 @@ pub enum AclCommand {
         broker: BrokerArgs,
     },
 }
+
+/// `herald cluster`.
+#[derive(Debug, Subcommand)]
+pub enum ClusterCommand {
+    /// Show the cluster id, the controller and every node.
+    #[command(after_help = "Example:\n  herald cluster describe --bootstrap 127.0.0.1:9092")]
+    Describe {
+        #[command(flatten)]
+        broker: BrokerArgs,
+    },
+    /// Add a node to a running cluster. Start the node first with
+    /// `herald serve --node-id ID --cluster-listen RAFT --cluster-join`;
+    /// this waits until it is a member (it then holds no partitions:
+    /// reassign some to it, and new topics use it).
+    #[command(
+        after_help = "Example:\n  herald serve --node-id 4 --cluster-listen 10.0.0.4:9193 --cluster-join --kafka-listen 10.0.0.4:9092 &\n  herald cluster add-node 4 --raft 10.0.0.4:9193 --kafka 10.0.0.4:9092 --bootstrap 10.0.0.1:9092"
+    )]
+    AddNode {
+        /// The new node's id (its --node-id).
+        #[arg(value_parser = clap::value_parser!(i32).range(1..))]
+        id: i32,
+        /// Where its cluster peers reach its Raft listener.
+        #[arg(long, value_name = "HOST:PORT")]
+        raft: String,
+        /// Where clients reach its Kafka listener.
+        #[arg(long, value_name = "HOST:PORT")]
+        kafka: String,
+        /// How long to wait for it to become a member.
+        #[arg(long, default_value_t = 60_000, value_name = "MS")]
+        timeout_ms: u64,
+        #[command(flatten)]
+        broker: BrokerArgs,
+    },
+}
+
+/// `herald partition`.
+#[derive(Debug, Subcommand)]
+pub enum PartitionCommand {
+    /// Move a partition's replicas to other nodes (the first is the
+    /// preferred leader). New replicas catch up from the leader before
+    /// the old ones leave; this returns once the move is recorded and
+    /// `--wait` waits for it to complete.
+    #[command(
+        after_help = "Example:\n  herald partition reassign orders 0 --replicas 4,1,2 --wait --bootstrap 127.0.0.1:9092"
+    )]
+    Reassign {
+        /// Topic name.
+        topic: String,
+        /// Partition index.
+        #[arg(value_parser = clap::value_parser!(i32).range(0..))]
+        partition: i32,
+        /// The node ids to hold it, comma-separated.
+        #[arg(long, value_name = "IDS", value_delimiter = ',', required = true)]
+        replicas: Vec<i32>,
+        /// Wait until the move completes.
+        #[arg(long)]
+        wait: bool,
+        /// How long `--wait` waits.
+        #[arg(long, default_value_t = 300_000, value_name = "MS")]
+        timeout_ms: u64,
+        #[command(flatten)]
+        broker: BrokerArgs,
+    },
+    /// List the reassignments in progress.
+    #[command(
+        after_help = "Example:\n  herald partition reassignments --bootstrap 127.0.0.1:9092"
+    )]
+    Reassignments {
+        #[command(flatten)]
+        broker: BrokerArgs,
+    },
+}

@@ -16,8 +16,11 @@ pub struct ClusterFile {
     pub node_id: Option<u64>,
     /// Where this node's Raft listener binds.
     pub listen: Option<String>,
-    /// Every node as `ID=RAFT_HOST:PORT=KAFKA_HOST:PORT`, this one included.
+    /// Every node as `ID=RAFT_HOST:PORT=KAFKA_HOST:PORT`, this one included
+    /// (with `join`, those known, if any).
     pub nodes: Option<Vec<String>>,
+    /// This node joins a running cluster: it waits to be added.
+    pub join: Option<bool>,
     /// Replicas of a topic created without a replication factor.
     pub default_replication_factor: Option<u16>,
     /// Ms a follower may lag (or stay silent) before it leaves a
@@ -49,8 +52,10 @@ pub struct ClusterSettings {
     pub node_id: u64,
     /// Where its Raft listener binds.
     pub listen: SocketAddr,
-    /// Every node.
+    /// Every node configured.
     pub nodes: BTreeMap<u64, NodeSpec>,
+    /// This node joins a running cluster.
+    pub join: bool,
     /// Replicas of a topic created without a replication factor.
     pub default_replication_factor: u16,
     /// Ms a follower may lag before it leaves the in-sync replicas.
@@ -162,12 +167,15 @@ pub fn cluster(
     let offsets_factor = flags
         .offsets_replication_factor
         .or(file.offsets_replication_factor);
+    let join = flags.join.or(file.join).unwrap_or(false);
+    // A joining node may know no node yet.
+    let node_list = node_list.or_else(|| join.then(Vec::new));
     let (Some(node_id), Some(listen_text), Some(node_list)) =
         (node_id, listen_text.clone(), node_list.clone())
     else {
         if node_list.is_some() || listen_text.is_some() {
             return Err(anyhow!(
-                "a cluster needs node_id, listen and nodes together (in [cluster], or --node-id, --cluster-listen and --cluster-nodes)"
+                "a cluster needs node_id, listen and nodes together (in [cluster], or --node-id, --cluster-listen and --cluster-nodes; a node joining a running one: --cluster-join instead of --cluster-nodes)"
             ));
         }
         return Ok((None, None));
@@ -182,11 +190,29 @@ pub fn cluster(
             return Err(invalid("nodes", text, "the node id appears twice"));
         }
     }
-    if !nodes.contains_key(&node_id) {
-        return Err(invalid("node_id", node_id, "is not among the nodes"));
+    if join {
+        if let Some(spec) = nodes.get(&node_id) {
+            if spec.raft != listen_text {
+                return Err(invalid(
+                    "nodes",
+                    node_id,
+                    "names this joining node at another Raft address than cluster.listen",
+                ));
+            }
+        }
+    } else if !nodes.contains_key(&node_id) {
+        return Err(invalid(
+            "node_id",
+            node_id,
+            "is not among the nodes (a node joining a running cluster sets cluster.join)",
+        ));
     }
-    let default_replication_factor = factor.unwrap_or((nodes.len() as u16).min(3));
-    if default_replication_factor == 0 || usize::from(default_replication_factor) > nodes.len() {
+    // A joining node cannot tell how many nodes the cluster will have: its
+    // factors are checked against the cluster's nodes when used.
+    let node_count = if join { usize::MAX } else { nodes.len() };
+    let default_count = if join { 3 } else { (nodes.len() as u16).min(3) };
+    let default_replication_factor = factor.unwrap_or(default_count);
+    if default_replication_factor == 0 || usize::from(default_replication_factor) > node_count {
         return Err(invalid(
             "default_replication_factor",
             default_replication_factor,
@@ -207,8 +233,8 @@ pub fn cluster(
             &format!("must be between 1 and {OFFSETS_PARTITIONS_MAX}"),
         ));
     }
-    let offsets_replication_factor = offsets_factor.unwrap_or((nodes.len() as u16).min(3));
-    if offsets_replication_factor == 0 || usize::from(offsets_replication_factor) > nodes.len() {
+    let offsets_replication_factor = offsets_factor.unwrap_or(default_count);
+    if offsets_replication_factor == 0 || usize::from(offsets_replication_factor) > node_count {
         return Err(invalid(
             "offsets_replication_factor",
             offsets_replication_factor,
@@ -219,6 +245,7 @@ pub fn cluster(
         node_id: Some(node_id),
         listen: Some(listen_text),
         nodes: Some(node_list),
+        join: Some(join),
         default_replication_factor: Some(default_replication_factor),
         replica_lag_time_max_ms: Some(lag_max_ms),
         offsets_partitions: Some(offsets_partitions),
@@ -229,6 +256,7 @@ pub fn cluster(
             node_id,
             listen,
             nodes,
+            join,
             default_replication_factor,
             replica_lag_time_max_ms: lag_max_ms,
             offsets_partitions,
@@ -267,6 +295,40 @@ mod tests {
         };
         assert!(cluster(too_many, None).is_err());
         assert!(cluster(ClusterFile::default(), None).unwrap().0.is_none());
+    }
+
+    #[test]
+    fn a_joining_node_needs_no_node_list_and_is_not_required_in_one() {
+        let joining = |nodes: Option<&str>| ClusterFile {
+            node_id: Some(4),
+            listen: Some("127.0.0.4:9193".into()),
+            nodes: nodes.map(|n| vec![n.to_owned()]),
+            join: Some(true),
+            ..ClusterFile::default()
+        };
+        let (settings, effective) = cluster(joining(None), None).unwrap();
+        let settings = settings.unwrap();
+        assert!(settings.join && settings.nodes.is_empty());
+        assert_eq!(settings.default_replication_factor, 3);
+        assert_eq!(effective.unwrap().join, Some(true));
+        let known = "1=127.0.0.1:9193=127.0.0.1:9092";
+        assert_eq!(
+            cluster(joining(Some(known)), None)
+                .unwrap()
+                .0
+                .unwrap()
+                .nodes
+                .len(),
+            1
+        );
+        let elsewhere = "4=127.0.0.9:9193=127.0.0.4:9092";
+        assert!(cluster(joining(Some(elsewhere)), None).is_err());
+        let not_joining = ClusterFile {
+            join: Some(false),
+            ..joining(Some(known))
+        };
+        let refused = cluster(not_joining, None).unwrap_err();
+        assert!(refused.to_string().contains("join"), "{refused}");
     }
 
     #[test]

@@ -40,6 +40,8 @@ fn main() -> ExitCode {
         Command::Bench(args) => run_client(commands::bench::run(args)),
         Command::User(command) => run_client(commands::user::run(command)),
         Command::Acl(command) => run_client(commands::acl::run(command)),
+        Command::Cluster(command) => run_client(commands::cluster::run(command)),
+        Command::Partition(command) => run_client(commands::partition::run(command)),
         Command::Tenant(command) => run_client(commands::tenant::run(command)),
         Command::Subscribe(args) => run_client(commands::subscribe::run(args)),
         Command::Publish(args) => run_client(commands::publish::run(args)),

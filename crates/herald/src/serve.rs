@@ -58,6 +58,16 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         .context("opening the broker")?
         .with_context(|| format!("opening data directory {}", data_dir.display()))?;
     let cluster = join_cluster(&broker, settings.cluster.clone()).await?;
+    if !wait_until_added(&cluster).await? {
+        admin_shutdown.cancel();
+        let _ = admin_task.await;
+        leave_cluster(cluster).await;
+        tokio::task::spawn_blocking(move || broker.close())
+            .await
+            .context("closing logs")??;
+        tracing::info!("shutdown complete");
+        return Ok(());
+    }
     if let Some(relay) = &broker.config().relay {
         tracing::info!(
             upstream = ?relay.upstream().bootstrap(),
@@ -219,6 +229,7 @@ async fn join_cluster(
                     )
                 })
                 .collect(),
+            join: settings.join,
             timing: herald_raft_timing(),
             default_replication_factor: settings.default_replication_factor,
             replica_lag_max: std::time::Duration::from_millis(settings.replica_lag_time_max_ms),
@@ -235,6 +246,23 @@ async fn join_cluster(
         let _ = (broker, settings);
         anyhow::bail!("this herald was built without cluster support (the `cluster` feature)")
     }
+}
+
+/// A node joining a running cluster serves nothing until it is added:
+/// false when a termination signal came first.
+async fn wait_until_added(cluster: &ClusterHandle) -> anyhow::Result<bool> {
+    #[cfg(feature = "cluster")]
+    if let Some(cluster) = cluster {
+        tokio::select! {
+            () = cluster.wait_until_added() => {}
+            signal = wait_for_signal() => {
+                tracing::info!(signal = signal?, "shutting down before being added to the cluster");
+                return Ok(false);
+            }
+        }
+    }
+    let _ = cluster;
+    Ok(true)
 }
 
 #[cfg(feature = "cluster")]

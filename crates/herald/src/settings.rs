@@ -293,6 +293,7 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
             node_id: args.node_id,
             listen: args.cluster_listen.clone(),
             nodes: args.cluster_nodes.clone().map(|list| vec![list]),
+            join: args.cluster_join,
             default_replication_factor: args.default_replication_factor,
             replica_lag_time_max_ms: args.replica_lag_time_max_ms,
             offsets_partitions: args.offsets_partitions,

@@ -25,6 +25,7 @@ const FRAME_BUFFER_MAX_BYTES: usize = 16 << 20;
 /// Bytes of idle frame buffers the server keeps for reuse.
 const FRAME_BUFFERS_RETAINED_BYTES: usize = 32 << 20;
 
+pub mod add_raft_voter;
 pub mod alter_client_quotas;
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
@@ -42,6 +43,7 @@ pub mod describe_client_quotas;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
+pub mod describe_quorum;
 pub mod describe_user_scram_credentials;
 pub mod fetch;
 pub mod find_coordinator;

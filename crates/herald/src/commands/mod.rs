@@ -3,8 +3,10 @@
 
 pub mod acl;
 pub mod bench;
+pub mod cluster;
 pub mod consume;
 pub mod group;
+pub mod partition;
 pub mod produce;
 pub mod publish;
 pub mod push_client;
