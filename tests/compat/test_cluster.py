@@ -14,7 +14,8 @@ committed are recognized on the new one.
 
 A fourth node started with `--cluster-join` is added with `herald cluster
 add-node`: every node then lists it, a partition reassigned onto it
-carries every record, and new topics are placed on it.
+carries every record, and new topics are placed on it; once its partitions
+are moved off, `herald cluster remove-node` takes it out again.
 
 The multi-process fault test in a network namespace (partitions, SIGSTOP,
 Kafka's VerifiableProducer) is test_cluster_faults.py.
@@ -634,6 +635,35 @@ def test_a_node_added_to_a_running_cluster_is_listed_everywhere_and_takes_partit
         new.stop()
         new.start()
         assert brokers_seen(new) == ([1, 2, 3, 4], cluster_id)
+
+        # It cannot be removed while it holds replicas; once they are moved
+        # off, it can, and no node lists it any more.
+        refused = herald_cli("cluster", "remove-node", "4", "--bootstrap", nodes[0].bootstrap)
+        assert refused.returncode != 0 and f"{topic}/0" in refused.stderr, refused.stderr
+        on_four = [p.id for p in md.topics[spread].partitions.values() if p.replicas == [4]]
+        for name, partition, replicas in [(topic, 0, old), (spread, on_four[0], [1])]:
+            moved = herald_cli(
+                "partition", "reassign", name, str(partition),
+                "--replicas", ",".join(map(str, replicas)), "--wait", "--timeout-ms", "60000",
+                "--bootstrap", nodes[0].bootstrap,
+            )
+            assert moved.returncode == 0, moved.stderr
+        removed = herald_cli("cluster", "remove-node", "4", "--bootstrap", nodes[1].bootstrap)
+        assert removed.returncode == 0, removed.stderr
+        new.stop()
+        deadline = time.monotonic() + 30
+        while True:
+            views = {n.node_id: brokers_seen(n)[0] for n in nodes[:3]}
+            if all(v == [1, 2, 3] for v in views.values()):
+                break
+            assert time.monotonic() < deadline, f"brokers seen after the removal: {views}"
+            time.sleep(0.3)
+        quorum = kafka_tool("MetadataQuorumCommand", "--bootstrap-server", nodes[2].bootstrap,
+                            "describe", "--status")
+        voters_line = next(l for l in quorum.stdout.splitlines() if l.startswith("CurrentVoters:"))
+        assert sorted(int(i) for i in re.findall(r'"id": ?(\d+)', voters_line)) == [1, 2, 3], quorum.stdout
+        after_removal, errors = produce(boot, topic, [b"i%05d" % i for i in range(100)])
+        assert errors == [] and len(after_removal) == 100
     finally:
         new.stop()
 

@@ -20,7 +20,7 @@
 //!
 //! What the metadata log carries so far: topic creation, growth, config
 //! changes and deletion, reassignments, the offsets partitions, nodes
-//! added while the cluster runs (`joining`), and leader and in-sync
+//! added and removed while the cluster runs (`membership`), and leader and in-sync
 //! announcements. ACLs and quotas stay node-local.
 
 use std::collections::{BTreeMap, HashMap};
@@ -56,7 +56,7 @@ use crate::replicated_producers::{apply_hook, InFlight};
 use crate::storage::{without_retention, RaftStorage};
 use crate::topic::partition_dir;
 
-mod joining;
+mod membership;
 mod quorum;
 
 pub use quorum::{QuorumMember, QuorumView};
@@ -211,6 +211,19 @@ enum Command {
         /// so that the new node learns their Kafka addresses).
         nodes: BTreeMap<u64, ClusterNode>,
     },
+    /// A node is to be removed: the metadata group's leader takes it out
+    /// of the group's membership, then records `NodeRemoved`.
+    RemoveNode {
+        /// Names the proposer's wait (not part of the state).
+        request: u128,
+        /// Its id.
+        node_id: u64,
+    },
+    /// A node left the metadata group: no node lists it any more.
+    NodeRemoved {
+        /// The node.
+        node_id: u64,
+    },
     /// A replica became its group's leader.
     LeaderChange {
         /// The group.
@@ -264,6 +277,8 @@ pub struct Cluster {
     nodes: Arc<ClusterNodes>,
     /// Nodes being added, not yet voters of the metadata group.
     joins: parking_lot::Mutex<BTreeMap<u64, ClusterNode>>,
+    /// Nodes being removed from the metadata group.
+    removals: parking_lot::Mutex<std::collections::BTreeSet<u64>>,
     /// Bumped each time a node is added (or one to add recorded).
     node_changes: tokio::sync::watch::Sender<u64>,
     router: GroupRouter,
@@ -402,6 +417,7 @@ impl Cluster {
             config,
             nodes,
             joins: parking_lot::Mutex::new(BTreeMap::new()),
+            removals: parking_lot::Mutex::new(std::collections::BTreeSet::new()),
             node_changes: tokio::sync::watch::Sender::new(0),
             router,
             metadata,
@@ -422,7 +438,7 @@ impl Cluster {
             }
         });
         tokio::spawn(Arc::clone(&cluster).create_offsets_once());
-        tokio::spawn(Arc::clone(&cluster).add_nodes_while_leading());
+        tokio::spawn(Arc::clone(&cluster).change_nodes_while_leading());
         tracing::info!(
             node_id = cluster.config.node_id,
             nodes = cluster.nodes.len(),
@@ -462,7 +478,7 @@ impl Cluster {
     }
 
     async fn propose_offsets(&self) -> Result<(), BrokerError> {
-        let nodes = self.nodes.ids();
+        let nodes = self.placeable_nodes();
         let factor =
             usize::from(self.config.offsets_replication_factor).clamp(1, nodes.len().max(1));
         let partitions = place_replicas(&nodes, factor, 0..self.config.offsets_partitions.max(1))?;
@@ -556,7 +572,7 @@ impl Cluster {
         validate_only: bool,
     ) -> Result<TopicSummary, BrokerError> {
         let summary = broker.create_topic(name, partitions, configs, true)?;
-        let nodes = self.nodes.ids();
+        let nodes = self.placeable_nodes();
         let factor = match replication_factor {
             -1 => usize::from(self.config.default_replication_factor).min(nodes.len()),
             n if n >= 1 && (n as usize) <= nodes.len() => n as usize,
@@ -631,7 +647,7 @@ impl Cluster {
         if validate_only {
             return Ok(());
         }
-        let nodes = self.nodes.ids();
+        let nodes = self.placeable_nodes();
         let factor = record
             .replicas
             .as_ref()
@@ -709,7 +725,7 @@ impl Cluster {
             .replica_set()
             .cloned()
             .ok_or_else(unknown)?;
-        check_target(&target, &self.nodes)?;
+        check_target(&target, &self.placeable_nodes())?;
         if self.reassignments.lock().contains_key(&set.group) {
             return Err(BrokerError::ReassignmentInProgress {
                 topic: name.to_owned(),
@@ -884,6 +900,13 @@ impl Cluster {
                 node_id,
                 nodes,
             } => self.node_added(broker, &cluster_id, node_id, &nodes),
+            Command::RemoveNode { request, node_id } => {
+                let result = self.record_removal(node_id);
+                if let Some(waiter) = self.waiting.lock().remove(&request) {
+                    let _ = waiter.send(result.map(|()| Applied::Altered));
+                }
+            }
+            Command::NodeRemoved { node_id } => self.node_removed(node_id),
             Command::LeaderChange {
                 group,
                 leader,
@@ -1531,7 +1554,7 @@ fn moved_away(data_dir: &std::path::Path, group: u64) -> PathBuf {
 
 /// Checks a reassignment's target: at least one replica, none twice,
 /// every one a node of the cluster.
-fn check_target(target: &[u64], nodes: &ClusterNodes) -> Result<(), BrokerError> {
+fn check_target(target: &[u64], nodes: &[u64]) -> Result<(), BrokerError> {
     if target.is_empty() {
         return Err(BrokerError::InvalidReplicaAssignment(
             "a partition needs at least one replica".to_owned(),
@@ -1544,7 +1567,7 @@ fn check_target(target: &[u64], nodes: &ClusterNodes) -> Result<(), BrokerError>
                 "node {node} is named twice"
             )));
         }
-        if nodes.get(*node).is_none() {
+        if !nodes.contains(node) {
             return Err(BrokerError::InvalidReplicaAssignment(format!(
                 "node {node} is not a node of the cluster"
             )));

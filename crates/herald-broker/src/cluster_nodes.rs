@@ -1,6 +1,6 @@
 //! The nodes of a cluster as this node knows them (feature `cluster`):
 //! those its configuration names, then whatever the metadata log records
-//! as nodes are added while the cluster runs. Every view of the cluster
+//! as nodes are added and removed while the cluster runs. Every view of the cluster
 //! (Metadata's brokers, replica placement, where a write is forwarded)
 //! reads this one list, so a node added on the fly is seen everywhere at
 //! once.
@@ -9,7 +9,7 @@
 //! it outlives later changes to the configured node list, and so that a
 //! node that joined a running cluster reports the id it was given.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use parking_lot::RwLock;
@@ -31,57 +31,78 @@ pub struct ClusterNode {
 /// The cluster's nodes, shared by every part of this node that needs them.
 #[derive(Debug, Default)]
 pub struct ClusterNodes {
-    nodes: RwLock<BTreeMap<u64, ClusterNode>>,
+    known: RwLock<Known>,
+}
+
+#[derive(Debug, Default)]
+struct Known {
+    nodes: BTreeMap<u64, ClusterNode>,
+    /// Nodes the metadata log removed: kept out even where this node's
+    /// configuration still names them.
+    removed: BTreeSet<u64>,
 }
 
 impl ClusterNodes {
     /// The nodes `configured`.
     pub fn new(configured: BTreeMap<u64, ClusterNode>) -> Self {
         Self {
-            nodes: RwLock::new(configured),
+            known: RwLock::new(Known {
+                nodes: configured,
+                removed: BTreeSet::new(),
+            }),
         }
     }
 
     /// Every node, by id.
     pub fn all(&self) -> BTreeMap<u64, ClusterNode> {
-        self.nodes.read().clone()
+        self.known.read().nodes.clone()
     }
 
     /// The ids of every node, ascending.
     pub fn ids(&self) -> Vec<u64> {
-        self.nodes.read().keys().copied().collect()
+        self.known.read().nodes.keys().copied().collect()
     }
 
     /// How many nodes there are.
     pub fn len(&self) -> usize {
-        self.nodes.read().len()
+        self.known.read().nodes.len()
     }
 
     /// Whether no node is known (a node waiting to join).
     pub fn is_empty(&self) -> bool {
-        self.nodes.read().is_empty()
+        self.known.read().nodes.is_empty()
     }
 
     /// Node `id`, if it is in the cluster.
     pub fn get(&self, id: u64) -> Option<ClusterNode> {
-        self.nodes.read().get(&id).cloned()
+        self.known.read().nodes.get(&id).cloned()
     }
 
     /// Where node `id`'s Raft listener is, if it is in the cluster.
     pub fn raft_address(&self, id: u64) -> Option<String> {
-        self.nodes.read().get(&id).map(|n| n.raft.clone())
+        self.known.read().nodes.get(&id).map(|n| n.raft.clone())
     }
 
-    /// Takes `recorded`, the whole list as the metadata log has it after a
-    /// node was added. Nodes configured here and absent from it stay:
-    /// the log only ever adds nodes, and a node's configuration may name
-    /// one the log has not recorded yet (the first nodes are recorded only
-    /// when a later one is added).
-    pub fn merge(&self, recorded: &BTreeMap<u64, ClusterNode>) {
-        let mut nodes = self.nodes.write();
+    /// Takes `recorded`, the whole list as the metadata log has it after
+    /// node `added` was added (which may be one removed before). Nodes
+    /// configured here and absent from it stay: a node's configuration may
+    /// name one the log has not recorded yet (the first nodes are recorded
+    /// only when a later one is added).
+    pub fn merge(&self, added: u64, recorded: &BTreeMap<u64, ClusterNode>) {
+        let mut known = self.known.write();
+        known.removed.remove(&added);
         for (id, node) in recorded {
-            nodes.insert(*id, node.clone());
+            if !known.removed.contains(id) {
+                known.nodes.insert(*id, node.clone());
+            }
         }
+    }
+
+    /// Takes node `id` out, for good unless it is added again.
+    pub fn remove(&self, id: u64) {
+        let mut known = self.known.write();
+        known.nodes.remove(&id);
+        known.removed.insert(id);
     }
 }
 
@@ -148,10 +169,26 @@ mod tests {
     #[test]
     fn a_recorded_list_adds_nodes_and_keeps_configured_ones() {
         let nodes = ClusterNodes::new(BTreeMap::from([(1, node(1)), (2, node(2))]));
-        nodes.merge(&BTreeMap::from([(1, node(1)), (3, node(3))]));
+        nodes.merge(3, &BTreeMap::from([(1, node(1)), (3, node(3))]));
         assert_eq!(nodes.ids(), vec![1, 2, 3]);
         assert_eq!(nodes.raft_address(3).as_deref(), Some("127.0.0.3:9193"));
         assert_eq!(nodes.raft_address(4), None);
+    }
+
+    #[test]
+    fn a_removed_node_stays_out_until_it_is_added_again() {
+        let nodes = ClusterNodes::new(BTreeMap::from([(1, node(1)), (2, node(2))]));
+        nodes.remove(2);
+        assert_eq!(nodes.ids(), vec![1]);
+        // A later addition's list, recorded before the removal, does not
+        // bring it back; adding it again does.
+        nodes.merge(
+            3,
+            &BTreeMap::from([(1, node(1)), (2, node(2)), (3, node(3))]),
+        );
+        assert_eq!(nodes.ids(), vec![1, 3]);
+        nodes.merge(2, &BTreeMap::from([(2, node(2))]));
+        assert_eq!(nodes.ids(), vec![1, 2, 3]);
     }
 
     #[test]

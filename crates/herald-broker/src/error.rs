@@ -58,9 +58,13 @@ pub enum BrokerError {
         /// Where it is.
         known: String,
     },
-    /// A node to add is described wrongly (its id, or its addresses).
-    #[error("invalid node: {0}")]
+    /// A node to add is described wrongly (its id, or its addresses), or
+    /// a node cannot be removed now.
+    #[error("invalid node change: {0}")]
     InvalidNode(String),
+    /// No node of this id is in the cluster.
+    #[error("node {0} is not in the cluster")]
+    UnknownNode(u64),
     /// The partition is being reassigned already.
     #[error("partition {partition} of topic {topic} is being reassigned already")]
     ReassignmentInProgress {

@@ -36,6 +36,8 @@ use crate::partition::LeaderHints;
 struct Shard {
     /// Its Raft group.
     group: u64,
+    /// Its replicas.
+    nodes: Vec<u64>,
     /// This node's replica, if it holds one.
     replica: Option<Arc<PartitionReplica>>,
     /// The coordinator loaded while the replica leads, with its term.
@@ -123,6 +125,7 @@ impl OffsetShards {
             .zip(replicas)
             .map(|(assignment, replica)| Shard {
                 group: assignment.group,
+                nodes: assignment.nodes.clone(),
                 replica,
                 service: Mutex::new(None),
             })
@@ -134,6 +137,18 @@ impl OffsetShards {
             self.watch(index);
         }
         true
+    }
+
+    /// The offsets partitions (by index) that have a replica on `node`.
+    pub fn held_by(&self, node: u64) -> Vec<usize> {
+        self.shards.get().map_or_else(Vec::new, |shards| {
+            shards
+                .iter()
+                .enumerate()
+                .filter(|(_, shard)| shard.nodes.contains(&node))
+                .map(|(index, _)| index)
+                .collect()
+        })
     }
 
     fn shard(&self, group_id: &str) -> Option<&Shard> {

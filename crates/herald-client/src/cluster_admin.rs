@@ -1,5 +1,6 @@
 //! Cluster administration: DescribeCluster (the nodes and the controller),
-//! AddRaftVoter (adding a node to a running cluster), and moving
+//! Add/RemoveRaftVoter (adding nodes to a running cluster and removing
+//! them), and moving
 //! partitions between nodes (Alter/ListPartitionReassignments).
 
 use std::time::Duration;
@@ -110,6 +111,26 @@ pub async fn add_node(
         response.error_code,
         response.error_message.as_ref(),
         &format!("cannot add node {}", node.id),
+    )
+}
+
+/// Removes node `id` from the cluster the connected node is in (refused
+/// while it holds replicas).
+pub async fn remove_node(connection: &mut Connection, id: i32) -> Result<(), ClientError> {
+    let request = kafka_protocol::messages::RemoveRaftVoterRequest::default()
+        .with_cluster_id(None)
+        .with_voter_id(id);
+    let response = connection
+        .call(
+            request,
+            versions::REMOVE_RAFT_VOTER,
+            crate::connection::IO_TIMEOUT + Duration::from_secs(30),
+        )
+        .await?;
+    check(
+        response.error_code,
+        response.error_message.as_ref(),
+        &format!("cannot remove node {id}"),
     )
 }
 

@@ -82,6 +82,8 @@ pub mod versions {
     pub const DESCRIBE_CLUSTER: i16 = 1;
     /// AddRaftVoter.
     pub const ADD_RAFT_VOTER: i16 = 0;
+    /// RemoveRaftVoter.
+    pub const REMOVE_RAFT_VOTER: i16 = 0;
     /// AlterPartitionReassignments.
     pub const ALTER_PARTITION_REASSIGNMENTS: i16 = 1;
     /// ListPartitionReassignments.

@@ -74,6 +74,7 @@ pub fn broker(e: &BrokerError) -> i16 {
         BrokerError::ReassignmentInProgress { .. } => ResponseError::ReassignmentInProgress,
         BrokerError::NodeExists { .. } => ResponseError::DuplicateVoter,
         BrokerError::InvalidNode(_) => ResponseError::InvalidRequest,
+        BrokerError::UnknownNode(_) => ResponseError::VoterNotFound,
     }
     .code()
 }

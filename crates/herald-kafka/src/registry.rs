@@ -253,6 +253,8 @@ registry! {
         |call, request| call.respond(&describe_quorum::handle(call.ctx, call.session, request, call.version));
     AddRaftVoter(AddRaftVoterRequest), versions 0..=0, schema add_raft_voter,
         |call, request| call.respond(&add_raft_voter::handle(call.ctx, call.session, request, call.version).await);
+    RemoveRaftVoter(RemoveRaftVoterRequest), versions 0..=0, schema remove_raft_voter,
+        |call, request| call.respond(&remove_raft_voter::handle(call.ctx, call.session, request, call.version).await);
     // The classic consumer-group protocol.
     FindCoordinator(FindCoordinatorRequest), versions 0..=6, schema find_coordinator,
         |call, request| call.respond(&find_coordinator::handle(call.ctx, call.session, request, call.version));

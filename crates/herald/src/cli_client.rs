@@ -712,6 +712,18 @@ pub enum ClusterCommand {
         #[command(flatten)]
         broker: BrokerArgs,
     },
+    /// Remove a node from the cluster (refused while it holds replicas:
+    /// reassign them first); stop the node afterwards.
+    #[command(after_help = "Example:
+  herald partition reassign orders 0 --replicas 1,2,3 --wait
+  herald cluster remove-node 4 --bootstrap 10.0.0.1:9092")]
+    RemoveNode {
+        /// The node's id.
+        #[arg(value_parser = clap::value_parser!(i32).range(1..))]
+        id: i32,
+        #[command(flatten)]
+        broker: BrokerArgs,
+    },
 }
 
 /// `herald partition`.

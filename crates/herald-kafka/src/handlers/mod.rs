@@ -60,6 +60,7 @@ pub mod offset_commit;
 pub mod offset_delete;
 pub mod offset_fetch;
 pub mod produce;
+pub mod remove_raft_voter;
 pub mod sasl_authenticate;
 pub mod sasl_handshake;
 pub mod sync_group;

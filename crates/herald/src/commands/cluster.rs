@@ -1,5 +1,5 @@
-//! `herald cluster describe|add-node`: the cluster's nodes, over
-//! DescribeCluster and AddRaftVoter.
+//! `herald cluster describe|add-node|remove-node`: the cluster's nodes,
+//! over DescribeCluster and Add/RemoveRaftVoter.
 
 use std::time::Duration;
 
@@ -53,6 +53,13 @@ pub async fn run(command: ClusterCommand) -> anyhow::Result<()> {
                 .await
                 .with_context(|| format!("adding node {id} through {}", broker.bootstrap))?;
             println!("node {id} is a member of the cluster (Raft {raft}, Kafka {kafka})");
+        }
+        ClusterCommand::RemoveNode { id, broker } => {
+            let mut connection = broker.connect().await?;
+            cluster_admin::remove_node(&mut connection, id)
+                .await
+                .with_context(|| format!("removing node {id} through {}", broker.bootstrap))?;
+            println!("node {id} is no longer a member of the cluster: stop it");
         }
     }
     Ok(())

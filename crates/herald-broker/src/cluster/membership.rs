@@ -1,4 +1,4 @@
-//! Adding a node to a running cluster.
+//! Adding nodes to a running cluster, and removing them.
 //!
 //! The new node starts with `--cluster-join`: it opens an empty metadata
 //! replica, initializes nothing and waits. Any member takes the request to
@@ -10,6 +10,12 @@
 //! the new one (Metadata, placement, reassignment targets, forwarding), and
 //! the new node learns the others and its cluster id. A leader lost half-way
 //! leaves the addition to the next one: each step is idempotent.
+//!
+//! Removing a node (Kafka's RemoveRaftVoter, `herald cluster remove-node`)
+//! is refused while it holds a replica of any partition: its partitions
+//! are reassigned first. Once `RemoveNode` is recorded, no new replica is
+//! placed on it; the leader takes it out of the metadata group's
+//! membership and records `NodeRemoved`, after which no node lists it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -100,7 +106,7 @@ impl Cluster {
         nodes: &BTreeMap<u64, ClusterNode>,
     ) {
         self.joins.lock().remove(&node_id);
-        self.nodes.merge(nodes);
+        self.nodes.merge(node_id, nodes);
         match self.id.get() {
             None => {
                 if let Err(e) = cluster_nodes::store_id(&broker.config().data_dir, cluster_id) {
@@ -143,45 +149,150 @@ impl Cluster {
         }
     }
 
+    /// Removes node `node_id`: refused while it holds a replica of any
+    /// partition (reassign them first) or if it is the last node; else
+    /// records the removal and waits up to `patience` for the metadata
+    /// group's leader to have taken it out. Stop the node afterwards.
+    pub async fn remove_node(
+        &self,
+        broker: &Broker,
+        node_id: u64,
+        patience: Duration,
+    ) -> Result<(), BrokerError> {
+        let pending = self.joins.lock().contains_key(&node_id);
+        if self.nodes.get(node_id).is_none() && !pending {
+            return Err(BrokerError::UnknownNode(node_id));
+        }
+        if self.nodes.ids().iter().all(|&n| n == node_id) {
+            return Err(BrokerError::InvalidNode(format!(
+                "node {node_id} is the cluster's last node"
+            )));
+        }
+        let held = self.replicas_on(broker, node_id);
+        if !held.is_empty() {
+            return Err(BrokerError::InvalidNode(format!(
+                "node {node_id} still holds replicas of {}; reassign them to other nodes first",
+                summarize(&held)
+            )));
+        }
+        let mut changes = self.node_changes.subscribe();
+        let request = Uuid::new_v4().as_u128();
+        self.propose_and_wait(request, Command::RemoveNode { request, node_id })
+            .await?;
+        let deadline = tokio::time::Instant::now() + patience;
+        while self.nodes.get(node_id).is_some() || self.removals.lock().contains(&node_id) {
+            match tokio::time::timeout_at(deadline, changes.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) | Err(_) => {
+                    return Err(BrokerError::ClusterUnavailable(format!(
+                        "node {node_id}'s removal is recorded but not carried out yet; the cluster keeps at it"
+                    )))
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The partitions (`topic/partition`, or the offsets partitions) with
+    /// a replica on `node`, or moving onto it.
+    fn replicas_on(&self, broker: &Broker, node: u64) -> Vec<String> {
+        let mut held = Vec::new();
+        for topic in broker.topics() {
+            for (index, partition) in topic.partitions().iter().enumerate() {
+                if partition
+                    .replica_set()
+                    .is_some_and(|set| set.nodes.get().contains(&node))
+                {
+                    held.push(format!("{}/{index}", topic.name()));
+                }
+            }
+        }
+        for moving in self.reassignments.lock().values() {
+            if moving.target.contains(&node) {
+                held.push(format!(
+                    "{}/{} (moving there)",
+                    moving.topic, moving.partition
+                ));
+            }
+        }
+        for index in self.offsets.held_by(node) {
+            held.push(format!("offsets partition {index}"));
+        }
+        held
+    }
+
+    /// Applies a `RemoveNode`: no new replica is placed on the node, and
+    /// the metadata group's leader takes it out.
+    pub(super) fn record_removal(&self, node_id: u64) -> Result<(), BrokerError> {
+        self.joins.lock().remove(&node_id);
+        self.removals.lock().insert(node_id);
+        self.node_changes.send_modify(|n| *n += 1);
+        Ok(())
+    }
+
+    /// Applies a `NodeRemoved`.
+    pub(super) fn node_removed(&self, node_id: u64) {
+        self.removals.lock().remove(&node_id);
+        self.joins.lock().remove(&node_id);
+        self.nodes.remove(node_id);
+        self.node_changes.send_modify(|n| *n += 1);
+        if node_id == self.config.node_id {
+            tracing::warn!(node_id, "this node was removed from the cluster: stop it");
+        } else {
+            tracing::info!(
+                node_id,
+                nodes = self.nodes.len(),
+                "node removed from the cluster"
+            );
+        }
+    }
+
+    /// The nodes new replicas may go to: every node but those being
+    /// removed.
+    pub(super) fn placeable_nodes(&self) -> Vec<u64> {
+        let removals = self.removals.lock().clone();
+        self.nodes
+            .ids()
+            .into_iter()
+            .filter(|id| !removals.contains(id))
+            .collect()
+    }
+
     /// While this node leads the metadata group, carries out the recorded
-    /// additions one at a time.
-    pub(super) async fn add_nodes_while_leading(self: Arc<Self>) {
+    /// removals, then the additions, one at a time.
+    pub(super) async fn change_nodes_while_leading(self: Arc<Self>) {
         let mut metrics = self.metadata.raft().metrics();
         let mut changes = self.node_changes.subscribe();
-        // The node whose `NodeAdded` this node proposed last, and when: not
-        // proposed again while it is on its way.
+        // The last node whose `NodeAdded` or `NodeRemoved` this node
+        // proposed, and when: not proposed again while it is on its way.
         let mut proposed: Option<(u64, tokio::time::Instant)> = None;
         loop {
-            let next = self
+            let fresh = |id: u64| {
+                proposed.is_some_and(|(p, at)| p == id && at.elapsed() < Duration::from_secs(5))
+            };
+            let leading = self.metadata.is_leader() && self.metadata.caught_up();
+            let removal = self.removals.lock().iter().next().copied();
+            let addition = self
                 .joins
                 .lock()
                 .iter()
                 .next()
                 .map(|(id, node)| (*id, node.clone()));
-            let fresh = |id: u64| {
-                proposed.is_some_and(|(p, at)| p == id && at.elapsed() < Duration::from_secs(5))
-            };
-            if let Some((node_id, node)) = next {
-                if self.metadata.is_leader() && self.metadata.caught_up() && !fresh(node_id) {
-                    match self.make_voter(node_id, &node).await {
-                        Ok(()) => {
-                            let mut nodes = self.nodes.all();
-                            nodes.insert(node_id, node);
-                            let added = Command::NodeAdded {
-                                cluster_id: self.id().to_owned(),
-                                node_id,
-                                nodes,
-                            };
-                            match self.propose(&added).await {
-                                Ok(()) => proposed = Some((node_id, tokio::time::Instant::now())),
-                                Err(e) => {
-                                    tracing::info!(node_id, error = %e, "recording a node's addition failed; retrying")
-                                }
-                            }
-                        }
-                        Err(e) => tracing::info!(node_id, error = %e, "adding a node: not yet"),
-                    }
+            let step = match (removal, addition) {
+                (Some(node_id), _) if leading && !fresh(node_id) => {
+                    Some((node_id, self.carry_out_removal(node_id).await))
                 }
+                (None, Some((node_id, node))) if leading && !fresh(node_id) => {
+                    Some((node_id, self.carry_out_addition(node_id, node).await))
+                }
+                _ => None,
+            };
+            match step {
+                Some((node_id, Ok(()))) => proposed = Some((node_id, tokio::time::Instant::now())),
+                Some((node_id, Err(e))) => {
+                    tracing::info!(node_id, error = %e, "changing the cluster's nodes: not yet")
+                }
+                None => {}
             }
             tokio::select! {
                 _ = self.stop.cancelled() => return,
@@ -190,6 +301,49 @@ impl Cluster {
                 _ = tokio::time::sleep(Duration::from_secs(1)) => {}
             }
         }
+    }
+
+    /// Makes `node_id` a voter, then records `NodeAdded`.
+    async fn carry_out_addition(&self, node_id: u64, node: ClusterNode) -> Result<(), String> {
+        self.make_voter(node_id, &node).await?;
+        let mut nodes = self.nodes.all();
+        nodes.insert(node_id, node);
+        let added = Command::NodeAdded {
+            cluster_id: self.id().to_owned(),
+            node_id,
+            nodes,
+        };
+        self.propose(&added)
+            .await
+            .map_err(|e| format!("recording the addition: {e}"))
+    }
+
+    /// Takes `node_id` out of the metadata group's membership (a voter or
+    /// a learner), then records `NodeRemoved`.
+    async fn carry_out_removal(&self, node_id: u64) -> Result<(), String> {
+        let raft = self.metadata.raft();
+        let (voter, member) = {
+            let metrics = raft.metrics();
+            let metrics = metrics.borrow_watched();
+            let membership = metrics.membership_config.membership();
+            let voter = membership.voter_ids().any(|id| id == node_id);
+            (voter, membership.get_node(&node_id).is_some())
+        };
+        if voter {
+            raft.change_membership(
+                ChangeMembers::RemoveVoters(BTreeSet::from([node_id])),
+                false,
+            )
+            .await
+            .map_err(|e| format!("removing voter {node_id}: {e}"))?;
+        } else if member {
+            raft.change_membership(ChangeMembers::RemoveNodes(BTreeSet::from([node_id])), false)
+                .await
+                .map_err(|e| format!("removing learner {node_id}: {e}"))?;
+        }
+        self.propose(&Command::NodeRemoved { node_id })
+            .await
+            .map_err(|e| format!("recording the removal: {e}"))
     }
 
     /// Makes `node_id` a voter of the metadata group: a learner first,
@@ -292,6 +446,19 @@ fn check_node(node_id: u64, node: &ClusterNode) -> Result<(), BrokerError> {
         )));
     }
     Ok(())
+}
+
+/// `held`, shortened for a message.
+fn summarize(held: &[String]) -> String {
+    const SHOWN: usize = 5;
+    if held.len() <= SHOWN {
+        return held.join(", ");
+    }
+    format!(
+        "{} and {} more",
+        held[..SHOWN].join(", "),
+        held.len() - SHOWN
+    )
 }
 
 /// Adding a node that is there: fine at the same addresses, refused at
