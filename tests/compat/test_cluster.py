@@ -14,8 +14,10 @@ committed are recognized on the new one.
 
 A fourth node started with `--cluster-join` is added with `herald cluster
 add-node`: every node then lists it, a partition reassigned onto it
-carries every record, and new topics are placed on it; once its partitions
-are moved off, `herald cluster remove-node` takes it out again.
+carries every record, and new topics are placed on it. It then replaces
+an original node: once every partition on that node (the groups' offsets
+partitions too) is moved to the new one, `herald cluster remove-node`
+takes it out, and the cluster serves on without it.
 
 The multi-process fault test in a network namespace (partitions, SIGSTOP,
 Kafka's VerifiableProducer) is test_cluster_faults.py.
@@ -636,36 +638,71 @@ def test_a_node_added_to_a_running_cluster_is_listed_everywhere_and_takes_partit
         new.start()
         assert brokers_seen(new) == ([1, 2, 3, 4], cluster_id)
 
-        # It cannot be removed while it holds replicas; once they are moved
-        # off, it can, and no node lists it any more.
-        refused = herald_cli("cluster", "remove-node", "4", "--bootstrap", nodes[0].bootstrap)
-        assert refused.returncode != 0 and f"{topic}/0" in refused.stderr, refused.stderr
-        on_four = [p.id for p in md.topics[spread].partitions.values() if p.replicas == [4]]
-        for name, partition, replicas in [(topic, 0, old), (spread, on_four[0], [1])]:
+        # Node 4 replaces node 3: node 3 cannot be removed while it holds
+        # replicas (the offsets partitions among them); once everything on
+        # it, the groups' offsets partitions included, is moved to node 4,
+        # it can, and no node lists it any more.
+        by_id = {n.node_id: n for n in nodes}
+        refused = herald_cli("cluster", "remove-node", "3", "--bootstrap", nodes[0].bootstrap)
+        assert refused.returncode != 0 and "__consumer_offsets/0" in refused.stderr, refused.stderr
+        group = "replaced-coordinator"
+        committed = commit_offsets(boot, topic, group, 250)
+        moves = [("__consumer_offsets", p, [1, 2, 4]) for p in range(8)]
+        for name in (topic, spread):
+            _, md = leaders(admin, name)
+            for p in md.topics[name].partitions.values():
+                if 3 in p.replicas:
+                    kept = [r for r in p.replicas if r != 3]
+                    spare = [n for n in (4, 1, 2) if n not in kept]
+                    moves.append((name, p.id, kept + spare[:len(p.replicas) - len(kept)]))
+        for name, partition, replicas in moves:
             moved = herald_cli(
                 "partition", "reassign", name, str(partition),
                 "--replicas", ",".join(map(str, replicas)), "--wait", "--timeout-ms", "60000",
                 "--bootstrap", nodes[0].bootstrap,
             )
             assert moved.returncode == 0, moved.stderr
-        removed = herald_cli("cluster", "remove-node", "4", "--bootstrap", nodes[1].bootstrap)
+        removed = herald_cli("cluster", "remove-node", "3", "--bootstrap", nodes[1].bootstrap)
         assert removed.returncode == 0, removed.stderr
-        new.stop()
+        by_id[3].stop()
+        remaining = [by_id[1], by_id[2], new]
         deadline = time.monotonic() + 30
         while True:
-            views = {n.node_id: brokers_seen(n)[0] for n in nodes[:3]}
-            if all(v == [1, 2, 3] for v in views.values()):
+            views = {n.node_id: brokers_seen(n)[0] for n in remaining}
+            if all(v == [1, 2, 4] for v in views.values()):
                 break
             assert time.monotonic() < deadline, f"brokers seen after the removal: {views}"
             time.sleep(0.3)
-        quorum = kafka_tool("MetadataQuorumCommand", "--bootstrap-server", nodes[2].bootstrap,
+        quorum = kafka_tool("MetadataQuorumCommand", "--bootstrap-server", by_id[2].bootstrap,
                             "describe", "--status")
         voters_line = next(l for l in quorum.stdout.splitlines() if l.startswith("CurrentVoters:"))
-        assert sorted(int(i) for i in re.findall(r'"id": ?(\d+)', voters_line)) == [1, 2, 3], quorum.stdout
+        assert sorted(int(i) for i in re.findall(r'"id": ?(\d+)', voters_line)) == [1, 2, 4], quorum.stdout
+        # The cluster serves on without node 3: writes, and the group's
+        # committed offsets, kept by the moved offsets partitions.
+        boot = bootstrap(remaining)
         after_removal, errors = produce(boot, topic, [b"i%05d" % i for i in range(100)])
         assert errors == [] and len(after_removal) == 100
+        assert committed_offset(boot, topic, group) == committed
     finally:
         new.stop()
+
+
+def commit_offsets(boot, topic, group, offset):
+    """Commits `offset` for partition 0 of `topic` as `group`; returns it."""
+    consumer = Consumer({"bootstrap.servers": boot, "group.id": group, "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+    finally:
+        consumer.close()
+    return offset
+
+
+def committed_offset(boot, topic, group):
+    consumer = Consumer({"bootstrap.servers": boot, "group.id": group, "enable.auto.commit": False})
+    try:
+        return consumer.committed([TopicPartition(topic, 0)], timeout=30)[0].offset
+    finally:
+        consumer.close()
 
 
 def port_accepts_kafka(node):

@@ -47,6 +47,7 @@ pub use crate::cluster_nodes::ClusterNode;
 use crate::cluster_nodes::{self, ClusterNodes};
 use crate::error::BrokerError;
 use crate::forwarding::Forwarder;
+use crate::groups::OFFSETS_TOPIC;
 use crate::in_sync::{FollowerProgress, InSyncTracker};
 use crate::metadata_store::{ReplicaAssignment, TopicRecord};
 use crate::offset_shards::OffsetShards;
@@ -57,6 +58,7 @@ use crate::storage::{without_retention, RaftStorage};
 use crate::topic::partition_dir;
 
 mod membership;
+mod offsets_moves;
 mod quorum;
 
 pub use quorum::{QuorumMember, QuorumView};
@@ -506,25 +508,18 @@ impl Cluster {
         }
         let me = self.config.node_id;
         let mut replicas = Vec::with_capacity(partitions.len());
+        let data_dir = &broker.config().data_dir;
         for (index, assignment) in partitions.iter().enumerate() {
-            if !assignment.nodes.contains(&me) {
+            // A replica a reassignment moved away is not opened again when
+            // the metadata log is applied from the start.
+            if !assignment.nodes.contains(&me) || moved_away(data_dir, assignment.group).exists() {
                 replicas.push(None);
                 continue;
             }
-            let dir = crate::offset_shards::replica_dir(&broker.config().data_dir, index);
-            std::fs::create_dir_all(&dir)
-                .map_err(|e| BrokerError::io("create directory", &dir, e))?;
-            let replica = PartitionReplica::open(
-                me,
-                assignment.group,
-                &dir,
-                crate::offset_shards::offsets_log_config(),
-                self.config.timing,
-                &self.router,
-            )
-            .await
-            .map_err(|e| BrokerError::ClusterUnavailable(e.to_string()))?;
-            replicas.push(Some(self.start_replica(replica, assignment, true).await));
+            let replica = self
+                .open_offsets_replica(data_dir, index, assignment, true)
+                .await?;
+            replicas.push(Some(replica));
         }
         if self.offsets.install(&partitions, replicas) {
             tracing::info!(
@@ -710,6 +705,9 @@ impl Cluster {
         partition: u32,
         target: Vec<u64>,
     ) -> Result<(), BrokerError> {
+        if name == OFFSETS_TOPIC {
+            return self.reassign_offsets(partition, target).await;
+        }
         let topic = broker
             .topic(name)
             .ok_or_else(|| BrokerError::UnknownTopic {
@@ -1112,6 +1110,11 @@ impl Cluster {
         group: u64,
         target: Vec<u64>,
     ) -> Result<(), BrokerError> {
+        if name == OFFSETS_TOPIC {
+            return self
+                .start_offsets_reassignment(broker, partition, group, target)
+                .await;
+        }
         let (topic, current) = replicated_partition(broker, name, id, partition)?;
         let from = current
             .replica_set()
@@ -1268,6 +1271,11 @@ impl Cluster {
         nodes: Vec<u64>,
     ) -> Result<(), BrokerError> {
         self.reassignments.lock().remove(&group);
+        if name == OFFSETS_TOPIC {
+            return self
+                .finish_offsets_reassignment(broker, partition, group, nodes)
+                .await;
+        }
         let (topic, current) = replicated_partition(broker, name, id, partition)?;
         broker.set_replica_nodes(name, id, partition, &nodes)?;
         let Some(set) = current.replica_set().cloned() else {

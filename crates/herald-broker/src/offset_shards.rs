@@ -36,10 +36,13 @@ use crate::partition::LeaderHints;
 struct Shard {
     /// Its Raft group.
     group: u64,
-    /// Its replicas.
-    nodes: Vec<u64>,
-    /// This node's replica, if it holds one.
-    replica: Option<Arc<PartitionReplica>>,
+    /// Its replicas (a reassignment changes them).
+    nodes: Mutex<Vec<u64>>,
+    /// This node's replica, if it holds one (a reassignment brings one or
+    /// takes it away).
+    replica: Mutex<Option<Arc<PartitionReplica>>>,
+    /// Stops the task watching the replica's leadership.
+    watching: Mutex<Option<CancellationToken>>,
     /// The coordinator loaded while the replica leads, with its term.
     service: Mutex<Option<(u64, Arc<GroupService>)>>,
 }
@@ -125,8 +128,9 @@ impl OffsetShards {
             .zip(replicas)
             .map(|(assignment, replica)| Shard {
                 group: assignment.group,
-                nodes: assignment.nodes.clone(),
-                replica,
+                nodes: Mutex::new(assignment.nodes.clone()),
+                replica: Mutex::new(replica),
+                watching: Mutex::new(None),
                 service: Mutex::new(None),
             })
             .collect();
@@ -145,7 +149,7 @@ impl OffsetShards {
             shards
                 .iter()
                 .enumerate()
-                .filter(|(_, shard)| shard.nodes.contains(&node))
+                .filter(|(_, shard)| shard.nodes.lock().contains(&node))
                 .map(|(index, _)| index)
                 .collect()
         })
@@ -160,9 +164,8 @@ impl OffsetShards {
     /// this node's replica knows it, else as last announced.
     pub fn leader_of(&self, group_id: &str) -> Option<u64> {
         let shard = self.shard(group_id)?;
-        shard
-            .replica
-            .as_ref()
+        let replica = shard.replica.lock().clone();
+        replica
             .and_then(|replica| replica.leader())
             .or_else(|| self.hints.get(shard.group).map(|(leader, _)| leader))
     }
@@ -193,23 +196,25 @@ impl OffsetShards {
             .get()
             .into_iter()
             .flatten()
-            .filter_map(|shard| shard.replica.as_ref().map(|r| Arc::clone(r.log())))
+            .filter_map(|shard| shard.replica.lock().as_ref().map(|r| Arc::clone(r.log())))
             .collect()
     }
 
     /// Loads and stops the coordinator of partition `index` as its
     /// replica's leadership comes and goes.
     fn watch(self: &Arc<Self>, index: usize) {
-        let Some(replica) = self
-            .shards
-            .get()
-            .and_then(|shards| shards[index].replica.clone())
-        else {
+        let Some(shard) = self.shards.get().and_then(|shards| shards.get(index)) else {
             return;
         };
+        let Some(replica) = shard.replica.lock().clone() else {
+            return;
+        };
+        let stop = self.stop.child_token();
+        if let Some(previous) = shard.watching.lock().replace(stop.clone()) {
+            previous.cancel();
+        }
         let shards = Arc::downgrade(self);
         let me = self.node_id;
-        let stop = self.stop.clone();
         let mut metrics = replica.raft().metrics();
         tokio::spawn(async move {
             use herald_raft::openraft::async_runtime::WatchReceiver;
@@ -284,6 +289,57 @@ impl OffsetShards {
         }
     }
 
+    /// How many offsets partitions there are (0 before they exist).
+    pub fn count(&self) -> usize {
+        self.shards.get().map_or(0, Vec::len)
+    }
+
+    /// Offsets partition `index`'s Raft group and replicas.
+    pub fn assignment(&self, index: usize) -> Option<ReplicaAssignment> {
+        let shard = self.shards.get()?.get(index)?;
+        Some(ReplicaAssignment {
+            group: shard.group,
+            nodes: shard.nodes.lock().clone(),
+        })
+    }
+
+    /// This node's replica of offsets partition `index`, if it holds one.
+    pub fn replica(&self, index: usize) -> Option<Arc<PartitionReplica>> {
+        self.shards.get()?.get(index)?.replica.lock().clone()
+    }
+
+    /// Partition `index`'s replicas are `nodes` from now on.
+    pub(crate) fn set_nodes(&self, index: usize, nodes: Vec<u64>) {
+        if let Some(shard) = self.shards.get().and_then(|shards| shards.get(index)) {
+            *shard.nodes.lock() = nodes;
+        }
+    }
+
+    /// Gives partition `index` this node's new replica (a reassignment
+    /// moved one here) and watches its leadership.
+    pub(crate) fn adopt_replica(self: &Arc<Self>, index: usize, replica: Arc<PartitionReplica>) {
+        let Some(shard) = self.shards.get().and_then(|shards| shards.get(index)) else {
+            return;
+        };
+        *shard.replica.lock() = Some(replica);
+        self.watch(index);
+    }
+
+    /// Takes this node's replica of partition `index` away (a reassignment
+    /// moved it elsewhere): its coordinator stops, and the replica is
+    /// handed back to be shut down.
+    pub(crate) async fn release_replica(&self, index: usize) -> Option<Arc<PartitionReplica>> {
+        let shard = self.shards.get()?.get(index)?;
+        if let Some(watching) = shard.watching.lock().take() {
+            watching.cancel();
+        }
+        let loaded = shard.service.lock().take();
+        if let Some((_, service)) = loaded {
+            stop_service(service).await;
+        }
+        shard.replica.lock().take()
+    }
+
     /// Stops every coordinator and replica of this node.
     pub(crate) async fn shutdown(&self) {
         self.stop.cancel();
@@ -292,7 +348,8 @@ impl OffsetShards {
             if let Some((_, service)) = loaded {
                 stop_service(service).await;
             }
-            if let Some(replica) = &shard.replica {
+            let replica = shard.replica.lock().clone();
+            if let Some(replica) = replica {
                 if let Err(e) = replica.raft().shutdown().await {
                     tracing::warn!(group = shard.group, error = %e, "an offsets replica did not stop cleanly");
                 }

@@ -29,6 +29,7 @@ use super::{Cluster, ClusterNode, Command};
 use crate::broker::Broker;
 use crate::cluster_nodes;
 use crate::error::BrokerError;
+use crate::groups::OFFSETS_TOPIC;
 
 /// How long the leader waits, each try, for a new node to catch up before
 /// it looks again (the node may not be running yet).
@@ -216,7 +217,7 @@ impl Cluster {
             }
         }
         for index in self.offsets.held_by(node) {
-            held.push(format!("offsets partition {index}"));
+            held.push(format!("{OFFSETS_TOPIC}/{index}"));
         }
         held
     }

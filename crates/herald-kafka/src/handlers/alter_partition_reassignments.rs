@@ -3,7 +3,9 @@
 //! partition's leader carries it out (new replicas catch up as Raft
 //! learners, then the voters change); the answer comes once the move is
 //! recorded, as Kafka's does, and ListPartitionReassignments shows it until
-//! it completes. A single node has one broker to place replicas on.
+//! it completes. A cluster's offsets partitions move the same way, named
+//! as the partitions of `__consumer_offsets`. A single node has one broker
+//! to place replicas on.
 
 use kafka_protocol::messages::alter_partition_reassignments_response::{
     ReassignablePartitionResponse, ReassignableTopicResponse,
@@ -73,6 +75,12 @@ async fn reassign(
     target: Option<Vec<i32>>,
     keep_factor: bool,
 ) -> Result<(), (i16, String)> {
+    #[cfg(feature = "cluster")]
+    if name == herald_broker::OFFSETS_TOPIC {
+        if let Some(cluster) = ctx.broker.cluster() {
+            return reassign_offsets(ctx, cluster, partition, target, keep_factor).await;
+        }
+    }
     let topic = ctx.broker.topic(name).ok_or_else(|| {
         (
             error_code::code(ResponseError::UnknownTopicOrPartition),
@@ -124,6 +132,53 @@ async fn reassign(
         ));
     }
     Ok(())
+}
+
+/// Moves one of a cluster's offsets partitions (named, as in Kafka, as
+/// partitions of `__consumer_offsets`).
+#[cfg(feature = "cluster")]
+async fn reassign_offsets(
+    ctx: &Context,
+    cluster: &herald_broker::cluster::Cluster,
+    partition: i32,
+    target: Option<Vec<i32>>,
+    keep_factor: bool,
+) -> Result<(), (i16, String)> {
+    let name = herald_broker::OFFSETS_TOPIC;
+    let unknown = || {
+        (
+            error_code::code(ResponseError::UnknownTopicOrPartition),
+            format!("the cluster has no offsets partition {partition}"),
+        )
+    };
+    let index = u32::try_from(partition).map_err(|_| unknown())?;
+    let replicas = cluster.offsets_replicas(index).ok_or_else(unknown)?;
+    let Some(target) = target else {
+        return Err(cancel_refusal(ctx, name, partition));
+    };
+    if keep_factor && target.len() != replicas.len() {
+        return Err((
+            error_code::code(ResponseError::InvalidReplicationFactor),
+            format!(
+                "the partition has {} replicas and the request does not allow changing that",
+                replicas.len()
+            ),
+        ));
+    }
+    let nodes: Vec<u64> = target
+        .iter()
+        .map(|&n| u64::try_from(n))
+        .collect::<Result<_, _>>()
+        .map_err(|_| {
+            (
+                error_code::code(ResponseError::InvalidReplicaAssignment),
+                "node ids are not negative".to_owned(),
+            )
+        })?;
+    cluster
+        .reassign(&ctx.broker, name, index, nodes)
+        .await
+        .map_err(|e| (error_code::broker(&e), e.to_string()))
 }
 
 /// What cancelling a reassignment answers: NO_REASSIGNMENT_IN_PROGRESS
