@@ -1290,11 +1290,7 @@ impl Cluster {
             return Ok(());
         };
         let data_dir = &broker.config().data_dir;
-        let tombstone = moved_away(data_dir, group);
-        if let Some(parent) = tombstone.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| BrokerError::io("create", parent, e))?;
-        }
-        std::fs::write(&tombstone, b"").map_err(|e| BrokerError::io("write", &tombstone, e))?;
+        leave_tombstone(data_dir, group)?;
         self.router.remove(group);
         if let Err(e) = replica.raft().shutdown().await {
             tracing::warn!(topic = name, partition, error = %e, "a moved replica did not stop cleanly");
@@ -1553,6 +1549,15 @@ fn place_replicas(
 
 /// The tombstone that marks this node's replica of `group` as moved away
 /// by a reassignment.
+/// Marks this node's replica of `group` as moved away, for good.
+fn leave_tombstone(data_dir: &std::path::Path, group: u64) -> Result<(), BrokerError> {
+    let tombstone = moved_away(data_dir, group);
+    if let Some(parent) = tombstone.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| BrokerError::io("create", parent, e))?;
+    }
+    std::fs::write(&tombstone, b"").map_err(|e| BrokerError::io("write", &tombstone, e))
+}
+
 fn moved_away(data_dir: &std::path::Path, group: u64) -> PathBuf {
     data_dir
         .join("__cluster")

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use herald_raft::PartitionReplica;
 use uuid::Uuid;
 
-use super::{check_target, moved_away, Cluster, Command, Reassignment};
+use super::{check_target, leave_tombstone, moved_away, Cluster, Command, Reassignment};
 use crate::broker::Broker;
 use crate::error::BrokerError;
 use crate::groups::OFFSETS_TOPIC;
@@ -163,11 +163,7 @@ impl Cluster {
             return Ok(());
         };
         let data_dir = &broker.config().data_dir;
-        let tombstone = moved_away(data_dir, group);
-        if let Some(parent) = tombstone.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| BrokerError::io("create", parent, e))?;
-        }
-        std::fs::write(&tombstone, b"").map_err(|e| BrokerError::io("write", &tombstone, e))?;
+        leave_tombstone(data_dir, group)?;
         self.router.remove(group);
         if let Err(e) = replica.raft().shutdown().await {
             tracing::warn!(partition, error = %e, "a moved offsets replica did not stop cleanly");

@@ -47,25 +47,10 @@ pub async fn handle(
             .with_error_code(error_code::code(error))
             .with_error_message(Some(wire_str(message)))
     };
-    if !cluster_allowed(ctx, session, Operation::Alter) {
-        return refuse(
-            ResponseError::ClusterAuthorizationFailed,
-            "not authorized to add nodes (ALTER on the cluster)".to_owned(),
-        );
-    }
-    // Kafka's tools send the cluster id; an empty or absent one is not
-    // checked.
-    if let Some(asked) = request.cluster_id.as_ref().filter(|id| !id.is_empty()) {
-        if asked.as_str() != ctx.broker.cluster_id() {
-            return refuse(
-                ResponseError::InconsistentClusterId,
-                format!(
-                    "this node is in cluster {}, not {}",
-                    ctx.broker.cluster_id(),
-                    asked.as_str()
-                ),
-            );
-        }
+    if let Some((error, message)) =
+        voter_change_refusal(ctx, session, request.cluster_id.as_ref(), "add")
+    {
+        return refuse(error, message);
     }
     let addresses = match addresses(&request.listeners) {
         Ok(addresses) => addresses,
@@ -82,6 +67,35 @@ pub async fn handle(
             .with_error_code(code)
             .with_error_message(Some(wire_str(message))),
     }
+}
+
+/// Why a change to the cluster's voters (adding or removing a node, as
+/// `what` says) is refused before it is looked at, if it is: without ALTER
+/// on the cluster, or for another cluster than this one (Kafka's tools
+/// send the id; an empty or absent one is not checked).
+pub(crate) fn voter_change_refusal(
+    ctx: &Context,
+    session: &Session,
+    cluster_id: Option<&kafka_protocol::protocol::StrBytes>,
+    what: &str,
+) -> Option<(ResponseError, String)> {
+    if !cluster_allowed(ctx, session, Operation::Alter) {
+        return Some((
+            ResponseError::ClusterAuthorizationFailed,
+            format!("not authorized to {what} nodes (ALTER on the cluster)"),
+        ));
+    }
+    let asked = cluster_id.filter(|id| !id.is_empty())?;
+    (asked.as_str() != ctx.broker.cluster_id()).then(|| {
+        (
+            ResponseError::InconsistentClusterId,
+            format!(
+                "this node is in cluster {}, not {}",
+                ctx.broker.cluster_id(),
+                asked.as_str()
+            ),
+        )
+    })
 }
 
 /// Adds the node through the cluster.

@@ -97,25 +97,7 @@ async fn reassign(
     let Some(target) = target else {
         return Err(cancel_refusal(ctx, name, partition));
     };
-    if keep_factor && target.len() != replicas.len() {
-        return Err((
-            error_code::code(ResponseError::InvalidReplicationFactor),
-            format!(
-                "the partition has {} replicas and the request does not allow changing that",
-                replicas.len()
-            ),
-        ));
-    }
-    let nodes: Vec<u64> = target
-        .iter()
-        .map(|&n| u64::try_from(n))
-        .collect::<Result<_, _>>()
-        .map_err(|_| {
-            (
-                error_code::code(ResponseError::InvalidReplicaAssignment),
-                "node ids are not negative".to_owned(),
-            )
-        })?;
+    let nodes = target_nodes(&target, replicas.len(), keep_factor)?;
     #[cfg(feature = "cluster")]
     if let Some(cluster) = ctx.broker.cluster() {
         let partition = u32::try_from(partition).unwrap_or(u32::MAX);
@@ -156,16 +138,29 @@ async fn reassign_offsets(
     let Some(target) = target else {
         return Err(cancel_refusal(ctx, name, partition));
     };
-    if keep_factor && target.len() != replicas.len() {
+    let nodes = target_nodes(&target, replicas.len(), keep_factor)?;
+    cluster
+        .reassign(&ctx.broker, name, index, nodes)
+        .await
+        .map_err(|e| (error_code::broker(&e), e.to_string()))
+}
+
+/// The target's node ids, checked: none negative, and as many as the
+/// partition's `replicas` when the request keeps the replication factor.
+fn target_nodes(
+    target: &[i32],
+    replicas: usize,
+    keep_factor: bool,
+) -> Result<Vec<u64>, (i16, String)> {
+    if keep_factor && target.len() != replicas {
         return Err((
             error_code::code(ResponseError::InvalidReplicationFactor),
             format!(
-                "the partition has {} replicas and the request does not allow changing that",
-                replicas.len()
+                "the partition has {replicas} replicas and the request does not allow changing that"
             ),
         ));
     }
-    let nodes: Vec<u64> = target
+    target
         .iter()
         .map(|&n| u64::try_from(n))
         .collect::<Result<_, _>>()
@@ -174,11 +169,7 @@ async fn reassign_offsets(
                 error_code::code(ResponseError::InvalidReplicaAssignment),
                 "node ids are not negative".to_owned(),
             )
-        })?;
-    cluster
-        .reassign(&ctx.broker, name, index, nodes)
-        .await
-        .map_err(|e| (error_code::broker(&e), e.to_string()))
+        })
 }
 
 /// What cancelling a reassignment answers: NO_REASSIGNMENT_IN_PROGRESS

@@ -9,10 +9,9 @@ use std::time::Duration;
 use kafka_protocol::messages::{RemoveRaftVoterRequest, RemoveRaftVoterResponse};
 use kafka_protocol::ResponseError;
 
-use super::{cluster_allowed, wire_str, Context};
+use super::{wire_str, Context};
 use crate::error_code;
 use crate::session::Session;
-use herald_auth::Operation;
 
 /// How long the removal may take before REQUEST_TIMED_OUT (it goes on).
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -29,23 +28,13 @@ pub async fn handle(
             .with_error_code(error_code::code(error))
             .with_error_message(Some(wire_str(message)))
     };
-    if !cluster_allowed(ctx, session, Operation::Alter) {
-        return refuse(
-            ResponseError::ClusterAuthorizationFailed,
-            "not authorized to remove nodes (ALTER on the cluster)".to_owned(),
-        );
-    }
-    if let Some(asked) = request.cluster_id.as_ref().filter(|id| !id.is_empty()) {
-        if asked.as_str() != ctx.broker.cluster_id() {
-            return refuse(
-                ResponseError::InconsistentClusterId,
-                format!(
-                    "this node is in cluster {}, not {}",
-                    ctx.broker.cluster_id(),
-                    asked.as_str()
-                ),
-            );
-        }
+    if let Some((error, message)) = super::add_raft_voter::voter_change_refusal(
+        ctx,
+        session,
+        request.cluster_id.as_ref(),
+        "remove",
+    ) {
+        return refuse(error, message);
     }
     let Ok(node_id) = u64::try_from(request.voter_id) else {
         return refuse(
