@@ -595,6 +595,19 @@ def test_a_node_added_to_a_running_cluster_is_listed_everywhere_and_takes_partit
         )
         assert clash.returncode != 0 and "DuplicateVoter" in clash.stderr, clash.stderr
 
+        # A node that is not running is not added (the answer says why
+        # after the timeout); removing it cancels the addition.
+        absent = free_port()
+        waiting = herald_cli(
+            "cluster", "add-node", "5",
+            "--raft", f"127.0.0.1:{absent}", "--kafka", f"127.0.0.1:{free_port()}",
+            "--timeout-ms", "3000", "--bootstrap", nodes[0].bootstrap,
+        )
+        assert waiting.returncode != 0 and "--cluster-join" in waiting.stderr, waiting.stderr
+        cancelled = herald_cli("cluster", "remove-node", "5", "--bootstrap", nodes[1].bootstrap)
+        assert cancelled.returncode == 0, cancelled.stderr
+        assert all(brokers_seen(n)[0] == [1, 2, 3, 4] for n in nodes)
+
         # A partition moves onto the new node with every record.
         _, md = leaders(admin, topic)
         old = md.topics[topic].partitions[0].replicas

@@ -35,6 +35,9 @@ use crate::groups::OFFSETS_TOPIC;
 /// it looks again (the node may not be running yet).
 const CATCH_UP_TRY: Duration = Duration::from_secs(10);
 
+/// How long a new node's Raft listener may take to accept a connection.
+const REACH_PATIENCE: Duration = Duration::from_secs(2);
+
 /// How often a node waiting to be added says so.
 const WAITING_NOTICE: Duration = Duration::from_secs(15);
 
@@ -265,7 +268,8 @@ impl Cluster {
         let mut metrics = self.metadata.raft().metrics();
         let mut changes = self.node_changes.subscribe();
         // The last node whose `NodeAdded` or `NodeRemoved` this node
-        // proposed, and when: not proposed again while it is on its way.
+        // proposed, or whose step failed, and when: not tried again for a
+        // while (the record is on its way, or the node is not up yet).
         let mut proposed: Option<(u64, tokio::time::Instant)> = None;
         loop {
             let fresh = |id: u64| {
@@ -291,6 +295,7 @@ impl Cluster {
             match step {
                 Some((node_id, Ok(()))) => proposed = Some((node_id, tokio::time::Instant::now())),
                 Some((node_id, Err(e))) => {
+                    proposed = Some((node_id, tokio::time::Instant::now()));
                     tracing::info!(node_id, error = %e, "changing the cluster's nodes: not yet")
                 }
                 None => {}
@@ -367,6 +372,14 @@ impl Cluster {
         };
         match known_at {
             None => {
+                // Not a learner before it answers: the leader would send
+                // it every heartbeat in vain.
+                reachable(&node.raft).await.map_err(|e| {
+                    format!(
+                        "node {node_id} is not reachable at {} ({e}): is it running with --cluster-join?",
+                        node.raft
+                    )
+                })?;
                 raft.add_learner(node_id, learner, false)
                     .await
                     .map_err(|e| format!("adding node {node_id} as a learner: {e}"))?;
@@ -420,6 +433,17 @@ impl Cluster {
                 "node {node_id} has not caught up within {CATCH_UP_TRY:?} (is it running with --cluster-join?)"
             ))
         })
+    }
+}
+
+/// Whether something listens at `addr` (a node's Raft listener).
+async fn reachable(addr: &str) -> std::io::Result<()> {
+    match tokio::time::timeout(REACH_PATIENCE, tokio::net::TcpStream::connect(addr)).await {
+        Ok(connected) => connected.map(drop),
+        Err(_) => Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "no answer to a connection",
+        )),
     }
 }
 
@@ -503,6 +527,18 @@ mod tests {
         let mut no_kafka = node("127.0.0.4:9193");
         no_kafka.kafka_host.clear();
         assert!(check_node(4, &no_kafka).is_err());
+    }
+
+    #[tokio::test]
+    async fn a_node_is_reachable_only_where_something_listens() {
+        let listening = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listening.local_addr().unwrap().to_string();
+        assert!(reachable(&addr).await.is_ok());
+        drop(listening);
+        assert!(
+            reachable(&addr).await.is_err(),
+            "nothing listens there any more"
+        );
     }
 
     #[test]
