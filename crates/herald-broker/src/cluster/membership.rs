@@ -267,13 +267,16 @@ impl Cluster {
     pub(super) async fn change_nodes_while_leading(self: Arc<Self>) {
         let mut metrics = self.metadata.raft().metrics();
         let mut changes = self.node_changes.subscribe();
-        // The last node whose `NodeAdded` or `NodeRemoved` this node
-        // proposed, or whose step failed, and when: not tried again for a
-        // while (the record is on its way, or the node is not up yet).
-        let mut proposed: Option<(u64, tokio::time::Instant)> = None;
+        // The last step taken (a node, and whether it was a removal) and
+        // when: not taken again for a while, as its record is on its way
+        // or the node is not up yet. A removal recorded meanwhile is not
+        // held back by an addition's wait.
+        let mut last_step: Option<(u64, bool, tokio::time::Instant)> = None;
         loop {
-            let fresh = |id: u64| {
-                proposed.is_some_and(|(p, at)| p == id && at.elapsed() < Duration::from_secs(5))
+            let fresh = |id: u64, removal: bool| {
+                last_step.is_some_and(|(n, r, at)| {
+                    n == id && r == removal && at.elapsed() < Duration::from_secs(5)
+                })
             };
             let leading = self.metadata.is_leader() && self.metadata.caught_up();
             let removal = self.removals.lock().iter().next().copied();
@@ -284,21 +287,19 @@ impl Cluster {
                 .next()
                 .map(|(id, node)| (*id, node.clone()));
             let step = match (removal, addition) {
-                (Some(node_id), _) if leading && !fresh(node_id) => {
-                    Some((node_id, self.carry_out_removal(node_id).await))
+                (Some(node_id), _) if leading && !fresh(node_id, true) => {
+                    Some((node_id, true, self.carry_out_removal(node_id).await))
                 }
-                (None, Some((node_id, node))) if leading && !fresh(node_id) => {
-                    Some((node_id, self.carry_out_addition(node_id, node).await))
+                (None, Some((node_id, node))) if leading && !fresh(node_id, false) => {
+                    Some((node_id, false, self.carry_out_addition(node_id, node).await))
                 }
                 _ => None,
             };
-            match step {
-                Some((node_id, Ok(()))) => proposed = Some((node_id, tokio::time::Instant::now())),
-                Some((node_id, Err(e))) => {
-                    proposed = Some((node_id, tokio::time::Instant::now()));
-                    tracing::info!(node_id, error = %e, "changing the cluster's nodes: not yet")
+            if let Some((node_id, removal, outcome)) = step {
+                last_step = Some((node_id, removal, tokio::time::Instant::now()));
+                if let Err(e) = outcome {
+                    tracing::info!(node_id, error = %e, "changing the cluster's nodes: not yet");
                 }
-                None => {}
             }
             tokio::select! {
                 _ = self.stop.cancelled() => return,
