@@ -20,8 +20,8 @@
 //!
 //! What the metadata log carries so far: topic creation, growth, config
 //! changes and deletion, reassignments, the offsets partitions, nodes
-//! added and removed while the cluster runs (`membership`), and leader and in-sync
-//! announcements. ACLs and quotas stay node-local.
+//! added and removed while the cluster runs (`membership`), and leader
+//! and in-sync announcements. ACLs and quotas stay node-local.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -281,7 +281,8 @@ pub struct Cluster {
     joins: parking_lot::Mutex<BTreeMap<u64, ClusterNode>>,
     /// Nodes being removed from the metadata group.
     removals: parking_lot::Mutex<std::collections::BTreeSet<u64>>,
-    /// Bumped each time a node is added (or one to add recorded).
+    /// Bumped each time a node is added or removed, or an addition or
+    /// removal is recorded.
     node_changes: tokio::sync::watch::Sender<u64>,
     router: GroupRouter,
     metadata: PartitionReplica,

@@ -100,11 +100,7 @@ impl Cluster {
         target: Vec<u64>,
     ) -> Result<(), BrokerError> {
         let index = partition as usize;
-        let from = self
-            .offsets
-            .assignment(index)
-            .map(|assignment| assignment.nodes)
-            .unwrap_or_default();
+        let from = self.offsets_replicas(partition).unwrap_or_default();
         self.reassignments.lock().insert(
             group,
             Reassignment {
