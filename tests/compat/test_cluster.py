@@ -19,6 +19,12 @@ an original node: once every partition on that node (the groups' offsets
 partitions too) is moved to the new one, `herald cluster remove-node`
 takes it out, and the cluster serves on without it.
 
+Records deleted while a node is down (each replica's retention, and a
+DeleteRecords) are not sent to it when it returns: it installs the
+leader's snapshot and restarts its log where the others' start, and,
+made the partition's only replica, serves every record from the log
+start on at its offset.
+
 The multi-process fault test in a network namespace (partitions, SIGSTOP,
 Kafka's VerifiableProducer) is test_cluster_faults.py.
 """
@@ -141,7 +147,9 @@ def leaders(admin, topic, timeout=30.0, not_on=()):
 def in_sync(node, topic):
     """Partition 0's in-sync replicas as `node` reports them."""
     md = AdminClient({"bootstrap.servers": node.bootstrap}).list_topics(topic, timeout=10)
-    return sorted(md.topics[topic].partitions[0].isrs)
+    partitions = md.topics[topic].partitions
+    # A node just started may not list the partition for a moment.
+    return sorted(partitions[0].isrs) if 0 in partitions else []
 
 
 def partition_gauge(node, name, topic):
@@ -166,14 +174,16 @@ def wait_in_sync(nodes, topic, want, timeout=30.0):
         time.sleep(0.3)
 
 
-def produce(boot, topic, values, idempotent=False):
-    """Produces `values` with acks=all; returns (acked (partition, offset,
-    value) in delivery order, delivery errors)."""
+def produce(boot, topic, values, idempotent=False, settings=None):
+    """Produces `values` with acks=all (and librdkafka `settings`); returns
+    (acked (partition, offset, value) in delivery order, delivery
+    errors)."""
     settings = {
         "bootstrap.servers": boot,
         "acks": "all",
         "enable.idempotence": idempotent,
         "message.timeout.ms": 60000,
+        **(settings or {}),
     }
     if not idempotent:
         settings["max.in.flight.requests.per.connection"] = 1
@@ -195,7 +205,10 @@ def produce(boot, topic, values, idempotent=False):
 
 
 def consume_all(boot, topic, partitions, expected):
-    consumer = Consumer({"bootstrap.servers": boot, "group.id": f"read-{time.time_ns()}"})
+    # From offset 0, or from the log start where records were deleted.
+    consumer = Consumer(
+        {"bootstrap.servers": boot, "group.id": f"read-{time.time_ns()}", "auto.offset.reset": "earliest"}
+    )
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     seen = {}
     deadline = time.monotonic() + 60
@@ -482,6 +495,96 @@ def test_a_reassigned_partition_moves_to_other_nodes_with_every_record(cluster):
     assert not (Path(by_id[second].data_dir) / f"{topic}-0").exists()
     more, errors = produce(boot, topic, [b"o%05d" % i for i in range(100)])
     assert errors == [] and len(more) == 100
+
+
+def earliest(boot, topic):
+    """Partition 0's log start offset, as a client reads it from the
+    leader (asked again while leadership moves)."""
+    consumer = Consumer({"bootstrap.servers": boot, "group.id": f"low-{time.time_ns()}"})
+    deadline = time.monotonic() + 20
+    try:
+        while True:
+            try:
+                low, _high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+                return low
+            except KafkaException:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.3)
+    finally:
+        consumer.close()
+
+
+@pytest.mark.restarts_broker
+def test_a_node_that_missed_deleted_records_catches_up_from_a_snapshot(cluster):
+    from kafka import TopicPartition as KafkaPartition
+    from kafka.admin import KafkaAdminClient
+
+    nodes = cluster
+    boot = bootstrap(nodes)
+    admin = AdminClient({"bootstrap.servers": boot})
+    topic = "trimmed"
+    # Small segments under a size limit: retention deletes while a node is
+    # away.
+    config = {"segment.bytes": "65536", "retention.bytes": "262144"}
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=3, config=config)])[topic].result(30)
+    led, _ = leaders(admin, topic)
+    away = next(n for n in nodes if n.node_id != led[0])
+    live = [n for n in nodes if n is not away]
+    live_boot = bootstrap(live)
+    away.stop()
+
+    values = [b"t%05d-" % i + b"x" * 200 for i in range(4000)]
+    # Batches smaller than a segment.
+    acked, errors = produce(live_boot, topic, values, settings={"batch.size": 32768})
+    assert errors == [] and len(acked) == 4000
+    # Each live replica applies retention to its own log, through Raft.
+    deadline = time.monotonic() + 30
+    while earliest(live_boot, topic) == 0:
+        assert time.monotonic() < deadline, "retention never moved the log start"
+        time.sleep(0.3)
+    assert earliest(live_boot, topic) < acked[3000][1]
+    # DeleteRecords further on, at a record inside a batch: replicated.
+    cut = acked[3000][1]
+    deleted = admin.delete_records([TopicPartition(topic, 0, cut)])
+    result = next(iter(deleted.values())).result(30)
+    assert result.low_watermark == cut
+    assert earliest(live_boot, topic) == cut
+
+    # The node that was away needs entries its peers have dropped: it
+    # installs the leader's snapshot, restarts its log there and follows.
+    away.start()
+    more, errors = produce(boot, topic, [b"u%05d" % i for i in range(100)])
+    assert errors == [] and len(more) == 100
+    wait_in_sync(nodes, topic, [1, 2, 3])
+    restarts = re.findall(
+        rf"replica restarted its log from the leader's snapshot.*dir=\S*/{topic}-0/log offset=(\d+)",
+        Path(away.log_path).read_text(),
+    )
+    assert len(restarts) == 1 and 0 < int(restarts[0]) <= cut, f"snapshot installs: {restarts}"
+
+    # Moved onto that node alone, the partition is served from its copy:
+    # from the cut on, every acknowledged record at its offset; nothing
+    # below it.
+    kadmin = KafkaAdminClient(bootstrap_servers=boot, request_timeout_ms=30000)
+    try:
+        answer = kadmin.alter_partition_reassignments({KafkaPartition(topic, 0): [away.node_id]})
+        assert answer == {KafkaPartition(topic, 0): None}, answer
+        deadline = time.monotonic() + 60
+        while True:
+            ongoing = kadmin.list_partition_reassignments()
+            led, md = leaders(admin, topic)
+            if not ongoing and md.topics[topic].partitions[0].replicas == [away.node_id]:
+                break
+            assert time.monotonic() < deadline, f"still moving: {ongoing}"
+            time.sleep(0.3)
+    finally:
+        kadmin.close()
+    assert earliest(boot, topic) == cut
+    kept = [(p, o, v) for (p, o, v) in acked + more if o >= cut]
+    seen = consume_all(boot, topic, 1, len(kept))
+    assert all(seen.get(v) == (p, o) for (p, o, v) in kept), "every record from the cut on, at its offset"
+    assert min(o for (_p, o) in seen.values()) == cut
 
 
 class JoiningNode(ClusterNode):

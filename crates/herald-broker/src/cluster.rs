@@ -934,7 +934,7 @@ impl Cluster {
             record.configs.iter().map(|(k, v)| (k.as_str(), v.as_str())),
             &broker.config().log_defaults,
         )?;
-        let log_config = without_retention(config.log_config(&broker.config().log_defaults)?);
+        let log_config = config.log_config(&broker.config().log_defaults)?;
         let mut partitions = Vec::with_capacity(assignments.len());
         for (index, assignment) in assignments.iter().enumerate() {
             partitions.push(
@@ -1009,7 +1009,7 @@ impl Cluster {
             me,
             assignment.group,
             &dir,
-            log_config.clone(),
+            without_retention(log_config.clone()),
             self.config.timing,
             &self.router,
             Some(hook),
@@ -1021,7 +1021,7 @@ impl Cluster {
             .await;
         Ok(Arc::new(Partition::replicated(
             index,
-            RaftStorage::new(replica),
+            RaftStorage::new(replica, log_config),
             set,
             snapshot,
             producers,
@@ -1078,8 +1078,7 @@ impl Cluster {
                 ),
             });
         }
-        let log_config =
-            without_retention(topic.config().log_config(&broker.config().log_defaults)?);
+        let log_config = topic.config().log_config(&broker.config().log_defaults)?;
         let mut partitions = Vec::with_capacity(replicas.len());
         for (offset, assignment) in replicas.iter().enumerate() {
             let index = from + offset as u32;
@@ -1136,8 +1135,7 @@ impl Cluster {
         let replica = match current.raft_replica() {
             Some(replica) => Arc::clone(replica),
             None if target.contains(&me) => {
-                let log_config =
-                    without_retention(topic.config().log_config(&broker.config().log_defaults)?);
+                let log_config = topic.config().log_config(&broker.config().log_defaults)?;
                 let assignment = ReplicaAssignment {
                     group,
                     nodes: target.clone(),

@@ -413,6 +413,19 @@ impl Partition {
         true
     }
 
+    /// Whether this node answers for the partition as its leader does: an
+    /// unreplicated partition always; a replicated one only while its
+    /// replica here leads the group. What Kafka clients ask only of the
+    /// leader (ListOffsets) is refused elsewhere, so they look the leader
+    /// up again rather than take a follower's (or no replica's) view.
+    pub fn leads_here(&self) -> bool {
+        #[cfg(feature = "cluster")]
+        if self.replicas.is_some() {
+            return self.raft_replica().is_some_and(|r| r.is_leader());
+        }
+        true
+    }
+
     /// The replicas of a replicated partition.
     pub fn replica_set(&self) -> Option<&ReplicaSet> {
         self.replicas.as_ref()
@@ -522,11 +535,7 @@ impl Partition {
     /// before the next. A leader that changes meanwhile refuses the later
     /// ones rather than reorder them.
     pub fn appends_in_order_here(&self) -> bool {
-        #[cfg(feature = "cluster")]
-        if self.replicas.is_some() {
-            return self.raft_replica().is_some_and(|r| r.is_leader());
-        }
-        true
+        self.leads_here()
     }
 
     /// [`Partition::append_through_leader`] for a replicated partition.

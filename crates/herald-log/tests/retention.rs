@@ -123,3 +123,49 @@ fn an_old_active_segment_is_rolled_by_age() {
     );
     assert_eq!(read_all(&log, 0, 1 << 20).len(), 2);
 }
+
+#[test]
+fn the_retention_cut_is_where_maintenance_would_move_the_log_start_and_moves_nothing() {
+    let cut_dir = tempfile::tempdir().unwrap();
+    let kept = Log::open(cut_dir.path(), small_config()).unwrap();
+    let applied_dir = tempfile::tempdir().unwrap();
+    let applied = Log::open(
+        applied_dir.path(),
+        LogConfig {
+            retention_bytes: Some(40 * 1024),
+            ..small_config()
+        },
+    )
+    .unwrap();
+    for tag in 0..1000 {
+        kept.append(&tagged_batch(2, tag, now_ms())).unwrap();
+        applied.append(&tagged_batch(2, tag, now_ms())).unwrap();
+    }
+    // Finalizes the sealed segments, as maintenance does before retention.
+    kept.maintain(SystemTime::now()).unwrap();
+    applied.maintain(SystemTime::now()).unwrap();
+    let cut = kept
+        .retention_cut(SystemTime::now(), None, Some(40 * 1024))
+        .expect("past the size limit");
+    assert_eq!(cut, applied.log_start_offset());
+    assert_eq!(kept.log_start_offset(), 0, "nothing moved");
+    assert_eq!(read_all(&kept, 0, 1 << 20).len(), 1000);
+    assert_eq!(
+        kept.retention_cut(SystemTime::now(), Some(Duration::from_secs(3600)), None),
+        None,
+        "no segment is an hour old"
+    );
+    let later = SystemTime::now() + Duration::from_secs(7200);
+    let expired = kept
+        .retention_cut(later, Some(Duration::from_secs(3600)), None)
+        .expect("every sealed segment has expired two hours on");
+    applied
+        .update_config(LogConfig {
+            retention_age: Some(Duration::from_secs(3600)),
+            ..small_config()
+        })
+        .unwrap();
+    applied.maintain(later).unwrap();
+    assert_eq!(expired, applied.log_start_offset());
+    assert_eq!(applied.segment_count(), 1, "the active segment stays");
+}

@@ -7,7 +7,9 @@
 //! never see them, yet each takes one offset, keeping offsets dense and
 //! identical on every replica. Their record key is Kafka's control key
 //! (version, type) with types of herald's own, outside the range Kafka
-//! uses; a membership's value is JSON.
+//! uses; a membership's value is JSON. A DeleteRecords entry is a control
+//! batch too, but a data entry to Raft: every replica applies it, moving
+//! its log start.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
@@ -27,6 +29,10 @@ pub const CONTROL_TYPE_RAFT_BLANK: i16 = 0x4801;
 /// Control type of a membership entry.
 pub const CONTROL_TYPE_RAFT_MEMBERSHIP: i16 = 0x4802;
 
+/// Control type of a DeleteRecords entry: its value is the new log start
+/// (8 bytes, big-endian), which every replica applies.
+pub const CONTROL_TYPE_DELETE_RECORDS: i16 = 0x4803;
+
 /// A membership as stored: its (joint) voter sets and every node's
 /// address.
 #[derive(Serialize, Deserialize)]
@@ -39,31 +45,12 @@ fn invalid(what: impl Into<String>) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, what.into())
 }
 
-/// Timestamp of Raft's own records: Kafka's "no timestamp". Every replica
-/// encodes these entries itself, so nothing in them may differ between
-/// replicas, the clock included.
+/// Timestamp of Raft's own records: Kafka's "no timestamp".
 const NO_TIMESTAMP: i64 = -1;
 
 /// The batch that stores `entry` (its leader epoch not yet stamped). The
 /// same entry gives the same bytes on every replica.
 pub fn encode(entry: &Entry) -> io::Result<Bytes> {
-    let now_ms = NO_TIMESTAMP;
-    let control = |kind: i16, value: &[u8]| -> io::Result<Bytes> {
-        let mut key = [0u8; 4];
-        key[..2].copy_from_slice(&CONTROL_VERSION.to_be_bytes());
-        key[2..].copy_from_slice(&kind.to_be_bytes());
-        let mut builder = BatchBuilder::new(now_ms);
-        builder.push(RecordFields {
-            timestamp_ms: now_ms,
-            key: Some(&key),
-            value: Some(value),
-            headers: &[],
-        });
-        builder
-            .finish_control()
-            .map(Bytes::from)
-            .map_err(|e| invalid(e.to_string()))
-    };
     match &entry.payload {
         EntryPayload::Normal(batch) => Ok(batch.bytes().clone()),
         EntryPayload::Blank => control(CONTROL_TYPE_RAFT_BLANK, &[]),
@@ -71,6 +58,47 @@ pub fn encode(entry: &Entry) -> io::Result<Bytes> {
             CONTROL_TYPE_RAFT_MEMBERSHIP,
             &membership_to_json(membership)?,
         ),
+    }
+}
+
+/// A control batch of herald's own `kind` holding `value`. Timestamps are
+/// Kafka's "none": every replica encodes Raft's entries itself, so nothing
+/// in them may differ between replicas, the clock included.
+fn control(kind: i16, value: &[u8]) -> io::Result<Bytes> {
+    let mut key = [0u8; 4];
+    key[..2].copy_from_slice(&CONTROL_VERSION.to_be_bytes());
+    key[2..].copy_from_slice(&kind.to_be_bytes());
+    let mut builder = BatchBuilder::new(NO_TIMESTAMP);
+    builder.push(RecordFields {
+        timestamp_ms: NO_TIMESTAMP,
+        key: Some(&key),
+        value: Some(value),
+        headers: &[],
+    });
+    builder
+        .finish_control()
+        .map(Bytes::from)
+        .map_err(|e| invalid(e.to_string()))
+}
+
+/// The data entry that moves the partition's log start to `offset` on
+/// every replica once committed (Kafka's DeleteRecords, replicated).
+pub fn delete_records(offset: u64) -> io::Result<Bytes> {
+    control(CONTROL_TYPE_DELETE_RECORDS, &offset.to_be_bytes())
+}
+
+/// The log start a DeleteRecords entry's `batch` asks for; `None` for any
+/// other batch.
+pub fn deleted_before(batch: &[u8]) -> Option<u64> {
+    let header = BatchHeader::parse(batch)?;
+    if !header.is_control() {
+        return None;
+    }
+    match control_record(batch) {
+        Ok((CONTROL_TYPE_DELETE_RECORDS, value)) => {
+            Some(u64::from_be_bytes(value.get(..8)?.try_into().ok()?))
+        }
+        _ => None,
     }
 }
 
@@ -173,6 +201,18 @@ mod tests {
         let back = round_trip(entry.clone());
         assert_eq!(back, entry);
         assert!(back.payload.get_membership().is_some());
+    }
+
+    #[test]
+    fn a_delete_records_entry_carries_its_offset_and_nothing_else_reads_as_one() {
+        let batch = delete_records(1234).unwrap();
+        assert_eq!(deleted_before(&batch), Some(1234));
+        assert!(BatchHeader::parse(&batch).unwrap().is_control());
+        herald_records::ValidBatch::broker_written(&batch).unwrap();
+        let blank = encode(&Entry::new_blank(log_id(2, 9))).unwrap();
+        assert_eq!(deleted_before(&blank), None);
+        let data = herald_records::testing::batch(3, b"v", 5);
+        assert_eq!(deleted_before(&data), None);
     }
 
     #[test]

@@ -15,6 +15,10 @@
 //! - [`PartitionStateMachine`] is openraft's state machine: the state is
 //!   the log itself, so applying moves the commit point readers may read
 //!   up to, and a snapshot is the offset where the log resumes.
+//! - Compaction (DeleteRecords, which is replicated as an entry, and each
+//!   replica's retention) drops entries through a snapshot and openraft's
+//!   purge; a follower that needs purged entries installs the snapshot and
+//!   restarts its log where the leader's now starts.
 //!
 //! Raft's own entries (a new leader's blank entry, membership changes) are
 //! stored as Kafka control batches, which Kafka consumers skip
@@ -23,6 +27,7 @@
 
 #![warn(missing_docs)]
 
+mod compaction;
 pub mod entry_codec;
 pub mod log_store;
 pub mod meta;

@@ -71,6 +71,11 @@ pub struct RaftMeta {
     pub purged: Option<StoredLogId>,
     /// Where numbering starts; `None` before the first entry.
     pub anchor: Option<Anchor>,
+    /// The log start a committed DeleteRecords entry asked for: readers
+    /// see nothing below it, even while the batch holding it (or entries
+    /// not yet purged) is still stored.
+    #[serde(default)]
+    pub deleted_before: Option<u64>,
 }
 
 impl RaftMeta {

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use herald_log::{Log, ValidBatch};
 use parking_lot::Mutex;
+use tokio::sync::watch;
 
 use crate::entry_codec;
 use crate::meta::{stored_vote, vote_of, Anchor, RaftMeta, StoredLogId};
@@ -61,6 +62,13 @@ pub struct RaftLog {
     log: Arc<Log>,
     dir: PathBuf,
     state: Mutex<State>,
+    /// The offset below which the replica wants its entries gone (a
+    /// committed DeleteRecords, retention): what its compaction works
+    /// towards, through a snapshot and openraft's purge.
+    compaction: watch::Sender<u64>,
+    /// The entry the next snapshot is to end at, if not the last applied:
+    /// a snapshot ends where the purge it allows does.
+    snapshot_upto: Mutex<Option<LogId>>,
 }
 
 fn io_error(e: impl std::fmt::Display) -> io::Error {
@@ -115,16 +123,87 @@ impl RaftLog {
                 "the partition holds records but no Raft numbering: it was not written by Raft",
             ));
         }
+        let compaction = watch::Sender::new(state.meta.deleted_before.unwrap_or(0));
         Ok(RaftLog {
             log,
             dir: dir.to_owned(),
             state: Mutex::new(state),
+            compaction,
+            snapshot_upto: Mutex::new(None),
         })
     }
 
     /// The partition's log.
     pub fn log(&self) -> &Arc<Log> {
         &self.log
+    }
+
+    /// The offset readers start at: the log's own start, or past it where
+    /// a committed DeleteRecords moved it and the entries below are not
+    /// purged yet (or the cut falls inside a batch, which stays whole).
+    pub fn log_start(&self) -> u64 {
+        let deleted = self.state.lock().meta.deleted_before.unwrap_or(0);
+        self.log.log_start_offset().max(deleted)
+    }
+
+    /// Applies a committed DeleteRecords: readers see nothing below
+    /// `offset` from now on (durably), and compaction is asked to drop
+    /// the entries below it.
+    pub fn delete_before(&self, offset: u64) -> io::Result<()> {
+        let mut state = self.state.lock();
+        if state.meta.deleted_before.is_some_and(|d| d >= offset) {
+            return Ok(());
+        }
+        let mut meta = state.meta.clone();
+        meta.deleted_before = Some(offset);
+        meta.write(&self.dir)?;
+        state.meta = meta;
+        drop(state);
+        self.compact_before(offset);
+        Ok(())
+    }
+
+    /// Asks compaction to drop the entries wholly below `offset` (only
+    /// ever further).
+    pub fn compact_before(&self, offset: u64) {
+        self.compaction.send_if_modified(|target| {
+            let further = offset > *target;
+            *target = (*target).max(offset);
+            further
+        });
+    }
+
+    /// Where compaction is asked to drop entries below, as it moves.
+    pub fn compaction_target(&self) -> watch::Receiver<u64> {
+        self.compaction.subscribe()
+    }
+
+    /// The last stored entry whose batch ends at or below `offset`: the
+    /// furthest a purge may go for the log to start at or below `offset`.
+    pub fn last_entry_ending_by(&self, offset: u64) -> Option<LogId> {
+        let state = self.state.lock();
+        let starts_at_or_below = state.entries.partition_point(|p| p.offset <= offset);
+        let whole =
+            if starts_at_or_below == state.entries.len() && self.log.high_watermark() <= offset {
+                starts_at_or_below
+            } else {
+                starts_at_or_below.checked_sub(1)?
+            };
+        let last = whole.checked_sub(1)?;
+        let position = state.entries.get(last)?;
+        Some(log_id(position.term, state.first_index + last as u64))
+    }
+
+    /// Has the next snapshot end at `upto` rather than the last applied
+    /// entry (`None`: the last applied).
+    pub fn set_snapshot_upto(&self, upto: Option<LogId>) {
+        *self.snapshot_upto.lock() = upto;
+    }
+
+    /// Where the next snapshot is to end, if not at the last applied
+    /// entry.
+    pub fn snapshot_upto(&self) -> Option<LogId> {
+        *self.snapshot_upto.lock()
     }
 
     /// Last log id purged, and last stored (or purged).

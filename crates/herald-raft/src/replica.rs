@@ -86,6 +86,8 @@ pub struct PartitionReplica {
     commit: watch::Receiver<u64>,
     router: GroupRouter,
     proposals: mpsc::UnboundedSender<(RecordBatch, CommitResponder)>,
+    /// The task dropping entries below the log start (`compaction`).
+    compaction: tokio::task::AbortHandle,
 }
 
 /// How a proposal's commit is answered.
@@ -142,6 +144,9 @@ impl PartitionReplica {
             // A partition's snapshots follow its retention, never a count
             // of entries: the log is the state.
             snapshot_policy: SnapshotPolicy::Never,
+            // A snapshot is built where compaction wants the log to
+            // start: everything it covers goes.
+            max_in_snapshot_log_to_keep: 0,
             ..Config::default()
         }
         .validate()?;
@@ -176,6 +181,13 @@ impl PartitionReplica {
                 }
             }
         });
+        let compaction = tokio::spawn(crate::compaction::run(
+            group,
+            raft.clone(),
+            Arc::clone(&raft_log),
+            commit.clone(),
+        ))
+        .abort_handle();
         Ok(PartitionReplica {
             group,
             raft,
@@ -183,6 +195,7 @@ impl PartitionReplica {
             commit,
             router: router.clone(),
             proposals,
+            compaction,
         })
     }
 
@@ -201,7 +214,44 @@ impl PartitionReplica {
         self.commit.clone()
     }
 
-    /// Proposes `batch` (a validated client batch), after every batch
+    /// Where readers start: the log's start, or past it where a committed
+    /// DeleteRecords moved it.
+    pub fn log_start(&self) -> u64 {
+        self.raft_log.log_start()
+    }
+
+    /// Has this replica drop its committed entries wholly below `offset`
+    /// (retention), through a snapshot and openraft's purge, in the
+    /// background. Only this replica's copy: each replica applies
+    /// retention to its own log, as Kafka's brokers do.
+    pub fn compact_before(&self, offset: u64) {
+        self.raft_log
+            .compact_before(offset.min(*self.commit.borrow()));
+    }
+
+    /// Moves the partition's log start to `offset` on every replica
+    /// (Kafka's DeleteRecords): proposes the entry that says so, after
+    /// every batch proposed before it, and answers the log start once it
+    /// is committed and applied here. Only the leader takes it.
+    pub async fn delete_records(&self, offset: u64) -> Result<u64, ReplicaError> {
+        if !self.is_leader() {
+            return Err(ReplicaError::NotLeader {
+                leader: self.leader(),
+            });
+        }
+        let proposal = self.propose(crate::entry_codec::delete_records(offset)?);
+        match proposal.committed.await {
+            Ok(Ok(_)) => Ok(self.raft_log.log_start()),
+            Ok(Err(ClientWriteError::ForwardToLeader(forward))) => Err(ReplicaError::NotLeader {
+                leader: forward.leader_id,
+            }),
+            Ok(Err(e)) => Err(ReplicaError::Write(e.to_string())),
+            Err(_) => Err(ReplicaError::NotLeader { leader: None }),
+        }
+    }
+
+    /// Proposes `batch` (a validated client batch, or an entry of
+    /// herald's own such as a DeleteRecords), after every batch
     /// proposed before it; see [`Proposal`] for what it answers.
     pub fn propose(&self, batch: Bytes) -> Proposal {
         let (ticket, placed) = PlacementTicket::new();
@@ -318,10 +368,17 @@ impl PartitionReplica {
     /// Stops this replica: its Raft stops and its peers' requests are
     /// refused. Its files stay, for a later open.
     pub async fn shutdown(self) {
+        self.compaction.abort();
         self.router.remove(self.group);
         if let Err(e) = self.raft.shutdown().await {
             tracing::warn!(group = self.group, error = %e, "Raft did not stop cleanly");
         }
+    }
+}
+
+impl Drop for PartitionReplica {
+    fn drop(&mut self) {
+        self.compaction.abort();
     }
 }
 

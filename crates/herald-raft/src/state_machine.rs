@@ -100,6 +100,10 @@ pub struct PartitionStateMachine {
     raft_log: Arc<RaftLog>,
     applied: Option<LogId>,
     membership: AppliedMembership,
+    /// Memberships applied since the current snapshot, oldest first, the
+    /// last being `membership`: a snapshot may end before the last
+    /// applied entry, and carries the membership as of its end.
+    memberships: Vec<AppliedMembership>,
     /// The last snapshot built or installed, shared with the builders.
     current: Arc<CurrentSnapshot>,
     commit: watch::Sender<u64>,
@@ -148,6 +152,7 @@ impl PartitionStateMachine {
             hook: None,
             raft_log,
             applied,
+            memberships: vec![membership.clone()],
             membership,
             current: Arc::new(CurrentSnapshot {
                 path: dir.join(SNAPSHOT_FILE),
@@ -213,9 +218,13 @@ impl RaftStateMachine<PartitionRaft> for PartitionStateMachine {
             let placed = match &entry.payload {
                 EntryPayload::Membership(membership) => {
                     self.membership = StoredMembership::new(Some(entry.log_id), membership.clone());
+                    self.memberships.push(self.membership.clone());
                     None
                 }
                 EntryPayload::Normal(batch) => {
+                    if let Some(offset) = crate::entry_codec::deleted_before(batch.bytes()) {
+                        self.raft_log.delete_before(offset)?;
+                    }
                     let placed = self.raft_log.placed(index);
                     if let Some(hook) = &self.hook {
                         hook(&entry.log_id, batch, placed);
@@ -235,21 +244,46 @@ impl RaftStateMachine<PartitionRaft> for PartitionStateMachine {
     }
 
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
-        let next_offset = match self.applied {
-            Some(id) => self
-                .raft_log
-                .end_offset_of(id.index)
-                .unwrap_or_else(|| *self.commit.borrow()),
-            None => self.raft_log.log().log_start_offset(),
+        // A snapshot ends where compaction asked (never past what is
+        // applied), so that the purge it allows keeps every entry above.
+        let last = match (self.raft_log.snapshot_upto(), self.applied) {
+            (Some(upto), Some(applied)) if upto.index <= applied.index => Some(upto),
+            (_, applied) => applied,
+        };
+        let current = self.current.snapshot.lock().clone();
+        let snapshot = match current {
+            // Nothing newer to cover: the current one stays current.
+            Some(current) if current.meta.last_log_id >= last => current,
+            _ => {
+                let next_offset = match last {
+                    Some(id) => self
+                        .raft_log
+                        .end_offset_of(id.index)
+                        .unwrap_or_else(|| *self.commit.borrow()),
+                    None => self.raft_log.log().log_start_offset(),
+                };
+                let keep_from = self
+                    .memberships
+                    .iter()
+                    .rposition(|m| m.log_id().as_ref() <= last.as_ref())
+                    .unwrap_or(0);
+                self.memberships.drain(..keep_from);
+                let membership = self
+                    .memberships
+                    .first()
+                    .cloned()
+                    .unwrap_or_else(|| self.membership.clone());
+                Snapshot {
+                    meta: SnapshotMeta {
+                        last_log_id: last,
+                        last_membership: membership,
+                    },
+                    snapshot: PartitionSnapshot { next_offset },
+                }
+            }
         };
         PartitionSnapshotBuilder {
-            snapshot: Snapshot {
-                meta: SnapshotMeta {
-                    last_log_id: self.applied,
-                    last_membership: self.membership.clone(),
-                },
-                snapshot: PartitionSnapshot { next_offset },
-            },
+            snapshot,
             current: Arc::clone(&self.current),
         }
     }
@@ -262,11 +296,18 @@ impl RaftStateMachine<PartitionRaft> for PartitionStateMachine {
         if let Some(last) = meta.last_log_id {
             if !self.raft_log.contains(&last) {
                 self.raft_log.restart_after(last, snapshot.next_offset)?;
+                tracing::info!(
+                    dir = %self.raft_log.log().dir().display(),
+                    offset = snapshot.next_offset,
+                    index = last.index,
+                    "replica restarted its log from the leader's snapshot: the entries it lacked were deleted"
+                );
             }
             self.advance_commit(snapshot.next_offset);
         }
         self.applied = meta.last_log_id;
         self.membership = meta.last_membership.clone();
+        self.memberships = vec![self.membership.clone()];
         self.current.store(Snapshot {
             meta: meta.clone(),
             snapshot,

@@ -282,3 +282,73 @@ async fn a_follower_forwards_writes_and_every_replica_applies_them_in_one_order(
         n.stop().await;
     }
 }
+
+/// Waits until `check` holds, or fails naming `what`.
+async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    for _ in 0..400 {
+        if check() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{what} did not happen");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_that_missed_deleted_records_restarts_from_a_snapshot_with_what_the_leader_holds()
+{
+    let root = tempfile::tempdir().unwrap();
+    let mut nodes = Vec::new();
+    for id in 1..=3u64 {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        nodes.push(Node::start(id, listener, root.path().join(format!("node-{id}"))).await);
+    }
+    let members: BTreeMap<u64, openraft::BasicNode> =
+        nodes.iter().map(|n| (n.id, node(n.addr))).collect();
+    nodes[0].replica().raft().initialize(members).await.unwrap();
+    write(&nodes, 0, 100).await;
+    wait_for_equal_commits(&nodes).await;
+
+    // A follower stops; meanwhile the log grows and its start moves past
+    // everything the follower holds.
+    let leader = leader_of(&nodes).await;
+    let away = nodes.iter().position(|n| n.id != leader).unwrap();
+    let away_id = nodes[away].id;
+    nodes[away].stop().await;
+    let placed = write(&nodes, 100, 300).await;
+    let (base, _) = placed[150];
+    let cut = base + 2;
+    let lead = nodes.iter().find(|n| n.id == leader).unwrap();
+    assert_eq!(lead.replica().delete_records(cut).await.unwrap(), cut);
+    assert_eq!(lead.replica().log_start(), cut, "readers start at the cut");
+    for n in nodes.iter().filter(|n| n.replica.is_some()) {
+        eventually("the purge below the cut", || {
+            n.replica().log().log_start_offset() == base
+        })
+        .await;
+        assert_eq!(n.replica().log_start(), cut);
+    }
+
+    // Back, it cannot be sent the entries it lacks: it installs the
+    // leader's snapshot, restarts its log where the leader's starts, and
+    // follows from there.
+    let listener = TcpListener::bind(nodes[away].addr).await.unwrap();
+    let dir = nodes[away].dir.clone();
+    nodes[away] = Node::start(away_id, listener, dir).await;
+    write(&nodes, 400, 20).await;
+    wait_for_equal_commits(&nodes).await;
+    let back = &nodes[away];
+    assert_eq!(back.replica().log().log_start_offset(), base);
+    assert_eq!(back.replica().log_start(), cut);
+    let reference = nodes
+        .iter()
+        .find(|n| n.id == leader)
+        .unwrap()
+        .committed_bytes();
+    for n in &nodes {
+        assert_same_log(&n.committed_bytes(), &reference, n.id);
+    }
+    for n in &mut nodes {
+        n.stop().await;
+    }
+}

@@ -18,8 +18,11 @@
 //! - at most one leader per term in every group;
 //! - every acknowledged write is in every replica's final log, at the
 //!   offset it was acknowledged with, unchanged, and acknowledged writes
-//!   are in the order they were made;
-//! - every replica's committed log is byte-identical;
+//!   are in the order they were made, except those an acknowledged
+//!   DeleteRecords (one of the faults: it moves a partition's log start,
+//!   and replicas that missed the entries below install a snapshot)
+//!   deleted; the log start is never below such a delete;
+//! - every replica's committed log is byte-identical, from one log start;
 //! - every incarnation of every node applied the metadata group's entries
 //!   in one order, with no gap.
 //!
@@ -198,6 +201,9 @@ struct World {
     acked: Mutex<BTreeMap<GroupId, Vec<Acked>>>,
     /// Writes whose outcome is unknown, per group.
     unknown: Mutex<BTreeMap<GroupId, u64>>,
+    /// The furthest log start an acknowledged DeleteRecords asked for,
+    /// and how many were acknowledged, per partition group.
+    deleted: Mutex<BTreeMap<GroupId, (u64, u64)>>,
     /// What happened, in order, with the simulated time.
     trace: Mutex<Vec<String>>,
     start: Instant,
@@ -359,7 +365,7 @@ async fn writer(world: Arc<World>, group: GroupId, stop: Arc<tokio::sync::Notify
 async fn inject_fault(world: &World, root: &Path, dice: &mut Dice) {
     let up = world.up();
     let down: Vec<u64> = (1..=NODES).filter(|id| !up.contains(id)).collect();
-    match dice.below(10) {
+    match dice.below(12) {
         0 | 1 if !up.is_empty() => {
             let id = up[dice.below(up.len() as u64) as usize];
             world.crash(id).await;
@@ -385,6 +391,7 @@ async fn inject_fault(world: &World, root: &Path, dice: &mut Dice) {
             world.net.state.lock().unwrap().cut.insert(link(a, b));
             world.note(format!("link {a}-{b} cut"));
         }
+        8 | 9 => delete_records(world, dice).await,
         7 => {
             let loss = [0, 50, 200][dice.below(3) as usize];
             world.net.state.lock().unwrap().loss_per_mille = loss;
@@ -397,10 +404,56 @@ async fn inject_fault(world: &World, root: &Path, dice: &mut Dice) {
     }
 }
 
-/// Every replica's committed log, whole, once all commit points and log
-/// ends of the group meet (or `None` while they differ).
-fn settled_log(world: &World, group: GroupId) -> Option<Vec<u8>> {
+/// A DeleteRecords on a partition group, through whichever live node
+/// leads it, at an offset between its log start and its commit point;
+/// compaction then drops the entries below on every replica, and a
+/// replica that needs them later installs a snapshot.
+async fn delete_records(world: &World, dice: &mut Dice) {
+    let group = PARTITIONS[dice.below(PARTITIONS.len() as u64) as usize];
+    let Some(leader) = world
+        .up()
+        .into_iter()
+        .filter_map(|id| world.replica(id, group))
+        .find(|r| r.is_leader())
+    else {
+        return;
+    };
+    let start = leader.log_start();
+    let commit = *leader.commit_point().borrow();
+    let offset = start + dice.below(commit.saturating_sub(start) + 1);
+    match tokio::time::timeout(Duration::from_secs(2), leader.delete_records(offset)).await {
+        Ok(Ok(now)) => {
+            world.note(format!(
+                "group {group} deleted before {offset}: starts at {now}"
+            ));
+            let mut deleted = world.deleted.lock().unwrap();
+            let (furthest, count) = deleted.entry(group).or_default();
+            *furthest = (*furthest).max(offset);
+            *count += 1;
+        }
+        Ok(Err(e)) => world.note(format!("group {group} delete before {offset} unknown: {e}")),
+        Err(_) => world.note(format!(
+            "group {group} delete before {offset} unknown: timed out"
+        )),
+    }
+}
+
+/// Every replica's committed log, from where every replica's log starts
+/// (none holds a record below another's start), once all commit points,
+/// log ends and log starts of the group meet (or `None` while they
+/// differ). Returns the log start readers see, and the bytes.
+fn settled_log(world: &World, group: GroupId) -> Option<(u64, Vec<u8>)> {
     let nodes = world.nodes.lock().unwrap();
+    let starts: BTreeSet<(u64, u64)> = nodes
+        .values()
+        .map(|n| {
+            let replica = &n.replicas[&group];
+            (replica.log_start(), replica.log().log_start_offset())
+        })
+        .collect();
+    let [(readers_start, _)] = starts.iter().copied().collect::<Vec<_>>()[..] else {
+        return None;
+    };
     let mut logs = Vec::new();
     for node in nodes.values() {
         let replica = &node.replicas[&group];
@@ -422,7 +475,7 @@ fn settled_log(world: &World, group: GroupId) -> Option<Vec<u8>> {
     logs[1..]
         .iter()
         .all(|(_, bytes)| bytes == first)
-        .then(|| first.clone())
+        .then(|| (readers_start, first.clone()))
 }
 
 /// The outcome of one seed's run.
@@ -431,6 +484,7 @@ struct Run {
     acked: usize,
     unknown: u64,
     leaders: usize,
+    deletes: u64,
 }
 
 fn simulate(seed: u64, seconds: u64) -> Run {
@@ -468,6 +522,7 @@ async fn simulate_on(seed: u64, seconds: u64) -> Run {
         leaders: Mutex::default(),
         acked: Mutex::default(),
         unknown: Mutex::default(),
+        deleted: Mutex::default(),
         trace: Mutex::default(),
         start: Instant::now(),
     });
@@ -578,15 +633,24 @@ async fn simulate_on(seed: u64, seconds: u64) -> Run {
         acked: world.acked.lock().unwrap().values().map(Vec::len).sum(),
         unknown: world.unknown.lock().unwrap().values().sum(),
         leaders: world.leaders.lock().unwrap().len(),
+        deletes: world.deleted.lock().unwrap().values().map(|(_, n)| n).sum(),
     };
     run
 }
 
-/// Every acknowledged write is in the final log at its offset, unchanged,
-/// and in the order the writes were made.
-fn check_acknowledged(world: &World, logs: &BTreeMap<GroupId, Vec<u8>>) {
+/// Every acknowledged write from the log start on is in the final log at
+/// its offset, unchanged, and in the order the writes were made; the log
+/// start is at least where every acknowledged DeleteRecords put it.
+fn check_acknowledged(world: &World, logs: &BTreeMap<GroupId, (u64, Vec<u8>)>) {
     let acked = world.acked.lock().unwrap();
-    for (group, log) in logs {
+    let deleted = world.deleted.lock().unwrap();
+    for (group, (log_start, log)) in logs {
+        let (asked, _) = deleted.get(group).copied().unwrap_or_default();
+        assert!(
+            *log_start >= asked,
+            "seed {}: group {group} starts at {log_start}, below an acknowledged delete before {asked}",
+            world.seed
+        );
         let mut at_offset = BTreeMap::new();
         for batch in herald_records::batches(log) {
             let batch = batch.expect("a committed log parses");
@@ -595,8 +659,22 @@ fn check_acknowledged(world: &World, logs: &BTreeMap<GroupId, Vec<u8>>) {
                 at_offset.insert(header.base_offset() as u64, batch.to_vec());
             }
         }
+        let stored_from = herald_records::batches(log)
+            .next()
+            .and_then(|b| herald_records::BatchHeader::parse(b.ok()?))
+            .map_or(u64::MAX, |h| h.base_offset() as u64);
+        assert!(
+            stored_from == u64::MAX || stored_from <= *log_start,
+            "seed {}: group {group} stores from {stored_from}, past its log start {log_start}",
+            world.seed
+        );
         let mut last = None;
         for (tag, offset, sent) in acked.get(group).into_iter().flatten() {
+            // Deleted with the batches below the log start (the batch
+            // holding it stays whole).
+            if *offset < stored_from {
+                continue;
+            }
             let stored = at_offset.get(offset).unwrap_or_else(|| {
                 panic!(
                     "seed {}: group {group} lost tag {tag}, acknowledged at offset {offset}",
@@ -667,10 +745,11 @@ fn raft_groups_keep_their_invariants_through_crashes_partitions_and_loss() {
         }
         assert!(run.acked > 0, "seed {seed}: no write was ever acknowledged");
         println!(
-            "seed {seed}: {} writes acknowledged, {} unknown, {} leader terms, {} events",
+            "seed {seed}: {} writes acknowledged, {} unknown, {} leader terms, {} deletes acknowledged, {} events",
             run.acked,
             run.unknown,
             run.leaders,
+            run.deletes,
             run.trace.len()
         );
     }

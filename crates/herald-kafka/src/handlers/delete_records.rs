@@ -2,7 +2,10 @@
 //! asked (-1: the high watermark), through the partition contract's
 //! truncation. Records below it are no longer served; whole segments below
 //! it are deleted by the next maintenance. The answer's low watermark is
-//! the log start offset after the call.
+//! the log start offset after the call. On a replicated partition the
+//! move is a Raft entry every replica applies; waiting for it to commit is
+//! bounded by the request's timeout (REQUEST_TIMED_OUT past it, while the
+//! entry may still commit).
 
 use herald_broker::Topic;
 use kafka_protocol::messages::delete_records_request::DeleteRecordsPartition;
@@ -27,6 +30,8 @@ pub async fn handle(
     request: DeleteRecordsRequest,
     _version: i16,
 ) -> DeleteRecordsResponse {
+    let deadline = tokio::time::Instant::now()
+        + std::time::Duration::from_millis(request.timeout_ms.max(0) as u64);
     let mut topics = Vec::with_capacity(request.topics.len());
     for t in request.topics {
         let allowed = topic_allowed(ctx, session, Operation::Delete, &t.name.0);
@@ -34,7 +39,7 @@ pub async fn handle(
         let mut partitions = Vec::with_capacity(t.partitions.len());
         for p in &t.partitions {
             partitions.push(if allowed {
-                delete_partition(topic.as_deref(), p).await
+                delete_partition(topic.as_deref(), p, deadline).await
             } else {
                 DeleteRecordsPartitionResult::default()
                     .with_partition_index(p.partition_index)
@@ -54,6 +59,7 @@ pub async fn handle(
 async fn delete_partition(
     topic: Option<&Topic>,
     request: &DeleteRecordsPartition,
+    deadline: tokio::time::Instant,
 ) -> DeleteRecordsPartitionResult {
     let result = DeleteRecordsPartitionResult::default()
         .with_partition_index(request.partition_index)
@@ -70,7 +76,10 @@ async fn delete_partition(
             }
         },
     };
-    match partition.truncate_before(offset).await {
+    let truncated = tokio::time::timeout_at(deadline, partition.truncate_before(offset))
+        .await
+        .unwrap_or(Err(herald_broker::StorageError::TimedOut));
+    match truncated {
         Ok(log_start_offset) => result.with_low_watermark(log_start_offset as i64),
         Err(e) => {
             tracing::debug!(topic = topic.map(Topic::name), partition = request.partition_index, error = %e, "delete records refused");

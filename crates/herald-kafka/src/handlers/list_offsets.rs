@@ -1,5 +1,7 @@
 //! ListOffsets: earliest (-2), latest (-1), max timestamp (-3), earliest
-//! local (-4, the same as earliest on one tier), and by timestamp.
+//! local (-4, the same as earliest on one tier), and by timestamp. On a
+//! replicated partition only the leader answers, as on Kafka: elsewhere
+//! NOT_LEADER_OR_FOLLOWER sends the client to look the leader up again.
 
 use herald_broker::{OffsetSpec, Topic};
 use kafka_protocol::messages::list_offsets_request::ListOffsetsPartition;
@@ -75,6 +77,9 @@ async fn lookup(
     } else {
         response
     };
+    if !partition.leads_here() {
+        return response.with_error_code(error_code::code(ResponseError::NotLeaderOrFollower));
+    }
     match partition.list_offset(spec).await {
         Ok(Some(found)) => response
             .with_offset(found.offset as i64)

@@ -143,14 +143,14 @@ impl Log {
             if !oldest.is_complete() || !oldest.finalized.load(Ordering::Acquire) {
                 return Ok(());
             }
-            let expired = config.retention_age.is_some_and(|age| {
-                oldest.max_timestamp() > i64::MIN
-                    && oldest.max_timestamp() < now_ms - age.as_millis() as i64
-            });
             let total: u64 = list.iter().map(|s| u64::from(s.committed().bytes)).sum();
-            let oversized = config
-                .retention_bytes
-                .is_some_and(|limit| total - u64::from(oldest.committed().bytes) >= limit);
+            let (expired, oversized) = beyond_retention(
+                oldest,
+                total,
+                now_ms,
+                config.retention_age,
+                config.retention_bytes,
+            );
             let truncated = oldest.end_offset() <= self.log_start_offset();
             if !expired && !oversized && !truncated {
                 return Ok(());
@@ -179,6 +179,39 @@ impl Log {
             sync_dir(&self.dir).map_err(|e| LogError::io("fsync", &self.dir, e))?;
             tracing::info!(segment = %removed.path().display(), expired, oversized, truncated, "deleted segment by retention");
         }
+    }
+
+    /// Where retention with `retention_age` and `retention_bytes` would
+    /// move the log start now (the base offset of the oldest segment it
+    /// would keep), without moving it: for a log whose owner must delete
+    /// records itself, as a replicated partition does through Raft so
+    /// that every replica agrees on what was deleted. `None` when
+    /// retention would delete nothing. Only whole sealed, finalized
+    /// segments count, as in maintenance.
+    pub fn retention_cut(
+        &self,
+        now: SystemTime,
+        retention_age: Option<Duration>,
+        retention_bytes: Option<u64>,
+    ) -> Option<u64> {
+        let now_ms = millis_since_epoch(now);
+        let list = self.segments.load_full();
+        let mut total: u64 = list.iter().map(|s| u64::from(s.committed().bytes)).sum();
+        let mut cut = None;
+        // The active (last) segment is never past retention.
+        for (oldest, next) in list.iter().zip(list.iter().skip(1)) {
+            if !oldest.is_complete() || !oldest.finalized.load(Ordering::Acquire) {
+                break;
+            }
+            let (expired, oversized) =
+                beyond_retention(oldest, total, now_ms, retention_age, retention_bytes);
+            if !expired && !oversized {
+                break;
+            }
+            total -= u64::from(oldest.committed().bytes);
+            cut = Some(next.base_offset());
+        }
+        cut.filter(|&cut| cut > self.log_start_offset())
     }
 
     /// Closes the log cleanly: no more appends, everything flushed, indexes
@@ -229,4 +262,22 @@ impl Log {
     pub fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
     }
+}
+
+/// Whether `oldest`, the log's oldest segment, is past the retention time
+/// (all its records older than `age`) and whether the log without it
+/// still holds at least `bytes` (of `total`).
+fn beyond_retention(
+    oldest: &Segment,
+    total: u64,
+    now_ms: i64,
+    age: Option<Duration>,
+    bytes: Option<u64>,
+) -> (bool, bool) {
+    let expired = age.is_some_and(|age| {
+        oldest.max_timestamp() > i64::MIN
+            && oldest.max_timestamp() < now_ms - age.as_millis() as i64
+    });
+    let oversized = bytes.is_some_and(|limit| total - u64::from(oldest.committed().bytes) >= limit);
+    (expired, oversized)
 }

@@ -173,9 +173,17 @@ impl Log {
     /// `timestamp`; `None` if there is none. For a compressed batch the
     /// batch's first offset is returned.
     pub fn offset_for_timestamp(&self, timestamp: i64) -> Option<TimestampOffset> {
+        self.offset_for_timestamp_from(timestamp, 0)
+    }
+
+    /// [`Log::offset_for_timestamp`] among the records at `from` and
+    /// after (and past the log start): for an owner whose readers start
+    /// further than the log does (a replicated partition's DeleteRecords
+    /// not yet purged).
+    pub fn offset_for_timestamp_from(&self, timestamp: i64, from: u64) -> Option<TimestampOffset> {
         let high_watermark = self.high_watermark();
         let list = self.segments.load();
-        let start = self.start_of(&list);
+        let start = self.start_of(&list).max(from);
         for segment in list.iter() {
             if segment.base_offset() >= high_watermark {
                 break;
