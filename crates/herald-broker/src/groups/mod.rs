@@ -245,6 +245,8 @@ impl GroupService {
             store,
             pending: HashMap::new(),
             next_request: 0,
+            #[cfg(feature = "cluster")]
+            deferred: VecDeque::new(),
         };
         let handle = std::thread::Builder::new()
             .name("herald-groups".into())
@@ -378,6 +380,10 @@ struct Worker {
     store: Persistence,
     pending: HashMap<RequestId, ReplyFn>,
     next_request: u64,
+    /// Commands received while a compaction waited for the replicated
+    /// partition's outstanding batches, taken before new ones.
+    #[cfg(feature = "cluster")]
+    deferred: VecDeque<Command>,
 }
 
 fn now_ms() -> i64 {
@@ -389,9 +395,14 @@ fn now_ms() -> i64 {
 impl Worker {
     fn run(mut self, receiver: mpsc::Receiver<Command>) {
         loop {
-            let command = match self.coordinator.next_deadline_ms() {
-                None => receiver.recv().map_err(|_| RecvTimeoutError::Disconnected),
-                Some(deadline) => {
+            #[cfg(feature = "cluster")]
+            let deferred = self.deferred.pop_front();
+            #[cfg(not(feature = "cluster"))]
+            let deferred = None;
+            let command = match (deferred, self.coordinator.next_deadline_ms()) {
+                (Some(command), _) => Ok(command),
+                (None, None) => receiver.recv().map_err(|_| RecvTimeoutError::Disconnected),
+                (None, Some(deadline)) => {
                     let wait = u64::try_from(deadline.saturating_sub(now_ms())).unwrap_or(0);
                     receiver.recv_timeout(Duration::from_millis(wait))
                 }
@@ -400,18 +411,15 @@ impl Worker {
                 Ok(Command::Call(call, reply)) => {
                     self.queue_slots.add_permits(1);
                     self.call(call, reply);
-                    self.compact_if_due();
+                    self.compact_if_due(&receiver);
                 }
                 Ok(Command::Snapshot(reply)) => self.snapshot(&reply),
                 #[cfg(feature = "cluster")]
-                Ok(Command::Persisted(append, result)) => {
-                    let outputs = self.coordinator.append_completed(now_ms(), append, result);
-                    self.act(outputs);
-                }
+                Ok(Command::Persisted(append, result)) => self.persisted(append, result),
                 Err(RecvTimeoutError::Timeout) => {
                     let outputs = self.coordinator.tick(now_ms());
                     self.act(outputs);
-                    self.compact_if_due();
+                    self.compact_if_due(&receiver);
                 }
                 Ok(Command::Stop) | Err(RecvTimeoutError::Disconnected) => break,
             }
@@ -491,13 +499,72 @@ impl Worker {
         self.act(outputs);
     }
 
+    /// What became of a batch proposed to a replicated offsets partition.
+    #[cfg(feature = "cluster")]
+    fn persisted(&mut self, append: herald_group::AppendId, result: AppendResult) {
+        if let Persistence::Replicated(store) = &mut self.store {
+            store.reported();
+        }
+        let outputs = self.coordinator.append_completed(now_ms(), append, result);
+        self.act(outputs);
+    }
+
+    /// Compacts the offsets partition once it has grown enough: the node's
+    /// own is rewritten, a replicated one gets the state written anew and
+    /// its log start moved past what came before (see `replicated`).
+    #[cfg_attr(not(feature = "cluster"), allow(unused_variables))]
+    fn compact_if_due(&mut self, receiver: &mpsc::Receiver<Command>) {
+        #[cfg(feature = "cluster")]
+        if let Persistence::Replicated(store) = &self.store {
+            if store.compaction_due() {
+                self.compact_replicated(receiver);
+            }
+            return;
+        }
+        self.compact_local();
+    }
+
+    /// Writes the coordinator's state to its replicated offsets partition
+    /// and has everything before it deleted. The state must cover every
+    /// batch below it in the log: the batches still in flight are awaited
+    /// first (other commands wait meanwhile, as calls wait while the
+    /// node's own partition is rewritten), up to a bound after which the
+    /// compaction is left for later.
+    #[cfg(feature = "cluster")]
+    fn compact_replicated(&mut self, receiver: &mpsc::Receiver<Command>) {
+        const DRAIN_PATIENCE: Duration = Duration::from_secs(10);
+        let deadline = std::time::Instant::now() + DRAIN_PATIENCE;
+        loop {
+            let Persistence::Replicated(store) = &self.store else {
+                return;
+            };
+            if store.in_flight() == 0 {
+                break;
+            }
+            let wait = deadline.saturating_duration_since(std::time::Instant::now());
+            match receiver.recv_timeout(wait) {
+                Ok(Command::Persisted(append, result)) => self.persisted(append, result),
+                Ok(other) => self.deferred.push_back(other),
+                Err(_) => {
+                    tracing::warn!(
+                        "offsets partition compaction postponed: batches still in flight"
+                    );
+                    return;
+                }
+            }
+        }
+        let records = self.coordinator.snapshot_records();
+        if let Persistence::Replicated(store) = &mut self.store {
+            store.compact(&records, now_ms());
+        }
+    }
+
     /// Rewrites the node's own offsets partition as the coordinator's
     /// current state once it has grown enough. Runs between calls, when
     /// every persisted batch has been reported to the coordinator, so the
-    /// snapshot holds everything the partition does. (A replicated offsets
-    /// partition is not rewritten: see `replicated`.)
+    /// snapshot holds everything the partition does.
     #[cfg_attr(not(feature = "cluster"), allow(irrefutable_let_patterns))]
-    fn compact_if_due(&mut self) {
+    fn compact_local(&mut self) {
         let Persistence::Local(store) = &mut self.store else {
             return;
         };
@@ -545,7 +612,7 @@ impl Worker {
         records: &[herald_group::Record],
         now: i64,
     ) -> Option<AppendResult> {
-        match &self.store {
+        match &mut self.store {
             Persistence::Local(store) => {
                 let log = Arc::clone(&store.partition.lock().log);
                 Some(match offsets_log::append(&log, records, now) {

@@ -165,6 +165,18 @@ pub(crate) fn replay(log: &Log, apply: impl FnMut(Record)) -> Result<u64, Broker
 pub(crate) fn replay_until(
     log: &Log,
     visible_end: u64,
+    apply: impl FnMut(Record),
+) -> Result<u64, BrokerError> {
+    replay_between(log, 0, visible_end, apply)
+}
+
+/// [`replay_until`] from `from` on (or the log start if later): a
+/// replicated offsets partition whose readers start past its stored
+/// records (a compaction's delete, not yet purged).
+pub(crate) fn replay_between(
+    log: &Log,
+    from: u64,
+    visible_end: u64,
     mut apply: impl FnMut(Record),
 ) -> Result<u64, BrokerError> {
     let corrupt = |offset: u64, reason: String| BrokerError::CorruptMetadata {
@@ -172,7 +184,7 @@ pub(crate) fn replay_until(
         reason: format!("offsets partition at offset {offset}: {reason}"),
     };
     let end = log.high_watermark().min(visible_end);
-    let mut offset = log.log_start_offset();
+    let mut offset = log.log_start_offset().max(from);
     let mut count = 0u64;
     while offset < end {
         let slice = log

@@ -18,10 +18,16 @@
 //! another leader may have written since, and the shard loads a fresh
 //! service instead.
 //!
-//! Not done yet: a replicated offsets partition is never compacted (each
-//! commit adds a record until snapshots of replicated partitions exist),
-//! so a new leader's replay grows with the commits since the cluster
-//! started.
+//! Compaction: every commit adds a record, but a new leader needs only the
+//! last offset per group and partition. Once the batches proposed since
+//! the last compaction (or the load) reach 64 MiB and the size of the
+//! state then, the worker waits for its batches in flight, proposes the
+//! coordinator's whole state as new batches, and once they are committed a
+//! DeleteRecords moves the partition's log start to the first of them, on
+//! every replica (through Raft: a snapshot and a purge). A coordinator
+//! loads from the log start, so it replays the state and what followed.
+//! A leader lost half-way leaves the state written twice at worst, which
+//! replays to the same offsets.
 
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -41,13 +47,27 @@ pub(crate) struct ReplicatedStore {
     term: u64,
     /// Proposed batches, awaited (in order) by the reporting task.
     completions: tokio::sync::mpsc::UnboundedSender<(AppendId, Proposal)>,
+    /// Batches proposed and not yet reported to the coordinator.
+    in_flight: usize,
+    /// Bytes proposed since the last compaction (or stored at the load).
+    written: u64,
+    /// Bytes of the state the last compaction wrote.
+    compacted: u64,
+    /// Below this much written, no compaction.
+    compact_min_bytes: u64,
+    /// Where the compaction's tail (awaiting commits, then the delete)
+    /// runs: the worker is a thread of its own.
+    runtime: tokio::runtime::Handle,
 }
+
+/// Records per batch when writing the state.
+const STATE_BATCH_RECORDS: usize = 1024;
 
 impl ReplicatedStore {
     /// Proposes `records` as one batch; `None` when the outcome will come
     /// as a `Command::Persisted`, `Some` when it is known at once.
     pub(super) fn persist(
-        &self,
+        &mut self,
         append: AppendId,
         records: &[Record],
         now_ms: i64,
@@ -77,11 +97,95 @@ impl ReplicatedStore {
             );
             return Some(AppendResult::Failed);
         }
+        self.written += batch.len() as u64;
         let proposal = self.replica.propose(Bytes::from(batch));
         match self.completions.send((append, proposal)) {
-            Ok(()) => None,
+            Ok(()) => {
+                self.in_flight += 1;
+                None
+            }
             Err(_) => Some(AppendResult::Failed),
         }
+    }
+
+    /// A proposed batch's outcome reached the worker.
+    pub(super) fn reported(&mut self) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+    }
+
+    /// Batches proposed whose outcome the coordinator has not been told.
+    pub(super) fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
+    /// Whether the partition has grown enough since the last compaction.
+    pub(super) fn compaction_due(&self) -> bool {
+        self.written >= self.compact_min_bytes.max(self.compacted)
+    }
+
+    /// Proposes `records` (the coordinator's whole state, with no batch in
+    /// flight before it) and, once they are committed, deletes everything
+    /// before them. Returns at once; the rest runs on the runtime.
+    pub(super) fn compact(&mut self, records: &[Record], now_ms: i64) {
+        self.written = 0;
+        if !self.replica.is_leader() || self.replica.term() != self.term {
+            return;
+        }
+        let max = self.replica.log().max_batch_bytes();
+        let mut proposals = Vec::new();
+        let mut bytes = 0u64;
+        for chunk in records.chunks(STATE_BATCH_RECORDS) {
+            let values: Vec<Vec<u8>> = chunk.iter().map(Record::encode).collect();
+            match offsets_log::encode_batch(&values, now_ms) {
+                Ok(batch) if batch.len() <= max => {
+                    bytes += batch.len() as u64;
+                    proposals.push(self.replica.propose(Bytes::from(batch)));
+                }
+                Ok(batch) => {
+                    tracing::error!(
+                        size = batch.len(),
+                        max,
+                        "offsets partition compaction abandoned: a batch of its state exceeds the batch limit"
+                    );
+                    return;
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "offsets partition compaction abandoned: encoding its state failed");
+                    return;
+                }
+            }
+        }
+        self.compacted = bytes;
+        // With no state at all, everything committed so far can go.
+        let empty_until = *self.replica.commit_point().borrow();
+        let replica = Arc::clone(&self.replica);
+        let count = records.len();
+        self.runtime.spawn(async move {
+            let mut state_start = (proposals.is_empty()).then_some(empty_until);
+            for proposal in proposals {
+                let placed = proposal.placed.await.ok();
+                if state_start.is_none() {
+                    state_start = placed.map(|p| p.base_offset);
+                }
+                if !matches!(proposal.committed.await, Ok(Ok(_))) {
+                    tracing::info!("offsets partition compaction stopped: leadership moved");
+                    return;
+                }
+            }
+            let Some(start) = state_start else {
+                return;
+            };
+            match replica.delete_records(start).await {
+                Ok(log_start) => tracing::info!(
+                    records = count,
+                    state_bytes = bytes,
+                    log_start,
+                    dir = %replica.log().dir().display(),
+                    "offsets partition compacted"
+                ),
+                Err(e) => tracing::info!(error = %e, "offsets partition compaction stopped before its delete"),
+            }
+        });
     }
 }
 
@@ -96,10 +200,25 @@ impl GroupService {
         term: u64,
         config: GroupConfig,
     ) -> Result<GroupService, BrokerError> {
+        Self::open_replicated_with_compaction(replica, term, config, super::COMPACT_MIN_BYTES)
+    }
+
+    /// [`GroupService::open_replicated`], compacting the partition once
+    /// `compact_min_bytes` were written since the last compaction.
+    pub(crate) fn open_replicated_with_compaction(
+        replica: Arc<PartitionReplica>,
+        term: u64,
+        config: GroupConfig,
+        compact_min_bytes: u64,
+    ) -> Result<GroupService, BrokerError> {
         let mut coordinator = GroupCoordinator::new(config);
         let commit = *replica.commit_point().borrow();
+        // From where readers start: a compaction's state, not what it
+        // deleted (possibly still stored, awaiting the purge).
         let replayed =
-            offsets_log::replay_until(replica.log(), commit, |record| coordinator.replay(record))?;
+            offsets_log::replay_between(replica.log(), replica.log_start(), commit, |record| {
+                coordinator.replay(record)
+            })?;
         tracing::info!(
             records = replayed,
             term,
@@ -127,6 +246,11 @@ impl GroupService {
             replica: Arc::clone(&replica),
             term,
             completions,
+            in_flight: 0,
+            written: replica.log().size_bytes(),
+            compacted: 0,
+            compact_min_bytes,
+            runtime: tokio::runtime::Handle::current(),
         });
         Self::start(
             coordinator,
@@ -253,6 +377,103 @@ mod tests {
             GroupService::open_replicated(Arc::clone(&replica), term, Default::default())
                 .expect("coordinator reloads");
         assert_eq!(fetched(&reloaded).await, 42);
+        tokio::task::block_in_place(|| reloaded.close()).expect("close");
+    }
+
+    async fn commit_to(service: &GroupService, group: &str, partition: i32, offset: i64) {
+        let call = GroupCall::OffsetCommit(OffsetCommitRequest {
+            group_id: group.into(),
+            generation_id: -1,
+            member_id: String::new(),
+            group_instance_id: None,
+            partitions: vec![OffsetCommitPartition {
+                topic: "orders".into(),
+                partition,
+                offset,
+                leader_epoch: None,
+                metadata: Some(format!("at {offset}")),
+            }],
+        });
+        match ask(service, call).await {
+            GroupReply::OffsetCommit(response) => {
+                assert_eq!(response.partitions[0].error, ErrorCode::None)
+            }
+            other => panic!("not a commit answer: {other:?}"),
+        }
+    }
+
+    async fn fetched_from(service: &GroupService, group: &str, partition: i32) -> (i64, String) {
+        let call = GroupCall::OffsetFetch(OffsetFetchRequest {
+            group_id: group.into(),
+            partitions: Some(vec![TopicPartition::new("orders", partition)]),
+            require_stable: false,
+        });
+        match ask(service, call).await {
+            GroupReply::OffsetFetch(response) => {
+                let p = &response.partitions[0];
+                (p.offset, p.metadata.clone())
+            }
+            other => panic!("not a fetch answer: {other:?}"),
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_partition_is_compacted_through_raft_and_a_reloaded_coordinator_has_every_last_commit(
+    ) {
+        const COMPACT_AT: u64 = 16 * 1024;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let router = GroupRouter::default();
+        let replica = leading_replica(dir.path(), &router).await;
+        let term = replica.term();
+        let service = GroupService::open_replicated_with_compaction(
+            Arc::clone(&replica),
+            term,
+            Default::default(),
+            COMPACT_AT,
+        )
+        .expect("coordinator loads");
+        // About 100 bytes a commit: several compactions on the way, and
+        // the last commit of each (group, partition) somewhere in between.
+        let mut last = BTreeMap::new();
+        for i in 0..1500i64 {
+            let (group, partition) = (format!("g{}", i % 5), (i % 3) as i32);
+            commit_to(&service, &group, partition, i).await;
+            last.insert((group, partition), i);
+        }
+        for _ in 0..200 {
+            if replica.log().log_start_offset() > 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(
+            replica.log().log_start_offset() > 0,
+            "the records before a compaction's state are purged"
+        );
+        tokio::task::block_in_place(|| service.close()).expect("close");
+
+        let mut replayed = 0u64;
+        offsets_log::replay_between(
+            replica.log(),
+            replica.log_start(),
+            *replica.commit_point().borrow(),
+            |_| replayed += 1,
+        )
+        .expect("replays");
+        assert!(
+            replayed < 1000,
+            "a load replays the state and what followed, not every commit: {replayed}"
+        );
+        let reloaded =
+            GroupService::open_replicated(Arc::clone(&replica), term, Default::default())
+                .expect("coordinator reloads");
+        for ((group, partition), offset) in &last {
+            assert_eq!(
+                fetched_from(&reloaded, group, *partition).await,
+                (*offset, format!("at {offset}")),
+                "{group}/{partition}"
+            );
+        }
         tokio::task::block_in_place(|| reloaded.close()).expect("close");
     }
 
