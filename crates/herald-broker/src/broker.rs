@@ -898,9 +898,27 @@ impl Broker {
             .sum()
     }
 
+    /// [`Broker::alter_quotas`] where it belongs: on a cluster's node,
+    /// through the metadata log, on every node alike (a validation alone
+    /// stays here).
+    pub async fn change_quotas(
+        &self,
+        entries: Vec<(QuotaEntity, Vec<QuotaOp>)>,
+        validate_only: bool,
+    ) -> Result<Vec<Result<(), QuotaError>>, BrokerError> {
+        #[cfg(feature = "cluster")]
+        if let Some(cluster) = self.cluster.get() {
+            if !validate_only {
+                return cluster.change_quotas(entries).await;
+            }
+        }
+        self.alter_quotas(entries, validate_only)
+    }
+
     /// AlterClientQuotas: each entry's changes are checked on their own
     /// (as Kafka does); the valid ones are persisted together, unless
-    /// `validate_only`. Answers each entry's outcome, in order.
+    /// `validate_only`. Answers each entry's outcome, in order. On a
+    /// cluster's node, only the metadata log calls it.
     pub fn alter_quotas(
         &self,
         entries: Vec<(QuotaEntity, Vec<QuotaOp>)>,
@@ -934,8 +952,23 @@ impl Broker {
             .map(|mut applied| applied.remove(0))
     }
 
+    /// Applies security changes where they belong: on a cluster's node,
+    /// through the metadata log, on every node alike; otherwise here
+    /// ([`Broker::apply_security_all`]). All or none.
+    pub async fn change_security(
+        &self,
+        commands: Vec<SecurityCommand>,
+    ) -> Result<Vec<Applied>, BrokerError> {
+        #[cfg(feature = "cluster")]
+        if let Some(cluster) = self.cluster.get() {
+            return cluster.change_security(commands).await;
+        }
+        self.apply_security_all(commands)
+    }
+
     /// Applies several changes as one: all persisted together, or none
-    /// when one is refused.
+    /// when one is refused. On a cluster's node, only the metadata log
+    /// calls it (see [`Broker::change_security`]).
     pub fn apply_security_all(
         &self,
         commands: Vec<SecurityCommand>,

@@ -243,6 +243,21 @@ enum Command {
         /// Each partition's Raft group and replicas.
         partitions: Vec<ReplicaAssignment>,
     },
+    /// Changes to who may do what (SCRAM credentials, ACLs, tenants,
+    /// namespaces), applied as one on every node.
+    Security {
+        /// Names the proposer's wait (not part of the state).
+        request: u128,
+        /// The changes.
+        commands: Vec<herald_auth::SecurityCommand>,
+    },
+    /// Client quota and tenant SLA changes, applied on every node.
+    Quotas {
+        /// Names the proposer's wait (not part of the state).
+        request: u128,
+        /// Each entity's changes.
+        entries: Vec<(herald_flow::QuotaEntity, Vec<herald_flow::QuotaOp>)>,
+    },
     /// A group's leader found its in-sync replicas changed.
     InSyncChange {
         /// The group.
@@ -265,6 +280,10 @@ enum Applied {
     OffsetsCreated,
     /// A topic's partitions added (its new count) or config changed.
     Altered,
+    /// Security changes applied, each with what it came to.
+    Secured(Vec<herald_auth::Applied>),
+    /// Quota changes applied, each entity's outcome.
+    Quotas(Vec<Result<(), herald_flow::QuotaError>>),
 }
 
 /// This node's membership of a cluster.
@@ -296,6 +315,16 @@ pub struct Cluster {
     reassignments: parking_lot::Mutex<BTreeMap<u64, Reassignment>>,
     /// Proposers waiting for their command to be applied here.
     waiting: parking_lot::Mutex<HashMap<u128, oneshot::Sender<Result<Applied, BrokerError>>>>,
+    /// The index of the last metadata entry whose commands this node
+    /// applied.
+    applied_through: tokio::sync::watch::Sender<u64>,
+    /// The metadata log's commit index when this node started (none on a
+    /// first start): applying the log again up to it restores what the
+    /// node knew.
+    committed_at_start: Option<u64>,
+    /// The index of the last metadata entry Raft handed to the applying
+    /// task.
+    handed_over: Arc<std::sync::atomic::AtomicU64>,
     stop: CancellationToken,
 }
 
@@ -357,9 +386,12 @@ impl Cluster {
         let router = GroupRouter::with_source(config.listen.ip());
         let stop = CancellationToken::new();
         tokio::spawn(router.clone().serve(listener, stop.clone()));
-        let (commands, mut applied) = mpsc::unbounded_channel::<Bytes>();
-        let hook: herald_raft::state_machine::ApplyHook = Arc::new(move |_, batch, _| {
-            let _ = commands.send(batch.bytes().clone());
+        let (commands, mut applied) = mpsc::unbounded_channel::<(u64, Bytes)>();
+        let handed_over = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let handing = Arc::clone(&handed_over);
+        let hook: herald_raft::state_machine::ApplyHook = Arc::new(move |id, batch, _| {
+            handing.store(id.index, std::sync::atomic::Ordering::Release);
+            let _ = commands.send((id.index, batch.bytes().clone()));
         });
         let dir = broker.config().data_dir.join("__cluster").join("metadata");
         std::fs::create_dir_all(&dir)
@@ -374,6 +406,7 @@ impl Cluster {
             Some(hook),
         )
         .await?;
+        let committed_at_start = metadata.committed_at_open();
         let nodes = Arc::new(ClusterNodes::new(config.nodes.clone()));
         let data_dir = broker.config().data_dir.clone();
         let stored_id =
@@ -429,15 +462,19 @@ impl Cluster {
             reassignments: parking_lot::Mutex::new(BTreeMap::new()),
             forwarder,
             waiting: parking_lot::Mutex::new(HashMap::new()),
+            applied_through: tokio::sync::watch::Sender::new(0),
+            handed_over,
+            committed_at_start,
             stop,
         });
         broker.set_cluster(Arc::clone(&cluster));
         let applier = Arc::clone(&cluster);
         tokio::spawn(async move {
-            while let Some(batch) = applied.recv().await {
+            while let Some((index, batch)) = applied.recv().await {
                 for command in decode_commands(&batch) {
                     applier.apply(&broker, command).await;
                 }
+                applier.applied_through.send_replace(index);
             }
         });
         tokio::spawn(Arc::clone(&cluster).create_offsets_once());
@@ -596,11 +633,9 @@ impl Cluster {
             .await?
         {
             Applied::Created(summary) => Ok(summary),
-            Applied::Deleted(_) | Applied::OffsetsCreated | Applied::Altered => {
-                Err(BrokerError::ClusterUnavailable(
-                    "a creation was answered as something else".to_owned(),
-                ))
-            }
+            _ => Err(BrokerError::ClusterUnavailable(
+                "a creation was answered as something else".to_owned(),
+            )),
         }
     }
 
@@ -620,11 +655,9 @@ impl Cluster {
         };
         match self.propose_and_wait(request, command).await? {
             Applied::Deleted(id) => Ok(id),
-            Applied::Created(_) | Applied::OffsetsCreated | Applied::Altered => {
-                Err(BrokerError::ClusterUnavailable(
-                    "a deletion was answered as something else".to_owned(),
-                ))
-            }
+            _ => Err(BrokerError::ClusterUnavailable(
+                "a deletion was answered as something else".to_owned(),
+            )),
         }
     }
 
@@ -751,6 +784,66 @@ impl Cluster {
         self.reassignments.lock().values().cloned().collect()
     }
 
+    /// Applies security changes on every node through the metadata log,
+    /// all or none (a change one node refuses, every node refuses: they
+    /// apply the same changes to the same state). Answers with what each
+    /// came to, once applied here.
+    pub async fn change_security(
+        &self,
+        commands: Vec<herald_auth::SecurityCommand>,
+    ) -> Result<Vec<herald_auth::Applied>, BrokerError> {
+        let request = Uuid::new_v4().as_u128();
+        match self
+            .propose_and_wait(request, Command::Security { request, commands })
+            .await?
+        {
+            Applied::Secured(applied) => Ok(applied),
+            other => Err(BrokerError::ClusterUnavailable(format!(
+                "a security change was answered {other:?}"
+            ))),
+        }
+    }
+
+    /// Applies client quota and tenant SLA changes on every node through
+    /// the metadata log; answers each entity's outcome once applied here.
+    pub async fn change_quotas(
+        &self,
+        entries: Vec<(herald_flow::QuotaEntity, Vec<herald_flow::QuotaOp>)>,
+    ) -> Result<Vec<Result<(), herald_flow::QuotaError>>, BrokerError> {
+        let request = Uuid::new_v4().as_u128();
+        match self
+            .propose_and_wait(request, Command::Quotas { request, entries })
+            .await?
+        {
+            Applied::Quotas(outcomes) => Ok(outcomes),
+            other => Err(BrokerError::ClusterUnavailable(format!(
+                "a quota change was answered {other:?}"
+            ))),
+        }
+    }
+
+    /// Waits until this node has applied the metadata log again up to
+    /// where it was committed when the node started: before that, what
+    /// it would serve is an earlier state (topics not yet reopened, ACLs
+    /// since deleted). `serve` opens the client listeners after it.
+    pub async fn wait_until_replayed(&self) {
+        let Some(target) = self.committed_at_start else {
+            return;
+        };
+        // Raft applies its own entries too, which carry no command: first
+        // Raft's progress, then the commands it handed over by then.
+        let _ = self
+            .metadata
+            .raft()
+            .wait(None)
+            .applied_index_at_least(Some(target), "the metadata log replayed")
+            .await;
+        let handed = self.handed_over.load(std::sync::atomic::Ordering::Acquire);
+        let mut applied = self.applied_through.subscribe();
+        let _ = applied.wait_for(|&index| index >= handed).await;
+        tracing::info!(index = target, "metadata log replayed");
+    }
+
     async fn propose_and_wait(
         &self,
         request: u128,
@@ -870,6 +963,21 @@ impl Cluster {
                 }
                 if let Some(waiter) = self.waiting.lock().remove(&request) {
                     let _ = waiter.send(result.map(|()| Applied::Altered));
+                }
+            }
+            Command::Security { request, commands } => {
+                let result = broker.apply_security_all(commands);
+                if let Err(e) = &result {
+                    tracing::debug!(error = %e, "a security change was refused");
+                }
+                if let Some(waiter) = self.waiting.lock().remove(&request) {
+                    let _ = waiter.send(result.map(Applied::Secured));
+                }
+            }
+            Command::Quotas { request, entries } => {
+                let result = broker.alter_quotas(entries, false);
+                if let Some(waiter) = self.waiting.lock().remove(&request) {
+                    let _ = waiter.send(result.map(Applied::Quotas));
                 }
             }
             Command::CreateOffsets {

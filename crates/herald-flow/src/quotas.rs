@@ -84,7 +84,7 @@ fn key_spec(entity: EntityType, key: &str) -> Option<ValueKind> {
 }
 
 /// One change of a key.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct QuotaOp {
     /// The key.
     pub key: String,

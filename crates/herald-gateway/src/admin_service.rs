@@ -49,11 +49,12 @@ impl AdminService {
         }
     }
 
-    fn apply(&self, commands: Vec<SecurityCommand>) -> Result<(), Status> {
+    async fn apply(&self, commands: Vec<SecurityCommand>) -> Result<(), Status> {
         self.shared
             .engine
             .broker()
-            .apply_security_all(commands)
+            .change_security(commands)
+            .await
             .map(|_| ())
             .map_err(refusal)
     }
@@ -128,7 +129,7 @@ impl HeraldAdmin for AdminService {
                 }
             }));
         }
-        self.apply(commands)?;
+        self.apply(commands).await?;
         tracing::info!(tenant = %request.name, "tenant created");
         let broker = self.shared.engine.broker();
         tenant_message(&broker.security().state(), &broker.quotas(), &request.name)
@@ -142,7 +143,8 @@ impl HeraldAdmin for AdminService {
     ) -> Result<Response<DeleteTenantResponse>, Status> {
         self.require(&request, Operation::Alter).await?;
         let name = request.into_inner().name;
-        self.apply(vec![SecurityCommand::DeleteTenant { name: name.clone() }])?;
+        self.apply(vec![SecurityCommand::DeleteTenant { name: name.clone() }])
+            .await?;
         // Its SLA goes with it: a tenant made again under the name starts
         // without one.
         let broker = self.shared.engine.broker();
@@ -156,7 +158,8 @@ impl HeraldAdmin for AdminService {
                 })
                 .collect();
             broker
-                .alter_quotas(vec![(sla_entity(&name), removals)], false)
+                .change_quotas(vec![(sla_entity(&name), removals)], false)
+                .await
                 .map_err(|e| Status::unavailable(e.to_string()))?;
         }
         tracing::info!(tenant = %name, "tenant deleted");
@@ -188,7 +191,8 @@ impl HeraldAdmin for AdminService {
             prefix: request.prefix.clone(),
             set: request.set.into_iter().collect(),
             remove: request.remove.into_iter().collect(),
-        }])?;
+        }])
+        .await?;
         tracing::info!(namespace = %request.prefix, "namespace configs altered");
         let state = self.shared.engine.broker().security().state();
         state
@@ -233,7 +237,8 @@ impl HeraldAdmin for AdminService {
             remove: true,
         }));
         let mut outcomes = broker
-            .alter_quotas(vec![(sla_entity(&request.name), ops)], false)
+            .change_quotas(vec![(sla_entity(&request.name), ops)], false)
+            .await
             .map_err(|e| Status::unavailable(e.to_string()))?;
         if let Some(Err(e)) = outcomes.pop() {
             return Err(Status::invalid_argument(e.to_string()));

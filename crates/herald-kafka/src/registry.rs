@@ -310,20 +310,20 @@ registry! {
         |call, request| call.respond(&sasl_authenticate::handle(call.ctx, call.session, request).await);
     // ACLs and credentials.
     CreateAcls(CreateAclsRequest), versions 1..=3, schema create_acls,
-        |call, request| call.respond(&create_acls::handle(call.ctx, call.session, request));
+        |call, request| call.respond(&create_acls::handle(call.ctx, call.session, request).await);
     DescribeAcls(DescribeAclsRequest), versions 1..=3, schema describe_acls,
         |call, request| call.respond(&describe_acls::handle(call.ctx, call.session, request));
     DeleteAcls(DeleteAclsRequest), versions 1..=3, schema delete_acls,
-        |call, request| call.respond(&delete_acls::handle(call.ctx, call.session, request));
+        |call, request| call.respond(&delete_acls::handle(call.ctx, call.session, request).await);
     DescribeUserScramCredentials(DescribeUserScramCredentialsRequest), versions 0..=0, schema describe_user_scram_credentials,
         |call, request| call.respond(&describe_user_scram_credentials::handle(call.ctx, call.session, request));
     AlterUserScramCredentials(AlterUserScramCredentialsRequest), versions 0..=0, schema alter_user_scram_credentials,
-        |call, request| call.respond(&alter_user_scram_credentials::handle(call.ctx, call.session, request));
+        |call, request| call.respond(&alter_user_scram_credentials::handle(call.ctx, call.session, request).await);
     // Client quotas and tenant SLAs.
     DescribeClientQuotas(DescribeClientQuotasRequest), versions 0..=1, schema describe_client_quotas,
         |call, request| call.respond(&describe_client_quotas::handle(call.ctx, call.session, request));
     AlterClientQuotas(AlterClientQuotasRequest), versions 0..=1, schema alter_client_quotas,
-        |call, request| call.respond(&alter_client_quotas::handle(call.ctx, call.session, request));
+        |call, request| call.respond(&alter_client_quotas::handle(call.ctx, call.session, request).await);
 }
 
 /// The row of an API key, if herald serves that API.

@@ -88,6 +88,8 @@ pub struct PartitionReplica {
     proposals: mpsc::UnboundedSender<(RecordBatch, CommitResponder)>,
     /// The task dropping entries below the log start (`compaction`).
     compaction: tokio::task::AbortHandle,
+    /// The commit index stored when the replica was opened.
+    committed_at_open: Option<u64>,
 }
 
 /// How a proposal's commit is answered.
@@ -131,6 +133,7 @@ impl PartitionReplica {
     ) -> Result<PartitionReplica, ReplicaError> {
         let log = Arc::new(Log::open(dir.join("log"), log_config)?);
         let raft_log = Arc::new(RaftLog::open(log, dir)?);
+        let committed_at_open = raft_log.committed().map(|id| id.index);
         let mut state_machine = PartitionStateMachine::open(Arc::clone(&raft_log), dir)?;
         if let Some(hook) = hook {
             state_machine = state_machine.with_hook(hook);
@@ -196,6 +199,7 @@ impl PartitionReplica {
             router: router.clone(),
             proposals,
             compaction,
+            committed_at_open,
         })
     }
 
@@ -212,6 +216,12 @@ impl PartitionReplica {
     /// The commit point: offsets below it are committed by a quorum.
     pub fn commit_point(&self) -> watch::Receiver<u64> {
         self.commit.clone()
+    }
+
+    /// The index the group had committed when this replica was opened, as
+    /// stored then: what it applies again on opening.
+    pub fn committed_at_open(&self) -> Option<u64> {
+        self.committed_at_open
     }
 
     /// Where readers start: the log's start, or past it where a committed

@@ -248,8 +248,9 @@ async fn join_cluster(
     }
 }
 
-/// A node joining a running cluster serves nothing until it is added:
-/// false when a termination signal came first.
+/// A node joining a running cluster serves nothing until it is added,
+/// and a restarted node nothing until it has applied its metadata log
+/// again: false when a termination signal came first.
 async fn wait_until_added(cluster: &ClusterHandle) -> anyhow::Result<bool> {
     #[cfg(feature = "cluster")]
     if let Some(cluster) = cluster {
@@ -257,6 +258,15 @@ async fn wait_until_added(cluster: &ClusterHandle) -> anyhow::Result<bool> {
             () = cluster.wait_until_added() => {}
             signal = wait_for_signal() => {
                 tracing::info!(signal = signal?, "shutting down before being added to the cluster");
+                return Ok(false);
+            }
+        }
+        // Clients see no earlier state than the node had (a topic not yet
+        // reopened, an ACL since deleted) while the log is applied again.
+        tokio::select! {
+            () = cluster.wait_until_replayed() => {}
+            signal = wait_for_signal() => {
+                tracing::info!(signal = signal?, "shutting down while the metadata log is applied again");
                 return Ok(false);
             }
         }

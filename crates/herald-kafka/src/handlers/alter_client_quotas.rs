@@ -16,7 +16,7 @@ use crate::error_code;
 use crate::session::Session;
 
 /// Answers an AlterClientQuotas request.
-pub fn handle(
+pub async fn handle(
     ctx: &Context,
     session: &Session,
     request: AlterClientQuotasRequest,
@@ -83,7 +83,11 @@ pub fn handle(
             Err(e) => slots.push(Err(e.to_string())),
         }
     }
-    let outcomes = match ctx.broker.alter_quotas(changes, request.validate_only) {
+    let outcomes = match ctx
+        .broker
+        .change_quotas(changes, request.validate_only)
+        .await
+    {
         Ok(outcomes) => outcomes,
         Err(e) => {
             return answer(

@@ -23,7 +23,7 @@ use crate::session::Session;
 type Refusal = (ResponseError, String);
 
 /// Answers an AlterUserScramCredentials request.
-pub fn handle(
+pub async fn handle(
     ctx: &Context,
     session: &Session,
     request: AlterUserScramCredentialsRequest,
@@ -97,7 +97,7 @@ pub fn handle(
     let stored = if accepted.is_empty() {
         Ok(())
     } else {
-        ctx.broker.apply_security_all(accepted).map(|_| ())
+        ctx.broker.change_security(accepted).await.map(|_| ())
     };
     if let Err(e) = &stored {
         tracing::warn!(error = %e, "storing SCRAM credentials failed");

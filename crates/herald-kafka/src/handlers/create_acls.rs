@@ -16,7 +16,11 @@ use crate::error_code;
 use crate::session::Session;
 
 /// Answers a CreateAcls request.
-pub fn handle(ctx: &Context, session: &Session, request: CreateAclsRequest) -> CreateAclsResponse {
+pub async fn handle(
+    ctx: &Context,
+    session: &Session,
+    request: CreateAclsRequest,
+) -> CreateAclsResponse {
     let result = |error: ResponseError, message: String| {
         AclCreationResult::default()
             .with_error_code(error_code::code(error))
@@ -47,7 +51,8 @@ pub fn handle(ctx: &Context, session: &Session, request: CreateAclsRequest) -> C
         Ok(())
     } else {
         ctx.broker
-            .apply_security(SecurityCommand::CreateAcls(valid))
+            .change_security(vec![SecurityCommand::CreateAcls(valid)])
+            .await
             .map(|_| ())
     };
     let results = checked

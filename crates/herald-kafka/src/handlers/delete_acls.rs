@@ -15,7 +15,11 @@ use crate::error_code;
 use crate::session::Session;
 
 /// Answers a DeleteAcls request.
-pub fn handle(ctx: &Context, session: &Session, request: DeleteAclsRequest) -> DeleteAclsResponse {
+pub async fn handle(
+    ctx: &Context,
+    session: &Session,
+    request: DeleteAclsRequest,
+) -> DeleteAclsResponse {
     let refused = |error: ResponseError, message: String| {
         DeleteAclsFilterResult::default()
             .with_error_code(error_code::code(error))
@@ -57,10 +61,12 @@ pub fn handle(ctx: &Context, session: &Session, request: DeleteAclsRequest) -> D
     } else {
         match ctx
             .broker
-            .apply_security(SecurityCommand::DeleteAcls(valid))
+            .change_security(vec![SecurityCommand::DeleteAcls(valid)])
+            .await
+            .map(|mut applied| applied.pop())
         {
-            Ok(Applied::DeletedAcls(deleted)) => Ok(deleted),
-            Ok(Applied::Done) => Ok(Vec::new()),
+            Ok(Some(Applied::DeletedAcls(deleted))) => Ok(deleted),
+            Ok(_) => Ok(Vec::new()),
             Err(e) => Err(e),
         }
     };

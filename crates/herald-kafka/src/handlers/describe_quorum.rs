@@ -7,10 +7,13 @@
 //! with what it knows (its own progress, -1 for the others), where Kafka's
 //! brokers would forward the request to the controller.
 
+#[cfg(feature = "cluster")]
 use kafka_protocol::messages::describe_quorum_response::{
     Listener, Node, PartitionData, ReplicaState, TopicData,
 };
-use kafka_protocol::messages::{BrokerId, DescribeQuorumRequest, DescribeQuorumResponse};
+#[cfg(feature = "cluster")]
+use kafka_protocol::messages::BrokerId;
+use kafka_protocol::messages::{DescribeQuorumRequest, DescribeQuorumResponse};
 use kafka_protocol::ResponseError;
 
 use super::{cluster_allowed, wire_str, Context};
