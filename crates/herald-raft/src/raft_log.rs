@@ -69,6 +69,8 @@ pub struct RaftLog {
     /// The entry the next snapshot is to end at, if not the last applied:
     /// a snapshot ends where the purge it allows does.
     snapshot_upto: Mutex<Option<LogId>>,
+    /// `meta.deleted_before`, for readers on every fetch without the lock.
+    deleted_before: std::sync::atomic::AtomicU64,
 }
 
 fn io_error(e: impl std::fmt::Display) -> io::Error {
@@ -127,6 +129,9 @@ impl RaftLog {
         Ok(RaftLog {
             log,
             dir: dir.to_owned(),
+            deleted_before: std::sync::atomic::AtomicU64::new(
+                state.meta.deleted_before.unwrap_or(0),
+            ),
             state: Mutex::new(state),
             compaction,
             snapshot_upto: Mutex::new(None),
@@ -142,7 +147,9 @@ impl RaftLog {
     /// a committed DeleteRecords moved it and the entries below are not
     /// purged yet (or the cut falls inside a batch, which stays whole).
     pub fn log_start(&self) -> u64 {
-        let deleted = self.state.lock().meta.deleted_before.unwrap_or(0);
+        let deleted = self
+            .deleted_before
+            .load(std::sync::atomic::Ordering::Acquire);
         self.log.log_start_offset().max(deleted)
     }
 
@@ -158,6 +165,8 @@ impl RaftLog {
         meta.deleted_before = Some(offset);
         meta.write(&self.dir)?;
         state.meta = meta;
+        self.deleted_before
+            .fetch_max(offset, std::sync::atomic::Ordering::AcqRel);
         drop(state);
         self.compact_before(offset);
         Ok(())
