@@ -842,9 +842,8 @@ ADMIN_PASSWORD = "admin-" + uuid.uuid4().hex[:12]
 
 
 class SecureClusterNode(ClusterNode):
-    """A node with a SASL_PLAINTEXT listener besides its plain one, and
-    authorization on; the cluster names its SASL listener as its Kafka
-    address, so clients are sent there."""
+    """A node with a SASL_PLAINTEXT listener besides its plain one (the
+    address the cluster's node list names), and authorization on."""
 
     def __init__(self, node_id, data_dir, log_path, raft_port, nodes_arg, sasl_port):
         super().__init__(node_id, data_dir, log_path, raft_port, nodes_arg)
@@ -883,7 +882,7 @@ def secure_cluster(tmp_path, request):
             raft_ports = [free_port() for _ in range(NODES)]
             sasl_ports = [free_port() for _ in range(NODES)]
             nodes_arg = ",".join(
-                f"{i + 1}=127.0.0.1:{raft_ports[i]}=127.0.0.1:{sasl_ports[i]}" for i in range(NODES)
+                f"{i + 1}=127.0.0.1:{raft_ports[i]}=127.0.0.1:{kafka_ports[i]}" for i in range(NODES)
             )
             nodes = []
             for i in range(NODES):
@@ -957,6 +956,16 @@ def test_users_acls_and_quotas_changed_on_one_node_hold_on_every_node(secure_clu
     admins = {node.node_id: AdminClient(sasl_conf(node, "admin", ADMIN_PASSWORD)) for node in nodes}
     admin_of = lambda node: admins[node.node_id]
     topic = "secured"
+    # Clients of the SASL listener are told every node's SASL address
+    # (each node advertises its listeners through the metadata log), not
+    # the plain one the node list names.
+    sasl_ports = sorted(n.sasl_port for n in nodes)
+    until(
+        "every node's SASL address is advertised",
+        lambda: sorted(b.port for b in admin_of(third).list_topics(timeout=10).brokers.values()) == sasl_ports,
+    )
+    plain = AdminClient({"bootstrap.servers": third.bootstrap}).list_topics(timeout=10)
+    assert sorted(b.port for b in plain.brokers.values()) == sorted(n.port for n in nodes)
     admin_of(first).create_topics([NewTopic(topic, num_partitions=1, replication_factor=3)])[topic].result(30)
 
     # A user made through one node logs in on every node.

@@ -356,6 +356,18 @@ impl Broker {
         Vec::new()
     }
 
+    /// [`Broker::nodes`] as clients of Kafka listener `listener` are to
+    /// reach them: each node's listener of that name where it advertised
+    /// one.
+    pub fn nodes_for_listener(&self, listener: &str) -> Vec<NodeAddress> {
+        #[cfg(feature = "cluster")]
+        if let Some(cluster) = self.cluster.get() {
+            return cluster.nodes_for(Some(listener));
+        }
+        let _ = listener;
+        Vec::new()
+    }
+
     /// Adds a topic of the cluster, as its metadata log decided, with this
     /// node's view of its partitions (replicas here, the rest elsewhere).
     #[cfg(feature = "cluster")]

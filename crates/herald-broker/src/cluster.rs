@@ -258,6 +258,15 @@ enum Command {
         /// Each entity's changes.
         entries: Vec<(herald_flow::QuotaEntity, Vec<herald_flow::QuotaOp>)>,
     },
+    /// A node's Kafka listeners, by name, with the address each tells its
+    /// clients: a client of listener `L` on any node is told every node's
+    /// `L` address, as Kafka's brokers register their endpoints.
+    NodeEndpoints {
+        /// The node.
+        node_id: u64,
+        /// Listener name to advertised `host:port`.
+        endpoints: BTreeMap<String, String>,
+    },
     /// A group's leader found its in-sync replicas changed.
     InSyncChange {
         /// The group.
@@ -285,6 +294,9 @@ enum Applied {
     /// Quota changes applied, each entity's outcome.
     Quotas(Vec<Result<(), herald_flow::QuotaError>>),
 }
+
+/// A node's Kafka listeners: name to advertised host and port.
+type Endpoints = BTreeMap<String, (String, u16)>;
 
 /// This node's membership of a cluster.
 pub struct Cluster {
@@ -315,6 +327,8 @@ pub struct Cluster {
     reassignments: parking_lot::Mutex<BTreeMap<u64, Reassignment>>,
     /// Proposers waiting for their command to be applied here.
     waiting: parking_lot::Mutex<HashMap<u128, oneshot::Sender<Result<Applied, BrokerError>>>>,
+    /// Every node's Kafka listeners by name, as the nodes advertised them.
+    endpoints: parking_lot::RwLock<BTreeMap<u64, Endpoints>>,
     /// The index of the last metadata entry whose commands this node
     /// applied.
     applied_through: tokio::sync::watch::Sender<u64>,
@@ -462,6 +476,7 @@ impl Cluster {
             reassignments: parking_lot::Mutex::new(BTreeMap::new()),
             forwarder,
             waiting: parking_lot::Mutex::new(HashMap::new()),
+            endpoints: parking_lot::RwLock::new(BTreeMap::new()),
             applied_through: tokio::sync::watch::Sender::new(0),
             handed_over,
             committed_at_start,
@@ -575,15 +590,62 @@ impl Cluster {
 
     /// Every node, with its Kafka address.
     pub fn nodes(&self) -> Vec<NodeAddress> {
+        self.nodes_for(None)
+    }
+
+    /// Every node's address for clients of listener `listener`: the one
+    /// the node advertised for a listener of that name, else its
+    /// configured Kafka address.
+    pub fn nodes_for(&self, listener: Option<&str>) -> Vec<NodeAddress> {
+        let endpoints = self.endpoints.read();
         self.nodes
             .all()
             .iter()
-            .map(|(id, n)| NodeAddress {
-                id: *id as i32,
-                host: n.kafka_host.clone(),
-                port: n.kafka_port,
+            .map(|(id, n)| {
+                let advertised = listener
+                    .and_then(|name| endpoints.get(id).and_then(|e| e.get(name)))
+                    .cloned();
+                let (host, port) = advertised.unwrap_or((n.kafka_host.clone(), n.kafka_port));
+                NodeAddress {
+                    id: *id as i32,
+                    host,
+                    port,
+                }
             })
             .collect()
+    }
+
+    /// Records this node's Kafka listeners in the metadata log (see
+    /// `NodeEndpoints`), in the background and until it is done, unless
+    /// the log holds them already.
+    pub fn advertise_endpoints(self: &Arc<Self>, endpoints: Vec<(String, String, u16)>) {
+        let me = self.config.node_id;
+        let wanted: Endpoints = endpoints
+            .into_iter()
+            .map(|(name, host, port)| (name, (host, port)))
+            .collect();
+        let cluster = Arc::clone(self);
+        tokio::spawn(async move {
+            loop {
+                if cluster.endpoints.read().get(&me) == Some(&wanted) {
+                    return;
+                }
+                let command = Command::NodeEndpoints {
+                    node_id: me,
+                    endpoints: wanted
+                        .iter()
+                        .map(|(name, (host, port))| (name.clone(), format!("{host}:{port}")))
+                        .collect(),
+                };
+                if let Err(e) = cluster.propose(&command).await {
+                    tracing::debug!(error = %e, "advertising the listeners waits for the metadata log");
+                }
+                tokio::select! {
+                    () = cluster.stop.cancelled() => return,
+                    () = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+                }
+            }
+        });
     }
 
     /// The metadata group's leader as this node knows it: the cluster's
@@ -973,6 +1035,16 @@ impl Cluster {
                 if let Some(waiter) = self.waiting.lock().remove(&request) {
                     let _ = waiter.send(result.map(Applied::Secured));
                 }
+            }
+            Command::NodeEndpoints { node_id, endpoints } => {
+                let parsed = endpoints
+                    .into_iter()
+                    .filter_map(|(name, address)| {
+                        let (host, port) = address.rsplit_once(':')?;
+                        Some((name, (host.to_owned(), port.parse().ok()?)))
+                    })
+                    .collect();
+                self.endpoints.write().insert(node_id, parsed);
             }
             Command::Quotas { request, entries } => {
                 let result = broker.alter_quotas(entries, false);

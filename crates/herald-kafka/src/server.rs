@@ -138,6 +138,26 @@ impl KafkaServer {
             .collect()
     }
 
+    /// Each listener's name and the host and port its clients are told to
+    /// connect to: what a cluster's other nodes advertise for this node to
+    /// clients of the listener of that name.
+    pub fn advertised_endpoints(&self) -> Vec<(String, String, u16)> {
+        self.listeners
+            .iter()
+            .map(|l| {
+                let port = match l.config.advertised_port {
+                    0 => l.config.listen.port(),
+                    port => port,
+                };
+                (
+                    l.config.name.clone(),
+                    l.config.advertised_host.clone(),
+                    port,
+                )
+            })
+            .collect()
+    }
+
     /// Serves until `shutdown` is cancelled, then stops accepting, lets each
     /// connection answer the requests it has read (within the grace period)
     /// and returns.

@@ -110,6 +110,10 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     }));
     let addr = server.local_addr().context("reading the bound address")?;
     let listeners = server.local_addrs();
+    #[cfg(feature = "cluster")]
+    if let Some(cluster) = &cluster {
+        cluster.advertise_endpoints(server.advertised_endpoints());
+    }
 
     let shutdown = CancellationToken::new();
     let serving = tokio::spawn(server.run(shutdown.clone()));

@@ -80,7 +80,7 @@ fn locate(ctx: &Context, session: &Session, key: &str) -> Result<Address, (i16, 
     let CoordinatorLocation::Node(id) = ctx.broker.groups().locate(key) else {
         return Err(unknown);
     };
-    let nodes = ctx.broker.nodes();
+    let nodes = ctx.broker.nodes_for_listener(&session.listener().name);
     if nodes.is_empty() {
         return Ok(Address {
             node: BrokerId(id),

@@ -52,7 +52,7 @@ pub fn handle(
 /// Every broker of the cluster; this one alone, at the listener's
 /// advertised address, when it is not one of a cluster.
 pub(crate) fn brokers(ctx: &Context, session: &Session) -> Vec<MetadataResponseBroker> {
-    let nodes = ctx.broker.nodes();
+    let nodes = ctx.broker.nodes_for_listener(&session.listener().name);
     if nodes.is_empty() {
         return vec![MetadataResponseBroker::default()
             .with_node_id(BrokerId(ctx.broker.node_id()))
