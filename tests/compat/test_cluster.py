@@ -75,8 +75,9 @@ class ClusterNode(HeraldBroker):
         ]
 
 
-def new_nodes(base):
-    """NODES nodes under `base`, on ports chosen now; none started."""
+def new_nodes(base, secure=False):
+    """NODES nodes under `base`, on ports chosen now; none started. Secure
+    ones also have a SASL listener and authorization on."""
     base.mkdir(parents=True, exist_ok=True)
     kafka_ports = [free_port() for _ in range(NODES)]
     raft_ports = [free_port() for _ in range(NODES)]
@@ -85,9 +86,8 @@ def new_nodes(base):
     )
     nodes = []
     for i in range(NODES):
-        node = ClusterNode(
-            i + 1, base / f"node-{i + 1}", base / f"node-{i + 1}.log", raft_ports[i], nodes_arg
-        )
+        place = (i + 1, base / f"node-{i + 1}", base / f"node-{i + 1}.log", raft_ports[i], nodes_arg)
+        node = SecureClusterNode(*place, sasl_port=free_port()) if secure else ClusterNode(*place)
         node.port = kafka_ports[i]
         node.bootstrap = f"127.0.0.1:{kafka_ports[i]}"
         nodes.append(node)
@@ -99,10 +99,16 @@ START_ATTEMPTS = 3
 
 @pytest.fixture
 def cluster(tmp_path, request):
+    yield from running_cluster(tmp_path, request)
+
+
+def running_cluster(tmp_path, request, secure=False):
+    """Starts NODES nodes, yields them, stops them (printing their logs'
+    ends if the test failed)."""
     nodes = []
     try:
         for attempt in range(START_ATTEMPTS):
-            nodes = new_nodes(tmp_path / f"attempt-{attempt}")
+            nodes = new_nodes(tmp_path / f"attempt-{attempt}", secure)
             try:
                 for node in nodes:
                     node.start()
@@ -873,43 +879,7 @@ admin_user = "admin"
 
 @pytest.fixture
 def secure_cluster(tmp_path, request):
-    nodes = []
-    try:
-        for attempt in range(START_ATTEMPTS):
-            base = tmp_path / f"attempt-{attempt}"
-            base.mkdir(parents=True)
-            kafka_ports = [free_port() for _ in range(NODES)]
-            raft_ports = [free_port() for _ in range(NODES)]
-            sasl_ports = [free_port() for _ in range(NODES)]
-            nodes_arg = ",".join(
-                f"{i + 1}=127.0.0.1:{raft_ports[i]}=127.0.0.1:{kafka_ports[i]}" for i in range(NODES)
-            )
-            nodes = []
-            for i in range(NODES):
-                node = SecureClusterNode(
-                    i + 1, base / f"node-{i + 1}", base / f"node-{i + 1}.log", raft_ports[i], nodes_arg,
-                    sasl_ports[i],
-                )
-                node.port = kafka_ports[i]
-                node.bootstrap = f"127.0.0.1:{kafka_ports[i]}"
-                nodes.append(node)
-            try:
-                for node in nodes:
-                    node.start()
-                break
-            except PortTaken:
-                for node in nodes:
-                    node.stop()
-                if attempt == START_ATTEMPTS - 1:
-                    raise
-        yield nodes
-    finally:
-        for node in nodes:
-            node.stop()
-        report = getattr(request.node, "report_call", None)
-        if report is not None and report.failed:
-            for node in nodes:
-                print(f"--- node {node.node_id} log ---\n{node.log_tail(40)}")
+    yield from running_cluster(tmp_path, request, secure=True)
 
 
 def sasl_conf(node, user, password):

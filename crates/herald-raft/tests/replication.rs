@@ -121,6 +121,19 @@ fn assert_same_log(got: &[u8], reference: &[u8], id: u64) {
     }
 }
 
+/// Three replicas of one group under `root`, its membership initialized.
+async fn three_nodes(root: &std::path::Path) -> Vec<Node> {
+    let mut nodes = Vec::new();
+    for id in 1..=3u64 {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        nodes.push(Node::start(id, listener, root.join(format!("node-{id}"))).await);
+    }
+    let members: BTreeMap<u64, openraft::BasicNode> =
+        nodes.iter().map(|n| (n.id, node(n.addr))).collect();
+    nodes[0].replica().raft().initialize(members).await.unwrap();
+    nodes
+}
+
 async fn leader_of(nodes: &[Node]) -> u64 {
     let running: Vec<&Node> = nodes.iter().filter(|n| n.replica.is_some()).collect();
     for _ in 0..200 {
@@ -176,14 +189,7 @@ async fn wait_for_equal_commits(nodes: &[Node]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_hold_identical_logs_through_a_leader_failure_and_a_restart() {
     let root = tempfile::tempdir().unwrap();
-    let mut nodes = Vec::new();
-    for id in 1..=3u64 {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        nodes.push(Node::start(id, listener, root.path().join(format!("node-{id}"))).await);
-    }
-    let members: BTreeMap<u64, openraft::BasicNode> =
-        nodes.iter().map(|n| (n.id, node(n.addr))).collect();
-    nodes[0].replica().raft().initialize(members).await.unwrap();
+    let mut nodes = three_nodes(root.path()).await;
 
     let first = write(&nodes, 0, 200).await;
     // Offsets are dense: each batch of 4 records follows the previous one
@@ -298,14 +304,7 @@ async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
 async fn a_replica_that_missed_deleted_records_restarts_from_a_snapshot_with_what_the_leader_holds()
 {
     let root = tempfile::tempdir().unwrap();
-    let mut nodes = Vec::new();
-    for id in 1..=3u64 {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        nodes.push(Node::start(id, listener, root.path().join(format!("node-{id}"))).await);
-    }
-    let members: BTreeMap<u64, openraft::BasicNode> =
-        nodes.iter().map(|n| (n.id, node(n.addr))).collect();
-    nodes[0].replica().raft().initialize(members).await.unwrap();
+    let mut nodes = three_nodes(root.path()).await;
     write(&nodes, 0, 100).await;
     wait_for_equal_commits(&nodes).await;
 

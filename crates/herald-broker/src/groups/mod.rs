@@ -703,6 +703,32 @@ fn log_event(event: &GroupEvent) {
     }
 }
 
+/// Calls the tests of this module and its children build.
+#[cfg(test)]
+pub(crate) mod test_calls {
+    use herald_group::{OffsetCommitPartition, OffsetCommitRequest};
+
+    use super::GroupCall;
+
+    /// A simple (generation -1) commit of `offset` for partition
+    /// `partition` of topic `orders` by `group`, with `metadata`.
+    pub(crate) fn commit(group: &str, partition: i32, offset: i64, metadata: String) -> GroupCall {
+        GroupCall::OffsetCommit(OffsetCommitRequest {
+            group_id: group.into(),
+            generation_id: -1,
+            member_id: String::new(),
+            group_instance_id: None,
+            partitions: vec![OffsetCommitPartition {
+                topic: "orders".into(),
+                partition,
+                offset,
+                leader_epoch: None,
+                metadata: Some(metadata),
+            }],
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::future::Future as _;
@@ -866,19 +892,7 @@ mod tests {
     fn commit(service: &GroupService, partition: i32, offset: i64) {
         let GroupReply::OffsetCommit(response) = call(
             service,
-            GroupCall::OffsetCommit(OffsetCommitRequest {
-                group_id: "g".into(),
-                generation_id: -1,
-                member_id: String::new(),
-                group_instance_id: None,
-                partitions: vec![OffsetCommitPartition {
-                    topic: "orders".into(),
-                    partition,
-                    offset,
-                    leader_epoch: None,
-                    metadata: Some(format!("commit {offset}")),
-                }],
-            }),
+            test_calls::commit("g", partition, offset, format!("commit {offset}")),
         ) else {
             panic!("not a commit answer")
         };

@@ -268,14 +268,12 @@ mod tests {
     use std::collections::BTreeMap;
     use std::time::Duration;
 
-    use herald_group::{
-        ErrorCode, OffsetCommitPartition, OffsetCommitRequest, OffsetFetchRequest, TopicPartition,
-    };
+    use herald_group::{ErrorCode, OffsetFetchRequest, TopicPartition};
     use herald_raft::network::{node, GroupRouter};
     use herald_raft::RaftTiming;
 
     use super::*;
-    use crate::groups::{GroupCall, GroupReply};
+    use crate::groups::{test_calls, GroupCall, GroupReply};
 
     async fn ask(service: &GroupService, call: GroupCall) -> GroupReply {
         tokio::time::timeout(
@@ -287,19 +285,7 @@ mod tests {
     }
 
     async fn commit(service: &GroupService, offset: i64) -> ErrorCode {
-        let call = GroupCall::OffsetCommit(OffsetCommitRequest {
-            group_id: "g".into(),
-            generation_id: -1,
-            member_id: String::new(),
-            group_instance_id: None,
-            partitions: vec![OffsetCommitPartition {
-                topic: "orders".into(),
-                partition: 1,
-                offset,
-                leader_epoch: None,
-                metadata: None,
-            }],
-        });
+        let call = test_calls::commit("g", 1, offset, String::new());
         match ask(service, call).await {
             GroupReply::OffsetCommit(response) => response.partitions[0].error,
             other => panic!("not a commit answer: {other:?}"),
@@ -381,19 +367,7 @@ mod tests {
     }
 
     async fn commit_to(service: &GroupService, group: &str, partition: i32, offset: i64) {
-        let call = GroupCall::OffsetCommit(OffsetCommitRequest {
-            group_id: group.into(),
-            generation_id: -1,
-            member_id: String::new(),
-            group_instance_id: None,
-            partitions: vec![OffsetCommitPartition {
-                topic: "orders".into(),
-                partition,
-                offset,
-                leader_epoch: None,
-                metadata: Some(format!("at {offset}")),
-            }],
-        });
+        let call = test_calls::commit(group, partition, offset, format!("at {offset}"));
         match ask(service, call).await {
             GroupReply::OffsetCommit(response) => {
                 assert_eq!(response.partitions[0].error, ErrorCode::None)
