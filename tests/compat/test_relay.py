@@ -16,13 +16,17 @@ Push subscribers (gRPC) on the relays receive from their relay's copy, and
 a push publish on a relay travels up to M.
 """
 
+import json
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic,
+)
 
 from broker import HeraldBroker
 from conftest import EXTERNAL_BOOTSTRAP, KAFKA_LIB, herald_binary_path
@@ -33,6 +37,8 @@ from push_client import Session, channel, generate_stubs  # noqa: E402
 pytestmark = pytest.mark.skipif(
     bool(EXTERNAL_BOOTSTRAP or KAFKA_LIB), reason="starts herald nodes of its own"
 )
+
+KAFKA_TOOLS = Path(__file__).resolve().parents[2] / "bench" / "kafka" / "lib"
 
 TOPIC = "tree"
 PARTITIONS = 2
@@ -184,20 +190,122 @@ def test_the_tree_carries_on_when_a_relay_dies(tree):
         assert all(seen[v] == where for v, where in acked.items()), f"{name}: offsets differ"
 
 
-def test_a_relay_refuses_idempotent_producers_clearly_and_keeps_serving(tree):
+def produce_idempotent(node, values):
+    """Produces `values` to `node` with librdkafka's idempotent producer
+    (five requests in flight); returns {value: (partition, offset)}."""
     producer = Producer({
-        "bootstrap.servers": tree["r2"].bootstrap,
+        "bootstrap.servers": node.bootstrap,
         "enable.idempotence": True,
-        "message.timeout.ms": 10000,
+        "max.in.flight.requests.per.connection": 5,
+        "linger.ms": 2,
+        "message.timeout.ms": 60000,
     })
+    acked, errors = {}, []
+
+    def delivered(err, msg):
+        if err is not None:
+            errors.append(str(err))
+        else:
+            acked[msg.value()] = (msg.partition(), msg.offset())
+
+    for i, value in enumerate(values):
+        producer.produce(TOPIC, key=value, value=value, callback=delivered)
+        if i % 50 == 0:
+            producer.poll(0)
+    assert producer.flush(90) == 0, "deliveries still pending"
+    assert errors == [], errors
+    return acked
+
+
+def java_idempotent_produce(node, tmp_path, count):
+    """Kafka's own Java producer (VerifiableProducer, idempotence on, five
+    requests in flight) sends `count` records to `node`; returns
+    {value: (partition, offset)} from its acknowledgements."""
+    config = tmp_path / "java-producer.properties"
+    config.write_text(
+        "enable.idempotence=true\nmax.in.flight.requests.per.connection=5\n"
+        "retries=2147483647\ndelivery.timeout.ms=60000\n"
+    )
+    run = subprocess.run(
+        ["java", "-Xms64m", "-Xmx256m", "-cp", f"{KAFKA_TOOLS}/*",
+         "org.apache.kafka.tools.VerifiableProducer", "--bootstrap-server", node.bootstrap,
+         "--topic", TOPIC, "--max-messages", str(count), "--acks", "-1",
+         "--value-prefix", "7", "--command-config", str(config)],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    events = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+    failed = [e for e in events if e.get("name") == "producer_send_error"]
+    assert failed == [], failed[:3]
+    return {
+        e["value"].encode(): (e["partition"], e["offset"])
+        for e in events if e.get("name") == "producer_send_success"
+    }
+
+
+def test_idempotent_producers_write_through_relays_once_each(tree, tmp_path):
+    # librdkafka's idempotent producer on R3 (two relays below the root)
+    # and on R2, and Kafka's Java producer on R1: each relay gets the
+    # producer id from its upstream, and the root's leader judges the
+    # sequences of batches forwarded as they were sent.
+    acked = {}
+    acked.update(produce_idempotent(tree["r3"], values("idem-r3", 400)))
+    acked.update(produce_idempotent(tree["r2"], values("idem-r2", 400)))
+    java = java_idempotent_produce(tree["r1"], tmp_path, 300)
+    assert len(java) == 300
+    acked.update(java)
+    for name, node in tree.items():
+        seen, repeated = read_all(node, len(acked))
+        missing = set(acked) - set(seen)
+        assert not missing, f"{name} lacks {len(missing)} acknowledged records"
+        assert repeated == [], f"{name} delivered {len(repeated)} records twice"
+        assert all(seen[v] == where for v, where in acked.items()), f"{name}: offsets differ"
+
+
+def topic_configs(node):
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    resource = ConfigResource("topic", TOPIC)
+    described = admin.describe_configs([resource])[resource].result(30)
+    return {name: entry.value for name, entry in described.items()}
+
+
+def test_relays_take_the_topic_configs_of_their_upstream(tree):
+    root = tree["m"]
+    default_retention = topic_configs(tree["r2"])["retention.ms"]
+    admin = AdminClient({"bootstrap.servers": root.bootstrap})
+    resource = ConfigResource("topic", TOPIC, incremental_configs=[
+        ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("max.message.bytes", "65536", incremental_operation=AlterConfigOpType.SET),
+    ])
+    admin.incremental_alter_configs([resource])[resource].result(30)
+
+    def wait_until(name, wanted):
+        deadline = time.monotonic() + 30
+        while True:
+            got = topic_configs(tree[name])
+            if all(got.get(k) == v for k, v in wanted.items()):
+                return
+            assert time.monotonic() < deadline, f"{name} has {got}"
+            time.sleep(0.3)
+
+    for name in ("r1", "r2", "r3"):
+        wait_until(name, {"retention.ms": "3600000", "max.message.bytes": "65536"})
+    # The copy enforces what it took: a batch over the limit is refused on
+    # the relay itself.
+    producer = Producer({"bootstrap.servers": tree["r3"].bootstrap, "message.max.bytes": 1000000,
+                         "message.timeout.ms": 20000, "enable.idempotence": False})
     errors = []
-    producer.produce(TOPIC, value=b"idempotent", callback=lambda err, msg: errors.append(err))
+    producer.produce(TOPIC, value=b"x" * 200000, callback=lambda err, msg: errors.append(err))
     producer.flush(30)
-    assert errors and errors[0] is not None, "an idempotent batch through a relay must be refused"
-    # The relay serves everyone else as before.
-    acked = produce(tree["r2"], values("plain", 20))
-    seen, _ = read_all(tree["r2"], len(acked))
-    assert set(acked) <= set(seen)
+    assert errors and errors[0] is not None and errors[0].code() == KafkaError.MSG_SIZE_TOO_LARGE, errors
+
+    # An override removed upstream goes from every relay too.
+    resource = ConfigResource("topic", TOPIC, incremental_configs=[
+        ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE),
+    ])
+    admin.incremental_alter_configs([resource])[resource].result(30)
+    for name in ("r1", "r2", "r3"):
+        wait_until(name, {"retention.ms": default_retention, "max.message.bytes": "65536"})
 
 
 @pytest.fixture(scope="module")

@@ -204,10 +204,11 @@ pub enum ProduceError {
     /// Transactional batches need the transaction APIs, which herald does not offer yet.
     #[error("transactional record batches are not supported")]
     Transactional,
-    /// An idempotent producer's batch for a partition whose storage does
-    /// not assign offsets at once (a replicated partition): its sequence
-    /// bookkeeping needs them.
-    #[error("idempotent producers are not supported on replicated partitions yet")]
+    /// An idempotent producer's batch for a partition whose storage
+    /// cannot keep that producer's sequence bookkeeping (a backend that
+    /// broke its word on placing batches at once, or a build without
+    /// clustering asked to judge a replicated batch).
+    #[error("this partition cannot take idempotent producers' batches")]
     IdempotenceUnavailable,
     /// A retry of an idempotent batch still being replicated: Kafka's
     /// clients take the answer as success (the original's carries the

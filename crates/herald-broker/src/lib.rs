@@ -63,7 +63,7 @@ pub use partition::{
     LeaderHints, OffsetAndTimestamp, OffsetSpec, Partition, ProduceOutcome, ReplicaSet, ReplicaView,
 };
 pub use security::{Security, SecurityConfig};
-pub use storage::{Acks, StorageError, StoredBatches, Watermarks};
+pub use storage::{Acks, ProducerRefusal, StorageError, StoredBatches, Watermarks};
 pub use tenant_caps::{CapExceeded, TenantConnection};
 pub use topic::Topic;
 pub use topic_config::{ConfigEntry, ConfigSource, ConfigType, TopicConfig};

@@ -491,9 +491,13 @@ impl Partition {
             return Err(ProduceError::Transactional);
         }
         if matches!(self.storage, Backend::Mirror(_)) {
-            // A relay hands out producer ids of its own, which its
-            // upstream cannot judge.
-            return Err(ProduceError::IdempotenceUnavailable);
+            // A relay's producers hold ids its upstream handed out, and
+            // the upstream's leader keeps their state: the batch goes
+            // there as it is, and its verdict (a duplicate answered with
+            // the original's offsets, or a sequence refusal) comes back.
+            let pending = self.storage.append(valid, acks)?;
+            let placed = pending.completion.await.map_err(ProduceError::Storage)?;
+            return Ok(self.outcome(placed.base_offset, placed.last_offset, false));
         }
         if !self.storage.places_synchronously() {
             return self.append_replicated_idempotent(valid, acks).await;

@@ -172,6 +172,11 @@ fn spec(name: &str) -> Option<&'static KeySpec> {
     KEYS.iter().find(|k| k.name == name)
 }
 
+/// Whether `key` is a topic config herald knows and lets a topic set.
+pub(crate) fn settable(key: &str) -> bool {
+    spec(key).is_some_and(|k| k.fixed.is_none())
+}
+
 /// The overrides set on one topic, and the configs it inherits from its
 /// namespace, always valid against the broker's defaults they were
 /// checked with. A key the topic sets wins over its namespace's, which

@@ -88,6 +88,8 @@ pub mod versions {
     pub const ALTER_PARTITION_REASSIGNMENTS: i16 = 1;
     /// ListPartitionReassignments.
     pub const LIST_PARTITION_REASSIGNMENTS: i16 = 0;
+    /// InitProducerId (with the current id and epoch, KIP-360).
+    pub const INIT_PRODUCER_ID: i16 = 4;
 }
 
 /// A connection to one broker.

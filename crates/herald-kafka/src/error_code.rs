@@ -1,6 +1,6 @@
 //! The one place where broker-core errors become Kafka error codes.
 
-use herald_broker::{BatchError, BrokerError, ProduceError, StorageError};
+use herald_broker::{BatchError, BrokerError, ProduceError, ProducerRefusal, StorageError};
 use kafka_protocol::ResponseError;
 
 /// No error.
@@ -45,6 +45,12 @@ pub fn storage(e: &StorageError) -> i16 {
         // client refreshes metadata and retries, as after a leader change.
         StorageError::Closed | StorageError::NotLeader => ResponseError::NotLeaderOrFollower,
         StorageError::TimedOut => ResponseError::RequestTimedOut,
+        StorageError::ProducerRefused(refusal) => match refusal {
+            ProducerRefusal::OutOfOrderSequence => ResponseError::OutOfOrderSequenceNumber,
+            ProducerRefusal::DuplicateSequence => ResponseError::DuplicateSequenceNumber,
+            ProducerRefusal::InvalidProducerEpoch => ResponseError::InvalidProducerEpoch,
+            ProducerRefusal::UnknownProducerId => ResponseError::UnknownProducerId,
+        },
     }
     .code()
 }
@@ -121,6 +127,15 @@ mod tests {
         assert_eq!(produce(&crc), 2);
         assert_eq!(produce(&ProduceError::TooLarge { size: 10, max: 5 }), 10);
         assert_eq!(broker(&BrokerError::UnknownTopic { name: "t".into() }), 3);
+    }
+
+    #[test]
+    fn an_upstreams_sequence_refusal_is_the_same_kafka_error() {
+        let refused = |r| produce(&ProduceError::Storage(StorageError::ProducerRefused(r)));
+        assert_eq!(refused(ProducerRefusal::OutOfOrderSequence), 45);
+        assert_eq!(refused(ProducerRefusal::DuplicateSequence), 46);
+        assert_eq!(refused(ProducerRefusal::InvalidProducerEpoch), 47);
+        assert_eq!(refused(ProducerRefusal::UnknownProducerId), 59);
     }
 
     #[test]

@@ -234,7 +234,7 @@ registry! {
     DeleteRecords(DeleteRecordsRequest), versions 0..=2, schema delete_records,
         |call, request| call.respond(&delete_records::handle(call.ctx, call.session, request, call.version).await);
     InitProducerId(InitProducerIdRequest), versions 0..=5, schema init_producer_id,
-        |call, request| call.respond(&init_producer_id::handle(call.ctx, call.session, request, call.version));
+        |call, request| call.respond(&init_producer_id::handle(call.ctx, call.session, request, call.version).await);
     DescribeConfigs(DescribeConfigsRequest), versions 1..=4, schema describe_configs,
         |call, request| call.respond(&describe_configs::handle(call.ctx, call.session, request, call.version));
     AlterConfigs(AlterConfigsRequest), versions 0..=2, schema alter_configs,

@@ -30,20 +30,26 @@
 //! Partitions the upstream adds to a mirrored topic are added here too
 //! (asked every 2 s), each with its copier.
 //!
-//! Not yet: idempotent producers through a relay (InitProducerId is not
-//! forwarded, so their batches are refused), and topic configs (the
-//! relay's copy keeps the relay's defaults).
+//! Idempotent producers work through a relay: it asks its upstream for
+//! their producer ids (InitProducerId), and their batches reach the
+//! upstream's leader as they were sent, where that producer's state is
+//! kept; its verdict (a duplicate, a sequence or epoch refusal) comes back
+//! to the client unchanged. A relay below a relay asks its own upstream,
+//! so every id comes from the tree's root.
+//!
+//! A mirrored topic takes its upstream's topic configs (asked with the
+//! partitions every 2 s; see `ConfigFollower`).
 
 mod mirror;
 mod upstream;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use upstream::{Upstream, UpstreamTopic};
+pub use upstream::{Upstream, UpstreamError, UpstreamTopic};
 
-use crate::broker::Broker;
+use crate::broker::{Broker, ConfigChange};
 use crate::error::BrokerError;
 
 /// Why a relay could not be set up.
@@ -136,12 +142,14 @@ pub fn start(broker: &Arc<Broker>) {
     }
 }
 
-/// How often a relay asks its upstream whether a mirrored topic grew.
+/// How often a relay asks its upstream whether a mirrored topic grew or
+/// its configs changed.
 const GROWTH_CHECK: Duration = Duration::from_secs(2);
 
 /// Adds here the partitions the upstream adds to a mirrored topic (Kafka's
-/// CreatePartitions there), each with a copier, for as long as the topic
-/// lives here; `mirrored` partitions are copied already.
+/// CreatePartitions there), each with a copier, and follows its configs
+/// (see [`ConfigFollower`]), for as long as the topic lives here;
+/// `mirrored` partitions are copied already.
 async fn follow_growth(
     broker: &Arc<Broker>,
     upstream: &Arc<Upstream>,
@@ -151,7 +159,9 @@ async fn follow_growth(
     let Some(id) = broker.topic(topic).map(|t| t.id()) else {
         return;
     };
+    let mut configs = ConfigFollower::default();
     loop {
+        configs.follow(broker, upstream, topic).await;
         tokio::time::sleep(GROWTH_CHECK).await;
         let Some(here) = broker.topic(topic).filter(|t| t.id() == id) else {
             return;
@@ -183,6 +193,57 @@ async fn follow_growth(
             ));
         }
         mirrored = mirrored.max(copyable);
+    }
+}
+
+/// Gives the relay's copy of a topic the configs its upstream sets on it
+/// (retention, size limits, and herald's own such as subject filters and
+/// message expiry), so the copy keeps and serves what the upstream's
+/// does. They replace the relay's own overrides of that topic: a mirrored
+/// topic is configured upstream. Keys herald does not know (an upstream's
+/// newer or Kafka-only settings) are left out.
+#[derive(Debug, Default)]
+struct ConfigFollower {
+    /// Configs this relay refused (invalid here): not tried again, nor
+    /// warned about, until the upstream's change.
+    refused: Option<BTreeMap<String, String>>,
+}
+
+impl ConfigFollower {
+    async fn follow(&mut self, broker: &Broker, upstream: &Upstream, topic: &str) {
+        let wanted: BTreeMap<String, String> = match upstream.topic_configs(topic).await {
+            Ok(configs) => configs
+                .into_iter()
+                .filter(|(key, _)| crate::topic_config::settable(key))
+                .collect(),
+            Err(e) => {
+                tracing::debug!(topic, error = %e, "the relay could not read the upstream's topic configs");
+                return;
+            }
+        };
+        let Some(here) = broker.topic(topic) else {
+            return;
+        };
+        if here.config().overrides() == &wanted || self.refused.as_ref() == Some(&wanted) {
+            return;
+        }
+        let changes: Vec<ConfigChange> = wanted
+            .iter()
+            .map(|(key, value)| ConfigChange::Set {
+                key: key.clone(),
+                value: value.clone(),
+            })
+            .collect();
+        match broker.alter_topic_config(topic, &changes, true, false) {
+            Ok(()) => {
+                tracing::info!(topic, configs = ?wanted, "the relay's copy takes the upstream's topic configs");
+                self.refused = None;
+            }
+            Err(e) => {
+                tracing::warn!(topic, configs = ?wanted, error = %e, "the relay cannot take the upstream's topic configs");
+                self.refused = Some(wanted);
+            }
+        }
     }
 }
 

@@ -8,18 +8,22 @@
 //! from the last that answered. So the death of one upstream node costs
 //! its partitions one failed call and one Metadata round trip.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
 use herald_client::connection::versions;
 use herald_client::{topic_name, ClientError, Connection};
-use kafka_protocol::messages::{fetch_request, metadata_request, FetchRequest, MetadataRequest};
+use kafka_protocol::messages::{
+    describe_configs_request, fetch_request, metadata_request, DescribeConfigsRequest,
+    FetchRequest, InitProducerIdRequest, MetadataRequest, ProducerId,
+};
+use kafka_protocol::protocol::{Request, StrBytes};
 use parking_lot::Mutex;
 
 use super::RelayError;
-use crate::storage::{Acks, StorageError};
+use crate::storage::{Acks, ProducerRefusal, StorageError};
 
 /// How long a relay waits for its upstream to answer one call (a fetch
 /// adds its own wait).
@@ -39,7 +43,23 @@ mod code {
     pub const REQUEST_TIMED_OUT: i16 = 7;
     pub const NOT_ENOUGH_REPLICAS: i16 = 19;
     pub const NOT_ENOUGH_REPLICAS_AFTER_APPEND: i16 = 20;
+    pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
+    pub const DUPLICATE_SEQUENCE_NUMBER: i16 = 46;
+    pub const INVALID_PRODUCER_EPOCH: i16 = 47;
     pub const KAFKA_STORAGE_ERROR: i16 = 56;
+    pub const UNKNOWN_PRODUCER_ID: i16 = 59;
+}
+
+/// The refusal an upstream's produce error code stands for, when it is
+/// about the producer's id, epoch or sequence.
+fn producer_refusal(code: i16) -> Option<ProducerRefusal> {
+    Some(match code {
+        code::OUT_OF_ORDER_SEQUENCE_NUMBER => ProducerRefusal::OutOfOrderSequence,
+        code::DUPLICATE_SEQUENCE_NUMBER => ProducerRefusal::DuplicateSequence,
+        code::INVALID_PRODUCER_EPOCH => ProducerRefusal::InvalidProducerEpoch,
+        code::UNKNOWN_PRODUCER_ID => ProducerRefusal::UnknownProducerId,
+        _ => return None,
+    })
 }
 
 /// Whether an upstream error code means "ask again who leads".
@@ -50,6 +70,17 @@ fn leadership_moved(code: i16) -> bool {
             | code::LEADER_NOT_AVAILABLE
             | code::UNKNOWN_TOPIC_OR_PARTITION
     )
+}
+
+/// How a call to the upstream other than a forwarded produce failed.
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    /// No upstream address answered.
+    #[error("the upstream cannot be reached: {0}")]
+    Unreachable(ClientError),
+    /// The upstream answered with this Kafka error code.
+    #[error("the upstream refused the call (error {0})")]
+    Refused(i16),
 }
 
 /// A topic as the upstream describes it.
@@ -191,6 +222,114 @@ impl Upstream {
         Ok(UpstreamTopic { partitions })
     }
 
+    /// Sends `request` to the upstream at the first bootstrap address that
+    /// answers (from the last that did), on a pooled connection.
+    async fn call_any<R: Request + Clone>(
+        &self,
+        request: R,
+        version: i16,
+    ) -> Result<R::Response, ClientError> {
+        let first = self.preferred.load(Ordering::Relaxed);
+        let mut last_error = None;
+        for step in 0..self.bootstrap.len() {
+            let at = (first + step) % self.bootstrap.len();
+            let address = &self.bootstrap[at];
+            let idle = self.idle.lock().get_mut(address).and_then(Vec::pop);
+            let connected = match idle {
+                Some(connection) => Ok(connection),
+                None => Self::connect(address).await,
+            };
+            let answer = match connected {
+                Ok(mut connection) => connection
+                    .call(request.clone(), version, CALL_TIMEOUT)
+                    .await
+                    .map(|response| (response, connection)),
+                Err(e) => Err(e),
+            };
+            match answer {
+                Ok((response, connection)) => {
+                    self.preferred.store(at, Ordering::Relaxed);
+                    self.keep_idle(address, connection);
+                    return Ok(response);
+                }
+                Err(e) => {
+                    tracing::debug!(%address, error = %e, "upstream address did not answer");
+                    last_error = Some(e);
+                }
+            }
+        }
+        Err(last_error.unwrap_or_else(|| ClientError::refused("no upstream address")))
+    }
+
+    /// Keeps `connection` to `address` for a later call, up to the pool's
+    /// bound.
+    fn keep_idle(&self, address: &str, connection: Connection) {
+        let mut idle = self.idle.lock();
+        let pool = idle.entry(address.to_owned()).or_default();
+        if pool.len() < IDLE_PER_NODE {
+            pool.push(connection);
+        }
+    }
+
+    /// A producer id and epoch from the upstream (KIP-360's bump of
+    /// `current` when given), for an idempotent producer of the relay: the
+    /// upstream's leaders judge its batches, so the id must be theirs.
+    pub async fn init_producer_id(
+        &self,
+        current: Option<(i64, i16)>,
+    ) -> Result<(i64, i16), UpstreamError> {
+        let (id, epoch) = current.unwrap_or((-1, -1));
+        let request = InitProducerIdRequest::default()
+            .with_transaction_timeout_ms(-1)
+            .with_producer_id(ProducerId(id))
+            .with_producer_epoch(epoch);
+        let response = self
+            .call_any(request, versions::INIT_PRODUCER_ID)
+            .await
+            .map_err(UpstreamError::Unreachable)?;
+        if response.error_code != code::NONE {
+            return Err(UpstreamError::Refused(response.error_code));
+        }
+        Ok((response.producer_id.0, response.producer_epoch))
+    }
+
+    /// The configs of `topic` the upstream sets on it rather than leaves
+    /// at its own defaults (a topic override, or what the topic inherits
+    /// from the upstream's broker or namespace), by key.
+    pub async fn topic_configs(
+        &self,
+        topic: &str,
+    ) -> Result<BTreeMap<String, String>, UpstreamError> {
+        /// Kafka's config source DEFAULT_CONFIG: the upstream's built-in default.
+        const SOURCE_DEFAULT: i8 = 5;
+        /// Kafka's resource type for a topic.
+        const RESOURCE_TOPIC: i8 = 2;
+        let request = DescribeConfigsRequest::default().with_resources(vec![
+            describe_configs_request::DescribeConfigsResource::default()
+                .with_resource_type(RESOURCE_TOPIC)
+                .with_resource_name(StrBytes::from_string(topic.to_owned()))
+                .with_configuration_keys(None),
+        ]);
+        let response = self
+            .call_any(request, versions::DESCRIBE_CONFIGS)
+            .await
+            .map_err(UpstreamError::Unreachable)?;
+        let result = response
+            .results
+            .into_iter()
+            .next()
+            .ok_or(UpstreamError::Refused(code::UNKNOWN_TOPIC_OR_PARTITION))?;
+        if result.error_code != code::NONE {
+            return Err(UpstreamError::Refused(result.error_code));
+        }
+        Ok(result
+            .configs
+            .into_iter()
+            .filter(|c| c.config_source != SOURCE_DEFAULT && !c.read_only)
+            .filter_map(|c| Some((c.name.to_string(), c.value?.to_string())))
+            .collect())
+    }
+
     /// The address of the upstream node leading `topic`/`partition`,
     /// asking the upstream when it is not known.
     pub(crate) async fn leader(&self, topic: &str, partition: i32) -> Result<String, ClientError> {
@@ -285,13 +424,7 @@ impl Upstream {
             }
             Err(e) => return Err(Forward::Moved(unreachable(&e))),
         };
-        {
-            let mut idle = self.idle.lock();
-            let pool = idle.entry(address.to_owned()).or_default();
-            if pool.len() < IDLE_PER_NODE {
-                pool.push(connection);
-            }
-        }
+        self.keep_idle(address, connection);
         let answer = response
             .responses
             .into_iter()
@@ -302,6 +435,9 @@ impl Upstream {
                     "the upstream answered no partition".into(),
                 ))
             })?;
+        if let Some(refusal) = producer_refusal(answer.error_code) {
+            return Err(Forward::Final(StorageError::ProducerRefused(refusal)));
+        }
         match answer.error_code {
             code::NONE => Ok(answer.base_offset),
             moved if leadership_moved(moved) => Err(Forward::Moved(StorageError::NotLeader)),
@@ -414,5 +550,30 @@ mod tests {
             Err(RelayError::BadAddress(_))
         ));
         assert!(Upstream::new(vec!["127.0.0.1:9092".into(), "[::1]:9093".into()]).is_ok());
+    }
+
+    #[test]
+    fn the_upstreams_sequence_refusals_reach_the_client_as_such() {
+        assert_eq!(
+            producer_refusal(45),
+            Some(ProducerRefusal::OutOfOrderSequence)
+        );
+        assert_eq!(
+            producer_refusal(46),
+            Some(ProducerRefusal::DuplicateSequence)
+        );
+        assert_eq!(
+            producer_refusal(47),
+            Some(ProducerRefusal::InvalidProducerEpoch)
+        );
+        assert_eq!(
+            producer_refusal(59),
+            Some(ProducerRefusal::UnknownProducerId)
+        );
+        // Anything else is the forward's own business (leader moves,
+        // storage errors).
+        for other in [0, 6, 7, 19, 56] {
+            assert_eq!(producer_refusal(other), None);
+        }
     }
 }

@@ -43,4 +43,28 @@ pub enum StorageError {
     /// The partition is closed (its topic deleted, or the broker stopping).
     #[error("partition is closed")]
     Closed,
+    /// The node that judges an idempotent producer's batches for this
+    /// partition (a relay's upstream leader) refused the batch for its
+    /// producer id, epoch or sequence; the client acts on it as on the
+    /// same refusal from its own broker.
+    #[error("the upstream refused the producer's batch: {0}")]
+    ProducerRefused(ProducerRefusal),
+}
+
+/// Why a producer's batch was refused where its producer state is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ProducerRefusal {
+    /// The batch's sequence does not follow the producer's last one.
+    #[error("out of order sequence")]
+    OutOfOrderSequence,
+    /// A retry of a batch still being stored (taken as success by Kafka's
+    /// clients).
+    #[error("duplicate sequence")]
+    DuplicateSequence,
+    /// The batch carries an epoch older than the producer's current one.
+    #[error("stale producer epoch")]
+    InvalidProducerEpoch,
+    /// No state for this producer, and the batch does not start it.
+    #[error("unknown producer id")]
+    UnknownProducerId,
 }

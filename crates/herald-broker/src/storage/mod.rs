@@ -43,7 +43,7 @@ use bytes::Bytes;
 
 pub use backend::{Backend, BackendCompletion};
 pub use elsewhere::ElsewhereStorage;
-pub use error::StorageError;
+pub use error::{ProducerRefusal, StorageError};
 pub use failed::FailedStorage;
 pub use herald_log::{FileRegion, FlushStats, FlushStatsSnapshot, FLUSH_LATENCY_BUCKETS};
 pub use herald_records::ValidBatch;

@@ -1,5 +1,6 @@
 //! InitProducerId: ids for idempotent producers, and epoch bumps (KIP-360).
-//! Transactional ids are refused until the transaction APIs exist.
+//! Transactional ids are refused until the transaction APIs exist. A relay
+//! asks its upstream.
 
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 use kafka_protocol::ResponseError;
@@ -8,9 +9,11 @@ use super::{cluster_allowed, Context};
 use crate::error_code;
 use crate::session::Session;
 use herald_auth::Operation;
+use herald_broker::relay::UpstreamError;
 
-/// Answers an InitProducerId request.
-pub fn handle(
+/// Answers an InitProducerId request: with an id of this node's, or on a
+/// relay with one of its upstream's.
+pub async fn handle(
     ctx: &Context,
     session: &Session,
     request: InitProducerIdRequest,
@@ -42,14 +45,33 @@ pub fn handle(
     }
     let current =
         (request.producer_id.0 >= 0).then_some((request.producer_id.0, request.producer_epoch));
-    match ctx.broker.init_producer_id(current) {
+    let issued = match &ctx.broker.config().relay {
+        // A relay's producers write through to its upstream, whose leaders
+        // judge their batches: the id must be the upstream's.
+        Some(relay) => relay
+            .upstream()
+            .init_producer_id(current)
+            .await
+            .map_err(|e| {
+                tracing::warn!(error = %e, "the relay could not get a producer id from its upstream");
+                match e {
+                    UpstreamError::Refused(code) => code,
+                    // The client asks again after its backoff.
+                    UpstreamError::Unreachable(_) => {
+                        error_code::code(ResponseError::CoordinatorLoadInProgress)
+                    }
+                }
+            }),
+        None => ctx.broker.init_producer_id(current).map_err(|e| {
+            tracing::warn!(error = %e, "InitProducerId failed");
+            error_code::broker(&e)
+        }),
+    };
+    match issued {
         Ok((id, epoch)) => InitProducerIdResponse::default()
             .with_producer_id(ProducerId(id))
             .with_producer_epoch(epoch),
-        Err(e) => {
-            tracing::warn!(error = %e, "InitProducerId failed");
-            failed(error_code::broker(&e))
-        }
+        Err(code) => failed(code),
     }
 }
 
