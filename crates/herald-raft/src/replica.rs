@@ -310,7 +310,18 @@ impl PartitionReplica {
         loop {
             let attempt = match self.leader() {
                 Some(leader) if leader == *self.raft.node_id() => self.append(batch.clone()).await,
-                Some(leader) => self.forward(leader, batch.clone(), patience).await,
+                Some(leader) => {
+                    let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+                    // A leader that stops answering (frozen, cut off) is
+                    // replaced by an election: the write then goes to the
+                    // new one rather than wait out its patience here.
+                    tokio::select! {
+                        forwarded = self.forward(leader, batch.clone(), remaining) => forwarded,
+                        () = self.leader_moves_from(leader) => {
+                            Err(ReplicaError::NotLeader { leader: self.leader() })
+                        }
+                    }
+                }
                 None => Err(ReplicaError::NotLeader { leader: None }),
             };
             match attempt {
@@ -322,6 +333,25 @@ impl PartitionReplica {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
                 Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Resolves once this replica knows of a leader other than `leader`
+    /// (never, if its Raft stops).
+    async fn leader_moves_from(&self, leader: u64) {
+        use openraft::async_runtime::WatchReceiver;
+        let mut metrics = self.raft.metrics();
+        loop {
+            if metrics
+                .borrow_watched()
+                .current_leader
+                .is_some_and(|current| current != leader)
+            {
+                return;
+            }
+            if metrics.changed().await.is_err() {
+                return std::future::pending().await;
             }
         }
     }
