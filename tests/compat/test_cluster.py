@@ -30,6 +30,7 @@ Kafka's VerifiableProducer) is test_cluster_faults.py.
 """
 
 import glob
+import json
 import re
 import signal
 import time
@@ -502,6 +503,81 @@ def test_a_reassigned_partition_moves_to_other_nodes_with_every_record(cluster):
     assert not (Path(by_id[second].data_dir) / f"{topic}-0").exists()
     more, errors = produce(boot, topic, [b"o%05d" % i for i in range(100)])
     assert errors == [] and len(more) == 100
+
+
+def test_a_reassignment_cancelled_midway_leaves_the_partition_on_its_replicas(cluster, tmp_path):
+    nodes = cluster
+    boot = bootstrap(nodes)
+    admin = AdminClient({"bootstrap.servers": boot})
+    topic = "undone"
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=2)])[topic].result(30)
+    _, md = leaders(admin, topic)
+    replicas = md.topics[topic].partitions[0].replicas
+    by_id = {n.node_id: n for n in nodes}
+    outsider = next(n for n in nodes if n.node_id not in replicas)
+    keeper = by_id[replicas[0]]
+    before, errors = produce(boot, topic, [b"u%05d" % i for i in range(200)])
+    assert errors == [] and len(before) == 200
+
+    # The move to [keeper, outsider] cannot finish while the outsider is
+    # frozen: its new replica never catches up.
+    target = [replicas[0], outsider.node_id]
+    outsider.proc.send_signal(signal.SIGSTOP)
+    try:
+        moved = herald_cli(
+            "partition", "reassign", topic, "0", "--replicas", ",".join(map(str, target)),
+            "--bootstrap", keeper.bootstrap,
+        )
+        assert moved.returncode == 0, moved.stderr
+        listed = herald_cli("partition", "reassignments", "--bootstrap", keeper.bootstrap)
+        assert topic in listed.stdout, listed.stdout + listed.stderr
+
+        # Kafka's own tool cancels it (its throttles left alone: herald
+        # sets none).
+        plan = tmp_path / "plan.json"
+        plan.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": topic, "partition": 0, "replicas": target},
+        ]}))
+        cancelled = kafka_tool(
+            "reassign.ReassignPartitionsCommand", "--bootstrap-server", keeper.bootstrap,
+            "--cancel", "--reassignment-json-file", str(plan), "--preserve-throttles",
+        )
+        assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
+        assert "Successfully cancelled" in cancelled.stdout, cancelled.stdout
+
+        # The leader undoes the move with the outsider still frozen.
+        deadline = time.monotonic() + 40
+        while True:
+            listed = herald_cli("partition", "reassignments", "--bootstrap", keeper.bootstrap)
+            if "no reassignment in progress" in listed.stdout:
+                break
+            assert time.monotonic() < deadline, listed.stdout + listed.stderr
+            time.sleep(0.5)
+        during, errors = produce(boot, topic, [b"v%05d" % i for i in range(100)])
+        assert errors == [] and len(during) == 100
+    finally:
+        outsider.proc.send_signal(signal.SIGCONT)
+
+    # Every node names the replicas the partition had; every record is
+    # there at its offset; the outsider drops the replica it had opened.
+    deadline = time.monotonic() + 30
+    while True:
+        views = {
+            n.node_id: sorted(AdminClient({"bootstrap.servers": n.bootstrap})
+                              .list_topics(topic, timeout=10).topics[topic].partitions[0].replicas)
+            for n in nodes
+        }
+        gone = not (Path(outsider.data_dir) / f"{topic}-0").exists()
+        if gone and all(v == sorted(replicas) for v in views.values()):
+            break
+        assert time.monotonic() < deadline, f"replicas seen {views}; outsider's copy gone: {gone}"
+        time.sleep(0.3)
+    seen = consume_all(boot, topic, 1, 300)
+    assert all(seen.get(v) == (p, o) for (p, o, v) in before + during), "every acknowledged record at its offset"
+
+    # Nothing is left to cancel.
+    again = herald_cli("partition", "cancel-reassignment", topic, "0", "--bootstrap", keeper.bootstrap)
+    assert again.returncode != 0 and "no reassignment" in again.stderr.lower(), again.stderr
 
 
 def earliest(boot, topic):

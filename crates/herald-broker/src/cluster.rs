@@ -23,7 +23,7 @@
 //! added and removed while the cluster runs (`membership`), and leader
 //! and in-sync announcements. ACLs and quotas stay node-local.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -69,6 +69,12 @@ pub const METADATA_GROUP: u64 = 0;
 /// How long a metadata change may take to commit before it is reported
 /// as failed (the cluster may have no quorum).
 const METADATA_PATIENCE: Duration = Duration::from_secs(15);
+
+/// How long a partition's leader works on one step of a reassignment
+/// (adding and catching up the new replicas, changing the voters) before
+/// it looks again at what is pending: a new replica still catching up
+/// goes on doing so, and a cancelled move is undone.
+const REASSIGNMENT_STEP: Duration = Duration::from_secs(10);
 
 /// What a node needs to know to join its cluster.
 #[derive(Debug, Clone)]
@@ -178,8 +184,24 @@ enum Command {
         /// The replicas it is to have, the preferred leader first.
         target: Vec<u64>,
     },
+    /// The reassignment of `group` in progress is cancelled: the
+    /// partition's replicas are to be those it had before it (the
+    /// replicas it added are dropped), as Kafka's AlterPartitionReassignments
+    /// without replicas asks.
+    ReassignCancel {
+        /// Names the proposer's wait (not part of the state).
+        request: u128,
+        /// The topic.
+        name: String,
+        /// The partition.
+        partition: u32,
+        /// Its Raft group.
+        group: u64,
+    },
     /// A reassignment's membership change committed: `nodes` are the
-    /// partition's replicas.
+    /// partition's replicas. Applied only while they are the pending
+    /// reassignment's target (a membership change that completed as its
+    /// reassignment was cancelled is undone by the next).
     ReassignDone {
         /// The topic.
         name: String,
@@ -841,6 +863,33 @@ impl Cluster {
         self.propose_and_wait(request, command).await.map(|_| ())
     }
 
+    /// Cancels the reassignment of partition `partition` of topic `name`
+    /// in progress (an offsets partition's too, named as a partition of
+    /// `__consumer_offsets`), through the metadata log: the partition goes
+    /// back to the replicas it had, those the move added are dropped.
+    /// Answers once recorded, as Kafka does; [`Cluster::reassignments`]
+    /// lists it until the partition's leader has undone the move.
+    pub async fn cancel_reassignment(&self, name: &str, partition: u32) -> Result<(), BrokerError> {
+        let group = self
+            .reassignments
+            .lock()
+            .values()
+            .find(|r| r.topic == name && r.partition == partition)
+            .map(|r| r.group)
+            .ok_or_else(|| BrokerError::NoReassignmentInProgress {
+                topic: name.to_owned(),
+                partition,
+            })?;
+        let request = Uuid::new_v4().as_u128();
+        let command = Command::ReassignCancel {
+            request,
+            name: name.to_owned(),
+            partition,
+            group,
+        };
+        self.propose_and_wait(request, command).await.map(|_| ())
+    }
+
     /// The reassignments started and not completed.
     pub fn reassignments(&self) -> Vec<Reassignment> {
         self.reassignments.lock().values().cloned().collect()
@@ -998,6 +1047,45 @@ impl Cluster {
                 if let Some(waiter) = self.waiting.lock().remove(&request) {
                     let _ = waiter.send(result.map(|()| Applied::Altered));
                 }
+            }
+            Command::ReassignCancel {
+                request,
+                name,
+                partition,
+                group,
+            } => {
+                let result = match self.reassignments.lock().get_mut(&group) {
+                    Some(pending) => {
+                        tracing::info!(
+                            topic = name,
+                            partition,
+                            replicas = ?pending.from,
+                            "a reassignment is cancelled: the partition goes back to its replicas"
+                        );
+                        pending.target = pending.from.clone();
+                        Ok(Applied::Altered)
+                    }
+                    None => Err(BrokerError::NoReassignmentInProgress {
+                        topic: name.clone(),
+                        partition,
+                    }),
+                };
+                if let Some(waiter) = self.waiting.lock().remove(&request) {
+                    let _ = waiter.send(result);
+                }
+            }
+            Command::ReassignDone {
+                group, ref nodes, ..
+            } if self
+                .reassignments
+                .lock()
+                .get(&group)
+                .is_none_or(|pending| &pending.target != nodes) =>
+            {
+                tracing::debug!(
+                    group,
+                    "a reassignment's end for a target no longer pending is passed over"
+                );
             }
             Command::ReassignDone {
                 name,
@@ -1354,9 +1442,7 @@ impl Cluster {
     fn drive_reassignment(self: &Arc<Self>, group: u64, replica: Arc<PartitionReplica>) {
         let cluster = Arc::downgrade(self);
         let stop = self.stop.clone();
-        let mut metrics = replica.raft().metrics();
         tokio::spawn(async move {
-            use herald_raft::openraft::async_runtime::WatchReceiver;
             loop {
                 let Some(this) = cluster.upgrade() else {
                     return;
@@ -1365,8 +1451,12 @@ impl Cluster {
                     return;
                 };
                 if replica.is_leader() {
-                    match this.carry_out(&replica, &pending).await {
-                        Ok(()) => {
+                    // Bounded, so a cancellation (which changes the target)
+                    // is taken up even while a new replica cannot catch up.
+                    let step =
+                        tokio::time::timeout(REASSIGNMENT_STEP, this.carry_out(&replica, &pending));
+                    match step.await {
+                        Ok(Ok(())) => {
                             let done = Command::ReassignDone {
                                 name: pending.topic.clone(),
                                 id: pending.id,
@@ -1374,22 +1464,31 @@ impl Cluster {
                                 group,
                                 nodes: pending.target.clone(),
                             };
-                            match this.propose(&done).await {
-                                Ok(()) => return,
-                                Err(e) => {
-                                    tracing::debug!(group, error = %e, "recording a reassignment's end failed; retrying")
-                                }
+                            // Once applied the reassignment is no longer
+                            // pending and the loop ends; if it was
+                            // cancelled meanwhile, the end is passed over
+                            // and the loop undoes the move.
+                            if let Err(e) = this.propose(&done).await {
+                                tracing::debug!(group, error = %e, "recording a reassignment's end failed; retrying")
                             }
                         }
-                        Err(e) => {
+                        Ok(Err(e)) => {
                             tracing::info!(group, error = %e, "reassignment step failed; retrying")
+                        }
+                        Err(_) => {
+                            tracing::info!(
+                                group,
+                                "reassignment step not done in time; trying again"
+                            )
                         }
                     }
                 }
                 drop(this);
+                // A fixed pause, not a wait for the replica's metrics: they
+                // change at every heartbeat, and far more often while a
+                // peer fails, which would spin this loop.
                 tokio::select! {
                     _ = stop.cancelled() => return,
-                    _ = metrics.changed() => {}
                     _ = tokio::time::sleep(Duration::from_millis(500)) => {}
                 }
             }
@@ -1405,29 +1504,38 @@ impl Cluster {
         pending: &Reassignment,
     ) -> Result<(), String> {
         use herald_raft::openraft::async_runtime::WatchReceiver;
-        let voters: std::collections::BTreeSet<u64> = replica
-            .raft()
-            .metrics()
-            .borrow_watched()
-            .membership_config
-            .membership()
-            .voter_ids()
-            .collect();
-        let target: std::collections::BTreeSet<u64> = pending.target.iter().copied().collect();
-        if voters == target {
+        let (voters, learners): (BTreeSet<u64>, BTreeSet<u64>) = {
+            let metrics = replica.raft().metrics();
+            let watched = metrics.borrow_watched();
+            let membership = watched.membership_config.membership();
+            (
+                membership.voter_ids().collect(),
+                membership.learner_ids().collect(),
+            )
+        };
+        let target: BTreeSet<u64> = pending.target.iter().copied().collect();
+        if voters == target && learners.is_subset(&target) {
             return Ok(());
         }
-        for node in target.difference(&voters) {
+        let joining: BTreeSet<u64> = target.difference(&voters).copied().collect();
+        for node in joining.difference(&learners) {
             let addr = self
                 .nodes
                 .raft_address(*node)
                 .ok_or_else(|| format!("node {node} is not in the cluster"))?;
             replica
                 .raft()
-                .add_learner(*node, BasicNode { addr }, true)
+                .add_learner(*node, BasicNode { addr }, false)
                 .await
                 .map_err(|e| format!("adding node {node} as a learner: {e}"))?;
         }
+        let still_pending = || {
+            self.reassignments
+                .lock()
+                .get(&pending.group)
+                .is_some_and(|now| now.target == pending.target)
+        };
+        caught_up(replica, &joining, still_pending).await?;
         replica
             .raft()
             .change_membership(target, false)
@@ -1661,6 +1769,48 @@ enum Opening {
     /// Added by a reassignment: it joins the group's membership as the
     /// leader adds it.
     Joining,
+}
+
+/// Resolves once every one of `nodes` (learners of `replica`'s group, which
+/// this replica leads) holds the leader's log as it stood when the wait
+/// began; fails once `still_pending` says the move changed (cancelled).
+///
+/// openraft's own blocking `add_learner` takes a learner within its
+/// `replication_lag_threshold` (5,000 entries) as caught up, even one that
+/// never answered: on a short log a new replica on a node that is down
+/// would pass, and the joint configuration that follows, needing a
+/// majority of the target too, would stop the partition's writes until
+/// that node came back.
+async fn caught_up(
+    replica: &PartitionReplica,
+    nodes: &BTreeSet<u64>,
+    still_pending: impl Fn() -> bool,
+) -> Result<(), String> {
+    use herald_raft::openraft::async_runtime::WatchReceiver;
+    let metrics = replica.raft().metrics();
+    let goal = metrics.borrow_watched().last_log_index;
+    loop {
+        if !still_pending() {
+            return Err("the reassignment changed while its new replicas caught up".to_owned());
+        }
+        {
+            let watched = metrics.borrow_watched();
+            let Some(progress) = &watched.replication else {
+                return Err("this replica no longer leads the group".to_owned());
+            };
+            let holds_goal = |node: &u64| {
+                progress
+                    .get(node)
+                    .and_then(|matched| matched.as_ref())
+                    .map(|matched| matched.index)
+                    >= goal
+            };
+            if nodes.iter().all(holds_goal) {
+                return Ok(());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// A partition reassignment started and not completed.

@@ -73,6 +73,14 @@ pub enum BrokerError {
         /// Partition index.
         partition: u32,
     },
+    /// No reassignment of the partition is in progress (to cancel).
+    #[error("no reassignment of partition {partition} of topic {topic} is in progress")]
+    NoReassignmentInProgress {
+        /// Topic name.
+        topic: String,
+        /// Partition index.
+        partition: u32,
+    },
     /// A topic of this name already exists.
     #[error("topic {name} already exists")]
     TopicExists {

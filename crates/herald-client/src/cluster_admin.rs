@@ -150,13 +150,14 @@ pub struct Reassignment {
 }
 
 /// Moves partition `partition` of `topic` to `replicas` (the preferred
-/// leader first). Answered once the move is recorded; it completes in the
-/// background (see [`reassignments`]).
+/// leader first), or with `None` cancels its move in progress (it goes
+/// back to the replicas it had). Answered once the change is recorded; it
+/// completes in the background (see [`reassignments`]).
 pub async fn reassign(
     connection: &mut Connection,
     topic: &str,
     partition: i32,
-    replicas: &[i32],
+    replicas: Option<&[i32]>,
 ) -> Result<(), ClientError> {
     use kafka_protocol::messages::alter_partition_reassignments_request::{
         ReassignablePartition, ReassignableTopic,
@@ -169,9 +170,9 @@ pub async fn reassign(
             .with_name(crate::topic_name(topic))
             .with_partitions(vec![ReassignablePartition::default()
                 .with_partition_index(partition)
-                .with_replicas(Some(
-                    replicas.iter().map(|&r| BrokerId(r)).collect(),
-                ))])]);
+                .with_replicas(replicas.map(|replicas| {
+                    replicas.iter().map(|&r| BrokerId(r)).collect()
+                }))])]);
     let response = connection
         .call(
             request,
@@ -179,7 +180,10 @@ pub async fn reassign(
             crate::connection::IO_TIMEOUT + Duration::from_secs(30),
         )
         .await?;
-    let context = format!("cannot reassign {topic}/{partition}");
+    let context = match replicas {
+        Some(_) => format!("cannot reassign {topic}/{partition}"),
+        None => format!("cannot cancel the reassignment of {topic}/{partition}"),
+    };
     check(
         response.error_code,
         response.error_message.as_ref(),

@@ -78,6 +78,7 @@ pub fn broker(e: &BrokerError) -> i16 {
         BrokerError::NotInCluster(_) => ResponseError::UnsupportedVersion,
         BrokerError::InvalidReplicaAssignment(_) => ResponseError::InvalidReplicaAssignment,
         BrokerError::ReassignmentInProgress { .. } => ResponseError::ReassignmentInProgress,
+        BrokerError::NoReassignmentInProgress { .. } => ResponseError::NoReassignmentInProgress,
         BrokerError::NodeExists { .. } => ResponseError::DuplicateVoter,
         BrokerError::InvalidNode(_) => ResponseError::InvalidRequest,
         BrokerError::UnknownNode(_) => ResponseError::VoterNotFound,

@@ -754,6 +754,28 @@ pub enum PartitionCommand {
         #[command(flatten)]
         broker: BrokerArgs,
     },
+    /// Cancel a partition's reassignment in progress: it goes back to the
+    /// replicas it had, and the replicas the move added are dropped. This
+    /// returns once the cancellation is recorded; `--wait` waits until
+    /// the move is undone.
+    #[command(
+        after_help = "Example:\n  herald partition cancel-reassignment orders 0 --wait --bootstrap 127.0.0.1:9092"
+    )]
+    CancelReassignment {
+        /// Topic name.
+        topic: String,
+        /// Partition index.
+        #[arg(value_parser = clap::value_parser!(i32).range(0..))]
+        partition: i32,
+        /// Wait until the move is undone.
+        #[arg(long)]
+        wait: bool,
+        /// How long `--wait` waits.
+        #[arg(long, default_value_t = 300_000, value_name = "MS")]
+        timeout_ms: u64,
+        #[command(flatten)]
+        broker: BrokerArgs,
+    },
     /// List the reassignments in progress.
     #[command(
         after_help = "Example:\n  herald partition reassignments --bootstrap 127.0.0.1:9092"

@@ -4,8 +4,10 @@
 //! learners, then the voters change); the answer comes once the move is
 //! recorded, as Kafka's does, and ListPartitionReassignments shows it until
 //! it completes. A cluster's offsets partitions move the same way, named
-//! as the partitions of `__consumer_offsets`. A single node has one broker
-//! to place replicas on.
+//! as the partitions of `__consumer_offsets`. A partition without replicas
+//! in the request has its reassignment in progress cancelled (Kafka's
+//! `kafka-reassign-partitions.sh --cancel`): it goes back to the replicas
+//! it had. A single node has one broker to place replicas on.
 
 use kafka_protocol::messages::alter_partition_reassignments_response::{
     ReassignablePartitionResponse, ReassignableTopicResponse,
@@ -67,7 +69,8 @@ pub async fn handle(
     response.with_responses(topics)
 }
 
-/// Starts one partition's reassignment to `target` (`None`: cancel one).
+/// Starts one partition's reassignment to `target` (`None`: cancels the
+/// one in progress).
 async fn reassign(
     ctx: &Context,
     name: &str,
@@ -95,7 +98,7 @@ async fn reassign(
     })?;
     let replicas = current.replica_view(ctx.broker.node_id()).replicas;
     let Some(target) = target else {
-        return Err(cancel_refusal(ctx, name, partition));
+        return cancel(ctx, name, partition).await;
     };
     let nodes = target_nodes(&target, replicas.len(), keep_factor)?;
     #[cfg(feature = "cluster")]
@@ -136,7 +139,7 @@ async fn reassign_offsets(
     let index = u32::try_from(partition).map_err(|_| unknown())?;
     let replicas = cluster.offsets_replicas(index).ok_or_else(unknown)?;
     let Some(target) = target else {
-        return Err(cancel_refusal(ctx, name, partition));
+        return cancel(ctx, name, partition).await;
     };
     let nodes = target_nodes(&target, replicas.len(), keep_factor)?;
     cluster
@@ -172,29 +175,23 @@ fn target_nodes(
         })
 }
 
-/// What cancelling a reassignment answers: NO_REASSIGNMENT_IN_PROGRESS
-/// when none runs (as Kafka), else a refusal: a started membership change
-/// is carried to its end.
-fn cancel_refusal(ctx: &Context, name: &str, partition: i32) -> (i16, String) {
+/// Cancels the reassignment of `name`/`partition` in progress: the
+/// partition goes back to the replicas it had. NO_REASSIGNMENT_IN_PROGRESS
+/// when none runs (as Kafka), which is all a single node can answer.
+async fn cancel(ctx: &Context, name: &str, partition: i32) -> Result<(), (i16, String)> {
     #[cfg(feature = "cluster")]
     if let Some(cluster) = ctx.broker.cluster() {
-        if cluster
-            .reassignments()
-            .iter()
-            .any(|r| r.topic == name && r.partition as i32 == partition)
-        {
-            return (
-                error_code::code(ResponseError::InvalidRequest),
-                "a started reassignment cannot be cancelled; reassign again once it completes"
-                    .to_owned(),
-            );
-        }
+        let index = u32::try_from(partition).unwrap_or(u32::MAX);
+        return cluster
+            .cancel_reassignment(name, index)
+            .await
+            .map_err(|e| (error_code::broker(&e), e.to_string()));
     }
     let _ = ctx;
-    (
+    Err((
         error_code::code(ResponseError::NoReassignmentInProgress),
         format!("no reassignment of {name}/{partition} is in progress"),
-    )
+    ))
 }
 
 /// How the guard walks this API's request body before `kafka-protocol`

@@ -1,5 +1,5 @@
-//! `herald partition reassign|reassignments`: moving partitions between
-//! nodes, over Alter/ListPartitionReassignments.
+//! `herald partition reassign|cancel-reassignment|reassignments`: moving
+//! partitions between nodes, over Alter/ListPartitionReassignments.
 
 use std::time::{Duration, Instant};
 
@@ -23,7 +23,7 @@ pub async fn run(command: PartitionCommand) -> anyhow::Result<()> {
             broker,
         } => {
             let mut connection = broker.connect().await?;
-            cluster_admin::reassign(&mut connection, &topic, partition, &replicas).await?;
+            cluster_admin::reassign(&mut connection, &topic, partition, Some(&replicas)).await?;
             let target = replicas
                 .iter()
                 .map(i32::to_string)
@@ -31,23 +31,23 @@ pub async fn run(command: PartitionCommand) -> anyhow::Result<()> {
                 .join(",");
             println!("reassigning {topic}/{partition} to {target}");
             if wait {
-                let deadline = Instant::now() + Duration::from_millis(timeout_ms);
-                loop {
-                    let ongoing = cluster_admin::reassignments(&mut connection)
-                        .await
-                        .context("watching the reassignment")?;
-                    if !ongoing
-                        .iter()
-                        .any(|r| r.topic == topic && r.partition == partition)
-                    {
-                        break;
-                    }
-                    if Instant::now() >= deadline {
-                        bail!("{topic}/{partition} is still moving after {timeout_ms} ms (it goes on)");
-                    }
-                    tokio::time::sleep(POLL).await;
-                }
+                wait_until_settled(&mut connection, &topic, partition, timeout_ms).await?;
                 println!("{topic}/{partition} is on {target}");
+            }
+        }
+        PartitionCommand::CancelReassignment {
+            topic,
+            partition,
+            wait,
+            timeout_ms,
+            broker,
+        } => {
+            let mut connection = broker.connect().await?;
+            cluster_admin::reassign(&mut connection, &topic, partition, None).await?;
+            println!("cancelling the reassignment of {topic}/{partition}");
+            if wait {
+                wait_until_settled(&mut connection, &topic, partition, timeout_ms).await?;
+                println!("{topic}/{partition} is back on its replicas");
             }
         }
         PartitionCommand::Reassignments { broker } => {
@@ -75,4 +75,29 @@ pub async fn run(command: PartitionCommand) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Waits until no reassignment of `topic`/`partition` is listed.
+async fn wait_until_settled(
+    connection: &mut herald_client::Connection,
+    topic: &str,
+    partition: i32,
+    timeout_ms: u64,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_millis(timeout_ms);
+    loop {
+        let ongoing = cluster_admin::reassignments(connection)
+            .await
+            .context("watching the reassignment")?;
+        if !ongoing
+            .iter()
+            .any(|r| r.topic == topic && r.partition == partition)
+        {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            bail!("{topic}/{partition} is still moving after {timeout_ms} ms (it goes on)");
+        }
+        tokio::time::sleep(POLL).await;
+    }
 }
