@@ -96,15 +96,21 @@ def tree(tmp_path, request):
             n.stop()
 
 
-def produce(node, values):
-    """Produces `values` to `node` with acks=all; returns {value: (partition,
-    offset)} as the delivery reports state them."""
+def produce(node, values, idempotent=False):
+    """Produces `values` to `node` with acks=all (librdkafka's idempotent
+    producer with five requests in flight when `idempotent`, else one at a
+    time); returns {value: (partition, offset)} as the delivery reports
+    state them."""
+    settings = (
+        {"enable.idempotence": True, "max.in.flight.requests.per.connection": 5, "linger.ms": 2}
+        if idempotent
+        else {"enable.idempotence": False, "max.in.flight.requests.per.connection": 1}
+    )
     producer = Producer({
         "bootstrap.servers": node.bootstrap,
         "acks": "all",
-        "enable.idempotence": False,
-        "max.in.flight.requests.per.connection": 1,
         "message.timeout.ms": 60000,
+        **settings,
     })
     acked, errors = {}, []
 
@@ -190,33 +196,6 @@ def test_the_tree_carries_on_when_a_relay_dies(tree):
         assert all(seen[v] == where for v, where in acked.items()), f"{name}: offsets differ"
 
 
-def produce_idempotent(node, values):
-    """Produces `values` to `node` with librdkafka's idempotent producer
-    (five requests in flight); returns {value: (partition, offset)}."""
-    producer = Producer({
-        "bootstrap.servers": node.bootstrap,
-        "enable.idempotence": True,
-        "max.in.flight.requests.per.connection": 5,
-        "linger.ms": 2,
-        "message.timeout.ms": 60000,
-    })
-    acked, errors = {}, []
-
-    def delivered(err, msg):
-        if err is not None:
-            errors.append(str(err))
-        else:
-            acked[msg.value()] = (msg.partition(), msg.offset())
-
-    for i, value in enumerate(values):
-        producer.produce(TOPIC, key=value, value=value, callback=delivered)
-        if i % 50 == 0:
-            producer.poll(0)
-    assert producer.flush(90) == 0, "deliveries still pending"
-    assert errors == [], errors
-    return acked
-
-
 def java_idempotent_produce(node, tmp_path, count):
     """Kafka's own Java producer (VerifiableProducer, idempotence on, five
     requests in flight) sends `count` records to `node`; returns
@@ -249,8 +228,8 @@ def test_idempotent_producers_write_through_relays_once_each(tree, tmp_path):
     # producer id from its upstream, and the root's leader judges the
     # sequences of batches forwarded as they were sent.
     acked = {}
-    acked.update(produce_idempotent(tree["r3"], values("idem-r3", 400)))
-    acked.update(produce_idempotent(tree["r2"], values("idem-r2", 400)))
+    acked.update(produce(tree["r3"], values("idem-r3", 400), idempotent=True))
+    acked.update(produce(tree["r2"], values("idem-r2", 400), idempotent=True))
     java = java_idempotent_produce(tree["r1"], tmp_path, 300)
     assert len(java) == 300
     acked.update(java)

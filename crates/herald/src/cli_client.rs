@@ -726,6 +726,18 @@ pub enum ClusterCommand {
     },
 }
 
+/// Whether a partition command waits for the move it started (or
+/// cancelled) to settle, and for how long.
+#[derive(Debug, Args)]
+pub struct MoveWait {
+    /// Wait until the move is done (or undone).
+    #[arg(long)]
+    pub wait: bool,
+    /// How long `--wait` waits.
+    #[arg(long, default_value_t = 300_000, value_name = "MS")]
+    pub timeout_ms: u64,
+}
+
 /// `herald partition`.
 #[derive(Debug, Subcommand)]
 pub enum PartitionCommand {
@@ -745,12 +757,8 @@ pub enum PartitionCommand {
         /// The node ids to hold it, comma-separated.
         #[arg(long, value_name = "IDS", value_delimiter = ',', required = true)]
         replicas: Vec<i32>,
-        /// Wait until the move completes.
-        #[arg(long)]
-        wait: bool,
-        /// How long `--wait` waits.
-        #[arg(long, default_value_t = 300_000, value_name = "MS")]
-        timeout_ms: u64,
+        #[command(flatten)]
+        wait: MoveWait,
         #[command(flatten)]
         broker: BrokerArgs,
     },
@@ -767,12 +775,8 @@ pub enum PartitionCommand {
         /// Partition index.
         #[arg(value_parser = clap::value_parser!(i32).range(0..))]
         partition: i32,
-        /// Wait until the move is undone.
-        #[arg(long)]
-        wait: bool,
-        /// How long `--wait` waits.
-        #[arg(long, default_value_t = 300_000, value_name = "MS")]
-        timeout_ms: u64,
+        #[command(flatten)]
+        wait: MoveWait,
         #[command(flatten)]
         broker: BrokerArgs,
     },

@@ -19,7 +19,6 @@ pub async fn run(command: PartitionCommand) -> anyhow::Result<()> {
             partition,
             replicas,
             wait,
-            timeout_ms,
             broker,
         } => {
             let mut connection = broker.connect().await?;
@@ -30,8 +29,8 @@ pub async fn run(command: PartitionCommand) -> anyhow::Result<()> {
                 .collect::<Vec<_>>()
                 .join(",");
             println!("reassigning {topic}/{partition} to {target}");
-            if wait {
-                wait_until_settled(&mut connection, &topic, partition, timeout_ms).await?;
+            if wait.wait {
+                wait_until_settled(&mut connection, &topic, partition, wait.timeout_ms).await?;
                 println!("{topic}/{partition} is on {target}");
             }
         }
@@ -39,14 +38,13 @@ pub async fn run(command: PartitionCommand) -> anyhow::Result<()> {
             topic,
             partition,
             wait,
-            timeout_ms,
             broker,
         } => {
             let mut connection = broker.connect().await?;
             cluster_admin::reassign(&mut connection, &topic, partition, None).await?;
             println!("cancelling the reassignment of {topic}/{partition}");
-            if wait {
-                wait_until_settled(&mut connection, &topic, partition, timeout_ms).await?;
+            if wait.wait {
+                wait_until_settled(&mut connection, &topic, partition, wait.timeout_ms).await?;
                 println!("{topic}/{partition} is back on its replicas");
             }
         }
