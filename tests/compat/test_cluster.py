@@ -438,6 +438,28 @@ def test_added_partitions_and_changed_configs_reach_every_node(cluster):
     big.flush(30)
     assert errors and errors[0] is not None and "MSG_SIZE_TOO_LARGE" in str(errors[0]), errors
 
+    # Write caching: acks=all counts a replica's write, not its fsync. Two
+    # topics take the same 40 produces, one at a time; the leader of the
+    # one without write caching fsyncs for each, the other's for none.
+    by_id = {n.node_id: n for n in nodes}
+    fsyncs = {}
+    for name, caching in (("synced", "false"), ("cached", "true")):
+        admin.create_topics([NewTopic(name, 1, 3, config={"write.caching": caching})])[name].result(30)
+        led, _ = leaders(admin, name)
+        leader = by_id[led[0]]
+        other_admin = AdminClient({"bootstrap.servers": nodes[-1].bootstrap})
+        described = other_admin.describe_configs([ConfigResource(ResourceType.TOPIC, name)])
+        assert next(iter(described.values())).result(30)["write.caching"].value == caching
+        before = partition_gauge(leader, "log_fsyncs_total", name)
+        one_by_one = Producer({"bootstrap.servers": boot, "acks": "all", "linger.ms": 0,
+                               "enable.idempotence": False})
+        for i in range(40):
+            one_by_one.produce(name, value=b"w%02d" % i)
+            assert one_by_one.flush(30) == 0
+        fsyncs[name] = partition_gauge(leader, "log_fsyncs_total", name) - before
+        assert len(consume_all(boot, name, 1, 40)) == 40
+    assert fsyncs["synced"] >= 30 and fsyncs["cached"] == 0, fsyncs
+
 
 @pytest.mark.restarts_broker
 def test_a_reassigned_partition_moves_to_other_nodes_with_every_record(cluster):

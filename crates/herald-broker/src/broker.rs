@@ -734,6 +734,7 @@ impl Broker {
             partition
                 .update_config(log_config.clone())
                 .map_err(|e| BrokerError::invalid_config(e.key, &e.value.to_string(), e.reason))?;
+            partition.set_write_caching(config.write_caching());
         }
         topic.set_config(config);
         tracing::info!(topic = name, "topic config altered");

@@ -1202,7 +1202,6 @@ impl Cluster {
             record.configs.iter().map(|(k, v)| (k.as_str(), v.as_str())),
             &broker.config().log_defaults,
         )?;
-        let log_config = config.log_config(&broker.config().log_defaults)?;
         let mut partitions = Vec::with_capacity(assignments.len());
         for (index, assignment) in assignments.iter().enumerate() {
             partitions.push(
@@ -1212,7 +1211,7 @@ impl Cluster {
                     record.id,
                     index as u32,
                     assignment,
-                    &log_config,
+                    &config,
                     Opening::Assigned,
                 )
                 .await?,
@@ -1236,9 +1235,10 @@ impl Cluster {
         id: Uuid,
         index: u32,
         assignment: &ReplicaAssignment,
-        log_config: &LogConfig,
+        config: &crate::topic_config::TopicConfig,
         opening: Opening,
     ) -> Result<Arc<Partition>, BrokerError> {
+        let log_config = &config.log_config(&broker.config().log_defaults)?;
         let data_dir = &broker.config().data_dir;
         let me = self.config.node_id;
         let set = ReplicaSet {
@@ -1284,6 +1284,7 @@ impl Cluster {
         )
         .await
         .map_err(|e| BrokerError::ClusterUnavailable(e.to_string()))?;
+        replica.set_write_caching(config.write_caching());
         let replica = self
             .start_replica(replica, assignment, opening == Opening::Assigned)
             .await;
@@ -1346,7 +1347,7 @@ impl Cluster {
                 ),
             });
         }
-        let log_config = topic.config().log_config(&broker.config().log_defaults)?;
+        let config = topic.config();
         let mut partitions = Vec::with_capacity(replicas.len());
         for (offset, assignment) in replicas.iter().enumerate() {
             let index = from + offset as u32;
@@ -1357,7 +1358,7 @@ impl Cluster {
                     id,
                     index,
                     assignment,
-                    &log_config,
+                    &config,
                     Opening::Assigned,
                 )
                 .await?,
@@ -1403,7 +1404,6 @@ impl Cluster {
         let replica = match current.raft_replica() {
             Some(replica) => Arc::clone(replica),
             None if target.contains(&me) => {
-                let log_config = topic.config().log_config(&broker.config().log_defaults)?;
                 let assignment = ReplicaAssignment {
                     group,
                     nodes: target.clone(),
@@ -1415,7 +1415,7 @@ impl Cluster {
                         id,
                         partition,
                         &assignment,
-                        &log_config,
+                        &topic.config(),
                         Opening::Joining,
                     )
                     .await?;

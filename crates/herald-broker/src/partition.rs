@@ -868,6 +868,11 @@ impl Partition {
         self.storage.update_config(config)
     }
 
+    /// Applies the topic's `write.caching` (see `Backend::set_write_caching`).
+    pub(crate) fn set_write_caching(&self, on: bool) {
+        self.storage.set_write_caching(on)
+    }
+
     /// Flushes and closes the storage cleanly.
     pub(crate) fn close(&self) -> Result<(), herald_log::LogError> {
         self.storage.close()

@@ -166,6 +166,12 @@ const KEYS: &[KeySpec] = &[
         documentation: "A non-empty segment older than this is rolled.",
         fixed: None,
     },
+    KeySpec {
+        name: "write.caching",
+        config_type: ConfigType::Boolean,
+        documentation: "In a cluster, acks=all is answered once a majority of the replicas has written the batch, before it is fsynced (the operating system and the flush policy write it back): faster, but a power loss on a majority at once can lose acknowledged records. false (the default) fsyncs on each replica first.",
+        fixed: None,
+    },
 ];
 
 fn spec(name: &str) -> Option<&'static KeySpec> {
@@ -249,6 +255,13 @@ impl TopicConfig {
         self.effective("subject.filters")
             .and_then(|v| SubjectFilters::parse(v))
             .unwrap_or(SubjectFilters::Auto)
+    }
+
+    /// `write.caching`: whether a replicated partition counts a batch as
+    /// stored once written rather than once fsynced. Checked when set.
+    pub fn write_caching(&self) -> bool {
+        self.effective("write.caching")
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
     }
 
     /// `message.ttl.ms` (`None`: records do not expire). Checked when set.
@@ -351,6 +364,7 @@ fn default_value(k: &KeySpec, defaults: &LogConfig) -> String {
         "message.ttl.ms" => "-1".to_owned(),
         "message.priority" => "normal".to_owned(),
         "subject.filters" => "auto".to_owned(),
+        "write.caching" => "false".to_owned(),
         "segment.bytes" => defaults.segment_bytes.to_string(),
         "segment.ms" => millis_or_minus_one(defaults.segment_age),
         _ => String::new(),
@@ -406,6 +420,16 @@ fn apply(config: &mut LogConfig, key: &str, value: &str) -> Result<(), BrokerErr
         // Read by push delivery, not by the log: only checked here.
         "message.ttl.ms" => {
             parse_limit(key, value)?;
+        }
+        "write.caching" => {
+            let v = value.trim();
+            if !v.eq_ignore_ascii_case("true") && !v.eq_ignore_ascii_case("false") {
+                return Err(BrokerError::invalid_config(
+                    key,
+                    value,
+                    "must be true or false",
+                ));
+            }
         }
         "message.priority" => {
             let v = value.trim();
@@ -513,6 +537,20 @@ mod tests {
             matches!(err, BrokerError::InvalidConfig { ref key, .. } if key == "segment.bytes"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn write_caching_is_off_unless_set_true() {
+        let plain = TopicConfig::from_pairs([], &defaults()).expect("valid");
+        assert!(!plain.write_caching());
+        let on = TopicConfig::from_pairs([("write.caching", "TRUE")], &defaults()).expect("valid");
+        assert!(on.write_caching());
+        let off =
+            TopicConfig::from_pairs([("write.caching", "false")], &defaults()).expect("valid");
+        assert!(!off.write_caching());
+        let err =
+            TopicConfig::from_pairs([("write.caching", "yes")], &defaults()).expect_err("refused");
+        assert!(err.to_string().contains("true or false"), "{err}");
     }
 
     #[test]

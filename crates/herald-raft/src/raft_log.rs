@@ -71,6 +71,9 @@ pub struct RaftLog {
     snapshot_upto: Mutex<Option<LogId>>,
     /// `meta.deleted_before`, for readers on every fetch without the lock.
     deleted_before: std::sync::atomic::AtomicU64,
+    /// Whether appended entries count as stored once written, before they
+    /// are flushed (see [`RaftLog::set_write_caching`]).
+    write_caching: std::sync::atomic::AtomicBool,
 }
 
 fn io_error(e: impl std::fmt::Display) -> io::Error {
@@ -135,12 +138,31 @@ impl RaftLog {
             state: Mutex::new(state),
             compaction,
             snapshot_upto: Mutex::new(None),
+            write_caching: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
     /// The partition's log.
     pub fn log(&self) -> &Arc<Log> {
         &self.log
+    }
+
+    /// Write caching (Redpanda's name for it): with `on`, an appended
+    /// entry counts towards Raft's commit as soon as it is written to the
+    /// log (in the page cache), not once fsynced; the log's own flush
+    /// policy and the operating system write it back. A process crash
+    /// loses nothing, but a power loss on a majority of the replicas at
+    /// once can lose acknowledged records. Off (fsync before counting) by
+    /// default.
+    pub fn set_write_caching(&self, on: bool) {
+        self.write_caching
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether write caching is on (see [`RaftLog::set_write_caching`]).
+    pub fn write_caching(&self) -> bool {
+        self.write_caching
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The offset readers start at: the log's own start, or past it where

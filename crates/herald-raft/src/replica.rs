@@ -208,6 +208,12 @@ impl PartitionReplica {
         &self.raft
     }
 
+    /// Turns write caching on or off for this replica (see
+    /// [`RaftLog::set_write_caching`]); appends from now on follow it.
+    pub fn set_write_caching(&self, on: bool) {
+        self.raft_log.set_write_caching(on);
+    }
+
     /// The partition's log. Readers must stay below the commit point.
     pub fn log(&self) -> &Arc<Log> {
         self.raft_log.log()

@@ -91,6 +91,17 @@ impl Backend {
         }
     }
 
+    /// Write caching for a replicated partition (the topic's
+    /// `write.caching`); nothing for the others, whose acks=all is the
+    /// leader's append under the log's flush policy.
+    pub(crate) fn set_write_caching(&self, on: bool) {
+        #[cfg(feature = "cluster")]
+        if let Backend::Raft(s) = self {
+            s.replica().set_write_caching(on);
+        }
+        let _ = on;
+    }
+
     /// Flushes and closes cleanly; calls fail with [`StorageError::Closed`]
     /// afterwards.
     pub(crate) fn close(&self) -> Result<(), LogError> {
