@@ -35,8 +35,39 @@ class PortTaken(RuntimeError):
     """herald could not bind its Kafka port: something else took it."""
 
 
+# Ports handed out by this process, never handed out twice.
+_HANDED_OUT = set()
+# Listening ports are drawn from here up to the kernel's ephemeral range.
+_LOWEST_PORT = 10000
+
+
+def _first_ephemeral_port() -> int:
+    try:
+        low, _high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low)
+    except (OSError, ValueError):
+        return 32768
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    """A TCP port on 127.0.0.1 that nothing listens on right now, below the
+    kernel's ephemeral range: a node stopped and started again on its port
+    (a cluster's node list names it) would otherwise find it taken, now and
+    then, by the local end of some outgoing connection made meanwhile."""
+    import random
+
+    top = _first_ephemeral_port()
+    for _ in range(500 if top > _LOWEST_PORT else 0):
+        port = random.randrange(_LOWEST_PORT, top)
+        if port in _HANDED_OUT:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _HANDED_OUT.add(port)
+        return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
