@@ -5,7 +5,9 @@ Setups, each started here and stopped here (by PID), data under
 --data-root (tmpfs by default), removed at the end:
 - herald, one node (the embedded default: no fsync);
 - herald, three nodes on 127.0.0.1, topic with replication factor 3
-  (acks=all answered once a majority fsynced the batch);
+  (acks=all answered once a majority fsynced the batch), and the same with
+  the topic's write.caching=true (once a majority wrote it, no fsync: the
+  like-for-like point for Kafka's default);
 - Apache Kafka 4.3.1, three brokers (combined broker+controller, KRaft),
   replication factor 3, min.insync.replicas=2 (kafka_cluster.py), topics
   with Kafka's defaults (no fsync) and with flush.messages=1 (an fsync per

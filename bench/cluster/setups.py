@@ -20,6 +20,8 @@ from herald_nodes import Herald
 THROUGHPUT = (
     ("herald-1", "herald, 1 node", "herald-1", {}),
     ("herald-rf3", "herald, 3 nodes, RF 3", "herald-3", {}),
+    ("herald-rf3-cached", "herald, 3 nodes, RF 3, write.caching=true (no fsync)", "herald-3",
+     {"write.caching": "true"}),
     ("kafka-rf3", "Kafka, 3 brokers, RF 3 (no fsync)", "kafka", {}),
     ("kafka-rf3-flush", "Kafka, 3 brokers, RF 3, flush.messages=1", "kafka", {"flush.messages": "1"}),
 )
