@@ -371,6 +371,16 @@ fn default_value(k: &KeySpec, defaults: &LogConfig) -> String {
     }
 }
 
+/// Checks that `value` is one of the two words `allowed` (any case).
+fn one_of(key: &str, value: &str, allowed: [&str; 2]) -> Result<(), BrokerError> {
+    let v = value.trim();
+    if allowed.iter().any(|a| v.eq_ignore_ascii_case(a)) {
+        return Ok(());
+    }
+    let reason = format!("must be {} or {}", allowed[0], allowed[1]);
+    Err(BrokerError::invalid_config(key, value, reason))
+}
+
 /// Kafka's spelling of "no limit" for a duration setting.
 pub(crate) fn millis_or_minus_one(d: Option<Duration>) -> String {
     d.map_or(-1, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
@@ -421,26 +431,8 @@ fn apply(config: &mut LogConfig, key: &str, value: &str) -> Result<(), BrokerErr
         "message.ttl.ms" => {
             parse_limit(key, value)?;
         }
-        "write.caching" => {
-            let v = value.trim();
-            if !v.eq_ignore_ascii_case("true") && !v.eq_ignore_ascii_case("false") {
-                return Err(BrokerError::invalid_config(
-                    key,
-                    value,
-                    "must be true or false",
-                ));
-            }
-        }
-        "message.priority" => {
-            let v = value.trim();
-            if !v.eq_ignore_ascii_case("normal") && !v.eq_ignore_ascii_case("high") {
-                return Err(BrokerError::invalid_config(
-                    key,
-                    value,
-                    "must be normal or high",
-                ));
-            }
-        }
+        "write.caching" => one_of(key, value, ["true", "false"])?,
+        "message.priority" => one_of(key, value, ["normal", "high"])?,
         "subject.filters" => {
             if SubjectFilters::parse(value).is_none() {
                 return Err(BrokerError::invalid_config(
