@@ -103,13 +103,15 @@ def cluster(tmp_path, request):
     yield from running_cluster(tmp_path, request)
 
 
-def running_cluster(tmp_path, request, secure=False):
-    """Starts NODES nodes, yields them, stops them (printing their logs'
-    ends if the test failed)."""
+def running_cluster(tmp_path, request, secure=False, extra=()):
+    """Starts NODES nodes (with `extra` flags), yields them, stops them
+    (printing their logs' ends if the test failed)."""
     nodes = []
     try:
         for attempt in range(START_ATTEMPTS):
             nodes = new_nodes(tmp_path / f"attempt-{attempt}", secure)
+            for node in nodes:
+                node.extra_args += list(extra)
             try:
                 for node in nodes:
                     node.start()
@@ -751,6 +753,25 @@ def kafka_tool(main, *args):
     )
 
 
+def quorum_voters(node, timeout=30.0):
+    """The metadata quorum's voters as Kafka's MetadataQuorumCommand
+    reports them through `node`, and its whole report. Asked again while
+    the quorum has no leader (a removed leader's successor not elected
+    yet): the tool then fails looking the leader up among the voters.
+    The tool's own logging shares stdout with its report, so the voters
+    are looked for anywhere in it, not at a line's start."""
+    deadline = time.monotonic() + timeout
+    while True:
+        quorum = kafka_tool("MetadataQuorumCommand", "--bootstrap-server", node.bootstrap,
+                            "describe", "--status")
+        report = quorum.stdout + quorum.stderr
+        voters = re.search(r"CurrentVoters:\s*(\[[^\n]*\])", quorum.stdout)
+        if quorum.returncode == 0 and voters is not None:
+            return sorted(int(i) for i in re.findall(r'"id": ?(\d+)', voters.group(1))), report
+        assert time.monotonic() < deadline, report
+        time.sleep(1)
+
+
 def brokers_seen(node):
     md = AdminClient({"bootstrap.servers": node.bootstrap}).list_topics(timeout=10)
     return sorted(md.brokers), md.cluster_id
@@ -801,15 +822,9 @@ def test_a_node_added_to_a_running_cluster_is_listed_everywhere_and_takes_partit
         assert f"4        {new.bootstrap}" in described.stdout
 
         # Kafka's own tool sees four voters in the metadata quorum.
-        # (The tool's own logging shares stdout with its report, so the
-        # voters are looked for anywhere in it, not at a line's start.)
-        quorum = kafka_tool("MetadataQuorumCommand", "--bootstrap-server", nodes[0].bootstrap,
-                            "describe", "--status")
-        assert quorum.returncode == 0, quorum.stdout + quorum.stderr
-        voters = re.search(r"CurrentVoters:\s*(\[[^\n]*\])", quorum.stdout)
-        assert voters is not None, quorum.stdout + quorum.stderr
-        assert sorted(int(i) for i in re.findall(r'"id": ?(\d+)', voters.group(1))) == [1, 2, 3, 4], quorum.stdout
-        assert re.search(rf"ClusterId:\s+{cluster_id}", quorum.stdout), quorum.stdout
+        voters, quorum = quorum_voters(nodes[0])
+        assert voters == [1, 2, 3, 4], quorum
+        assert re.search(rf"ClusterId:\s+{cluster_id}", quorum), quorum
 
         # Asking again is harmless; another address for the id is refused.
         again = herald_cli(
@@ -916,11 +931,8 @@ def test_a_node_added_to_a_running_cluster_is_listed_everywhere_and_takes_partit
                 break
             assert time.monotonic() < deadline, f"brokers seen after the removal: {views}"
             time.sleep(0.3)
-        quorum = kafka_tool("MetadataQuorumCommand", "--bootstrap-server", by_id[2].bootstrap,
-                            "describe", "--status")
-        voters_line = next((l for l in quorum.stdout.splitlines() if l.startswith("CurrentVoters:")), None)
-        assert voters_line is not None, quorum.stdout + quorum.stderr
-        assert sorted(int(i) for i in re.findall(r'"id": ?(\d+)', voters_line)) == [1, 2, 4], quorum.stdout
+        voters, quorum = quorum_voters(by_id[2])
+        assert voters == [1, 2, 4], quorum
         # The cluster serves on without node 3: writes, and the group's
         # committed offsets, kept by the moved offsets partitions.
         boot = bootstrap(remaining)
@@ -929,6 +941,147 @@ def test_a_node_added_to_a_running_cluster_is_listed_everywhere_and_takes_partit
         assert committed_offset(boot, topic, group) == committed
     finally:
         new.stop()
+
+
+IMAGE_BYTES = 8192
+
+
+@pytest.fixture
+def imaging_cluster(tmp_path, request):
+    yield from running_cluster(tmp_path, request, extra=["--metadata-image-bytes", str(IMAGE_BYTES)])
+
+
+def log_text(node, since=0):
+    return Path(node.log_path).read_bytes()[since:].decode(errors="replace")
+
+
+def metadata_snapshot(node):
+    """The metadata replica's snapshot on `node` (written when its log is
+    cut at an image), or None."""
+    path = Path(node.data_dir) / "__cluster" / "metadata" / "raft-snapshot.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def topic_state(node, names):
+    """What `node` tells a client of its topics: names, and each one's
+    retention.ms and partition count."""
+    from confluent_kafka.admin import ConfigResource
+
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    md = admin.list_topics(timeout=10)
+    listed = sorted(t for t in md.topics if not t.startswith("__"))
+    futures = admin.describe_configs([ConfigResource("topic", n) for n in names])
+    retention = {r.name: c["retention.ms"].value for r, f in futures.items() for c in [f.result(30)]}
+    counts = {n: len(md.topics[n].partitions) for n in names if n in md.topics}
+    return listed, retention, counts
+
+
+@pytest.mark.restarts_broker
+def test_a_metadata_log_cut_at_its_image_restores_every_node_and_a_new_one(imaging_cluster, tmp_path):
+    """The metadata group's leader writes the cluster's state as one image
+    once 8 KiB of commands follow the last one, and the log is cut there on
+    every node. A restarted node and a node added afterwards start from
+    the image: same topics, configs, users and quotas, records and
+    committed offsets. (ACLs are in the image with the users; the secure
+    cluster's test covers them through the log.)"""
+    from confluent_kafka.admin import (
+        AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, ScramCredentialInfo,
+        ScramMechanism, UserScramCredentialUpsertion,
+    )
+
+    nodes = imaging_cluster
+    boot = bootstrap(nodes)
+    admin = AdminClient({"bootstrap.servers": boot})
+    kept = [f"kept-{i}" for i in range(5)]
+    gone = [f"gone-{i}" for i in range(3)]
+    for future in admin.create_topics(
+        [NewTopic(t, num_partitions=2, replication_factor=2) for t in kept + gone]
+    ).values():
+        future.result(30)
+    for future in admin.delete_topics(gone, operation_timeout=30).values():
+        future.result(30)
+    for future in admin.create_partitions([NewPartitions(kept[1], 3)]).values():
+        future.result(30)
+    # Every config change is a command: enough of them for an image.
+    for round in range(40):
+        change = ConfigResource("topic", kept[0], incremental_configs=[
+            ConfigEntry("retention.ms", str(3_600_000 + round),
+                        incremental_operation=AlterConfigOpType.SET)
+        ])
+        for future in admin.incremental_alter_configs([change]).values():
+            future.result(30)
+    password = "carol-" + uuid.uuid4().hex[:8]
+    upsert = UserScramCredentialUpsertion(
+        "carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), password.encode()
+    )
+    for future in admin.alter_user_scram_credentials([upsert]).values():
+        future.result(30)
+    quota = kafka_tool_config(boot, "--alter", "--entity-type", "users", "--entity-name", "carol",
+                              "--add-config", "consumer_byte_rate=2097152")
+    assert quota.returncode == 0, quota.stdout + quota.stderr
+    acked, errors = produce(boot, kept[3], [b"m%04d" % i for i in range(200)])
+    assert errors == [] and len(acked) == 200
+    group = "imaged-offsets"
+    committed = commit_offsets(boot, kept[3], group, 120)
+
+    until("a node wrote a metadata image",
+          lambda: any("metadata image written" in log_text(n) for n in nodes), timeout=30)
+    until("every node cut its metadata log at the image",
+          lambda: all(metadata_snapshot(n) is not None for n in nodes), timeout=30)
+    # One more change after the image: it must come back too.
+    for future in admin.create_topics([NewTopic("after-image", num_partitions=1, replication_factor=3)]).values():
+        future.result(30)
+    expected = until("every topic is listed",
+                     lambda: (lambda state: state[0] == sorted(kept + ["after-image"]) and state)(topic_state(nodes[0], kept)))
+    assert expected[1][kept[0]] == str(3_600_000 + 39)
+    assert expected[2][kept[1]] == 3
+
+    def same_everything(node):
+        assert topic_state(node, kept) == expected
+        client = AdminClient({"bootstrap.servers": node.bootstrap})
+        users = client.describe_user_scram_credentials(["carol"])
+        assert [m.mechanism for m in users["carol"].result(30).scram_credential_infos] == [ScramMechanism.SCRAM_SHA_256]
+        described = kafka_tool_config(node.bootstrap, "--describe", "--entity-type", "users", "--entity-name", "carol")
+        assert "consumer_byte_rate=2097152.0" in described.stdout, described.stdout + described.stderr
+        seen = consume_all(node.bootstrap, kept[3], 2, 200)
+        assert all(seen.get(v) == (p, o) for (p, o, v) in acked), f"records read through node {node.node_id}"
+        assert committed_offset(node.bootstrap, kept[3], group) == committed
+
+    # A restarted node applies its log from the image.
+    restarted = nodes[1]
+    mark = Path(restarted.log_path).stat().st_size
+    restarted.stop()
+    restarted.start()
+    assert "metadata restored from the log's image" in log_text(restarted, mark)
+    same_everything(restarted)
+
+    # A node added now is sent the leader's snapshot and starts at the image.
+    new = JoiningNode(4, tmp_path / "node-4", tmp_path / "node-4.log", free_port())
+    new.port = free_port()
+    new.bootstrap = f"127.0.0.1:{new.port}"
+    new.start()
+    nodes.append(new)  # stopped (and its log shown) by the fixture
+    added = herald_cli(
+        "cluster", "add-node", "4",
+        "--raft", f"127.0.0.1:{new.raft_port}", "--kafka", new.bootstrap,
+        "--bootstrap", nodes[0].bootstrap,
+    )
+    assert added.returncode == 0, added.stderr
+    new.added = True
+    new._wait_ready()
+    assert "metadata restored from the log's image" in log_text(new)
+    until("node 4 lists every node", lambda: brokers_seen(new)[0] == [1, 2, 3, 4])
+    same_everything(new)
+
+
+def kafka_tool_config(boot, *args):
+    """Kafka's ConfigCommand against `boot`, run to its end."""
+    import subprocess
+
+    return subprocess.run(
+        ["java", "-Xmx256m", "-cp", f"{KAFKA_TOOLS}/*", "kafka.admin.ConfigCommand", "--bootstrap-server", boot, *args],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
+    )
 
 
 def commit_offsets(boot, topic, group, offset):

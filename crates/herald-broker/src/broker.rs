@@ -409,6 +409,49 @@ impl Broker {
         })
     }
 
+    /// Every topic of the cluster this node has installed, with its
+    /// partitions' replicas as they are now: what a metadata image keeps.
+    #[cfg(feature = "cluster")]
+    pub(crate) fn replicated_topic_records(&self) -> Vec<TopicRecord> {
+        self.admin
+            .lock()
+            .metadata
+            .topics
+            .values()
+            .filter(|record| record.replicas.is_some())
+            .cloned()
+            .collect()
+    }
+
+    /// Replaces the security and quota state with a metadata image's, as
+    /// the commands applied before the image would have left them:
+    /// persisted, then published (topics whose namespace configs change
+    /// take them, as [`Broker::apply_security_all`] does).
+    #[cfg(feature = "cluster")]
+    pub(crate) fn restore_replicated_state(
+        &self,
+        security: SecurityState,
+        quotas: QuotaState,
+    ) -> Result<(), BrokerError> {
+        let mut admin = self.admin.lock();
+        let mut next = admin.metadata.clone();
+        next.security = security;
+        next.quotas = quotas;
+        let inheriting = if next.security.namespaces != admin.metadata.security.namespaces {
+            self.check_inheritance(&next.security)?
+        } else {
+            Vec::new()
+        };
+        admin.store.save(&next)?;
+        self.security.publish(next.security.clone());
+        self.quotas.store(Arc::new(next.quotas.clone()));
+        admin.metadata = next;
+        for (topic, config) in inheriting {
+            self.set_topic_config(&topic, config);
+        }
+        Ok(())
+    }
+
     /// Removes a topic of the cluster, as its metadata log decided: out of
     /// the registry and the metadata document; returns its partitions,
     /// whose replicas the caller stops before their data is discarded.

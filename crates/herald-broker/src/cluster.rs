@@ -57,6 +57,7 @@ use crate::replicated_producers::{apply_hook, InFlight};
 use crate::storage::{without_retention, RaftStorage};
 use crate::topic::partition_dir;
 
+mod image;
 mod membership;
 mod offsets_moves;
 mod quorum;
@@ -103,6 +104,11 @@ pub struct ClusterConfig {
     /// Replicas of each offsets partition (Kafka's
     /// `offsets.topic.replication.factor`), at most the node count.
     pub offsets_replication_factor: u16,
+    /// Bytes of commands the metadata log takes after its last image
+    /// before the group's leader writes a new one and drops what precedes
+    /// it (Kafka's `metadata.log.max.record.bytes.between.snapshots`);
+    /// also never less than the last image's own size.
+    pub metadata_image_bytes: u64,
 }
 
 /// Why the cluster could not start.
@@ -298,6 +304,26 @@ enum Command {
         /// The in-sync replicas, the leader included, sorted.
         replicas: Vec<u64>,
     },
+    /// The whole state the commands up to entry `as_of` left (see
+    /// `cluster/image.rs`): a node that starts applying the log here
+    /// takes it; one that applied everything before passes over it.
+    Image {
+        /// The last metadata entry the image covers: valid only if no
+        /// entry with commands lies between it and the image.
+        as_of: u64,
+        /// The state.
+        image: Box<image::MetadataImage>,
+    },
+}
+
+/// A metadata entry Raft applied, on its way to the applying task.
+struct AppliedEntry {
+    /// Its Raft index.
+    index: u64,
+    /// Where its batch starts in the metadata log.
+    offset: Option<u64>,
+    /// The batch.
+    batch: Bytes,
 }
 
 /// What applying a proposer's command gave.
@@ -361,6 +387,11 @@ pub struct Cluster {
     /// The index of the last metadata entry Raft handed to the applying
     /// task.
     handed_over: Arc<std::sync::atomic::AtomicU64>,
+    /// Held while one metadata entry's commands are applied, and while an
+    /// image is taken: an image sees the state between two entries.
+    applying: tokio::sync::Mutex<()>,
+    /// The last image applied and what was applied since.
+    images: parking_lot::Mutex<image::ImageProgress>,
     stop: CancellationToken,
 }
 
@@ -422,12 +453,16 @@ impl Cluster {
         let router = GroupRouter::with_source(config.listen.ip());
         let stop = CancellationToken::new();
         tokio::spawn(router.clone().serve(listener, stop.clone()));
-        let (commands, mut applied) = mpsc::unbounded_channel::<(u64, Bytes)>();
+        let (commands, mut applied) = mpsc::unbounded_channel::<AppliedEntry>();
         let handed_over = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let handing = Arc::clone(&handed_over);
-        let hook: herald_raft::state_machine::ApplyHook = Arc::new(move |id, batch, _| {
+        let hook: herald_raft::state_machine::ApplyHook = Arc::new(move |id, batch, placed| {
             handing.store(id.index, std::sync::atomic::Ordering::Release);
-            let _ = commands.send((id.index, batch.bytes().clone()));
+            let _ = commands.send(AppliedEntry {
+                index: id.index,
+                offset: placed.map(|p| p.base_offset),
+                batch: batch.bytes().clone(),
+            });
         });
         let dir = broker.config().data_dir.join("__cluster").join("metadata");
         std::fs::create_dir_all(&dir)
@@ -502,16 +537,16 @@ impl Cluster {
             applied_through: tokio::sync::watch::Sender::new(0),
             handed_over,
             committed_at_start,
+            applying: tokio::sync::Mutex::new(()),
+            images: parking_lot::Mutex::new(image::ImageProgress::default()),
             stop,
         });
         broker.set_cluster(Arc::clone(&cluster));
+        tokio::spawn(Arc::clone(&cluster).write_images_while_leading(Arc::downgrade(&broker)));
         let applier = Arc::clone(&cluster);
         tokio::spawn(async move {
-            while let Some((index, batch)) = applied.recv().await {
-                for command in decode_commands(&batch) {
-                    applier.apply(&broker, command).await;
-                }
-                applier.applied_through.send_replace(index);
+            while let Some(entry) = applied.recv().await {
+                applier.apply_entry(&broker, entry).await;
             }
         });
         tokio::spawn(Arc::clone(&cluster).create_offsets_once());
@@ -654,10 +689,7 @@ impl Cluster {
                 }
                 let command = Command::NodeEndpoints {
                     node_id: me,
-                    endpoints: wanted
-                        .iter()
-                        .map(|(name, (host, port))| (name.clone(), format!("{host}:{port}")))
-                        .collect(),
+                    endpoints: advertised(&wanted),
                 };
                 if let Err(e) = cluster.propose(&command).await {
                     tracing::debug!(error = %e, "advertising the listeners waits for the metadata log");
@@ -980,11 +1012,17 @@ impl Cluster {
     async fn propose(&self, command: &Command) -> Result<(), BrokerError> {
         let json = serde_json::to_vec(command)
             .map_err(|e| BrokerError::ClusterUnavailable(e.to_string()))?;
+        self.propose_json(&json).await
+    }
+
+    /// Writes one command, as JSON, to the metadata log (through its
+    /// leader) and answers once it is committed.
+    async fn propose_json(&self, json: &[u8]) -> Result<(), BrokerError> {
         let mut builder = BatchBuilder::new(now_ms());
         builder.push(RecordFields {
             timestamp_ms: now_ms(),
             key: None,
-            value: Some(&json),
+            value: Some(json),
             headers: &[],
         });
         let batch = builder
@@ -995,6 +1033,27 @@ impl Cluster {
             .await
             .map(|_| ())
             .map_err(|e| BrokerError::ClusterUnavailable(e.to_string()))
+    }
+
+    /// Applies one committed metadata entry's commands on this node.
+    async fn apply_entry(self: &Arc<Self>, broker: &Arc<Broker>, entry: AppliedEntry) {
+        let _applying = self.applying.lock().await;
+        let previous = *self.applied_through.borrow();
+        let mut imaged = false;
+        for command in decode_commands(&entry.batch) {
+            match command {
+                Command::Image { as_of, image } => {
+                    imaged |= self
+                        .apply_image(broker, previous, as_of, &entry, *image)
+                        .await;
+                }
+                command => self.apply(broker, command).await,
+            }
+        }
+        if !imaged {
+            self.images.lock().applied(entry.batch.len() as u64);
+        }
+        self.applied_through.send_replace(entry.index);
     }
 
     /// Applies one committed command on this node.
@@ -1125,14 +1184,9 @@ impl Cluster {
                 }
             }
             Command::NodeEndpoints { node_id, endpoints } => {
-                let parsed = endpoints
-                    .into_iter()
-                    .filter_map(|(name, address)| {
-                        let (host, port) = address.rsplit_once(':')?;
-                        Some((name, (host.to_owned(), port.parse().ok()?)))
-                    })
-                    .collect();
-                self.endpoints.write().insert(node_id, parsed);
+                self.endpoints
+                    .write()
+                    .insert(node_id, parsed_endpoints(endpoints));
             }
             Command::Quotas { request, entries } => {
                 let result = broker.alter_quotas(entries, false);
@@ -1184,6 +1238,9 @@ impl Cluster {
                 term,
                 replicas,
             } => self.hints.set_in_sync(group, term, replicas),
+            Command::Image { .. } => {
+                tracing::error!("a metadata image came apart from its entry; passed over");
+            }
         }
     }
 
@@ -1918,11 +1975,35 @@ fn check_target(target: &[u64], nodes: &[u64]) -> Result<(), BrokerError> {
     Ok(())
 }
 
+/// A node's listeners as a `NodeEndpoints` command carries them.
+fn advertised(endpoints: &Endpoints) -> BTreeMap<String, String> {
+    endpoints
+        .iter()
+        .map(|(name, (host, port))| (name.clone(), format!("{host}:{port}")))
+        .collect()
+}
+
+/// The listeners a `NodeEndpoints` command carries (an address that is
+/// not `host:port` is left out).
+fn parsed_endpoints(endpoints: BTreeMap<String, String>) -> Endpoints {
+    endpoints
+        .into_iter()
+        .filter_map(|(name, address)| {
+            let (host, port) = address.rsplit_once(':')?;
+            Some((name, (host.to_owned(), port.parse().ok()?)))
+        })
+        .collect()
+}
+
 fn decode_commands(batch: &[u8]) -> Vec<Command> {
     let Ok(parsed) = herald_records::RecordBatch::new(batch) else {
         tracing::error!("a metadata entry is not a record batch; skipped");
         return Vec::new();
     };
+    if parsed.header().is_control() {
+        // A DeleteRecords entry: Raft's, not a command.
+        return Vec::new();
+    }
     let mut scratch = Vec::new();
     let Ok(records) = parsed.records(&mut scratch) else {
         tracing::error!("a metadata entry's records cannot be read; skipped");
@@ -1953,4 +2034,32 @@ fn random_u64() -> Result<u64, BrokerError> {
     let mut bytes = [0u8; 8];
     getrandom::fill(&mut bytes).map_err(|e| BrokerError::Random(e.to_string()))?;
     Ok(u64::from_le_bytes(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn advertised_listeners_survive_the_metadata_log_and_a_malformed_one_is_left_out() {
+        let listeners: Endpoints = [
+            ("PLAIN".to_owned(), ("10.0.0.1".to_owned(), 9092)),
+            ("SASL".to_owned(), ("::1".to_owned(), 9093)),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(parsed_endpoints(advertised(&listeners)), listeners);
+        let recorded: BTreeMap<String, String> = [
+            ("PLAIN", "10.0.0.1:9092"),
+            ("NO_PORT", "10.0.0.2"),
+            ("BAD_PORT", "10.0.0.3:99999"),
+            ("WORD_PORT", "10.0.0.4:kafka"),
+        ]
+        .into_iter()
+        .map(|(name, address)| (name.to_owned(), address.to_owned()))
+        .collect();
+        let parsed = parsed_endpoints(recorded);
+        assert_eq!(parsed.len(), 1);
+        assert_eq!(parsed["PLAIN"], ("10.0.0.1".to_owned(), 9092));
+    }
 }

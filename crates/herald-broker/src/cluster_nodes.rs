@@ -104,6 +104,27 @@ impl ClusterNodes {
         known.nodes.remove(&id);
         known.removed.insert(id);
     }
+
+    /// The nodes the metadata log removed.
+    pub fn removed(&self) -> BTreeSet<u64> {
+        self.known.read().removed.clone()
+    }
+
+    /// Takes a metadata image's lists: every node `recorded` (unless
+    /// `removed`), and every `removed` one out. Nodes configured here and
+    /// in neither list stay, as [`ClusterNodes::merge`] keeps them.
+    pub fn restore(&self, recorded: &BTreeMap<u64, ClusterNode>, removed: &BTreeSet<u64>) {
+        let mut known = self.known.write();
+        for id in removed {
+            known.nodes.remove(id);
+            known.removed.insert(*id);
+        }
+        for (id, node) in recorded {
+            if !known.removed.contains(id) {
+                known.nodes.insert(*id, node.clone());
+            }
+        }
+    }
 }
 
 /// Where the cluster id is kept.

@@ -125,6 +125,27 @@ impl LeaderHints {
     pub fn in_sync(&self, group: u64) -> Option<Vec<u64>> {
         self.in_sync.read().get(&group).map(|(_, set)| set.clone())
     }
+
+    /// Every announced leader, as (group, leader, term): what a metadata
+    /// image keeps of the announcements.
+    #[cfg(feature = "cluster")]
+    pub(crate) fn all_leaders(&self) -> Vec<(u64, u64, u64)> {
+        self.leaders
+            .read()
+            .iter()
+            .map(|(&group, &(leader, term))| (group, leader, term))
+            .collect()
+    }
+
+    /// Every announced in-sync set, as (group, term, replicas).
+    #[cfg(feature = "cluster")]
+    pub(crate) fn all_in_sync(&self) -> Vec<(u64, u64, Vec<u64>)> {
+        self.in_sync
+            .read()
+            .iter()
+            .map(|(&group, (term, replicas))| (group, *term, replicas.clone()))
+            .collect()
+    }
 }
 
 /// The node ids of a partition's replicas, the preferred leader first;

@@ -211,6 +211,12 @@ pub struct ServeArgs {
     /// at most 3].
     #[arg(long, env = "HERALD_OFFSETS_REPLICATION_FACTOR", value_name = "N")]
     pub offsets_replication_factor: Option<u16>,
+    /// Bytes of commands the cluster's metadata log takes before its
+    /// leader writes the whole state as one image and drops the entries
+    /// before it (Kafka's metadata.log.max.record.bytes.between.snapshots)
+    /// [default: 20971520].
+    #[arg(long, env = "HERALD_METADATA_IMAGE_BYTES", value_name = "BYTES")]
+    pub metadata_image_bytes: Option<u64>,
     /// Makes this node a relay: the upstream's Kafka listeners it mirrors
     /// topics from, comma-separated HOST:PORT (any node of a cluster, a
     /// single node or another relay; the others are tried when one fails).

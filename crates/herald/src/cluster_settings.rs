@@ -32,6 +32,9 @@ pub struct ClusterFile {
     /// Replicas of each offsets partition (Kafka's
     /// `offsets.topic.replication.factor`).
     pub offsets_replication_factor: Option<u16>,
+    /// Bytes the metadata log takes between two images of its state
+    /// (Kafka's `metadata.log.max.record.bytes.between.snapshots`).
+    pub metadata_image_bytes: Option<u64>,
 }
 
 /// One node as configured.
@@ -64,6 +67,8 @@ pub struct ClusterSettings {
     pub offsets_partitions: u32,
     /// Replicas of each offsets partition.
     pub offsets_replication_factor: u16,
+    /// Bytes the metadata log takes between two images of its state.
+    pub metadata_image_bytes: u64,
 }
 
 /// Kafka's default `replica.lag.time.max.ms`.
@@ -74,6 +79,14 @@ pub const REPLICA_LAG_TIME_MAX_MS: u64 = 30_000;
 /// runs few Raft groups for them (Kafka's default, 50, suits hundreds of
 /// brokers).
 pub const OFFSETS_PARTITIONS: u32 = 8;
+
+/// Bytes the metadata log takes between two images by default: Kafka's
+/// `metadata.log.max.record.bytes.between.snapshots`.
+pub const METADATA_IMAGE_BYTES: u64 = 20 * 1024 * 1024;
+
+/// Fewest bytes between two images: below, the leader would write images
+/// of a small cluster's state over and over.
+pub const METADATA_IMAGE_BYTES_MIN: u64 = 4096;
 
 /// Most offsets partitions a cluster may have: each is a Raft group on
 /// every one of its replicas.
@@ -167,6 +180,10 @@ pub fn cluster(
     let offsets_factor = flags
         .offsets_replication_factor
         .or(file.offsets_replication_factor);
+    let image_bytes = flags
+        .metadata_image_bytes
+        .or(file.metadata_image_bytes)
+        .unwrap_or(METADATA_IMAGE_BYTES);
     let join = flags.join.or(file.join).unwrap_or(false);
     // A joining node may know no node yet.
     let node_list = node_list.or_else(|| join.then(Vec::new));
@@ -241,6 +258,13 @@ pub fn cluster(
             "must be between 1 and the number of nodes",
         ));
     }
+    if image_bytes < METADATA_IMAGE_BYTES_MIN {
+        return Err(invalid(
+            "metadata_image_bytes",
+            image_bytes,
+            &format!("must be at least {METADATA_IMAGE_BYTES_MIN}"),
+        ));
+    }
     let effective = ClusterFile {
         node_id: Some(node_id),
         listen: Some(listen_text),
@@ -250,6 +274,7 @@ pub fn cluster(
         replica_lag_time_max_ms: Some(lag_max_ms),
         offsets_partitions: Some(offsets_partitions),
         offsets_replication_factor: Some(offsets_replication_factor),
+        metadata_image_bytes: Some(image_bytes),
     };
     Ok((
         Some(ClusterSettings {
@@ -261,6 +286,7 @@ pub fn cluster(
             replica_lag_time_max_ms: lag_max_ms,
             offsets_partitions,
             offsets_replication_factor,
+            metadata_image_bytes: image_bytes,
         }),
         Some(effective),
     ))
@@ -359,6 +385,31 @@ mod tests {
         let refused = cluster(flags(None, Some(2)), None).unwrap_err();
         assert!(
             refused.to_string().contains("offsets_replication_factor"),
+            "{refused}"
+        );
+    }
+
+    #[test]
+    fn the_bytes_between_metadata_images_default_to_kafkas_and_have_a_floor() {
+        let flags = |bytes: Option<u64>| ClusterFile {
+            node_id: Some(1),
+            listen: Some("127.0.0.1:9193".into()),
+            nodes: Some(vec!["1=127.0.0.1:9193=127.0.0.1:9092".to_owned()]),
+            metadata_image_bytes: bytes,
+            ..ClusterFile::default()
+        };
+        let (default, effective) = cluster(flags(None), None).unwrap();
+        assert_eq!(default.unwrap().metadata_image_bytes, 20 * 1024 * 1024);
+        assert_eq!(
+            effective.unwrap().metadata_image_bytes,
+            Some(20 * 1024 * 1024)
+        );
+        let (set, _) = cluster(flags(Some(65_536)), None).unwrap();
+        assert_eq!(set.unwrap().metadata_image_bytes, 65_536);
+        let refused = cluster(flags(Some(100)), None).unwrap_err();
+        assert!(
+            refused.to_string().contains("--metadata-image-bytes")
+                && refused.to_string().contains("at least 4096"),
             "{refused}"
         );
     }

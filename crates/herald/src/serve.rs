@@ -239,6 +239,7 @@ async fn join_cluster(
             replica_lag_max: std::time::Duration::from_millis(settings.replica_lag_time_max_ms),
             offsets_partitions: settings.offsets_partitions,
             offsets_replication_factor: settings.offsets_replication_factor,
+            metadata_image_bytes: settings.metadata_image_bytes,
         };
         let cluster = Cluster::start(Arc::clone(broker), config)
             .await

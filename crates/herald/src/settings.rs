@@ -298,6 +298,7 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
             replica_lag_time_max_ms: args.replica_lag_time_max_ms,
             offsets_partitions: args.offsets_partitions,
             offsets_replication_factor: args.offsets_replication_factor,
+            metadata_image_bytes: args.metadata_image_bytes,
         },
         file.cluster.as_ref(),
     )?;

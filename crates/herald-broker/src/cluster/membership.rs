@@ -111,6 +111,18 @@ impl Cluster {
     ) {
         self.joins.lock().remove(&node_id);
         self.nodes.merge(node_id, nodes);
+        self.adopt_cluster_id(broker, cluster_id);
+        self.node_changes.send_modify(|n| *n += 1);
+        tracing::info!(
+            node_id,
+            nodes = self.nodes.len(),
+            "node added to the cluster"
+        );
+    }
+
+    /// Takes `cluster_id`, as the metadata log records it, unless this
+    /// node has one (a joining node keeps it from then on).
+    pub(super) fn adopt_cluster_id(&self, broker: &Broker, cluster_id: &str) {
         match self.id.get() {
             None => {
                 if let Err(e) = cluster_nodes::store_id(&broker.config().data_dir, cluster_id) {
@@ -125,12 +137,6 @@ impl Cluster {
             ),
             Some(_) => {}
         }
-        self.node_changes.send_modify(|n| *n += 1);
-        tracing::info!(
-            node_id,
-            nodes = self.nodes.len(),
-            "node added to the cluster"
-        );
     }
 
     /// Returns once this node is a member with a cluster id: at once for
