@@ -80,14 +80,29 @@ fn a_full_disk_refuses_appends_cleanly_and_recovers_when_space_returns() {
         log.poisoned().is_none(),
         "nothing was reserved, so the log is not poisoned"
     );
+    // Still full: refused again, cleanly. A segment's background
+    // allocation in flight at the first refusal may yet have made room for
+    // a batch or two (CI saw one land): each lands densely, and the disk
+    // is soon full again.
+    let mut late = 0;
+    loop {
+        match log.append(&tagged_batch(2, acknowledged, 0)) {
+            Ok(appended) => {
+                assert_eq!(appended.base_offset, 2 * acknowledged);
+                acknowledged += 1;
+                late += 1;
+                assert!(late < 16, "the disk stopped being full");
+            }
+            Err(e) => {
+                assert!(matches!(e, AppendError::Storage(_)), "got {e:?}");
+                break;
+            }
+        }
+    }
+    assert!(log.poisoned().is_none());
     // Everything acknowledged is readable, and the log is dense.
     assert_eq!(read_all(&log, 0, 1 << 20).len() as u64, acknowledged);
     assert_eq!(log.high_watermark(), 2 * acknowledged);
-    // Still full: still refused, still clean.
-    assert!(matches!(
-        log.append(&tagged_batch(2, 0, 0)),
-        Err(AppendError::Storage(_))
-    ));
 
     std::fs::remove_file(&ballast).unwrap();
     let after = log.append(&tagged_batch(2, acknowledged, 0)).unwrap();
