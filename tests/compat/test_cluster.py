@@ -617,6 +617,80 @@ def test_a_reassignment_cancelled_midway_leaves_the_partition_on_its_replicas(cl
     assert again.returncode != 0 and "no reassignment" in again.stderr.lower(), again.stderr
 
 
+def test_a_reassignments_target_replaced_midway_is_carried_out_instead(cluster, tmp_path):
+    """A move stuck on a frozen node is given another target with Kafka's
+    own tool (`--execute --additional`, which Kafka answers by replacing
+    the pending target): the partition ends on the new target with every
+    record, and the frozen node, once back, drops the replica it opened
+    for the old one."""
+    nodes = cluster
+    boot = bootstrap(nodes)
+    admin = AdminClient({"bootstrap.servers": boot})
+    topic = "redirected"
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[topic].result(30)
+    _, md = leaders(admin, topic)
+    home = md.topics[topic].partitions[0].replicas[0]
+    by_id = {n.node_id: n for n in nodes}
+    frozen, spare = [n for n in nodes if n.node_id != home]
+    before, errors = produce(boot, topic, [b"r%05d" % i for i in range(200)])
+    assert errors == [] and len(before) == 200
+
+    frozen.proc.send_signal(signal.SIGSTOP)
+    try:
+        moved = herald_cli(
+            "partition", "reassign", topic, "0", "--replicas", f"{home},{frozen.node_id}",
+            "--bootstrap", by_id[home].bootstrap,
+        )
+        assert moved.returncode == 0, moved.stderr
+        target = [home, spare.node_id]
+        plan = tmp_path / "plan.json"
+        plan.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": topic, "partition": 0, "replicas": target},
+        ]}))
+        replaced = kafka_tool(
+            "reassign.ReassignPartitionsCommand", "--bootstrap-server", by_id[home].bootstrap,
+            "--execute", "--additional", "--reassignment-json-file", str(plan),
+        )
+        assert replaced.returncode == 0, replaced.stdout + replaced.stderr
+        # The new target is carried out with the old one's node still frozen.
+        until("the replaced move completes", lambda: "no reassignment in progress" in herald_cli(
+            "partition", "reassignments", "--bootstrap", by_id[home].bootstrap).stdout, timeout=40)
+    finally:
+        frozen.proc.send_signal(signal.SIGCONT)
+
+    def settled():
+        views = {
+            n.node_id: sorted(AdminClient({"bootstrap.servers": n.bootstrap})
+                              .list_topics(topic, timeout=10).topics[topic].partitions[0].replicas)
+            for n in nodes
+        }
+        gone = not (Path(frozen.data_dir) / f"{topic}-0").exists()
+        return gone and all(v == sorted(target) for v in views.values())
+
+    until("every node names the new replicas and the frozen node's copy is gone", settled, timeout=30)
+    after, errors = produce(boot, topic, [b"s%05d" % i for i in range(100)])
+    assert errors == [] and len(after) == 100
+    seen = consume_all(spare.bootstrap, topic, 1, 300)
+    assert all(seen.get(v) == (p, o) for (p, o, v) in before + after), "every record, through the new replica's node"
+    until("the new replica holds the same bytes",
+          lambda: stored_bytes(spare, topic, 0) == stored_bytes(by_id[home], topic, 0))
+
+    # Kafka's kafka-log-dirs.sh (DescribeLogDirs, which `--execute` asked
+    # too) finds the partition on its two replicas' nodes, the same size
+    # on both, and nowhere else.
+    dirs = kafka_tool("LogDirsCommand", "--bootstrap-server", boot, "--describe", "--topic-list", topic)
+    assert dirs.returncode == 0, dirs.stdout + dirs.stderr
+    report = json.loads(next(l for l in dirs.stdout.splitlines() if l.startswith("{")))
+    sizes = {
+        b["broker"]: [p["size"] for d in b["logDirs"] for p in d["partitions"] if p["partition"] == f"{topic}-0"]
+        for b in report["brokers"]
+    }
+    assert sorted(sizes) == [1, 2, 3], report
+    assert sorted(n for n, found in sizes.items() if found) == sorted(target), report
+    assert sizes[home] == sizes[spare.node_id] and sizes[home][0] > 0, report
+    assert all(d["logDir"].startswith("/") and d["error"] is None for b in report["brokers"] for d in b["logDirs"]), report
+
+
 def earliest(boot, topic):
     """Partition 0's log start offset, as a client reads it from the
     leader (asked again while leadership moves)."""

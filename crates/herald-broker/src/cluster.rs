@@ -874,13 +874,14 @@ impl Cluster {
             .cloned()
             .ok_or_else(unknown)?;
         check_target(&target, &self.placeable_nodes())?;
-        if self.reassignments.lock().contains_key(&set.group) {
-            return Err(BrokerError::ReassignmentInProgress {
-                topic: name.to_owned(),
-                partition,
-            });
-        }
-        if set.nodes.get() == target {
+        // A move in progress is given the new target (Kafka replaces it);
+        // the same target again changes nothing.
+        let pending = self
+            .reassignments
+            .lock()
+            .get(&set.group)
+            .map(|p| p.target.clone());
+        if pending.unwrap_or_else(|| set.nodes.get()) == target {
             return Ok(());
         }
         let request = Uuid::new_v4().as_u128();
@@ -1446,19 +1447,18 @@ impl Cluster {
             .replica_set()
             .map(|set| set.nodes.get())
             .unwrap_or_default();
-        self.reassignments.lock().insert(
+        let replacing = self.record_move(Reassignment {
+            topic: name.to_owned(),
+            id,
+            partition,
             group,
-            Reassignment {
-                topic: name.to_owned(),
-                id,
-                partition,
-                group,
-                from,
-                target: target.clone(),
-            },
-        );
+            from,
+            target: target.clone(),
+        });
         let me = self.config.node_id;
         let replica = match current.raft_replica() {
+            // Its task carries out whatever target is pending.
+            Some(_) if replacing => return Ok(()),
             Some(replica) => Arc::clone(replica),
             None if target.contains(&me) => {
                 let assignment = ReplicaAssignment {
@@ -1492,6 +1492,31 @@ impl Cluster {
         };
         self.drive_reassignment(group, replica);
         Ok(())
+    }
+
+    /// Records `moving` as its group's pending move; a move already
+    /// pending keeps the replicas it started from and takes the new
+    /// target. Answers whether one was pending (its replicas' tasks
+    /// carry out the new target).
+    fn record_move(&self, moving: Reassignment) -> bool {
+        let mut pending = self.reassignments.lock();
+        match pending.get_mut(&moving.group) {
+            Some(existing) => {
+                tracing::info!(
+                    topic = moving.topic,
+                    partition = moving.partition,
+                    from = ?existing.target,
+                    to = ?moving.target,
+                    "a reassignment in progress takes a new target"
+                );
+                existing.target = moving.target;
+                true
+            }
+            None => {
+                pending.insert(moving.group, moving);
+                false
+            }
+        }
     }
 
     /// Carries out the reassignment of `group` whenever this replica leads

@@ -65,14 +65,6 @@ pub enum BrokerError {
     /// No node of this id is in the cluster.
     #[error("node {0} is not in the cluster")]
     UnknownNode(u64),
-    /// The partition is being reassigned already.
-    #[error("partition {partition} of topic {topic} is being reassigned already")]
-    ReassignmentInProgress {
-        /// Topic name.
-        topic: String,
-        /// Partition index.
-        partition: u32,
-    },
     /// No reassignment of the partition is in progress (to cancel).
     #[error("no reassignment of partition {partition} of topic {topic} is in progress")]
     NoReassignmentInProgress {

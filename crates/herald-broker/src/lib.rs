@@ -28,6 +28,7 @@ pub mod cluster;
 pub mod cluster_nodes;
 pub mod config;
 mod dir_lock;
+pub mod disk_space;
 pub mod error;
 #[cfg(feature = "cluster")]
 pub mod forwarding;

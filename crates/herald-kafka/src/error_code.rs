@@ -77,7 +77,6 @@ pub fn broker(e: &BrokerError) -> i16 {
         BrokerError::ClusterUnavailable(_) => ResponseError::RequestTimedOut,
         BrokerError::NotInCluster(_) => ResponseError::UnsupportedVersion,
         BrokerError::InvalidReplicaAssignment(_) => ResponseError::InvalidReplicaAssignment,
-        BrokerError::ReassignmentInProgress { .. } => ResponseError::ReassignmentInProgress,
         BrokerError::NoReassignmentInProgress { .. } => ResponseError::NoReassignmentInProgress,
         BrokerError::NodeExists { .. } => ResponseError::DuplicateVoter,
         BrokerError::InvalidNode(_) => ResponseError::InvalidRequest,

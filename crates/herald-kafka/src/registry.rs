@@ -243,6 +243,8 @@ registry! {
         |call, request| call.respond(&create_partitions::handle(call.ctx, call.session, request, call.version, call.client_id()).await);
     IncrementalAlterConfigs(IncrementalAlterConfigsRequest), versions 0..=1, schema incremental_alter_configs,
         |call, request| call.respond(&incremental_alter_configs::handle(call.ctx, call.session, request, call.version).await);
+    DescribeLogDirs(DescribeLogDirsRequest), versions 1..=4, schema describe_log_dirs,
+        |call, request| call.respond(&describe_log_dirs::handle(call.ctx, call.session, request, call.version));
     DescribeCluster(DescribeClusterRequest), versions 0..=2, schema describe_cluster,
         |call, request| call.respond(&describe_cluster::handle(call.ctx, call.session, request, call.version));
     AlterPartitionReassignments(AlterPartitionReassignmentsRequest), versions 0..=1, schema alter_partition_reassignments,

@@ -149,6 +149,11 @@ pub(crate) fn populated(key: ApiKey, version: i16) -> (Vec<u8>, bool) {
                     ])
             ])),
         ApiKey::DescribeCluster => enc!(DescribeClusterRequest::default()),
+        ApiKey::DescribeLogDirs => enc!(DescribeLogDirsRequest::default().with_topics(Some(vec![
+            describe_log_dirs_request::DescribableLogDirTopic::default()
+                .with_topic(TopicName(s("orders")))
+                .with_partitions(vec![0, 2]),
+        ]))),
         ApiKey::FindCoordinator => {
             let r = FindCoordinatorRequest::default();
             if version >= 4 {

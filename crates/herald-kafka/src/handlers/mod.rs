@@ -43,6 +43,7 @@ pub mod describe_client_quotas;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
+pub mod describe_log_dirs;
 pub mod describe_quorum;
 pub mod describe_user_scram_credentials;
 pub mod fetch;
