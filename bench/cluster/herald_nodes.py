@@ -21,9 +21,10 @@ HERALD = Path(os.environ.get("HERALD_BIN", ROOT / "target" / "release" / "herald
 class Herald:
     """`nodes` herald processes, data under `work`."""
 
-    def __init__(self, nodes, work):
+    def __init__(self, nodes, work, extra_args=()):
         self.nodes = nodes
         self.work = Path(work)
+        self.extra_args = list(extra_args)
         self.procs = {}
         self.kafka_ports = [procs.free_port() for _ in range(nodes)]
 
@@ -38,7 +39,7 @@ class Herald:
                 str(HERALD), "serve", "--data-dir", str(self.work / f"n{node_id}"),
                 "--kafka-listen", f"127.0.0.1:{self.kafka_ports[i]}",
                 "--admin-listen", "127.0.0.1:0", "--push-listen", "127.0.0.1:0",
-                "--log-level", "warn",
+                "--log-level", "warn", *self.extra_args,
             ]
             if self.nodes > 1:
                 args += ["--node-id", str(node_id), "--cluster-listen", f"127.0.0.1:{raft[i]}",

@@ -32,7 +32,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use herald_log::{FlushPolicy, LogConfig};
 use herald_raft::network::{GroupRouter, MAX_FRAME_BYTES};
-use herald_raft::openraft::BasicNode;
+use herald_raft::openraft::{BasicNode, ChangeMembers};
 use herald_raft::PartitionReplica;
 pub use herald_raft::RaftTiming;
 use herald_records::{BatchBuilder, RecordFields};
@@ -373,6 +373,10 @@ pub struct Cluster {
     forwarder: Arc<Forwarder>,
     /// Reassignments started and not completed, by Raft group.
     reassignments: parking_lot::Mutex<BTreeMap<u64, Reassignment>>,
+    /// The replica (by address) whose task drives each group's move here:
+    /// one task per group, which a later replica of the group supersedes.
+    /// Locked after `reassignments` where both are held.
+    drivers: parking_lot::Mutex<HashMap<u64, usize>>,
     /// Proposers waiting for their command to be applied here.
     waiting: parking_lot::Mutex<HashMap<u128, oneshot::Sender<Result<Applied, BrokerError>>>>,
     /// Every node's Kafka listeners by name, as the nodes advertised them.
@@ -531,6 +535,7 @@ impl Cluster {
             hints,
             offsets,
             reassignments: parking_lot::Mutex::new(BTreeMap::new()),
+            drivers: parking_lot::Mutex::new(HashMap::new()),
             forwarder,
             waiting: parking_lot::Mutex::new(HashMap::new()),
             endpoints: parking_lot::RwLock::new(BTreeMap::new()),
@@ -1041,6 +1046,7 @@ impl Cluster {
         let _applying = self.applying.lock().await;
         let previous = *self.applied_through.borrow();
         let mut imaged = false;
+        let mut commands = false;
         for command in decode_commands(&entry.batch) {
             match command {
                 Command::Image { as_of, image } => {
@@ -1048,11 +1054,16 @@ impl Cluster {
                         .apply_image(broker, previous, as_of, &entry, *image)
                         .await;
                 }
-                command => self.apply(broker, command).await,
+                command => {
+                    commands = true;
+                    self.apply(broker, command).await;
+                }
             }
         }
         if !imaged {
-            self.images.lock().applied(entry.batch.len() as u64);
+            self.images
+                .lock()
+                .applied(entry.index, entry.batch.len() as u64, commands);
         }
         self.applied_through.send_replace(entry.index);
     }
@@ -1099,7 +1110,7 @@ impl Cluster {
                 target,
             } => {
                 let result = self
-                    .start_reassignment(broker, &name, id, partition, group, target)
+                    .start_reassignment(broker, &name, id, partition, group, target, &[])
                     .await;
                 if let Err(e) = &result {
                     tracing::warn!(topic = name, partition, error = %e, "a reassignment could not start here");
@@ -1426,8 +1437,11 @@ impl Cluster {
     }
 
     /// Applies a `Reassign`: records it, opens this node's new replica if
-    /// the target adds one here, and has every replica watch for the
-    /// moment it leads the group, to carry the change out.
+    /// the target adds one here (or `added_before`, from a metadata
+    /// image: the nodes earlier targets of the move added), and has every
+    /// replica watch for the moment it leads the group, to carry the
+    /// change out.
+    #[allow(clippy::too_many_arguments)]
     async fn start_reassignment(
         self: &Arc<Self>,
         broker: &Arc<Broker>,
@@ -1436,10 +1450,11 @@ impl Cluster {
         partition: u32,
         group: u64,
         target: Vec<u64>,
+        added_before: &[u64],
     ) -> Result<(), BrokerError> {
         if name == OFFSETS_TOPIC {
             return self
-                .start_offsets_reassignment(broker, partition, group, target)
+                .start_offsets_reassignment(broker, partition, group, target, added_before)
                 .await;
         }
         let (topic, current) = replicated_partition(broker, name, id, partition)?;
@@ -1447,20 +1462,20 @@ impl Cluster {
             .replica_set()
             .map(|set| set.nodes.get())
             .unwrap_or_default();
-        let replacing = self.record_move(Reassignment {
+        let added = moved_onto(&from, &target, added_before);
+        self.record_move(Reassignment {
             topic: name.to_owned(),
             id,
             partition,
             group,
             from,
             target: target.clone(),
+            added,
         });
         let me = self.config.node_id;
         let replica = match current.raft_replica() {
-            // Its task carries out whatever target is pending.
-            Some(_) if replacing => return Ok(()),
             Some(replica) => Arc::clone(replica),
-            None if target.contains(&me) => {
+            None if target.contains(&me) || added_before.contains(&me) => {
                 let assignment = ReplicaAssignment {
                     group,
                     nodes: target.clone(),
@@ -1495,10 +1510,9 @@ impl Cluster {
     }
 
     /// Records `moving` as its group's pending move; a move already
-    /// pending keeps the replicas it started from and takes the new
-    /// target. Answers whether one was pending (its replicas' tasks
-    /// carry out the new target).
-    fn record_move(&self, moving: Reassignment) -> bool {
+    /// pending keeps the replicas it started from, takes the new target,
+    /// and adds the nodes it names to those the move added.
+    fn record_move(&self, moving: Reassignment) {
         let mut pending = self.reassignments.lock();
         match pending.get_mut(&moving.group) {
             Some(existing) => {
@@ -1509,12 +1523,14 @@ impl Cluster {
                     to = ?moving.target,
                     "a reassignment in progress takes a new target"
                 );
+                existing.added = moved_onto(&existing.from, &moving.target, &[])
+                    .union(&existing.added)
+                    .copied()
+                    .collect();
                 existing.target = moving.target;
-                true
             }
             None => {
                 pending.insert(moving.group, moving);
-                false
             }
         }
     }
@@ -1522,6 +1538,15 @@ impl Cluster {
     /// Carries out the reassignment of `group` whenever this replica leads
     /// it, until the reassignment is recorded complete.
     fn drive_reassignment(self: &Arc<Self>, group: u64, replica: Arc<PartitionReplica>) {
+        let key = Arc::as_ptr(&replica) as usize;
+        {
+            let mut drivers = self.drivers.lock();
+            if drivers.get(&group) == Some(&key) {
+                // Its task is running and carries out whatever is pending.
+                return;
+            }
+            drivers.insert(group, key);
+        }
         let cluster = Arc::downgrade(self);
         let stop = self.stop.clone();
         tokio::spawn(async move {
@@ -1529,8 +1554,21 @@ impl Cluster {
                 let Some(this) = cluster.upgrade() else {
                     return;
                 };
-                let Some(pending) = this.reassignments.lock().get(&group).cloned() else {
-                    return;
+                let pending = {
+                    // Under both locks, so that a move recorded after this
+                    // look finds no task and starts one.
+                    let reassignments = this.reassignments.lock();
+                    let mut drivers = this.drivers.lock();
+                    if drivers.get(&group) != Some(&key) {
+                        return;
+                    }
+                    match reassignments.get(&group) {
+                        Some(pending) => pending.clone(),
+                        None => {
+                            drivers.remove(&group);
+                            return;
+                        }
+                    }
                 };
                 if replica.is_leader() {
                     // Bounded, so a cancellation (which changes the target)
@@ -1585,22 +1623,47 @@ impl Cluster {
         replica: &PartitionReplica,
         pending: &Reassignment,
     ) -> Result<(), String> {
-        use herald_raft::openraft::async_runtime::WatchReceiver;
-        let (voters, learners): (BTreeSet<u64>, BTreeSet<u64>) = {
-            let metrics = replica.raft().metrics();
-            let watched = metrics.borrow_watched();
-            let membership = watched.membership_config.membership();
-            (
-                membership.voter_ids().collect(),
-                membership.learner_ids().collect(),
-            )
-        };
+        let (voters, learners) = group_members(replica);
         let target: BTreeSet<u64> = pending.target.iter().copied().collect();
         if voters == target && learners.is_subset(&target) {
             return Ok(());
         }
-        let joining: BTreeSet<u64> = target.difference(&voters).copied().collect();
-        for node in joining.difference(&learners) {
+        if voters != target {
+            self.change_voters(replica, pending, &target, &voters, &learners)
+                .await?;
+        }
+        // Replacing the voters keeps every learner: one a replaced or
+        // cancelled target added would be sent the log for good.
+        let (_, learners) = group_members(replica);
+        let stray: BTreeSet<u64> = learners.difference(&target).copied().collect();
+        if !stray.is_empty() {
+            replica
+                .raft()
+                .change_membership(ChangeMembers::RemoveNodes(stray.clone()), false)
+                .await
+                .map_err(|e| format!("dropping learners outside the target: {e}"))?;
+            tracing::info!(
+                topic = pending.topic,
+                partition = pending.partition,
+                learners = ?stray,
+                "learners outside the reassignment's target dropped"
+            );
+        }
+        Ok(())
+    }
+
+    /// Makes `target` the voters of `replica`'s group: its new nodes
+    /// join as learners, catch up, and then the voters change at once.
+    async fn change_voters(
+        &self,
+        replica: &PartitionReplica,
+        pending: &Reassignment,
+        target: &BTreeSet<u64>,
+        voters: &BTreeSet<u64>,
+        learners: &BTreeSet<u64>,
+    ) -> Result<(), String> {
+        let joining: BTreeSet<u64> = target.difference(voters).copied().collect();
+        for node in joining.difference(learners) {
             let addr = self
                 .nodes
                 .raft_address(*node)
@@ -1620,7 +1683,7 @@ impl Cluster {
         caught_up(replica, &joining, still_pending).await?;
         replica
             .raft()
-            .change_membership(target, false)
+            .change_membership(target.clone(), false)
             .await
             .map_err(|e| format!("changing the voters: {e}"))?;
         Ok(())
@@ -1818,6 +1881,18 @@ pub const IN_SYNC_CHECK: Duration = Duration::from_millis(500);
 
 /// Each follower's progress as the leader's Raft reports it (empty on a
 /// follower).
+/// The voters and the learners of `replica`'s group, as it knows them.
+fn group_members(replica: &PartitionReplica) -> (BTreeSet<u64>, BTreeSet<u64>) {
+    use herald_raft::openraft::async_runtime::WatchReceiver;
+    let metrics = replica.raft().metrics();
+    let watched = metrics.borrow_watched();
+    let membership = watched.membership_config.membership();
+    (
+        membership.voter_ids().collect(),
+        membership.learner_ids().collect(),
+    )
+}
+
 fn follower_progress(
     metrics: &herald_raft::openraft::RaftMetrics<herald_raft::PartitionRaft>,
 ) -> BTreeMap<u64, FollowerProgress> {
@@ -1910,6 +1985,11 @@ pub struct Reassignment {
     pub from: Vec<u64>,
     /// The replicas it is to have.
     pub target: Vec<u64>,
+    /// Every node outside `from` that any target of this move named (a
+    /// replaced or cancelled target's too): each may hold a replica the
+    /// move opened, which its end discards unless the final target keeps
+    /// it.
+    pub added: BTreeSet<u64>,
 }
 
 /// Topic `name` (of id `id`, not a newer topic of that name) and its
@@ -1961,6 +2041,17 @@ fn place_replicas(
 /// The tombstone that marks this node's replica of `group` as moved away
 /// by a reassignment.
 /// Marks this node's replica of `group` as moved away, for good.
+/// The nodes a move from `from` to `target` adds, with `earlier` (nodes
+/// earlier targets of the same move added).
+fn moved_onto(from: &[u64], target: &[u64], earlier: &[u64]) -> BTreeSet<u64> {
+    target
+        .iter()
+        .chain(earlier)
+        .filter(|node| !from.contains(node))
+        .copied()
+        .collect()
+}
+
 fn leave_tombstone(data_dir: &std::path::Path, group: u64) -> Result<(), BrokerError> {
     let tombstone = moved_away(data_dir, group);
     if let Some(parent) = tombstone.parent() {
@@ -2064,6 +2155,21 @@ fn random_u64() -> Result<u64, BrokerError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_moves_added_nodes_are_those_its_targets_named_outside_its_replicas() {
+        assert_eq!(moved_onto(&[1, 2, 3], &[1, 2, 4], &[]), BTreeSet::from([4]));
+        // A replaced target's node stays among them: it may hold a replica.
+        assert_eq!(
+            moved_onto(&[1, 2, 3], &[1, 2, 5], &[4]),
+            BTreeSet::from([4, 5])
+        );
+        // Cancelled: back to its replicas, the nodes it added still named.
+        assert_eq!(
+            moved_onto(&[1, 2, 3], &[1, 2, 3], &[4]),
+            BTreeSet::from([4])
+        );
+    }
 
     #[test]
     fn advertised_listeners_survive_the_metadata_log_and_a_malformed_one_is_left_out() {

@@ -9,19 +9,19 @@
 //! snapshots its metadata the same way, as the records that rebuild it.
 //!
 //! An image is taken between two entries, under the applying lock, and
-//! says which entry it follows (`as_of`). It is valid only where it lands
-//! right after that entry, with no command in between: a node applying the
-//! log in order either has applied exactly `as_of` before it (it passes
-//! over the image, which is what it holds already), or has applied more
-//! (a command got in between; the image is stale and passed over), or
-//! less: it starts applying at the image (a restart after compaction, or a
-//! new node sent the leader's snapshot) and takes the image as its state.
+//! says which entry it follows (`as_of`). It is valid only where no entry
+//! with commands lies between that entry and the image. A node that has
+//! applied `as_of` passes over the image: it holds that state already (or,
+//! if a command got in between, the image is stale). A node that has not
+//! starts applying at the image (a restart after compaction, or a new node
+//! sent the leader's snapshot) and takes the image as its state.
 //!
 //! The log is cut at an image only once every member of the metadata group
-//! holds the image, so a running node is never sent a snapshot that would
-//! skip commands it has not applied: only a node starting from nothing
-//! (or from its own copy of the image) begins at one. A member that is
-//! down holds compaction back until it returns or is removed.
+//! holds the image, and while no node is being added, so a running node is
+//! never sent a snapshot that would skip commands it has not applied: only
+//! a node starting from nothing (or from its own copy of the image) begins
+//! at one. A member that is down holds compaction back until it returns or
+//! is removed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Weak};
@@ -80,6 +80,9 @@ struct PendingMove {
     partition: u32,
     group: u64,
     target: Vec<u64>,
+    /// Nodes the move's targets added (replaced or cancelled ones too):
+    /// each may hold a replica the move opened, which its end discards.
+    added: Vec<u64>,
 }
 
 /// Where the last image is, and how much the log took since.
@@ -89,6 +92,9 @@ pub(super) struct ImageProgress {
     latest: Option<WrittenImage>,
     /// Bytes of entries applied since it (or since this node started).
     since: u64,
+    /// The last entry applied that carried commands (an image, or a
+    /// DeleteRecords, changes no state).
+    last_command: u64,
     /// Its own size.
     size: u64,
     /// Images passed over (overtaken) since the last valid one: each
@@ -108,9 +114,13 @@ struct WrittenImage {
 }
 
 impl ImageProgress {
-    /// Counts an entry of `bytes` applied.
-    pub(super) fn applied(&mut self, bytes: u64) {
+    /// Counts entry `index` of `bytes` applied, `commands` if it carried
+    /// any.
+    pub(super) fn applied(&mut self, index: u64, bytes: u64, commands: bool) {
         self.since += bytes;
+        if commands {
+            self.last_command = index;
+        }
     }
 
     /// Whether a new image is due, with `between` bytes wanted between two.
@@ -132,6 +142,8 @@ enum CompactionWait {
     NotHeld(u64),
     #[error("the image ({0} bytes) is larger than a metadata entry may be")]
     TooLarge(usize),
+    #[error("a node is being added")]
+    Joining,
     #[error("{0}")]
     Metadata(String),
 }
@@ -149,7 +161,8 @@ impl Cluster {
         entry: &AppliedEntry,
         image: MetadataImage,
     ) -> bool {
-        if previous > as_of {
+        let last_command = self.images.lock().last_command;
+        if previous >= as_of && last_command > as_of {
             tracing::debug!(
                 index = entry.index,
                 as_of,
@@ -160,12 +173,12 @@ impl Cluster {
         }
         if previous < as_of {
             if previous != 0 {
-                // Compaction waits for every member, so only a node that
-                // lost its log's tail could get here.
+                // Compaction waits for every member and every addition, so
+                // only a node added as it happened should get here.
                 tracing::warn!(
                     previous,
                     as_of,
-                    "this node missed metadata commands its image covers: it takes the image as it is"
+                    "this node applied part of the metadata log before the leader's snapshot reached it: it takes the image over its state"
                 );
             }
             let topics = image.topics.len();
@@ -218,16 +231,39 @@ impl Cluster {
             tracing::error!(error = %e, "the image's users, ACLs and quotas could not be stored");
         }
         if let Some(partitions) = image.offsets {
-            if let Err(e) = self.install_offsets(broker, partitions).await {
+            if self.offsets.installed() {
+                // Applied over a state: the replicas as the image has them,
+                // where this node holds none (those it holds move through
+                // their own groups' ends).
+                for (index, assignment) in partitions.into_iter().enumerate() {
+                    if self.offsets.replica(index).is_none() {
+                        self.offsets.set_nodes(index, assignment.nodes);
+                    }
+                }
+            } else if let Err(e) = self.install_offsets(broker, partitions).await {
                 tracing::error!(error = %e, "the offsets partitions could not be opened");
             }
         }
+        let held: BTreeMap<String, TopicRecord> = broker
+            .replicated_topic_records()
+            .into_iter()
+            .map(|record| (record.name.clone(), record))
+            .collect();
+        self.drop_topics_the_image_lacks(broker, &held, &image.topics)
+            .await;
         for record in image.topics {
+            if held.get(&record.name) == Some(&record) {
+                continue;
+            }
             let name = record.name.clone();
             if let Err(e) = self.install_topic(broker, record).await {
                 tracing::warn!(topic = name, error = %e, "a replicated topic could not be installed");
             }
         }
+        let moving: BTreeSet<u64> = image.moves.iter().map(|m| m.group).collect();
+        self.reassignments
+            .lock()
+            .retain(|group, _| moving.contains(group));
         for moving in image.moves {
             if let Err(e) = self
                 .start_reassignment(
@@ -237,10 +273,46 @@ impl Cluster {
                     moving.partition,
                     moving.group,
                     moving.target,
+                    &moving.added,
                 )
                 .await
             {
                 tracing::warn!(topic = moving.topic, partition = moving.partition, error = %e, "a reassignment could not start here");
+            }
+        }
+    }
+
+    /// Where an image is applied over a state (a node that applied part of
+    /// the log before it was sent the leader's snapshot): drops each topic
+    /// `held` here that the image lacks or has otherwise, so that the
+    /// image's is installed in its place. A topic with a replica here is
+    /// kept as it is (only a node that holds none, one being added, can
+    /// get here: compaction waits for every member and every addition).
+    async fn drop_topics_the_image_lacks(
+        self: &Arc<Self>,
+        broker: &Arc<Broker>,
+        held: &BTreeMap<String, TopicRecord>,
+        wanted: &[TopicRecord],
+    ) {
+        for (name, record) in held {
+            if wanted.iter().any(|w| w == record) {
+                continue;
+            }
+            let replicas_here = broker.topic(name).is_some_and(|topic| {
+                topic
+                    .partitions()
+                    .iter()
+                    .any(|p| p.raft_replica().is_some())
+            });
+            if replicas_here {
+                tracing::warn!(
+                    topic = name,
+                    "this node holds replicas of a topic the metadata image has otherwise: kept as it is; restart the node to take the image"
+                );
+                continue;
+            }
+            if let Err(e) = self.remove_topic(broker, name, record.id).await {
+                tracing::warn!(topic = name, error = %e, "a topic the metadata image lacks could not be dropped");
             }
         }
     }
@@ -281,6 +353,7 @@ impl Cluster {
                     partition: pending.partition,
                     group: pending.group,
                     target: pending.target.clone(),
+                    added: pending.added.iter().copied().collect(),
                 })
                 .collect(),
         }
@@ -308,6 +381,12 @@ impl Cluster {
 
     /// One step of the metadata log's compaction.
     async fn compact_metadata(&self, broker: &Broker) -> Result<(), CompactionWait> {
+        if !self.joins.lock().is_empty() {
+            // A node being added may have applied part of the log: were
+            // it cut now, that node would be sent a snapshot over what it
+            // holds.
+            return Err(CompactionWait::Joining);
+        }
         let (latest, due, since) = {
             let progress = self.images.lock();
             (
@@ -335,6 +414,11 @@ impl Cluster {
         if !due {
             return Ok(());
         }
+        if self.applying_behind() {
+            // Entries not applied yet would land before the image and
+            // make it stale.
+            return Ok(());
+        }
         let (as_of, image) = {
             let _applying = self.applying.lock().await;
             (*self.applied_through.borrow(), self.take_image(broker))
@@ -356,6 +440,18 @@ impl Cluster {
             .map_err(|e| CompactionWait::Metadata(e.to_string()))?;
         tracing::info!(as_of, bytes, "metadata image written");
         Ok(())
+    }
+
+    /// Whether this node's log holds entries its applying task has not
+    /// applied yet.
+    fn applying_behind(&self) -> bool {
+        use herald_raft::openraft::async_runtime::WatchReceiver;
+        let metrics = self.metadata.raft().metrics();
+        let now = metrics.borrow_watched();
+        let applied = now.last_applied.map(|id| id.index);
+        now.last_log_index != applied
+            || self.handed_over.load(std::sync::atomic::Ordering::Acquire)
+                > *self.applied_through.borrow()
     }
 
     /// A member of the metadata group (voter or learner) whose log does
@@ -393,15 +489,24 @@ mod tests {
     #[test]
     fn an_image_is_due_after_the_configured_bytes_or_its_own_size_whichever_is_more() {
         let mut progress = ImageProgress::default();
-        progress.applied(4095);
+        progress.applied(1, 4095, true);
         assert!(!progress.due(4096));
-        progress.applied(1);
+        progress.applied(2, 1, true);
         assert!(progress.due(4096));
         // A large state: the log takes as much again before the next image.
         progress.size = 10_000;
         assert!(!progress.due(4096));
-        progress.applied(5_904);
+        progress.applied(3, 5_904, true);
         assert!(progress.due(4096));
+    }
+
+    #[test]
+    fn only_entries_with_commands_move_the_last_command() {
+        let mut progress = ImageProgress::default();
+        progress.applied(7, 100, true);
+        progress.applied(8, 100, false);
+        assert_eq!(progress.last_command, 7);
+        assert_eq!(progress.since, 200);
     }
 
     #[test]
@@ -413,7 +518,7 @@ mod tests {
         assert!(progress.due(8_192));
         progress.passed_over = 1;
         assert!(!progress.due(8_192));
-        progress.applied(8_192);
+        progress.applied(1, 8_192, false);
         assert!(progress.due(8_192));
         progress.passed_over = 40;
         progress.since = 8_192 << MAX_DOUBLINGS;

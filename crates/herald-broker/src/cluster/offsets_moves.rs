@@ -97,23 +97,24 @@ impl Cluster {
         partition: u32,
         group: u64,
         target: Vec<u64>,
+        added_before: &[u64],
     ) -> Result<(), BrokerError> {
         let index = partition as usize;
         let from = self.offsets_replicas(partition).unwrap_or_default();
-        let replacing = self.record_move(Reassignment {
+        let added = super::moved_onto(&from, &target, added_before);
+        self.record_move(Reassignment {
             topic: OFFSETS_TOPIC.to_owned(),
             id: Uuid::nil(),
             partition,
             group,
             from,
             target: target.clone(),
+            added,
         });
         let me = self.config.node_id;
         let replica = match self.offsets.replica(index) {
-            // Its task carries out whatever target is pending.
-            Some(_) if replacing => return Ok(()),
             Some(replica) => replica,
-            None if target.contains(&me) => {
+            None if target.contains(&me) || added_before.contains(&me) => {
                 let data_dir = &broker.config().data_dir;
                 let tombstone = moved_away(data_dir, group);
                 if let Err(e) = std::fs::remove_file(&tombstone) {
