@@ -115,6 +115,9 @@ class HeraldBroker:
         # The push listener (gRPC, WebSocket, SSE), on a port of its own.
         self.push_port = free_port()
         self.push_address = f"127.0.0.1:{self.push_port}"
+        # The admin listener (metrics, the admin API under /v1/).
+        self.admin_port = free_port()
+        self.admin_address = f"127.0.0.1:{self.admin_port}"
         self.proc = None
         self.starts = 0
         self.ready_once = False
@@ -127,10 +130,9 @@ class HeraldBroker:
             str(self.data_dir),
             "--kafka-listen",
             self.bootstrap,
-            # Any free port: the default admin port may be taken, and the
-            # suite never needs it here.
+            # A free port: the default admin port may be taken.
             "--admin-listen",
-            "127.0.0.1:0",
+            self.admin_address,
             "--push-listen",
             self.push_address,
             *self.extra_args,
@@ -160,6 +162,8 @@ class HeraldBroker:
                     self.bootstrap = f"127.0.0.1:{self.port}"
                     self.push_port = free_port()
                     self.push_address = f"127.0.0.1:{self.push_port}"
+                    self.admin_port = free_port()
+                    self.admin_address = f"127.0.0.1:{self.admin_port}"
 
     def _start_once(self):
         assert self.proc is None, "broker already running"

@@ -20,10 +20,16 @@ pub enum Answer {
     /// A scrape: run [`scrape`] (it may block) and answer with
     /// [`metrics_response`].
     Scrape,
+    /// A call of the admin API (`/v1/...`): answered by
+    /// [`crate::api::handle`], which reads the body and may wait.
+    Api,
 }
 
 /// The answer to `request`.
 pub fn respond<B>(state: &AdminState, request: &Request<B>) -> Answer {
+    if request.uri().path().starts_with("/v1/") {
+        return Answer::Api;
+    }
     if request.method() != Method::GET && request.method() != Method::HEAD {
         return Answer::Now(text(StatusCode::METHOD_NOT_ALLOWED, "only GET is served\n"));
     }
@@ -44,7 +50,7 @@ pub fn respond<B>(state: &AdminState, request: &Request<B>) -> Answer {
         },
         _ => text(
             StatusCode::NOT_FOUND,
-            "not found: try /metrics, /health or /ready\n",
+            "not found: try /metrics, /health, /ready or the API under /v1/\n",
         ),
     })
 }

@@ -15,6 +15,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::api::OpenedBroker;
 use crate::readiness::Readiness;
 use crate::routes;
 
@@ -36,6 +37,8 @@ pub struct AdminState {
     pub refresh: ScrapeRefresh,
     /// Answer of `/ready`.
     pub readiness: Readiness,
+    /// The broker the API under `/v1/` acts on, once it is open.
+    pub broker: OpenedBroker,
 }
 
 impl std::fmt::Debug for AdminState {
@@ -55,12 +58,14 @@ pub struct AdminServer {
 
 impl AdminServer {
     /// Binds `addr`; `/ready` answers from `readiness`, `/metrics` renders
-    /// `metrics` after calling `refresh`.
+    /// `metrics` after calling `refresh`, and the API under `/v1/` acts on
+    /// `broker` once it is set.
     pub async fn bind(
         addr: SocketAddr,
         metrics: Arc<Metrics>,
         refresh: ScrapeRefresh,
         readiness: Readiness,
+        broker: OpenedBroker,
     ) -> std::io::Result<Self> {
         let listener = TcpListener::bind(addr).await?;
         Ok(Self {
@@ -69,6 +74,7 @@ impl AdminServer {
                 metrics,
                 refresh,
                 readiness,
+                broker,
             }),
         })
     }
@@ -116,6 +122,7 @@ async fn serve_connection(stream: tokio::net::TcpStream, peer: SocketAddr, state
         async move {
             let response = match answer {
                 routes::Answer::Now(response) => response,
+                routes::Answer::Api => crate::api::handle(&state.broker, request).await,
                 // The refresh samples the broker and may wait for the group
                 // coordinator: keep it off the runtime's worker threads.
                 routes::Answer::Scrape => {

@@ -1,7 +1,11 @@
 //! The broker core: the topic registry over the durable metadata store, and
 //! the operations front ends call (topic admin, producer ids, maintenance).
 
-use std::collections::{BTreeMap, HashMap};
+mod restore;
+
+pub use restore::TopicRestore;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -17,6 +21,7 @@ use crate::partition_dirs::{discard_partitions, open_new_partitions, open_topic,
 use crate::producer_ids::ProducerIdAllocator;
 use crate::producer_snapshot;
 use crate::security::Security;
+use crate::snapshots::Snapshots;
 use crate::tenant_caps::{self, CapExceeded, TenantCaps, TenantConnection};
 use crate::topic::{validate_topic_name, Topic};
 use crate::topic_config::TopicConfig;
@@ -82,6 +87,10 @@ pub struct Broker {
     quotas: ArcSwap<QuotaState>,
     quota_buckets: QuotaBuckets,
     tenant_caps: TenantCaps,
+    /// Snapshots of topics, their view topics and the cut gate.
+    snapshots: Snapshots,
+    /// Names of topics being restored from a backup (reserved until done).
+    restoring: Mutex<HashSet<String>>,
     /// The cluster this node belongs to, once started.
     #[cfg(feature = "cluster")]
     cluster: std::sync::OnceLock<Arc<crate::cluster::Cluster>>,
@@ -156,7 +165,12 @@ impl Broker {
             "broker opened"
         );
         let security = Security::new(config.security.clone(), metadata.security.clone(), secret);
+        let snapshots = Snapshots::open(&config.data_dir, &|name| {
+            registry.by_name.get(name).cloned()
+        })?;
         Ok(Arc::new(Self {
+            snapshots,
+            restoring: Mutex::new(HashSet::new()),
             cluster_id: metadata.cluster_id.clone(),
             security,
             quotas: ArcSwap::from_pointee(metadata.quotas.clone()),
@@ -175,6 +189,12 @@ impl Broker {
             cluster: std::sync::OnceLock::new(),
             _lock: lock,
         }))
+    }
+
+    /// Snapshots of topics: taking, listing and deleting them, their view
+    /// topics, and the gate answers that show records pass.
+    pub fn snapshots(&self) -> &Snapshots {
+        &self.snapshots
     }
 
     /// The configuration the broker was opened with.
@@ -262,7 +282,7 @@ impl Broker {
         )?
         .inheriting(inherited_configs(&admin.metadata.security, name));
         config.log_config(&self.config.log_defaults)?;
-        if admin.metadata.topics.contains_key(name) {
+        if admin.metadata.topics.contains_key(name) || self.restoring.lock().contains(name) {
             return Err(BrokerError::TopicExists {
                 name: name.to_owned(),
             });
@@ -509,6 +529,12 @@ impl Broker {
                 name: name.to_owned(),
             });
         };
+        if let Some(snapshot) = self.snapshots.pinning(record.id) {
+            return Err(BrokerError::TopicPinned {
+                topic: name.to_owned(),
+                snapshot,
+            });
+        }
         let topic = self.unregister_topic(&mut admin, name, record.id)?;
         if let Some(topic) = topic {
             let partitions = topic.partitions().as_ref().clone();
@@ -844,6 +870,7 @@ impl Broker {
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
         let expiration_ms =
             i64::try_from(self.config.producer_id_expiration.as_millis()).unwrap_or(i64::MAX);
+        self.snapshots.expire(now);
         for topic in self.topics() {
             for partition in topic.partitions().iter() {
                 if let Err(e) = partition.maintain(now) {

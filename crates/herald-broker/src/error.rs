@@ -79,6 +79,22 @@ pub enum BrokerError {
         /// Topic name.
         name: String,
     },
+    /// The topic's records are pinned by a snapshot, which must be deleted
+    /// first.
+    #[error("topic {topic} is pinned by snapshot {snapshot}; delete the snapshot first")]
+    TopicPinned {
+        /// The topic.
+        topic: String,
+        /// A snapshot pinning it.
+        snapshot: String,
+    },
+    /// A backup could not be restored (it is inconsistent, or its records
+    /// could not be written); nothing was created.
+    #[error("cannot restore: {0}")]
+    InvalidRestore(String),
+    /// A snapshot operation was refused.
+    #[error(transparent)]
+    Snapshot(#[from] crate::snapshots::SnapshotError),
     /// The topic name is not a legal Kafka topic name.
     #[error("invalid topic name {name:?}: {reason}")]
     InvalidTopicName {

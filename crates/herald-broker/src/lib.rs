@@ -48,13 +48,14 @@ pub mod relay;
 #[cfg(feature = "cluster")]
 mod replicated_producers;
 pub mod security;
+pub mod snapshots;
 pub mod storage;
 pub mod subject_index;
 pub mod tenant_caps;
 pub mod topic;
 pub mod topic_config;
 
-pub use broker::{Broker, ConfigChange, NodeAddress, TopicSummary};
+pub use broker::{Broker, ConfigChange, NodeAddress, TopicRestore, TopicSummary};
 pub use config::BrokerConfig;
 pub use error::{BrokerError, ProduceError};
 pub use groups::{CoordinatorLocation, GroupCall, GroupReply, GroupService, Groups, OFFSETS_TOPIC};
@@ -64,6 +65,9 @@ pub use partition::{
     LeaderHints, OffsetAndTimestamp, OffsetSpec, Partition, ProduceOutcome, ReplicaSet, ReplicaView,
 };
 pub use security::{Security, SecurityConfig};
+pub use snapshots::{
+    SnapshotError, SnapshotRecord, SnapshotSpec, Snapshots, ViewPartition, ViewTopic,
+};
 pub use storage::{Acks, ProducerRefusal, StorageError, StoredBatches, Watermarks};
 pub use tenant_caps::{CapExceeded, TenantConnection};
 pub use topic::Topic;

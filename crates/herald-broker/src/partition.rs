@@ -301,6 +301,14 @@ impl Partition {
         })
     }
 
+    /// The embedded log behind this partition, if that is its storage.
+    pub(crate) fn local_log(&self) -> Option<Arc<herald_log::Log>> {
+        match &self.storage {
+            Backend::Local(local) => Some(local.shared_log()),
+            _ => None,
+        }
+    }
+
     /// The storage behind this partition.
     pub(crate) fn backend(&self) -> &Backend {
         &self.storage
@@ -825,11 +833,11 @@ impl Partition {
                 Some(watermarks(self.watermarks().high_watermark))
             }
             OffsetSpec::MaxTimestamp => match self.storage.max_timestamp().await? {
-                Some(t) => Some(self.exact(t.offset, t.timestamp, t.timestamp).await),
+                Some(t) => Some(self.exact(t.offset, t.timestamp, t.timestamp, None).await),
                 None => None,
             },
             OffsetSpec::Timestamp(ts) => match self.storage.offset_for_timestamp(ts).await? {
-                Some(t) => Some(self.exact(t.offset, t.timestamp, ts).await),
+                Some(t) => Some(self.exact(t.offset, t.timestamp, ts, None).await),
                 None => None,
             },
         })
@@ -844,8 +852,15 @@ impl Partition {
 
     /// Storage answers timestamp lookups exactly for uncompressed batches,
     /// but with the containing batch for compressed ones; this finds the
-    /// exact record (first with timestamp >= `target`) in that batch.
-    async fn exact(&self, offset: u64, timestamp: i64, target: i64) -> OffsetAndTimestamp {
+    /// exact record (first with timestamp >= `target`) in that batch, at
+    /// or after `from` (the log start when `None`).
+    pub(crate) async fn exact(
+        &self,
+        offset: u64,
+        timestamp: i64,
+        target: i64,
+        from: Option<u64>,
+    ) -> OffsetAndTimestamp {
         let found = OffsetAndTimestamp { offset, timestamp };
         let Ok(slice) = self.storage.read(offset, 1).await else {
             return found;
@@ -858,7 +873,7 @@ impl Partition {
         }
         // Records below the log start (a truncation inside the batch) are
         // not served, so they do not answer either.
-        let start = self.storage.log_start_offset() as i64;
+        let start = from.unwrap_or(self.storage.log_start_offset()) as i64;
         let mut scratch = Vec::new();
         herald_records::first_at_or_after(batch, target, start, &mut scratch)
             .and_then(|(offset, timestamp)| Some((u64::try_from(offset).ok()?, timestamp)))

@@ -164,6 +164,11 @@ pub fn validate_topic_name(name: &str) -> Result<(), BrokerError> {
     if name == crate::groups::OFFSETS_TOPIC {
         return invalid("the name is reserved for committed offsets");
     }
+    if name.starts_with(crate::snapshots::VIEW_PREFIX) {
+        return invalid(
+            "names starting with '__snapshot.' are reserved for snapshots' view topics",
+        );
+    }
     if !name
         .bytes()
         .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
@@ -190,6 +195,7 @@ mod tests {
             ".",
             "..",
             "__consumer_offsets",
+            "__snapshot.s1.orders",
             "a/b",
             "naïve",
             "sp ace",

@@ -137,6 +137,79 @@ pub async fn fetch(
     positions: &[(i32, i64)],
     max_wait: Duration,
 ) -> Result<Vec<PartitionRecords>, ClientError> {
+    let response = fetch_response(connection, topic, positions, max_wait).await?;
+    let mut out = Vec::new();
+    for answer in response.responses.into_iter().flat_map(|t| t.partitions) {
+        check_partition(topic, &answer)?;
+        let from = positions
+            .iter()
+            .find(|(p, _)| *p == answer.partition_index)
+            .map_or(0, |(_, offset)| *offset);
+        let bytes = answer.records.unwrap_or_default();
+        let mut records = Vec::new();
+        // A partial batch at the end is normal (cut by max bytes): stop there.
+        for batch in herald_records::batches(&bytes).map_while(Result::ok) {
+            records.extend(
+                decode_batch(batch)?
+                    .into_iter()
+                    .filter(|r| r.offset >= from),
+            );
+        }
+        out.push(PartitionRecords {
+            partition: answer.partition_index,
+            records,
+        });
+    }
+    Ok(out)
+}
+
+/// Fetches whole batches, as the broker stores them, from `topic` at each
+/// `(partition, offset)`; a batch cut short by the size limit is left out.
+/// Returns each partition's batches with its high watermark.
+pub async fn fetch_batches(
+    connection: &mut Connection,
+    topic: &str,
+    positions: &[(i32, i64)],
+    max_wait: Duration,
+) -> Result<Vec<(i32, bytes::Bytes, i64)>, ClientError> {
+    let response = fetch_response(connection, topic, positions, max_wait).await?;
+    let mut out = Vec::new();
+    for answer in response.responses.into_iter().flat_map(|t| t.partitions) {
+        check_partition(topic, &answer)?;
+        let bytes = answer.records.unwrap_or_default();
+        let whole: usize = herald_records::batches(&bytes)
+            .map_while(Result::ok)
+            .map(<[u8]>::len)
+            .sum();
+        out.push((
+            answer.partition_index,
+            bytes.slice(..whole),
+            answer.high_watermark,
+        ));
+    }
+    Ok(out)
+}
+
+fn check_partition(
+    topic: &str,
+    answer: &kafka_protocol::messages::fetch_response::PartitionData,
+) -> Result<(), ClientError> {
+    if answer.error_code == UNKNOWN_TOPIC_OR_PARTITION {
+        return Err(ClientError::refused(format!("unknown topic '{topic}'")));
+    }
+    check(
+        answer.error_code,
+        None,
+        &format!("fetching {topic}/{}", answer.partition_index),
+    )
+}
+
+async fn fetch_response(
+    connection: &mut Connection,
+    topic: &str,
+    positions: &[(i32, i64)],
+    max_wait: Duration,
+) -> Result<kafka_protocol::messages::FetchResponse, ClientError> {
     let max_wait_ms = i32::try_from(max_wait.as_millis()).unwrap_or(i32::MAX);
     let request = FetchRequest::default()
         .with_replica_id((-1).into())
@@ -162,34 +235,5 @@ pub async fn fetch(
         .call(request, versions::FETCH, IO_TIMEOUT + max_wait)
         .await?;
     check(response.error_code, None, "fetch")?;
-    let mut out = Vec::new();
-    for answer in response.responses.into_iter().flat_map(|t| t.partitions) {
-        if answer.error_code == UNKNOWN_TOPIC_OR_PARTITION {
-            return Err(ClientError::refused(format!("unknown topic '{topic}'")));
-        }
-        check(
-            answer.error_code,
-            None,
-            &format!("fetching {topic}/{}", answer.partition_index),
-        )?;
-        let from = positions
-            .iter()
-            .find(|(p, _)| *p == answer.partition_index)
-            .map_or(0, |(_, offset)| *offset);
-        let bytes = answer.records.unwrap_or_default();
-        let mut records = Vec::new();
-        // A partial batch at the end is normal (cut by max bytes): stop there.
-        for batch in herald_records::batches(&bytes).map_while(Result::ok) {
-            records.extend(
-                decode_batch(batch)?
-                    .into_iter()
-                    .filter(|r| r.offset >= from),
-            );
-        }
-        out.push(PartitionRecords {
-            partition: answer.partition_index,
-            records,
-        });
-    }
-    Ok(out)
+    Ok(response)
 }

@@ -45,6 +45,7 @@ pub fn storage(e: &StorageError) -> i16 {
         // client refreshes metadata and retries, as after a leader change.
         StorageError::Closed | StorageError::NotLeader => ResponseError::NotLeaderOrFollower,
         StorageError::TimedOut => ResponseError::RequestTimedOut,
+        StorageError::Pinned { .. } => ResponseError::PolicyViolation,
         StorageError::ProducerRefused(refusal) => match refusal {
             ProducerRefusal::OutOfOrderSequence => ResponseError::OutOfOrderSequenceNumber,
             ProducerRefusal::DuplicateSequence => ResponseError::DuplicateSequenceNumber,
@@ -71,7 +72,17 @@ pub fn broker(e: &BrokerError) -> i16 {
         | BrokerError::DataDirInUse { .. }
         | BrokerError::Random(_) => ResponseError::UnknownServerError,
         BrokerError::Security(e) => return security(e),
-        BrokerError::TenantCap(_) => ResponseError::PolicyViolation,
+        BrokerError::TenantCap(_) | BrokerError::TopicPinned { .. } => {
+            ResponseError::PolicyViolation
+        }
+        BrokerError::InvalidRestore(_) => ResponseError::InvalidRequest,
+        BrokerError::Snapshot(e) => match e {
+            herald_broker::SnapshotError::UnknownTopic { .. } => {
+                ResponseError::UnknownTopicOrPartition
+            }
+            herald_broker::SnapshotError::Storage { .. } => ResponseError::KafkaStorageError,
+            _ => ResponseError::InvalidRequest,
+        },
         BrokerError::InvalidReplicationFactor { .. } => ResponseError::InvalidReplicationFactor,
         // No quorum now: the client retries, as on a controller move.
         BrokerError::ClusterUnavailable(_) => ResponseError::RequestTimedOut,

@@ -58,6 +58,15 @@ pub enum TruncateError {
         /// Next offset to be made visible.
         high_watermark: u64,
     },
+    /// The offset is past the retention floor: records from the floor on
+    /// are pinned (by a snapshot) and must stay readable.
+    #[error("offset {requested} is past {floor}, from which records are pinned")]
+    Pinned {
+        /// Offset asked for.
+        requested: u64,
+        /// First pinned offset.
+        floor: u64,
+    },
     /// The new start could not be made durable; the start is unchanged.
     #[error("cannot store the log start offset: {0}")]
     Storage(Arc<str>),

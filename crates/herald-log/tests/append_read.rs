@@ -250,3 +250,23 @@ fn a_read_stops_at_the_visible_end_it_is_given() {
         Err(ReadError::OffsetOutOfRange { .. })
     ));
 }
+
+#[test]
+fn bytes_between_counts_the_batches_of_an_offset_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), common::small_config()).unwrap();
+    let batch = common::tagged_batch(2, 0, 0);
+    for tag in 0..300 {
+        log.append(&common::tagged_batch(2, tag, 0)).unwrap();
+    }
+    let per = batch.len() as u64;
+    assert!(log.segment_count() > 1, "the range crosses segments");
+    assert_eq!(log.bytes_between(0, 600), 300 * per);
+    assert_eq!(log.bytes_between(10, 20), 5 * per);
+    assert_eq!(
+        log.bytes_between(0, 10_000),
+        300 * per,
+        "clamped to the log"
+    );
+    assert_eq!(log.bytes_between(20, 20), 0);
+}

@@ -169,3 +169,52 @@ fn the_retention_cut_is_where_maintenance_would_move_the_log_start_and_moves_not
     assert_eq!(expired, applied.log_start_offset());
     assert_eq!(applied.segment_count(), 1, "the active segment stays");
 }
+
+#[test]
+fn pinned_records_outlive_retention_and_truncation_until_released() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        retention_bytes: Some(40 * 1024),
+        ..small_config()
+    };
+    let log = Log::open(dir.path(), config).unwrap();
+    for tag in 0..200 {
+        log.append(&tagged_batch(2, tag, now_ms())).unwrap();
+    }
+    let pinned = log.pin_log_start();
+    assert_eq!(pinned, 0);
+    assert_eq!(log.retention_floor(), Some(0));
+    let cut = log.reserved_end();
+    assert_eq!(cut, log.high_watermark(), "nothing in flight");
+    for tag in 200..1000 {
+        log.append(&tagged_batch(2, tag, now_ms())).unwrap();
+    }
+    log.maintain(SystemTime::now()).unwrap();
+    assert_eq!(
+        log.log_start_offset(),
+        0,
+        "retention kept the pinned records"
+    );
+    let pinned_part = read_all(&log, 0, 1 << 20);
+    assert_eq!(pinned_part.first().unwrap().0, 0);
+    assert!(matches!(
+        log.truncate_before(10),
+        Err(herald_log::TruncateError::Pinned {
+            requested: 10,
+            floor: 0
+        })
+    ));
+    // Released: retention catches up at once.
+    log.set_retention_floor(None);
+    log.maintain(SystemTime::now()).unwrap();
+    assert!(log.log_start_offset() > 0);
+    assert!(log.size_bytes() < 40 * 1024 + 16 * 1024);
+    // A pin taken later holds from the start retention left.
+    let start = log.pin_log_start();
+    assert_eq!(start, log.log_start_offset());
+    assert_eq!(
+        log.truncate_before(start).unwrap(),
+        start,
+        "at the floor: allowed"
+    );
+}

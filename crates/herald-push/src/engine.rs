@@ -128,11 +128,10 @@ impl PushEngine {
             PushStats::add(&self.stats.sessions_refused, 1);
             return Err(TooManySessions { max });
         }
-        let outbox = Arc::new(Outbox::new(
-            self.config.queue_bytes,
-            credit,
-            Arc::clone(&self.stats),
-        ));
+        let outbox = Arc::new(
+            Outbox::new(self.config.queue_bytes, credit, Arc::clone(&self.stats))
+                .with_cut_gate(self.broker.snapshots().shared_gate()),
+        );
         Ok(Session::new(Arc::clone(self), outbox))
     }
 

@@ -18,6 +18,7 @@ use std::collections::VecDeque;
 
 use std::sync::Arc;
 
+use herald_broker::snapshots::CutGate;
 use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::Notify;
 
@@ -68,6 +69,9 @@ pub struct Outbox {
     /// Wakes catch-up readers waiting for room.
     room: Notify,
     stats: Arc<PushStats>,
+    /// Passed by every take, so that deliveries never overtake a
+    /// snapshot's cut (see `herald_broker::snapshots::CutGate`).
+    gate: Option<Arc<CutGate>>,
 }
 
 impl std::fmt::Debug for Outbox {
@@ -99,7 +103,14 @@ impl Outbox {
             ready: Notify::new(),
             room: Notify::new(),
             stats,
+            gate: None,
         }
+    }
+
+    /// This outbox, with every take passing `gate` before it returns.
+    pub fn with_cut_gate(mut self, gate: Arc<CutGate>) -> Self {
+        self.gate = Some(gate);
+        self
     }
 
     /// Queues a delivery if it fits and the credit allows, spending the
@@ -189,7 +200,7 @@ impl Outbox {
     pub async fn take(&self, max_bytes: usize) -> Option<Vec<Event>> {
         loop {
             let notified = self.ready.notified();
-            {
+            let taken = {
                 let mut guard = self.queue.lock();
                 let queue = &mut *guard;
                 if !queue.events.is_empty() || !queue.urgent.is_empty() {
@@ -223,11 +234,18 @@ impl Outbox {
                     drop(guard);
                     PushStats::sub(&self.stats.queued_bytes, bytes as u64);
                     self.room.notify_waiters();
-                    return Some(taken);
-                }
-                if queue.closed {
+                    Some(taken)
+                } else if queue.closed {
                     return None;
+                } else {
+                    None
                 }
+            };
+            if let Some(taken) = taken {
+                if let Some(gate) = &self.gate {
+                    gate.pass().await;
+                }
+                return Some(taken);
             }
             notified.await;
         }

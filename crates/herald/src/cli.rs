@@ -74,6 +74,13 @@ pub enum Command {
     /// (over the push listener's admin service).
     #[command(subcommand)]
     Tenant(crate::cli_client::TenantCommand),
+    /// Take, list, show, delete and export snapshots of topics (over the
+    /// admin API; exports read the snapshot's view topics over Kafka).
+    #[command(
+        subcommand,
+        after_help = "Example:\n  herald snapshot create orders payments --id nightly --ttl 24h\n  herald consume orders --snapshot nightly\n  herald snapshot export nightly --format raw --output ./nightly\n  herald snapshot restore ./nightly --rename orders=orders-restored"
+    )]
+    Snapshot(SnapshotCommand),
     /// A quick local produce-then-consume run with a summary table.
     #[command(after_help = "Example:\n  herald bench --records 100000 --record-bytes 100")]
     Bench(BenchArgs),
@@ -293,4 +300,130 @@ pub struct FileSettings {
     pub cluster: Option<crate::cluster_settings::ClusterFile>,
     /// `[relay]`: see [`crate::relay_settings`].
     pub relay: Option<crate::relay_settings::RelayFile>,
+}
+
+/// The admin listener to talk to.
+#[derive(Debug, Clone, clap::Args)]
+pub struct AdminArgs {
+    /// Address of the broker's admin listener, HOST:PORT.
+    #[arg(
+        long,
+        env = "HERALD_ADMIN",
+        default_value = "127.0.0.1:9644",
+        value_name = "HOST:PORT"
+    )]
+    pub admin: String,
+}
+
+/// `herald snapshot` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum SnapshotCommand {
+    /// Take a snapshot of one or more topics: one cut, consistent across
+    /// them, pinned against retention until deleted or expired.
+    Create {
+        /// The topics.
+        #[arg(required = true, value_name = "TOPIC")]
+        topics: Vec<String>,
+        /// Its id (letters, digits, '_' and '-') [default: made up].
+        #[arg(long)]
+        id: Option<String>,
+        /// Delete it by itself after this long (e.g. 90s, 30m, 24h, 7d).
+        #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+        ttl: Option<std::time::Duration>,
+        /// Print the snapshot as JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+    /// List every snapshot.
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+    /// Show a snapshot: its cut, records, bytes and time range.
+    Show {
+        /// Its id.
+        id: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+    /// Delete a snapshot; retention may then delete what it pinned.
+    Delete {
+        /// Its id.
+        id: String,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+    /// Export a snapshot's records.
+    Export {
+        /// Its id.
+        id: String,
+        /// jsonl: one JSON object per record, into the file OUTPUT; raw:
+        /// the batches as stored, offsets included, into the directory
+        /// OUTPUT with a manifest.
+        #[arg(long, value_enum)]
+        format: ExportFormat,
+        /// Where to write.
+        #[arg(long, value_name = "PATH")]
+        output: PathBuf,
+        #[command(flatten)]
+        admin: AdminArgs,
+        #[command(flatten)]
+        broker: crate::cli_client::BrokerArgs,
+    },
+    /// Restore a raw backup (from `export --format raw`) as new topics
+    /// whose records keep their offsets.
+    Restore {
+        /// The backup's directory.
+        dir: PathBuf,
+        /// Restore topic OLD as NEW (repeatable) instead of under its own
+        /// name.
+        #[arg(long = "rename", value_parser = crate::cli_client::parse_key_value, value_name = "OLD=NEW")]
+        renames: Vec<(String, String)>,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+}
+
+/// Formats of `herald snapshot export`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExportFormat {
+    /// JSON lines.
+    Jsonl,
+    /// A raw, offset-preserving backup.
+    Raw,
+}
+
+/// Parses `90s`, `30m`, `24h`, `7d` or `1500ms`.
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .ok_or_else(|| format!("'{text}' needs a unit: ms, s, m, h or d"))?;
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("'{text}' does not start with a number"))?;
+    let millis_per = match unit {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => {
+            return Err(format!(
+                "unknown unit '{unit}' in '{text}': use ms, s, m, h or d"
+            ))
+        }
+    };
+    number
+        .checked_mul(millis_per)
+        .map(std::time::Duration::from_millis)
+        .ok_or_else(|| format!("'{text}' is too long"))
 }

@@ -333,6 +333,10 @@ pub struct ConsumeArgs {
     /// what was printed.
     #[arg(long, value_name = "GROUP", conflicts_with = "partition")]
     pub group: Option<String>,
+    /// Read the topic as snapshot ID holds it (its read-only view topic
+    /// `__snapshot.ID.TOPIC`), stopping at the snapshot's cut.
+    #[arg(long, value_name = "ID", conflicts_with_all = ["follow", "group"])]
+    pub snapshot: Option<String>,
     #[command(flatten)]
     pub broker: BrokerArgs,
 }

@@ -5,6 +5,7 @@
 //! of precedence); server logs go to stderr through `tracing`. Every
 //! failure ends with a one-line reason on stderr and a non-zero exit.
 
+mod admin_http;
 mod cli;
 mod cli_client;
 mod cluster_settings;
@@ -43,6 +44,7 @@ fn main() -> ExitCode {
         Command::Cluster(command) => run_client(commands::cluster::run(command)),
         Command::Partition(command) => run_client(commands::partition::run(command)),
         Command::Tenant(command) => run_client(commands::tenant::run(command)),
+        Command::Snapshot(command) => run_client(commands::snapshot::run(command)),
         Command::Subscribe(args) => run_client(commands::subscribe::run(args)),
         Command::Publish(args) => run_client(commands::publish::run(args)),
     }

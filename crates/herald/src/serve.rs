@@ -24,6 +24,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     let opened: Arc<OnceLock<Arc<Broker>>> = Arc::new(OnceLock::new());
     let pushing: Arc<OnceLock<(Arc<PushEngine>, GatewayCounters)>> = Arc::new(OnceLock::new());
     let admin = {
+        let api_broker = Arc::clone(&opened);
         let opened = Arc::clone(&opened);
         let pushing = Arc::clone(&pushing);
         // Called on a blocking thread for each scrape (see herald-admin);
@@ -42,6 +43,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
             Arc::clone(&metrics),
             refresh,
             readiness.clone(),
+            api_broker,
         )
         .await
         .with_context(|| format!("binding the admin listener on {}", settings.admin_listen))?

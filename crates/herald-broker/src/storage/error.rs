@@ -40,6 +40,14 @@ pub enum StorageError {
     /// call until it is repaired; the reason says why.
     #[error("partition storage failed: {0}")]
     Failed(Arc<str>),
+    /// A truncation would delete records a snapshot pins; nothing moved.
+    #[error("offset {requested} is past {floor}, from which records are pinned by a snapshot")]
+    Pinned {
+        /// Offset asked for.
+        requested: u64,
+        /// First pinned offset.
+        floor: u64,
+    },
     /// The partition is closed (its topic deleted, or the broker stopping).
     #[error("partition is closed")]
     Closed,

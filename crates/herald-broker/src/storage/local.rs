@@ -189,6 +189,7 @@ impl PartitionStorage for LocalStorage {
                 log_start_offset: self.log.log_start_offset(),
                 high_watermark,
             },
+            TruncateError::Pinned { requested, floor } => StorageError::Pinned { requested, floor },
             TruncateError::Storage(reason) => StorageError::Unavailable(reason),
             TruncateError::Poisoned(reason) => StorageError::Failed(reason),
             TruncateError::Closed => StorageError::Closed,
@@ -225,7 +226,7 @@ impl PartitionStorage for LocalStorage {
 
 /// A read of the log as the contract states it; the log start never above
 /// the high watermark the read states.
-pub(super) fn stored(slice: herald_log::ReadSlice) -> StoredBatches {
+pub(crate) fn stored(slice: herald_log::ReadSlice) -> StoredBatches {
     StoredBatches {
         bytes: slice.bytes,
         region: slice.region,
@@ -238,7 +239,7 @@ pub(super) fn stored(slice: herald_log::ReadSlice) -> StoredBatches {
 }
 
 /// A timestamp lookup's answer as the contract states it.
-pub(super) fn found(t: herald_log::TimestampOffset) -> TimestampOffset {
+pub(crate) fn found(t: herald_log::TimestampOffset) -> TimestampOffset {
     TimestampOffset {
         offset: t.offset,
         timestamp: t.timestamp,
@@ -259,7 +260,7 @@ fn append_error(e: AppendError) -> StorageError {
 }
 
 /// A refused read as the contract states it.
-pub(super) fn read_error(e: ReadError) -> StorageError {
+pub(crate) fn read_error(e: ReadError) -> StorageError {
     match e {
         ReadError::OffsetOutOfRange {
             requested,

@@ -47,6 +47,7 @@ pub use error::{ProducerRefusal, StorageError};
 pub use failed::FailedStorage;
 pub use herald_log::{FileRegion, FlushStats, FlushStatsSnapshot, FLUSH_LATENCY_BUCKETS};
 pub use herald_records::ValidBatch;
+pub(crate) use local::{read_error, stored};
 pub use local::{LocalCompletion, LocalStorage};
 pub use mirror::{MirrorCompletion, MirrorStorage};
 #[cfg(feature = "cluster")]

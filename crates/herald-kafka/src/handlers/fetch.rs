@@ -7,16 +7,16 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use herald_broker::{Partition, StorageError, Watermarks};
+use herald_broker::{StorageError, Watermarks};
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::{FetchRequest, FetchResponse};
 use kafka_protocol::ResponseError;
 use tokio::time::Instant;
 
+use super::read_source::{ReadSource, ReadTopic};
 use super::{topic_allowed, Context};
 use crate::codec::Spliced;
 use crate::error_code;
@@ -27,7 +27,7 @@ use herald_auth::Operation;
 struct Wanted {
     topic_slot: usize,
     index: i32,
-    partition: Result<Arc<Partition>, i16>,
+    partition: Result<ReadSource, i16>,
     fetch_offset: i64,
     max_bytes: usize,
 }
@@ -70,6 +70,8 @@ pub async fn handle(
                 crate::quota::charge_fetch(ctx, session, client_id, read.bytes as u64, records);
             let response =
                 assemble(topics, read.partitions).with_throttle_time_ms(verdict.throttle_time_ms());
+            // Records shown to a client must not overtake a snapshot's cut.
+            ctx.broker.snapshots().gate().pass().await;
             return (response, read.splice);
         }
     }
@@ -85,9 +87,9 @@ fn resolve(
     let mut wanted = Vec::new();
     for (slot, t) in request.topics.iter().enumerate() {
         let topic = if version >= 13 {
-            ctx.broker.topic_by_id(t.topic_id)
+            ReadTopic::by_id(ctx, t.topic_id)
         } else {
-            ctx.broker.topic(&t.topic.0)
+            ReadTopic::by_name(ctx, &t.topic.0)
         };
         let unknown = if version >= 13 {
             ResponseError::UnknownTopicId
@@ -103,7 +105,7 @@ fn resolve(
         // names nothing to authorize.
         let name = topic
             .as_ref()
-            .map_or_else(|| t.topic.0.to_string(), |t| t.name().to_owned());
+            .map_or_else(|| t.topic.0.to_string(), |t| t.authorized_name().to_owned());
         let unknown_id = version >= 13 && topic.is_none();
         let denied = !unknown_id && !topic_allowed(ctx, session, Operation::Read, &name);
         for p in &t.partitions {

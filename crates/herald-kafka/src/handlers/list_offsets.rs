@@ -3,7 +3,7 @@
 //! replicated partition only the leader answers, as on Kafka: elsewhere
 //! NOT_LEADER_OR_FOLLOWER sends the client to look the leader up again.
 
-use herald_broker::{OffsetSpec, Topic};
+use herald_broker::OffsetSpec;
 use kafka_protocol::messages::list_offsets_request::ListOffsetsPartition;
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
@@ -11,6 +11,7 @@ use kafka_protocol::messages::list_offsets_response::{
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use kafka_protocol::ResponseError;
 
+use super::read_source::ReadTopic;
 use super::{topic_allowed, Context};
 use crate::error_code;
 use crate::session::Session;
@@ -30,12 +31,13 @@ pub async fn handle(
 ) -> ListOffsetsResponse {
     let mut topics = Vec::with_capacity(request.topics.len());
     for t in request.topics {
-        let allowed = topic_allowed(ctx, session, Operation::Describe, &t.name.0);
-        let topic = ctx.broker.topic(&t.name.0);
+        let topic = ReadTopic::by_name(ctx, &t.name.0);
+        let name = topic.as_ref().map_or(&*t.name.0, |t| t.authorized_name());
+        let allowed = topic_allowed(ctx, session, Operation::Describe, name);
         let mut partitions = Vec::with_capacity(t.partitions.len());
         for p in &t.partitions {
             partitions.push(if allowed {
-                lookup(topic.as_deref(), p, version).await
+                lookup(topic.as_ref(), p, version).await
             } else {
                 ListOffsetsPartitionResponse::default()
                     .with_partition_index(p.partition_index)
@@ -54,7 +56,7 @@ pub async fn handle(
 }
 
 async fn lookup(
-    topic: Option<&Topic>,
+    topic: Option<&ReadTopic>,
     request: &ListOffsetsPartition,
     version: i16,
 ) -> ListOffsetsPartitionResponse {

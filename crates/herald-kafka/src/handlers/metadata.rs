@@ -1,7 +1,7 @@
 //! Metadata: brokers (this node), cluster id, and topics with their ids and
 //! partitions; creates requested topics when auto creation is on.
 
-use herald_broker::{BrokerError, Topic};
+use herald_broker::{BrokerError, Topic, ViewTopic};
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
@@ -82,6 +82,13 @@ fn by_name(
             .with_error_code(error_code::code(error))
             .with_name(Some(TopicName(wire_str(name))))
     };
+    if let Some(view) = ctx.broker.snapshots().view(name) {
+        // A view is described to whoever may describe its topic.
+        if !topic_allowed(ctx, session, Operation::Describe, view.topic().name()) {
+            return refused(ResponseError::TopicAuthorizationFailed);
+        }
+        return describe_view(&view, node);
+    }
     // Authorized before its existence is told, as Kafka does.
     if !topic_allowed(ctx, session, Operation::Describe, name) {
         return refused(ResponseError::TopicAuthorizationFailed);
@@ -125,10 +132,39 @@ fn by_id(ctx: &Context, session: &Session, id: Uuid) -> MetadataResponseTopic {
                 .with_topic_id(id)
         }
         Some(topic) => describe(&topic, BrokerId(ctx.broker.node_id())),
-        None => MetadataResponseTopic::default()
-            .with_error_code(error_code::code(ResponseError::UnknownTopicId))
-            .with_topic_id(id),
+        None => match ctx.broker.snapshots().view_by_id(id) {
+            Some(view) if topic_allowed(ctx, session, Operation::Describe, view.topic().name()) => {
+                describe_view(&view, BrokerId(ctx.broker.node_id()))
+            }
+            Some(_) => MetadataResponseTopic::default()
+                .with_error_code(error_code::code(ResponseError::TopicAuthorizationFailed))
+                .with_topic_id(id),
+            None => MetadataResponseTopic::default()
+                .with_error_code(error_code::code(ResponseError::UnknownTopicId))
+                .with_topic_id(id),
+        },
     }
+}
+
+/// A snapshot's view topic: its partitions, each led by this node (the
+/// one that holds the snapshot).
+fn describe_view(view: &ViewTopic, node: BrokerId) -> MetadataResponseTopic {
+    let partitions = view
+        .partitions()
+        .iter()
+        .map(|p| {
+            MetadataResponsePartition::default()
+                .with_partition_index(p.index() as i32)
+                .with_leader_id(node)
+                .with_leader_epoch(0)
+                .with_replica_nodes(vec![node])
+                .with_isr_nodes(vec![node])
+        })
+        .collect();
+    MetadataResponseTopic::default()
+        .with_name(Some(TopicName(wire_str(view.name()))))
+        .with_topic_id(view.id())
+        .with_partitions(partitions)
 }
 
 fn describe(topic: &Topic, node: BrokerId) -> MetadataResponseTopic {

@@ -61,6 +61,7 @@ pub mod offset_commit;
 pub mod offset_delete;
 pub mod offset_fetch;
 pub mod produce;
+pub(crate) mod read_source;
 pub mod remove_raft_voter;
 pub mod sasl_authenticate;
 pub mod sasl_handshake;

@@ -60,6 +60,8 @@ pub async fn handle(call: &Call<'_>, request: ProduceRequest) -> Option<ProduceR
             for data in request.topic_data {
                 responses.push(produce_topic(ctx, session, data, acks, version).await);
             }
+            // An acknowledgement must not overtake a snapshot's cut.
+            ctx.broker.snapshots().gate().pass().await;
             responses
         }
     };
@@ -111,6 +113,21 @@ async fn produce_topic(
     let response = TopicProduceResponse::default()
         .with_name(data.name.clone())
         .with_topic_id(data.topic_id);
+    let view = if version >= 13 {
+        ctx.broker.snapshots().view_by_id(data.topic_id)
+    } else {
+        ctx.broker.snapshots().view(&data.name.0)
+    };
+    if view.is_some() {
+        let code = error_code::code(ResponseError::InvalidTopicException);
+        let message = "a snapshot's view topic is read-only";
+        let partitions = data
+            .partition_data
+            .iter()
+            .map(|p| failed(p.index, code, Some(message)))
+            .collect();
+        return response.with_partition_responses(partitions);
+    }
     let unknown = if version >= 13 {
         ResponseError::UnknownTopicId
     } else {

@@ -30,6 +30,13 @@ impl Log {
         if offset <= current {
             return Ok(current);
         }
+        let floor = self.retention_floor.load(Ordering::Acquire);
+        if offset > floor {
+            return Err(TruncateError::Pinned {
+                requested: offset,
+                floor,
+            });
+        }
         LogStartFile::write(&self.dir, offset).map_err(|e| {
             TruncateError::Storage(
                 format!(
@@ -155,6 +162,10 @@ impl Log {
             if !expired && !oversized && !truncated {
                 return Ok(());
             }
+            if !truncated && oldest.end_offset() > self.retention_floor.load(Ordering::Acquire) {
+                // Pinned: kept past its retention until the pin goes.
+                return Ok(());
+            }
             let removed = Arc::clone(oldest);
             self.segments.rcu(|list| {
                 let mut list = Vec::clone(list);
@@ -181,6 +192,32 @@ impl Log {
         }
     }
 
+    /// Pins the records from the log start on against retention and
+    /// truncation (a snapshot about to be cut) and returns that start:
+    /// every record from it stays readable until the floor is raised
+    /// again with [`Log::set_retention_floor`]. Lowers the floor, never
+    /// raises it, so earlier pins hold too.
+    pub fn pin_log_start(&self) -> u64 {
+        let _running = self.maintenance.lock().unwrap_or_else(|p| p.into_inner());
+        let start = self.log_start_offset();
+        self.retention_floor.fetch_min(start, Ordering::AcqRel);
+        start
+    }
+
+    /// Sets the first offset retention and truncation must keep (`None`:
+    /// nothing is pinned), as the lowest of the pins still held; used when
+    /// a pin is released.
+    pub fn set_retention_floor(&self, floor: Option<u64>) {
+        let _running = self.maintenance.lock().unwrap_or_else(|p| p.into_inner());
+        self.retention_floor
+            .store(floor.unwrap_or(NO_FLOOR), Ordering::Release);
+    }
+
+    /// The first offset retention and truncation must keep, if any.
+    pub fn retention_floor(&self) -> Option<u64> {
+        Some(self.retention_floor.load(Ordering::Acquire)).filter(|&f| f != NO_FLOOR)
+    }
+
     /// Where retention with `retention_age` and `retention_bytes` would
     /// move the log start now (the base offset of the oldest segment it
     /// would keep), without moving it: for a log whose owner must delete
@@ -198,9 +235,13 @@ impl Log {
         let list = self.segments.load_full();
         let mut total: u64 = list.iter().map(|s| u64::from(s.committed().bytes)).sum();
         let mut cut = None;
+        let floor = self.retention_floor.load(Ordering::Acquire);
         // The active (last) segment is never past retention.
         for (oldest, next) in list.iter().zip(list.iter().skip(1)) {
-            if !oldest.is_complete() || !oldest.finalized.load(Ordering::Acquire) {
+            if !oldest.is_complete()
+                || !oldest.finalized.load(Ordering::Acquire)
+                || oldest.end_offset() > floor
+            {
                 break;
             }
             let (expired, oversized) =

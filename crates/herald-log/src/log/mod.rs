@@ -115,7 +115,16 @@ pub struct Log {
     /// and truncation so that reading it (every produce answer states it)
     /// is one load, not a walk of the segment list.
     log_start: AtomicU64,
+    /// The first offset retention and truncation must keep ([`NO_FLOOR`]:
+    /// none): records from it on are pinned by someone reading them later
+    /// (a snapshot). Changed only under `maintenance`, which retention and
+    /// truncation hold, so a pin taken at the log start is never raced by
+    /// a deletion already decided.
+    retention_floor: AtomicU64,
 }
+
+/// `retention_floor` when nothing is pinned.
+const NO_FLOOR: u64 = u64::MAX;
 
 impl std::fmt::Debug for Log {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -165,6 +174,7 @@ impl Log {
             closed: AtomicBool::new(false),
             recovery: recovered.report,
             log_start: AtomicU64::new(first_base),
+            retention_floor: AtomicU64::new(NO_FLOOR),
             dir,
         };
         // Never past the high watermark: a start recovered from disk may lie

@@ -24,6 +24,51 @@ impl Log {
         }
     }
 
+    /// The end of every offset range reserved so far: the high watermark
+    /// plus the batches being written now. Every append already
+    /// acknowledged lies below it, and every append that reserves its
+    /// range after this call returns lies at or above it. Once the
+    /// appends in flight complete, the high watermark reaches it.
+    pub fn reserved_end(&self) -> u64 {
+        let mut segment = self.active.load_full();
+        loop {
+            let (reserved, sealed) = segment.reserved();
+            if sealed {
+                if let Some(next) = segment.next() {
+                    segment = next;
+                    continue;
+                }
+            }
+            return segment.base_offset() + u64::from(reserved.records);
+        }
+    }
+
+    /// Bytes the batches holding offsets `from..to` take, both clamped to
+    /// what is stored and visible; `to` must fall between two batches (a
+    /// high watermark or a cut taken with [`Log::reserved_end`]).
+    pub fn bytes_between(&self, from: u64, to: u64) -> u64 {
+        let to = to.min(self.high_watermark());
+        let list = self.segments.load();
+        let from = from.max(self.start_of(&list));
+        let mut bytes = 0;
+        for segment in list.iter() {
+            let committed = segment.committed();
+            let base = segment.base_offset();
+            let end = base + u64::from(committed.records);
+            if end <= from || base >= to {
+                continue;
+            }
+            let first = segment.position_of(from.max(base), committed);
+            let last = if to >= end {
+                committed.bytes
+            } else {
+                segment.position_of(to, committed)
+            };
+            bytes += u64::from(last.saturating_sub(first));
+        }
+        bytes
+    }
+
     /// First offset readers may read: the first segment's base offset, or
     /// a later offset set by [`Log::truncate_before`].
     pub fn log_start_offset(&self) -> u64 {

@@ -19,7 +19,10 @@ use herald_client::{admin, Connection};
 const FETCH_WAIT: Duration = Duration::from_millis(500);
 
 /// Runs `herald consume`.
-pub async fn run(args: ConsumeArgs) -> anyhow::Result<()> {
+pub async fn run(mut args: ConsumeArgs) -> anyhow::Result<()> {
+    if let Some(snapshot) = args.snapshot.take() {
+        args.topic = herald_broker::snapshots::view_name(&snapshot, &args.topic);
+    }
     let mut connection = args.broker.connect().await?;
     let topic = admin::topic(&mut connection, &args.topic).await?;
     let mut partitions: Vec<i32> = topic.partitions.iter().map(|(p, _)| *p).collect();

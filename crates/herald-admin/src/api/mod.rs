@@ -1,0 +1,112 @@
+//! The admin HTTP API under `/v1/`: JSON in and out, for operators and
+//! the `herald` CLI: snapshots ([`snapshots`]) and restoring a raw backup
+//! as a topic ([`restore`]). Errors are
+//! `{"error": "..."}` with a status that says whose fault it was.
+
+pub mod restore;
+pub mod snapshots;
+
+use std::sync::{Arc, OnceLock};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use serde::Serialize;
+
+use herald_broker::Broker;
+
+/// Largest JSON request body accepted.
+pub const JSON_BODY_MAX: usize = 1 << 20;
+
+/// The broker, once it is open (the admin listener starts before it).
+pub type OpenedBroker = Arc<OnceLock<Arc<Broker>>>;
+
+/// Answers one `/v1/` request.
+pub async fn handle(broker: &OpenedBroker, request: Request<Incoming>) -> Response<Full<Bytes>> {
+    let Some(broker) = broker.get() else {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the broker is not open yet",
+        );
+    };
+    let path = request.uri().path().to_owned();
+    let segments: Vec<&str> = path
+        .trim_start_matches("/v1/")
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
+    match segments.first() {
+        Some(&"snapshots") => snapshots::handle(broker, request, &segments[1..]).await,
+        Some(&"topics") => match (request.method(), &segments[1..]) {
+            (&hyper::Method::POST, [name, "restore"]) => {
+                let name = (*name).to_owned();
+                restore::handle(broker, &name, request).await
+            }
+            _ => error(
+                StatusCode::NOT_FOUND,
+                "not found: topics take POST /v1/topics/{name}/restore",
+            ),
+        },
+        _ => error(
+            StatusCode::NOT_FOUND,
+            "not found: the API serves /v1/snapshots and /v1/topics/{name}/restore",
+        ),
+    }
+}
+
+/// A JSON response.
+pub(crate) fn json(status: StatusCode, value: &impl Serialize) -> Response<Full<Bytes>> {
+    match serde_json::to_vec_pretty(value) {
+        Ok(mut body) => {
+            body.push(b'\n');
+            let mut response = Response::new(Full::new(Bytes::from(body)));
+            *response.status_mut() = status;
+            response.headers_mut().insert(
+                hyper::header::CONTENT_TYPE,
+                hyper::header::HeaderValue::from_static("application/json"),
+            );
+            response
+        }
+        Err(e) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &format!("encoding the answer: {e}"),
+        ),
+    }
+}
+
+/// An error response: `{"error": message}`.
+pub(crate) fn error(status: StatusCode, message: &str) -> Response<Full<Bytes>> {
+    #[derive(Serialize)]
+    struct Failure<'a> {
+        error: &'a str,
+    }
+    let body = serde_json::to_vec(&Failure { error: message }).unwrap_or_default();
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// The request's body as JSON of type `T`, at most [`JSON_BODY_MAX`]
+/// bytes; an error response otherwise.
+pub(crate) async fn json_body<T>(request: Request<Incoming>) -> Result<T, Response<Full<Bytes>>>
+where
+    T: serde::de::DeserializeOwned,
+{
+    let body = Limited::new(request.into_body(), JSON_BODY_MAX);
+    let bytes = match body.collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) => {
+            return Err(error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &format!("the body could not be read (at most {JSON_BODY_MAX} bytes): {e}"),
+            ))
+        }
+    };
+    serde_json::from_slice(&bytes)
+        .map_err(|e| error(StatusCode::BAD_REQUEST, &format!("invalid JSON body: {e}")))
+}

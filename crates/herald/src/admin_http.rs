@@ -1,0 +1,97 @@
+//! A client of the broker's admin API (`/v1/` on the admin listener), for
+//! the CLI: one HTTP/1.1 request per connection, JSON in and out.
+
+use std::time::Duration;
+
+use anyhow::Context as _;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::{Method, Request, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+/// Longest the CLI waits for one admin API answer.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Sends `method path` with `body` (JSON) to the admin listener at `admin`
+/// (HOST:PORT) and returns the answer's JSON; a refusal becomes an error
+/// carrying the broker's message.
+pub async fn call(
+    admin: &str,
+    method: Method,
+    path: &str,
+    body: Option<serde_json::Value>,
+) -> anyhow::Result<serde_json::Value> {
+    let bytes = match &body {
+        Some(json) => Bytes::from(serde_json::to_vec(json)?),
+        None => Bytes::new(),
+    };
+    send(admin, method, path, Full::new(bytes)).await
+}
+
+/// [`call`] with a body streamed from `chunks` (a large upload, sent as it
+/// is read).
+pub async fn call_streaming(
+    admin: &str,
+    method: Method,
+    path: &str,
+    chunks: tokio::sync::mpsc::Receiver<std::io::Result<Bytes>>,
+) -> anyhow::Result<serde_json::Value> {
+    use tokio_stream::StreamExt as _;
+    let frames = tokio_stream::wrappers::ReceiverStream::new(chunks)
+        .map(|chunk| chunk.map(hyper::body::Frame::data));
+    send(admin, method, path, http_body_util::StreamBody::new(frames)).await
+}
+
+async fn send<B>(
+    admin: &str,
+    method: Method,
+    path: &str,
+    body: B,
+) -> anyhow::Result<serde_json::Value>
+where
+    B: hyper::body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let stream = TcpStream::connect(admin)
+        .await
+        .with_context(|| format!("connecting to the admin listener at {admin}"))?;
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .context("starting HTTP with the admin listener")?;
+    let driver = tokio::spawn(connection);
+    let request = Request::builder()
+        .method(method)
+        .uri(path)
+        .header(hyper::header::HOST, admin)
+        .header(hyper::header::CONTENT_TYPE, "application/json")
+        .body(body)?;
+    let answered = tokio::time::timeout(ANSWER_TIMEOUT, async {
+        let response = sender.send_request(request).await?;
+        let status = response.status();
+        let body = response.into_body().collect().await?.to_bytes();
+        Ok::<_, hyper::Error>((status, body))
+    })
+    .await
+    .context("the admin listener did not answer in time")?
+    .context("calling the admin API")?;
+    driver.abort();
+    let (status, body) = answered;
+    let json: serde_json::Value = serde_json::from_slice(&body).with_context(|| {
+        format!(
+            "the admin API answered {status} with a body that is not JSON: {}",
+            String::from_utf8_lossy(&body)
+        )
+    })?;
+    if status.is_success() {
+        return Ok(json);
+    }
+    let message = json
+        .get("error")
+        .and_then(|e| e.as_str())
+        .unwrap_or("no reason given");
+    if status == StatusCode::NOT_FOUND && json.get("error").is_none() {
+        anyhow::bail!("the admin API has no {path}");
+    }
+    anyhow::bail!("{message} ({status})")
+}
