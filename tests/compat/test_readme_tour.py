@@ -21,7 +21,8 @@ What is run
   and as a warning: `--kafka-listen`/`--admin-listen` are added for the broker,
   `127.0.0.1:9092`/`127.0.0.1:9644` (or `localhost:...`) in the tour's text are
   rewritten to the new address, and HERALD_BOOTSTRAP points herald's CLI (which
-  names no address in the tour) at it. HERALD_* variables of the caller's
+  names no address in the tour) at it (HERALD_ADMIN for the admin API's
+  commands). HERALD_* variables of the caller's
   environment are removed for the broker and the tour.
 - `sh` blocks run as a user pasting them into a terminal would: all of them,
   in order, in ONE interactive shell session, `bash --norc --noprofile --noediting -i`
@@ -668,6 +669,8 @@ def tour(request, tmp_path):
                                                            workdir, env, log_path)
     if kafka_port != KAFKA_PORT:
         env["HERALD_BOOTSTRAP"] = f"127.0.0.1:{kafka_port}"
+    if admin_port != ADMIN_PORT:
+        env["HERALD_ADMIN"] = f"127.0.0.1:{admin_port}"
     if PUSH_PORT in rewrites:
         env["HERALD_PUSH_SERVER"] = rewrites[PUSH_PORT]
     state = Tour(workdir, control, env, f"127.0.0.1:{kafka_port}", f"127.0.0.1:{admin_port}",
