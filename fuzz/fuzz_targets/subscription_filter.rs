@@ -6,8 +6,10 @@
 use herald_filter::{Fields, Filter};
 use libfuzzer_sys::fuzz_target;
 
-/// The record: the bytes after the filter text, as a key and as the value
-/// of every header whose name is one byte long and in them.
+/// The record: the bytes after the filter text, as a key, as the value of
+/// every header whose name is one byte long and in them, and as the
+/// record's value (arbitrary bytes read as JSON by `value.` paths); its
+/// length is the timestamp.
 struct Record<'a>(&'a [u8]);
 
 impl Fields for Record<'_> {
@@ -20,6 +22,12 @@ impl Fields for Record<'_> {
             [b'n'] => Some(None),
             _ => None,
         }
+    }
+    fn value(&self) -> Option<&[u8]> {
+        Some(self.0)
+    }
+    fn timestamp(&self) -> Option<i64> {
+        Some(self.0.len() as i64 - 8)
     }
 }
 

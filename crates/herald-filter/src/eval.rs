@@ -19,11 +19,22 @@ impl Node {
             Node::Not(node) => !node.eval(record),
             Node::Test(field, predicate) => {
                 // Outer None: no such field; inner None: present, null.
-                let found = match field {
-                    Field::Key => record.key().map(Some),
-                    Field::Header(name) => record.header(name),
-                };
-                predicate.holds(found)
+                match field {
+                    Field::Key => predicate.holds(record.key().map(Some)),
+                    Field::Header(name) => predicate.holds(record.header(name)),
+                    Field::Value => predicate.holds(record.value().map(Some)),
+                    Field::Timestamp => match record.timestamp() {
+                        Some(t) => {
+                            let mut digits = [0u8; 20];
+                            predicate.holds(Some(Some(decimal(t, &mut digits))))
+                        }
+                        None => predicate.holds(None),
+                    },
+                    Field::Json(path) => match record.value() {
+                        Some(value) => json_field(value, path, |found| predicate.holds(found)),
+                        None => predicate.holds(None),
+                    },
+                }
             }
         }
     }
@@ -59,6 +70,80 @@ impl Value {
     }
 }
 
+/// `n` written in decimal into `buffer`; the digits written.
+fn decimal(n: i64, buffer: &mut [u8; 20]) -> &[u8] {
+    let mut at = buffer.len();
+    let mut rest = n.unsigned_abs();
+    loop {
+        at -= 1;
+        buffer[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    if n < 0 {
+        at -= 1;
+        buffer[at] = b'-';
+    }
+    &buffer[at..]
+}
+
+/// Calls `test` with what `path` names in `value` read as JSON: `None` if
+/// it is not there (or `value` is not JSON up to it), `Some(None)` for a
+/// null, an object or an array, and the text of a string, a number or a
+/// boolean otherwise. Only what lies before the field is scanned, and
+/// nothing is allocated unless a string holds escapes.
+fn json_field(
+    value: &[u8],
+    path: &[Box<[u8]>],
+    test: impl FnOnce(Option<Option<&[u8]>>) -> bool,
+) -> bool {
+    let mut json = jiter::Jiter::new(value);
+    for step in path {
+        if !enter(&mut json, step) {
+            return test(None);
+        }
+    }
+    let Ok(peek) = json.peek() else {
+        return test(None);
+    };
+    match peek {
+        jiter::Peek::String => match json.known_str() {
+            Ok(text) => test(Some(Some(text.as_bytes()))),
+            Err(_) => test(None),
+        },
+        jiter::Peek::True => test(Some(Some(b"true"))),
+        jiter::Peek::False => test(Some(Some(b"false"))),
+        jiter::Peek::Null | jiter::Peek::Array | jiter::Peek::Object => test(Some(None)),
+        number => match json.known_number_bytes(number) {
+            Ok(digits) => test(Some(Some(digits))),
+            Err(_) => test(None),
+        },
+    }
+}
+
+/// Moves `json` from an object to the value of its field `name`; false if
+/// it is not an object or has no such field.
+fn enter(json: &mut jiter::Jiter<'_>, name: &[u8]) -> bool {
+    let mut found = match json.next_object() {
+        Ok(Some(key)) => key.as_bytes() == name,
+        _ => return false,
+    };
+    loop {
+        if found {
+            return true;
+        }
+        if json.next_skip().is_err() {
+            return false;
+        }
+        found = match json.next_key() {
+            Ok(Some(key)) => key.as_bytes() == name,
+            _ => return false,
+        };
+    }
+}
+
 /// The field's bytes as a finite decimal number, if they are one.
 fn number(bytes: &[u8]) -> Option<f64> {
     // Only digits, signs, a point and an exponent: `f64::from_str` would
@@ -81,15 +166,23 @@ fn number(bytes: &[u8]) -> Option<f64> {
 mod tests {
     use super::*;
 
-    /// A record as a key and a list of headers.
+    /// A record as a key, a list of headers, a value and a timestamp.
     struct Record {
         key: Option<&'static [u8]>,
         headers: Vec<(&'static str, Option<&'static [u8]>)>,
+        value: Option<&'static [u8]>,
+        timestamp: Option<i64>,
     }
 
     impl Fields for Record {
         fn key(&self) -> Option<&[u8]> {
             self.key
+        }
+        fn value(&self) -> Option<&[u8]> {
+            self.value
+        }
+        fn timestamp(&self) -> Option<i64> {
+            self.timestamp
         }
         fn header(&self, name: &[u8]) -> Option<Option<&[u8]>> {
             self.headers
@@ -109,6 +202,8 @@ mod tests {
                 ("note", None),
                 ("region", Some(b"us")),
             ],
+            value: Some(br#"{"id": 7, "order": {"total": 120.5, "city": "Z\u00fcrich", "paid": true, "tags": ["a"], "note": null}, "order.total": 1}"#),
+            timestamp: Some(1_700_000_000_123),
         }
     }
 
@@ -146,6 +241,8 @@ mod tests {
         let keyless = Record {
             key: None,
             headers: vec![],
+            value: None,
+            timestamp: None,
         };
         let filter = Filter::parse("exists key").expect("valid");
         assert!(!filter.matches(&keyless));
@@ -158,9 +255,61 @@ mod tests {
         let odd = Record {
             key: None,
             headers: vec![("n", Some(b"inf")), ("m", Some(b"NaN"))],
+            value: Some(b"not json"),
+            timestamp: Some(-5),
         };
         let filter = Filter::parse("header.n > 0 or header.m > 0 or header.m <= 0").expect("valid");
         assert!(!filter.matches(&odd));
+    }
+
+    #[test]
+    fn the_timestamp_and_the_values_json_fields() {
+        assert!(check(
+            "timestamp >= 1700000000000 and timestamp < 1700000000124"
+        ));
+        assert!(check("timestamp == 1700000000123"));
+        assert!(check(r#"timestamp == "1700000000123""#));
+        assert!(check(r#"value starts_with "{""#));
+        assert!(check("value.id == 7 and value.id in (6, 7)"));
+        assert!(check(
+            "value.order.total > 100 and value.order.total <= 120.5"
+        ));
+        assert!(check(r#"value["order"]["total"] == 120.5"#));
+        assert!(check(r#"value["order.total"] == 1"#));
+        assert!(check(r#"value.order.city == "Zürich""#));
+        assert!(check(r#"value.order.city starts_with "Z""#));
+        assert!(check(r#"value.order.paid == "true""#));
+        assert!(check("exists value.order.note and exists value.order.tags"));
+        assert!(!check(r#"value.order.note == "null""#));
+        assert!(!check(
+            "exists value.order.missing or exists value.id.deeper"
+        ));
+        assert!(check(r#"value.order.missing != "x""#));
+        let odd = Record {
+            key: None,
+            headers: vec![],
+            value: Some(b"not json"),
+            timestamp: Some(-5),
+        };
+        for (text, expected) in [
+            ("exists value.a", false),
+            ("exists value", true),
+            ("timestamp < 0 and timestamp == -5", true),
+        ] {
+            assert_eq!(
+                Filter::parse(text).expect("valid").matches(&odd),
+                expected,
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn decimal_writes_every_i64() {
+        for n in [0, 7, -7, 10, 1_700_000_000_123, i64::MAX, i64::MIN] {
+            let mut digits = [0u8; 20];
+            assert_eq!(decimal(n, &mut digits), n.to_string().as_bytes());
+        }
     }
 
     #[test]

@@ -3,9 +3,9 @@
 //!
 //! Two sides, as in RocketSpeed's delivery goals (seed 004, 2.3.2):
 //! - the subscriber's [`Filter`], an expression over the record's key and
-//!   headers (`header.region == "eu" and header.amount >= 100`), parsed and
-//!   checked once at subscribe time and evaluated per record without
-//!   allocating;
+//!   headers (`header.region == "eu" and header.amount >= 100`), its
+//!   timestamp and its value's JSON fields (`value.order.total > 100`),
+//!   parsed and checked once and evaluated per record without allocating;
 //! - the publisher's audience: a record may name, in its
 //!   [`AUDIENCE_HEADER`] header, the attributes of the subscribers it is
 //!   for; a subscription declares its [`Attributes`], and a record with an
@@ -40,4 +40,13 @@ pub trait Fields {
     /// The value of the first header called `name`: `None` if there is no
     /// such header, `Some(None)` if it is there with a null value.
     fn header(&self, name: &[u8]) -> Option<Option<&[u8]>>;
+    /// The record's value (`None`: Kafka's null value, or a reader that
+    /// does not give values: push delivery filters on keys and headers).
+    fn value(&self) -> Option<&[u8]> {
+        None
+    }
+    /// The record's timestamp in milliseconds, if the reader gives it.
+    fn timestamp(&self) -> Option<i64> {
+        None
+    }
 }

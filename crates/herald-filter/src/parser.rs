@@ -11,6 +11,8 @@
 //!         | field "in" "(" value ("," value)* ")"
 //!         | field "starts_with" string
 //! field  := "key" | "header." NAME | "header" "[" string "]"
+//!         | "timestamp" | "value"
+//!         | "value." NAME ("." NAME)* | "value" ("[" string "]")+
 //! value  := string | number
 //! ```
 //!
@@ -21,8 +23,20 @@
 //! decimal number (`"100"`, `"1e2"` and `"100.0"` all equal `100`). A
 //! missing header or null key satisfies no test but `!=` (which is
 //! `not ==`); `exists` is true for a header with a null value.
+//!
+//! `timestamp` is the record's timestamp in milliseconds (a number).
+//! `value` is the whole value's bytes; `value.a.b` (or `value["a"]["b"]`)
+//! reads the value as a JSON object and takes field `b` of its field `a`:
+//! a string compares as its text, a number as a number, `true` and
+//! `false` as those words; `null`, an object or an array is present
+//! (`exists` holds) but satisfies no comparison; a value that is not JSON,
+//! or lacks the path, has no such field. At most 16 steps per path.
 
 use std::fmt;
+
+/// The fields a test may name, for error messages.
+const FIELDS_EXPECTED: &str =
+    "`key`, `header.NAME`, `header[\"NAME\"]`, `timestamp`, `value`, `value.FIELD` or `value[\"FIELD\"]`";
 
 use crate::lexer::{self, Spanned, Token};
 use crate::{FILTER_BYTES_MAX, FILTER_DEPTH_MAX, FILTER_IN_VALUES_MAX, FILTER_TESTS_MAX};
@@ -69,7 +83,14 @@ pub(crate) enum Node {
 pub(crate) enum Field {
     Key,
     Header(Box<[u8]>),
+    Timestamp,
+    Value,
+    /// A path of object keys into the value read as JSON.
+    Json(Box<[Box<[u8]>]>),
 }
+
+/// The most steps a JSON path may take.
+pub(crate) const JSON_PATH_MAX: usize = 16;
 
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Predicate {
@@ -298,10 +319,12 @@ impl Parser<'_> {
             ..
         }) = self.peek()
         else {
-            return self.error("expected `key`, `header.NAME` or `header[\"NAME\"]`");
+            return self.error(FIELDS_EXPECTED);
         };
         let field = if word == "key" {
             Field::Key
+        } else if word == "timestamp" {
+            Field::Timestamp
         } else if let Some(name) = word.strip_prefix("header.") {
             if name.is_empty() {
                 return self.error("a header name after `header.`");
@@ -309,29 +332,64 @@ impl Parser<'_> {
             Field::Header(name.as_bytes().into())
         } else if word == "header" {
             self.next += 1;
-            if !self.token(&Token::LBracket) {
+            let Some(name) = self.bracketed()? else {
                 return self.error("expected `.NAME` or `[\"NAME\"]` after `header`");
-            }
-            let Some(Spanned {
-                token: Token::Str(name),
-                ..
-            }) = self.peek()
-            else {
-                return self.error("expected a string naming the header");
             };
-            let name = name.clone().into_boxed_slice();
-            self.next += 1;
-            if !self.token(&Token::RBracket) {
-                return self.error("expected `]`");
-            }
             return Ok(Field::Header(name));
+        } else if let Some(path) = word.strip_prefix("value.") {
+            let steps: Vec<Box<[u8]>> = path.split('.').map(|s| s.as_bytes().into()).collect();
+            if steps.iter().any(|s| s.is_empty()) {
+                return self.error("a field name after each `.` of `value.`");
+            }
+            if steps.len() > JSON_PATH_MAX {
+                return Err(FilterError::TooLarge {
+                    what: "JSON path in steps",
+                    limit: JSON_PATH_MAX,
+                });
+            }
+            Field::Json(steps.into())
+        } else if word == "value" {
+            self.next += 1;
+            let mut steps = Vec::new();
+            while let Some(step) = self.bracketed()? {
+                if steps.len() == JSON_PATH_MAX {
+                    return Err(FilterError::TooLarge {
+                        what: "JSON path in steps",
+                        limit: JSON_PATH_MAX,
+                    });
+                }
+                steps.push(step);
+            }
+            return Ok(if steps.is_empty() {
+                Field::Value
+            } else {
+                Field::Json(steps.into())
+            });
         } else {
-            return self.error(format!(
-                "unknown field {word:?} (`key`, `header.NAME` or `header[\"NAME\"]`)"
-            ));
+            return self.error(format!("unknown field {word:?} ({FIELDS_EXPECTED})"));
         };
         self.next += 1;
         Ok(field)
+    }
+
+    /// `[ string ]` if the next token opens one.
+    fn bracketed(&mut self) -> Result<Option<Box<[u8]>>, FilterError> {
+        if !self.token(&Token::LBracket) {
+            return Ok(None);
+        }
+        let Some(Spanned {
+            token: Token::Str(name),
+            ..
+        }) = self.peek()
+        else {
+            return self.error("expected a string naming the field");
+        };
+        let name = name.clone().into_boxed_slice();
+        self.next += 1;
+        if !self.token(&Token::RBracket) {
+            return self.error("expected `]`");
+        }
+        Ok(Some(name))
     }
 
     fn value(&mut self) -> Result<Value, FilterError> {
@@ -405,6 +463,15 @@ impl fmt::Display for Field {
         match self {
             Field::Key => write!(f, "key"),
             Field::Header(name) => write!(f, "header[{}]", Quoted(name)),
+            Field::Timestamp => write!(f, "timestamp"),
+            Field::Value => write!(f, "value"),
+            Field::Json(steps) => {
+                write!(f, "value")?;
+                for step in steps.iter() {
+                    write!(f, "[{}]", Quoted(step))?;
+                }
+                Ok(())
+            }
         }
     }
 }

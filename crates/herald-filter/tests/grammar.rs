@@ -15,7 +15,10 @@ fn invalid_filters_get_an_error_that_says_where_and_why() {
     assert_eq!(Filter::parse("  "), Err(FilterError::Empty));
     assert_eq!(syntax_at("header.a =="), 11);
     assert_eq!(syntax_at("header.a = 1"), 9);
-    assert_eq!(syntax_at("value == 1"), 0);
+    assert_eq!(syntax_at("payload == 1"), 0);
+    assert_eq!(syntax_at("value. == 1"), 0);
+    assert_eq!(syntax_at("value.a..b == 1"), 0);
+    assert_eq!(syntax_at("value[1] == 1"), 6);
     assert_eq!(syntax_at("header. == 1"), 0);
     assert_eq!(syntax_at(r#"header.a == "x" and"#), 19);
     assert_eq!(syntax_at(r#"header.a == "x" header.b == "y""#), 16);
@@ -69,16 +72,25 @@ fn limits_on_size_tests_and_depth() {
     assert!(Filter::parse(&fine).is_ok());
 }
 
-/// A record: a key and headers, the first of a name counting.
+/// A record: a key and headers, the first of a name counting, a value
+/// (JSON or not) and a timestamp.
 #[derive(Debug, Clone)]
 struct Record {
     key: Option<Vec<u8>>,
     headers: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    value: Option<Vec<u8>>,
+    timestamp: i64,
 }
 
 impl Fields for Record {
     fn key(&self) -> Option<&[u8]> {
         self.key.as_deref()
+    }
+    fn value(&self) -> Option<&[u8]> {
+        self.value.as_deref()
+    }
+    fn timestamp(&self) -> Option<i64> {
+        Some(self.timestamp)
     }
     fn header(&self, name: &[u8]) -> Option<Option<&[u8]>> {
         self.headers
@@ -89,8 +101,17 @@ impl Fields for Record {
 }
 
 fn field() -> impl Strategy<Value = String> {
-    prop::sample::select(vec!["key", "header.a", "header.b", r#"header["c d"]"#])
-        .prop_map(str::to_owned)
+    prop::sample::select(vec![
+        "key",
+        "header.a",
+        "header.b",
+        r#"header["c d"]"#,
+        "timestamp",
+        "value",
+        "value.a",
+        r#"value["b c"]["d"]"#,
+    ])
+    .prop_map(str::to_owned)
 }
 
 fn value() -> impl Strategy<Value = String> {
@@ -151,11 +172,28 @@ fn bytes() -> impl Strategy<Value = Vec<u8>> {
 
 fn record() -> impl Strategy<Value = Record> {
     let name = prop::sample::select(vec![&b"a"[..], b"b", b"c d"]).prop_map(<[u8]>::to_vec);
+    let value = prop::option::of(prop::sample::select(vec![
+        &br#"{"a": 1, "b c": {"d": "x"}}"#[..],
+        br#"{"b c": {"d": 0.5}, "a": "y"}"#,
+        br#"{"a": null, "b c": []}"#,
+        br#"{"a": -2}"#,
+        b"x",
+        b"1",
+        b"",
+    ]))
+    .prop_map(|v| v.map(<[u8]>::to_vec));
     (
         prop::option::of(bytes()),
         prop::collection::vec((name, prop::option::of(bytes())), 0..4),
+        value,
+        prop::sample::select(vec![-2i64, 0, 1, 5]),
     )
-        .prop_map(|(key, headers)| Record { key, headers })
+        .prop_map(|(key, headers, value, timestamp)| Record {
+            key,
+            headers,
+            value,
+            timestamp,
+        })
 }
 
 proptest! {

@@ -78,4 +78,12 @@ impl Fields for RecordFields<'_, '_> {
             .find(|(key, _)| *key == name)
             .map(|(_, value)| value)
     }
+
+    fn value(&self) -> Option<&[u8]> {
+        self.0.value
+    }
+
+    fn timestamp(&self) -> Option<i64> {
+        Some(self.0.timestamp)
+    }
 }
