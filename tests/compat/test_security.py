@@ -653,3 +653,60 @@ def test_herald_user_and_acl_commands_over_kafkas_apis(secure):
     assert code == 0 and out.count("deleted") == 2, out
     code, out = herald_cli(secure, "topic", "list", user=user, password="cli-pw")
     assert code != 0 and "Authentication failed" in out, out
+
+
+def test_the_admin_api_needs_credentials_and_a_cluster_acl_when_authorization_is_on(secure):
+    """With authorization on, the admin API (snapshots, restores) asks who
+    calls: no or wrong credentials get 401, a user without an ACL on the
+    cluster 403, and the administrator (a super user) or a user allowed
+    ALTER on the cluster gets through, over HTTP Basic or the CLI."""
+    if AGAINST_KAFKA:
+        pytest.skip("herald's own admin API")
+    import base64
+    import json
+    import urllib.error
+    import urllib.request
+
+    def call(method, path, body=None, user=None, password=None):
+        request = urllib.request.Request(
+            f"http://{secure.admin_address}{path}", method=method,
+            data=json.dumps(body).encode() if body is not None else None,
+            headers={"Content-Type": "application/json"},
+        )
+        if user is not None:
+            token = base64.b64encode(f"{user}:{password}".encode()).decode()
+            request.add_header("Authorization", f"Basic {token}")
+        try:
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                return answer.status, json.loads(answer.read())
+        except urllib.error.HTTPError as refused:
+            return refused.code, json.loads(refused.read())
+
+    topic = f"pinned-{uuid.uuid4().hex[:8]}"
+    client = admin(secure)  # must outlive its futures
+    wait_all(client.create_topics([NewTopic(topic, 1, 1)]))
+    status, answer = call("GET", "/v1/snapshots")
+    assert status == 401 and "authorization is on" in answer["error"], answer
+    status, answer = call("GET", "/v1/snapshots", user="admin", password="wrong")
+    assert status == 401 and "invalid user name or password" in answer["error"], answer
+    user = f"snap-{uuid.uuid4().hex[:8]}"
+    add_user(secure, user, "snap-pw")
+    status, answer = call("POST", "/v1/snapshots", {"topics": [topic]}, user=user, password="snap-pw")
+    assert status == 403 and "may not ALTER" in answer["error"], answer
+    allow(secure, f"User:{user}", ResourceType.BROKER, "kafka-cluster", AclOperation.ALTER)
+    status, answer = call("POST", "/v1/snapshots", {"topics": [topic], "id": user},
+                          user=user, password="snap-pw")
+    assert status == 201, answer
+    status, answer = call("GET", f"/v1/snapshots/{user}", user="admin", password=ADMIN_PASSWORD)
+    assert status == 200 and answer["topics"][0]["name"] == topic, answer
+
+    def cli(*args):
+        run = subprocess.run([str(herald_binary_path()), "snapshot", *args, "--admin", secure.admin_address],
+                             capture_output=True, text=True, timeout=60,
+                             env={**os.environ, "HERALD_SASL_PASSWORD": ADMIN_PASSWORD})
+        return run.returncode, run.stdout + run.stderr
+
+    code, out = cli("delete", user, "--admin-user", "admin")
+    assert code == 0 and "deleted" in out, out
+    code, out = cli("list")
+    assert code != 0 and "401" in out, out

@@ -122,7 +122,7 @@ async fn serve_connection(stream: tokio::net::TcpStream, peer: SocketAddr, state
         async move {
             let response = match answer {
                 routes::Answer::Now(response) => response,
-                routes::Answer::Api => crate::api::handle(&state.broker, request).await,
+                routes::Answer::Api => crate::api::handle(&state.broker, peer, request).await,
                 // The refresh samples the broker and may wait for the group
                 // coordinator: keep it off the runtime's worker threads.
                 routes::Answer::Scrape => {

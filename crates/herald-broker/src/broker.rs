@@ -191,10 +191,38 @@ impl Broker {
         }))
     }
 
-    /// Snapshots of topics: taking, listing and deleting them, their view
-    /// topics, and the gate answers that show records pass.
+    /// Snapshots of topics: listing and deleting them, their view topics,
+    /// and the gate answers that show records pass.
     pub fn snapshots(&self) -> &Snapshots {
         &self.snapshots
+    }
+
+    /// Takes a snapshot of `spec.topics` at `now` (see [`Snapshots`]). The
+    /// topics are held against deletion from the moment they are checked
+    /// to still be registered (under the lock deletion takes) until the
+    /// snapshot is kept or refused.
+    pub async fn take_snapshot(
+        &self,
+        spec: crate::snapshots::SnapshotSpec,
+        now: SystemTime,
+    ) -> Result<Arc<crate::snapshots::SnapshotRecord>, crate::snapshots::SnapshotError> {
+        let _held = {
+            let _admin = self.admin.lock();
+            let registry = self.registry.read();
+            for topic in &spec.topics {
+                let registered = registry
+                    .by_id
+                    .get(&topic.id())
+                    .is_some_and(|t| Arc::ptr_eq(t, topic));
+                if !registered {
+                    return Err(crate::snapshots::SnapshotError::UnknownTopic {
+                        name: topic.name().to_owned(),
+                    });
+                }
+            }
+            self.snapshots.hold(&spec.topics)
+        };
+        self.snapshots.create(spec, now).await
     }
 
     /// The configuration the broker was opened with.

@@ -41,8 +41,7 @@ async fn a_view_ends_at_the_cut_while_the_topic_grows() {
     produce(&topic, 0, 5, 1_000).await;
     produce(&topic, 1, 3, 2_000).await;
     let snapshot = broker
-        .snapshots()
-        .create(spec("s1", vec![Arc::clone(&topic)]), SystemTime::now())
+        .take_snapshot(spec("s1", vec![Arc::clone(&topic)]), SystemTime::now())
         .await
         .unwrap();
     assert_eq!(snapshot.records(), 16);
@@ -99,8 +98,7 @@ async fn pinned_records_outlive_retention_and_delete_records_until_the_snapshot_
     let topic = broker.topic("events").unwrap();
     produce(&topic, 0, 50, 1_000).await;
     broker
-        .snapshots()
-        .create(spec("keep", vec![Arc::clone(&topic)]), SystemTime::now())
+        .take_snapshot(spec("keep", vec![Arc::clone(&topic)]), SystemTime::now())
         .await
         .unwrap();
     produce(&topic, 0, 300, 2_000).await;
@@ -148,8 +146,7 @@ async fn snapshots_and_their_pins_survive_a_restart_and_expire() {
         let mut with_ttl = spec("brief", vec![Arc::clone(&topic)]);
         with_ttl.ttl = Some(Duration::from_secs(60));
         broker
-            .snapshots()
-            .create(with_ttl, SystemTime::now())
+            .take_snapshot(with_ttl, SystemTime::now())
             .await
             .unwrap();
         broker.close().unwrap();
@@ -187,27 +184,29 @@ async fn bad_requests_are_refused_and_change_nothing() {
     let now = SystemTime::now();
     for bad in ["", "has.dot", "spa ce", &"x".repeat(65)] {
         assert!(matches!(
-            snapshots.create(spec(bad, vec![Arc::clone(&a)]), now).await,
+            broker
+                .take_snapshot(spec(bad, vec![Arc::clone(&a)]), now)
+                .await,
             Err(SnapshotError::InvalidId { .. })
         ));
     }
     assert_eq!(
-        snapshots.create(spec("none", vec![]), now).await,
+        broker.take_snapshot(spec("none", vec![]), now).await,
         Err(SnapshotError::NoTopics)
     );
     assert!(matches!(
-        snapshots
-            .create(spec("twice", vec![Arc::clone(&a), Arc::clone(&a)]), now)
+        broker
+            .take_snapshot(spec("twice", vec![Arc::clone(&a), Arc::clone(&a)]), now)
             .await,
         Err(SnapshotError::DuplicateTopic { .. })
     ));
-    snapshots
-        .create(spec("one", vec![Arc::clone(&a)]), now)
+    broker
+        .take_snapshot(spec("one", vec![Arc::clone(&a)]), now)
         .await
         .unwrap();
     assert!(matches!(
-        snapshots
-            .create(spec("one", vec![Arc::clone(&a)]), now)
+        broker
+            .take_snapshot(spec("one", vec![Arc::clone(&a)]), now)
             .await,
         Err(SnapshotError::Exists { .. })
     ));
@@ -238,8 +237,7 @@ async fn a_restore_recreates_a_views_batches_at_their_offsets_and_nothing_on_fai
         .await
         .unwrap();
     broker
-        .snapshots()
-        .create(spec("b", vec![Arc::clone(&topic)]), SystemTime::now())
+        .take_snapshot(spec("b", vec![Arc::clone(&topic)]), SystemTime::now())
         .await
         .unwrap();
     let view = broker.snapshots().view("__snapshot.b.src").unwrap();

@@ -199,9 +199,20 @@ impl Outbox {
     /// outbox is closed and empty.
     pub async fn take(&self, max_bytes: usize) -> Option<Vec<Event>> {
         loop {
+            // The gate is passed before anything is taken, so a take
+            // cancelled while it waits has lost nothing; once the lock is
+            // held it is checked again, and the events handed out only if
+            // it is still open (they were read from the log before that
+            // check, so any cut starting later holds them).
+            if let Some(gate) = &self.gate {
+                gate.pass().await;
+            }
             let notified = self.ready.notified();
             let taken = {
                 let mut guard = self.queue.lock();
+                if self.gate.as_ref().is_some_and(|gate| !gate.is_open()) {
+                    continue;
+                }
                 let queue = &mut *guard;
                 if !queue.events.is_empty() || !queue.urgent.is_empty() {
                     let normal_first = queue.starved >= STARVATION_BOUND;
@@ -242,9 +253,6 @@ impl Outbox {
                 }
             };
             if let Some(taken) = taken {
-                if let Some(gate) = &self.gate {
-                    gate.pass().await;
-                }
                 return Some(taken);
             }
             notified.await;

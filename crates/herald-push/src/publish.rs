@@ -156,6 +156,7 @@ impl PushEngine {
             target,
             partition,
             batch,
+            gate: self.broker.snapshots().shared_gate(),
         })
     }
 }
@@ -165,6 +166,9 @@ pub struct PreparedPublish {
     target: Arc<Partition>,
     partition: u32,
     batch: Vec<u8>,
+    /// Passed before the acknowledgement, which must not overtake a
+    /// snapshot's cut (see `herald_broker::snapshots::CutGate`).
+    gate: Arc<herald_broker::snapshots::CutGate>,
 }
 
 impl std::fmt::Debug for PreparedPublish {
@@ -193,6 +197,7 @@ impl PreparedPublish {
         // Through the leader wherever it is: a publisher may be connected
         // to any node of a cluster.
         let outcome = self.target.append_through_leader(&self.batch).await?;
+        self.gate.pass().await;
         Ok(Published {
             partition: self.partition,
             offset: outcome.base_offset,

@@ -10,14 +10,23 @@ use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
-/// Longest the CLI waits for one admin API answer.
+/// Longest the CLI waits for one admin API answer to a JSON call.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Sends `method path` with `body` (JSON) to the admin listener at `admin`
-/// (HOST:PORT) and returns the answer's JSON; a refusal becomes an error
-/// carrying the broker's message.
+/// An admin listener and the credentials to call it with.
+#[derive(Debug, Clone)]
+pub struct AdminTarget {
+    /// HOST:PORT.
+    pub address: String,
+    /// The `Authorization` header's value, if any.
+    pub authorization: Option<String>,
+}
+
+/// Sends `method path` with `body` (JSON) to the admin listener `admin`
+/// and returns the answer's JSON; a refusal becomes an error carrying the
+/// broker's message.
 pub async fn call(
-    admin: &str,
+    admin: &AdminTarget,
     method: Method,
     path: &str,
     body: Option<serde_json::Value>,
@@ -26,13 +35,14 @@ pub async fn call(
         Some(json) => Bytes::from(serde_json::to_vec(json)?),
         None => Bytes::new(),
     };
-    send(admin, method, path, Full::new(bytes)).await
+    send(admin, method, path, Full::new(bytes), Some(ANSWER_TIMEOUT)).await
 }
 
 /// [`call`] with a body streamed from `chunks` (a large upload, sent as it
-/// is read).
+/// is read). No overall timeout: the broker answers once the whole body
+/// is in, and gives up on a body that stalls.
 pub async fn call_streaming(
-    admin: &str,
+    admin: &AdminTarget,
     method: Method,
     path: &str,
     chunks: tokio::sync::mpsc::Receiver<std::io::Result<Bytes>>,
@@ -40,19 +50,28 @@ pub async fn call_streaming(
     use tokio_stream::StreamExt as _;
     let frames = tokio_stream::wrappers::ReceiverStream::new(chunks)
         .map(|chunk| chunk.map(hyper::body::Frame::data));
-    send(admin, method, path, http_body_util::StreamBody::new(frames)).await
+    send(
+        admin,
+        method,
+        path,
+        http_body_util::StreamBody::new(frames),
+        None,
+    )
+    .await
 }
 
 async fn send<B>(
-    admin: &str,
+    target: &AdminTarget,
     method: Method,
     path: &str,
     body: B,
+    timeout: Option<Duration>,
 ) -> anyhow::Result<serde_json::Value>
 where
     B: hyper::body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    let admin = target.address.as_str();
     let stream = TcpStream::connect(admin)
         .await
         .with_context(|| format!("connecting to the admin listener at {admin}"))?;
@@ -60,20 +79,27 @@ where
         .await
         .context("starting HTTP with the admin listener")?;
     let driver = tokio::spawn(connection);
-    let request = Request::builder()
+    let mut request = Request::builder()
         .method(method)
         .uri(path)
         .header(hyper::header::HOST, admin)
-        .header(hyper::header::CONTENT_TYPE, "application/json")
-        .body(body)?;
-    let answered = tokio::time::timeout(ANSWER_TIMEOUT, async {
+        .header(hyper::header::CONTENT_TYPE, "application/json");
+    if let Some(authorization) = &target.authorization {
+        request = request.header(hyper::header::AUTHORIZATION, authorization);
+    }
+    let request = request.body(body)?;
+    let exchange = async {
         let response = sender.send_request(request).await?;
         let status = response.status();
         let body = response.into_body().collect().await?.to_bytes();
         Ok::<_, hyper::Error>((status, body))
-    })
-    .await
-    .context("the admin listener did not answer in time")?
+    };
+    let answered = match timeout {
+        Some(limit) => tokio::time::timeout(limit, exchange)
+            .await
+            .context("the admin listener did not answer in time")?,
+        None => exchange.await,
+    }
     .context("calling the admin API")?;
     driver.abort();
     let (status, body) = answered;

@@ -302,7 +302,7 @@ pub struct FileSettings {
     pub relay: Option<crate::relay_settings::RelayFile>,
 }
 
-/// The admin listener to talk to.
+/// The admin listener to talk to, and as whom.
 #[derive(Debug, Clone, clap::Args)]
 pub struct AdminArgs {
     /// Address of the broker's admin listener, HOST:PORT.
@@ -313,6 +313,33 @@ pub struct AdminArgs {
         value_name = "HOST:PORT"
     )]
     pub admin: String,
+    /// The user to call the admin API as, when the broker has
+    /// authorization on (its password is read from HERALD_SASL_PASSWORD,
+    /// never from the command line).
+    #[arg(long, env = "HERALD_ADMIN_USER", value_name = "USER")]
+    pub admin_user: Option<String>,
+}
+
+impl AdminArgs {
+    /// Where to call the admin API, with the credentials to send.
+    pub fn target(&self) -> anyhow::Result<crate::admin_http::AdminTarget> {
+        let authorization = match &self.admin_user {
+            None => None,
+            Some(user) => {
+                use base64::Engine as _;
+                let password = std::env::var("HERALD_SASL_PASSWORD").map_err(|_| {
+                    anyhow::anyhow!("--admin-user needs the password in HERALD_SASL_PASSWORD")
+                })?;
+                let token =
+                    base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+                Some(format!("Basic {token}"))
+            }
+        };
+        Ok(crate::admin_http::AdminTarget {
+            address: self.admin.clone(),
+            authorization,
+        })
+    }
 }
 
 /// `herald snapshot` subcommands.

@@ -3,10 +3,13 @@
 //! as a topic ([`restore`]). Errors are
 //! `{"error": "..."}` with a status that says whose fault it was.
 
+pub mod auth;
 pub mod restore;
 pub mod snapshots;
 
+use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
@@ -18,18 +21,28 @@ use herald_broker::Broker;
 
 /// Largest JSON request body accepted.
 pub const JSON_BODY_MAX: usize = 1 << 20;
+/// Longest a client may take to send a JSON body, or between two pieces
+/// of a streamed one (a restore's).
+pub const BODY_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The broker, once it is open (the admin listener starts before it).
 pub type OpenedBroker = Arc<OnceLock<Arc<Broker>>>;
 
 /// Answers one `/v1/` request.
-pub async fn handle(broker: &OpenedBroker, request: Request<Incoming>) -> Response<Full<Bytes>> {
+pub async fn handle(
+    broker: &OpenedBroker,
+    peer: SocketAddr,
+    request: Request<Incoming>,
+) -> Response<Full<Bytes>> {
     let Some(broker) = broker.get() else {
         return error(
             StatusCode::SERVICE_UNAVAILABLE,
             "the broker is not open yet",
         );
     };
+    if let Err(refused) = auth::check(broker, peer, &request).await {
+        return refused;
+    }
     let path = request.uri().path().to_owned();
     let segments: Vec<&str> = path
         .trim_start_matches("/v1/")
@@ -98,12 +111,18 @@ where
     T: serde::de::DeserializeOwned,
 {
     let body = Limited::new(request.into_body(), JSON_BODY_MAX);
-    let bytes = match body.collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(e) => {
+    let bytes = match tokio::time::timeout(BODY_IDLE_TIMEOUT, body.collect()).await {
+        Ok(Ok(collected)) => collected.to_bytes(),
+        Ok(Err(e)) => {
             return Err(error(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 &format!("the body could not be read (at most {JSON_BODY_MAX} bytes): {e}"),
+            ))
+        }
+        Err(_) => {
+            return Err(error(
+                StatusCode::REQUEST_TIMEOUT,
+                "the body did not come in time",
             ))
         }
     };

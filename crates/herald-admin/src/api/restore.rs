@@ -5,8 +5,11 @@
 //! `{"partitions": [{"start": S, "end": E, "bytes": B}, ...], "configs":
 //! {"retention.ms": "...", ...}}`, then each partition's `B` bytes of
 //! batches in partition order (the `.batches` files of the backup). The
-//! body is read as it arrives, one batch held at a time; the topic exists
-//! only once every batch is in (201), and nothing is left of it otherwise.
+//! body is read as it arrives, about a megabyte of batches held at a time,
+//! written off the async runtime; the topic exists only once every batch
+//! is in (201), and nothing is left of it otherwise. A body that stalls
+//! for [`BODY_IDLE_TIMEOUT`] is given up; at most [`RESTORES_MAX`]
+//! restores run at once.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -20,10 +23,16 @@ use serde_json::json;
 
 use herald_broker::{Broker, BrokerError, TopicRestore};
 
-use super::{error, json, JSON_BODY_MAX};
+use super::{error, json, BODY_IDLE_TIMEOUT, JSON_BODY_MAX};
 
 /// Largest batch a backup may hold (the largest a frame may carry).
 const BATCH_BYTES_MAX: usize = 128 << 20;
+/// Most restores at once.
+pub const RESTORES_MAX: usize = 2;
+/// Bytes of batches gathered before they are written.
+const WRITE_BYTES: usize = 1 << 20;
+
+static RESTORES: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(RESTORES_MAX);
 /// Bytes of a batch's header up to and including its length.
 const LENGTH_END: usize = 12;
 
@@ -49,6 +58,12 @@ pub async fn handle(
     name: &str,
     request: Request<Incoming>,
 ) -> Response<Full<Bytes>> {
+    let Ok(_slot) = RESTORES.try_acquire() else {
+        return error(
+            StatusCode::TOO_MANY_REQUESTS,
+            &format!("{RESTORES_MAX} restores are running; try again once one ends"),
+        );
+    };
     let mut body = request.into_body();
     let mut buffer = BytesMut::new();
     let plan = loop {
@@ -70,27 +85,57 @@ pub async fn handle(
     };
     let ranges: Vec<(u64, u64)> = plan.partitions.iter().map(|p| (p.start, p.end)).collect();
     let configs: Vec<(String, String)> = plan.configs.into_iter().collect();
-    let mut restore = match broker.begin_restore(name, &configs, &ranges) {
-        Ok(restore) => restore,
-        Err(e) => return refused(&e),
+    let (opening, topic) = (Arc::clone(broker), name.to_owned());
+    let begun =
+        tokio::task::spawn_blocking(move || opening.begin_restore(&topic, &configs, &ranges)).await;
+    let mut restore = match begun {
+        Ok(Ok(restore)) => restore,
+        Ok(Err(e)) => return refused(&e),
+        Err(e) => {
+            return error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &format!("restore task: {e}"),
+            )
+        }
     };
     let mut records = 0u64;
     for (index, partition) in plan.partitions.iter().enumerate() {
         let mut left = partition.bytes;
         while left > 0 {
-            match next_batch(&mut body, &mut buffer, left).await {
-                Ok(batch) => {
-                    left -= batch.len() as u64;
-                    if let Err(e) = restore.append(index, &batch) {
-                        return refused(&e);
+            // About a megabyte of whole batches, then written in one go.
+            let mut gathered = Vec::new();
+            let mut size = 0;
+            while left > 0 && size < WRITE_BYTES {
+                match next_batch(&mut body, &mut buffer, left).await {
+                    Ok(batch) => {
+                        left -= batch.len() as u64;
+                        size += batch.len();
+                        gathered.push(batch);
+                    }
+                    Err(e) => {
+                        return error(StatusCode::BAD_REQUEST, &format!("partition {index}: {e}"))
                     }
                 }
-                Err(e) => {
-                    return error(StatusCode::BAD_REQUEST, &format!("partition {index}: {e}"))
-                }
             }
+            let written = tokio::task::spawn_blocking(move || {
+                for batch in &gathered {
+                    restore.append(index, batch)?;
+                }
+                Ok::<_, BrokerError>(restore)
+            })
+            .await;
+            restore = match written {
+                Ok(Ok(restore)) => restore,
+                Ok(Err(e)) => return refused(&e),
+                Err(e) => {
+                    return error(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        &format!("restore task: {e}"),
+                    )
+                }
+            };
         }
-        records += partition.end - partition.start;
+        records += partition.end.saturating_sub(partition.start);
     }
     if !buffer.is_empty() || matches!(next_chunk(&mut body).await, Ok(Some(c)) if !c.is_empty()) {
         return error(
@@ -98,7 +143,13 @@ pub async fn handle(
             "the body holds more than the plan's bytes",
         );
     }
-    finish(restore, records)
+    match tokio::task::spawn_blocking(move || finish(restore, records)).await {
+        Ok(response) => response,
+        Err(e) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &format!("restore task: {e}"),
+        ),
+    }
 }
 
 fn finish(restore: TopicRestore, records: u64) -> Response<Full<Bytes>> {
@@ -151,7 +202,13 @@ async fn next_batch(
 
 async fn next_chunk(body: &mut Incoming) -> Result<Option<Bytes>, String> {
     loop {
-        match body.frame().await {
+        let Ok(frame) = tokio::time::timeout(BODY_IDLE_TIMEOUT, body.frame()).await else {
+            return Err(format!(
+                "the body stalled for {} s",
+                BODY_IDLE_TIMEOUT.as_secs()
+            ));
+        };
+        match frame {
             None => return Ok(None),
             Some(Err(e)) => return Err(format!("reading the body: {e}")),
             Some(Ok(frame)) => {

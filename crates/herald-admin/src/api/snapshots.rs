@@ -157,7 +157,7 @@ async fn create(broker: &Arc<Broker>, request: Request<Incoming>) -> Response<Fu
         topics,
         ttl: asked.ttl_ms.map(Duration::from_millis),
     };
-    match broker.snapshots().create(spec, SystemTime::now()).await {
+    match broker.take_snapshot(spec, SystemTime::now()).await {
         Ok(record) => json(StatusCode::CREATED, &SnapshotView::of(&record)),
         Err(e) => refused(&e),
     }
@@ -169,6 +169,7 @@ fn refused(e: &SnapshotError) -> Response<Full<Bytes>> {
         SnapshotError::Exists { .. } => StatusCode::CONFLICT,
         SnapshotError::TooMany { .. } => StatusCode::INSUFFICIENT_STORAGE,
         SnapshotError::Storage { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+        SnapshotError::NotWritten { .. } => StatusCode::SERVICE_UNAVAILABLE,
         SnapshotError::InvalidId { .. }
         | SnapshotError::NoTopics
         | SnapshotError::DuplicateTopic { .. }

@@ -71,6 +71,13 @@ impl Broker {
             )?
             .inheriting(inherited_configs(&admin.metadata.security, name));
             let log_config = config.log_config(&self.config.log_defaults)?;
+            tenant_caps::check_partitions(
+                &admin.metadata.security,
+                &admin.metadata.quotas,
+                name,
+                count.into(),
+                partition_counts(&admin.metadata),
+            )?;
             if admin.metadata.topics.contains_key(name)
                 || !self.restoring.lock().insert(name.to_owned())
             {

@@ -11,6 +11,11 @@
 //! atomics per partition). So nothing a client learns after the cut began
 //! can reach a partition the cut has not read yet.
 //!
+//! What passes it: Fetch and Produce answers (herald-kafka), push publish
+//! acknowledgements and push deliveries (herald-push: an outbox checks it
+//! with [`CutGate::is_open`] before it hands deliveries out, so a take
+//! that is cancelled never loses what it took).
+//!
 //! Ordering: the cut stores `closed` and fences before reading the
 //! partitions; an answer fences after reading its records and before
 //! loading `closed`. With both fences sequentially consistent, either the
@@ -43,6 +48,13 @@ impl CutGate {
             }
             listener.await;
         }
+    }
+
+    /// Whether no cut is being read now; true means whatever was read
+    /// before this call lies inside any cut that starts after it.
+    pub fn is_open(&self) -> bool {
+        fence(Ordering::SeqCst);
+        !self.closed.load(Ordering::SeqCst)
     }
 
     /// [`CutGate::pass`] for a thread that may block.

@@ -93,6 +93,15 @@ pub enum SnapshotError {
     /// The time to live is zero or past what a clock holds.
     #[error("invalid time to live: {0}")]
     InvalidTtl(&'static str),
+    /// Appends placed before the cut could not be written (their
+    /// partition failed or closed); nothing was kept.
+    #[error("records of {name}/{partition} placed before the cut were not written: the partition failed or closed")]
+    NotWritten {
+        /// The topic.
+        name: String,
+        /// The partition.
+        partition: u32,
+    },
     /// As many snapshots as allowed are kept already.
     #[error("{max} snapshots are kept already; delete one first")]
     TooMany {
@@ -127,6 +136,9 @@ struct State {
     records: BTreeMap<String, Arc<SnapshotRecord>>,
     by_name: HashMap<String, Arc<ViewTopic>>,
     by_id: HashMap<Uuid, Arc<ViewTopic>>,
+    /// Topics a snapshot being taken holds (by id, with how many such
+    /// snapshots): they may not be deleted meanwhile.
+    held: HashMap<Uuid, usize>,
 }
 
 impl State {
@@ -175,12 +187,14 @@ impl State {
         }
         floors
     }
+}
 
-    fn apply_floors(&self, topic: &Topic) {
-        for (partition, floor) in topic.partitions().iter().zip(self.floors(topic)) {
-            if let Some(log) = partition.local_log() {
-                log.set_retention_floor(floor);
-            }
+/// Sets each partition's retention floor of `topic` (a log's maintenance
+/// lock is taken for each: call it with no other lock held).
+fn set_floors(topic: &Topic, floors: Vec<Option<u64>>) {
+    for (partition, floor) in topic.partitions().iter().zip(floors) {
+        if let Some(log) = partition.local_log() {
+            log.set_retention_floor(floor);
         }
     }
 }
@@ -213,11 +227,14 @@ impl Snapshots {
         let file = SnapshotsFile::new(data_dir);
         let mut state = State::default();
         for record in file.load()? {
+            if state.records.contains_key(&record.id) {
+                return Err(file.invalid(format!("snapshot {} is listed twice", record.id)));
+            }
             state.insert(Arc::new(record), topics);
         }
         let views: Vec<Arc<ViewTopic>> = state.by_name.values().cloned().collect();
         for view in &views {
-            state.apply_floors(view.topic());
+            set_floors(view.topic(), state.floors(view.topic()));
         }
         if !state.records.is_empty() {
             tracing::info!(snapshots = state.records.len(), "snapshots restored");
@@ -242,7 +259,10 @@ impl Snapshots {
     }
 
     /// Takes a snapshot of `spec.topics` at `now`.
-    pub async fn create(
+    ///
+    /// Call it through `Broker::take_snapshot`, which holds the topics
+    /// against deletion while the snapshot is taken.
+    pub(crate) async fn create(
         &self,
         spec: SnapshotSpec,
         now: SystemTime,
@@ -275,13 +295,38 @@ impl Snapshots {
                 return Err(SnapshotError::TooMany { max: SNAPSHOTS_MAX });
             }
         }
+        for topic in &spec.topics {
+            if view_name(&id, topic.name()).len() > crate::topic::TOPIC_NAME_MAX {
+                return Err(SnapshotError::InvalidId {
+                    id,
+                    reason: "its view topic's name would be longer than 249 characters",
+                });
+            }
+        }
         let logs = local_logs(&spec.topics)?;
+        // Dropped before the snapshot is kept (an error, or the caller gone),
+        // the pins go back to what the kept snapshots hold.
+        let mut pins_back = PinsBack {
+            snapshots: self,
+            topics: &spec.topics,
+            armed: true,
+        };
         // Pinned before the cut, so nothing between start and cut can be
-        // deleted meanwhile.
-        let starts: Vec<Vec<u64>> = logs
-            .iter()
-            .map(|logs| logs.iter().map(|log| log.pin_log_start()).collect())
-            .collect();
+        // deleted meanwhile; off the runtime, since a pin waits for a log's
+        // maintenance (which may be in an fsync).
+        let pinning = logs.clone();
+        let starts: Vec<Vec<u64>> = tokio::task::spawn_blocking(move || {
+            pinning
+                .iter()
+                .map(|logs| logs.iter().map(|log| log.pin_log_start()).collect())
+                .collect()
+        })
+        .await
+        .map_err(|e| SnapshotError::Storage {
+            op: "pin",
+            path: PathBuf::new(),
+            reason: e.to_string(),
+        })?;
         let cutting = Instant::now();
         let ends: Vec<Vec<u64>> = self.gate.closed_while(|| {
             logs.iter()
@@ -289,15 +334,48 @@ impl Snapshots {
                 .collect()
         });
         let cut_nanos = u64::try_from(cutting.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        for ((topic, logs), ends) in spec.topics.iter().zip(&logs).zip(&ends) {
+            for (index, (log, &end)) in logs.iter().zip(ends).enumerate() {
+                if !wait_until_written(log, end).await {
+                    return Err(SnapshotError::NotWritten {
+                        name: topic.name().to_owned(),
+                        partition: index as u32,
+                    });
+                }
+            }
+        }
+        // On disk before the snapshot is: a crash must not bring the log
+        // back below a cut that later records would then fill.
+        let flushing = logs.clone();
+        let flush_ends = ends.clone();
+        let flushed = tokio::task::spawn_blocking(move || {
+            for (logs, ends) in flushing.iter().zip(&flush_ends) {
+                for (log, &end) in logs.iter().zip(ends) {
+                    log.flush_through(end).map_err(|e| e.to_string())?;
+                }
+            }
+            Ok::<_, String>(())
+        })
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|flushed| flushed);
+        if let Err(reason) = flushed {
+            return Err(SnapshotError::Storage {
+                op: "flush",
+                path: PathBuf::new(),
+                reason,
+            });
+        }
         let mut topics = Vec::with_capacity(spec.topics.len());
         for ((topic, logs), (starts, ends)) in
             spec.topics.iter().zip(&logs).zip(starts.iter().zip(&ends))
         {
-            let mut partitions = Vec::with_capacity(logs.len());
-            for ((log, &start), &end) in logs.iter().zip(starts).zip(ends) {
-                wait_until_written(log, end).await;
-                partitions.push(describe_range(log, start, end));
-            }
+            let partitions = logs
+                .iter()
+                .zip(starts)
+                .zip(ends)
+                .map(|((log, &start), &end)| describe_range(log, start, end))
+                .collect();
             topics.push(TopicCut {
                 name: topic.name().to_owned(),
                 topic_id: topic.id(),
@@ -320,18 +398,28 @@ impl Snapshots {
             .map(|r| SnapshotRecord::clone(r))
             .collect();
         all.push(SnapshotRecord::clone(&record));
-        if let Err(e) = self.file.save(all) {
-            // Not kept: the pins go back to what the kept snapshots hold.
-            let state = self.state.read();
-            for topic in &spec.topics {
-                state.apply_floors(topic);
-            }
-            return Err(e);
-        }
+        self.file.save(all)?;
         let by_name = |name: &str| spec.topics.iter().find(|t| t.name() == name).cloned();
         self.state.write().insert(Arc::clone(&record), &by_name);
+        pins_back.armed = false;
         tracing::info!(snapshot = %id, topics = record.topics.len(), records = record.records(), cut_nanos, "snapshot taken");
         Ok(record)
+    }
+
+    /// Marks `topics` as held by a snapshot about to be taken, until the
+    /// answer is dropped: [`Snapshots::pinning`] names them, so they are
+    /// not deleted meanwhile. The caller checks, under the same lock topic
+    /// deletion takes, that they are still registered.
+    pub(crate) fn hold(&self, topics: &[Arc<Topic>]) -> TopicsHeld<'_> {
+        let ids: Vec<Uuid> = topics.iter().map(|t| t.id()).collect();
+        let mut state = self.state.write();
+        for id in &ids {
+            *state.held.entry(*id).or_default() += 1;
+        }
+        TopicsHeld {
+            snapshots: self,
+            ids,
+        }
     }
 
     /// Every snapshot, by id.
@@ -395,17 +483,25 @@ impl Snapshots {
             .map(|r| SnapshotRecord::clone(r))
             .collect();
         self.file.save(kept)?;
-        let mut state = self.state.write();
         let mut removed = Vec::new();
-        let mut topics: Vec<Arc<Topic>> = Vec::new();
-        for id in ids {
-            if let Some((record, views)) = state.remove(id) {
-                removed.push(record);
-                topics.extend(views);
+        let mut floors = Vec::new();
+        {
+            let mut state = self.state.write();
+            let mut topics: Vec<Arc<Topic>> = Vec::new();
+            for id in ids {
+                if let Some((record, views)) = state.remove(id) {
+                    removed.push(record);
+                    topics.extend(views);
+                }
+            }
+            for topic in topics {
+                let of_topic = state.floors(&topic);
+                floors.push((topic, of_topic));
             }
         }
-        for topic in &topics {
-            state.apply_floors(topic);
+        // Each raise waits for the log's maintenance: no lock held.
+        for (topic, of_topic) in floors {
+            set_floors(&topic, of_topic);
         }
         Ok(removed)
     }
@@ -440,10 +536,14 @@ impl Snapshots {
             .collect()
     }
 
-    /// A snapshot that pins the topic with this id, if any.
+    /// A snapshot that pins the topic with this id, if any (one being
+    /// taken counts, named as such).
     pub fn pinning(&self, topic_id: Uuid) -> Option<String> {
-        self.state
-            .read()
+        let state = self.state.read();
+        if state.held.contains_key(&topic_id) {
+            return Some("(one being taken)".to_owned());
+        }
+        state
             .records
             .values()
             .find(|r| r.topics.iter().any(|t| t.topic_id == topic_id))
@@ -500,15 +600,58 @@ fn local_logs(topics: &[Arc<Topic>]) -> Result<Vec<Vec<Arc<Log>>>, SnapshotError
     Ok(logs)
 }
 
-/// Waits (bounded) until the appends placed below `end` are written.
-async fn wait_until_written(log: &Log, end: u64) {
+/// Waits (bounded) until the appends placed below `end` are written;
+/// false if they were not (the log failed or closed, or the wait ran out).
+async fn wait_until_written(log: &Log, end: u64) -> bool {
     let deadline = Instant::now() + IN_FLIGHT_WAIT;
-    while log.high_watermark() < end && Instant::now() < deadline && log.poisoned().is_none() {
+    while log.high_watermark() < end {
+        if Instant::now() >= deadline || log.poisoned().is_some() || log.is_closed() {
+            tracing::warn!(dir = %log.dir().display(), end, high_watermark = log.high_watermark(), "appends placed before a snapshot's cut were not written");
+            return false;
+        }
         let left = deadline.saturating_duration_since(Instant::now());
         let _ = tokio::time::timeout(left, log.wait_for_data(end - 1)).await;
     }
-    if log.high_watermark() < end {
-        tracing::warn!(dir = %log.dir().display(), end, high_watermark = log.high_watermark(), "appends placed before a snapshot's cut are not written yet");
+    true
+}
+
+/// Puts the pins of `topics` back to what the kept snapshots hold, unless
+/// disarmed (the snapshot was kept).
+struct PinsBack<'a> {
+    snapshots: &'a Snapshots,
+    topics: &'a [Arc<Topic>],
+    armed: bool,
+}
+
+impl Drop for PinsBack<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        for topic in self.topics {
+            let floors = self.snapshots.state.read().floors(topic);
+            set_floors(topic, floors);
+        }
+    }
+}
+
+/// Topics held by a snapshot being taken; released when dropped.
+pub(crate) struct TopicsHeld<'a> {
+    snapshots: &'a Snapshots,
+    ids: Vec<Uuid>,
+}
+
+impl Drop for TopicsHeld<'_> {
+    fn drop(&mut self) {
+        let mut state = self.snapshots.state.write();
+        for id in &self.ids {
+            if let Some(count) = state.held.get_mut(id) {
+                *count -= 1;
+                if *count == 0 {
+                    state.held.remove(id);
+                }
+            }
+        }
     }
 }
 

@@ -122,7 +122,26 @@ impl SnapshotsFile {
                 format!("format version {} is unknown", document.format_version),
             ));
         }
+        for snapshot in &document.snapshots {
+            super::validate_id(&snapshot.id).map_err(|e| self.invalid(e.to_string()))?;
+            let reversed = snapshot
+                .topics
+                .iter()
+                .flat_map(|t| &t.partitions)
+                .any(|p| p.end < p.start);
+            if reversed {
+                return Err(self.invalid(format!(
+                    "snapshot {} holds a range that ends before it starts",
+                    snapshot.id
+                )));
+            }
+        }
         Ok(document.snapshots)
+    }
+
+    /// The file holds something no snapshot can be.
+    pub(crate) fn invalid(&self, reason: String) -> SnapshotError {
+        self.error("parse", reason)
     }
 
     /// Replaces the file with `snapshots`, durably.

@@ -4,7 +4,7 @@
 //! Produce is refused; so kcat, Spark, Flink or Connect read exactly the
 //! snapshot with nothing herald-specific.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use herald_log::Log;
 use herald_records::{batches, BatchHeader};
@@ -57,11 +57,17 @@ impl ViewTopic {
             .map(|(index, cut)| {
                 let partition = Arc::clone(live.get(index)?);
                 let log = partition.local_log()?;
+                // A cut past what the log holds (its tail lost in a crash)
+                // would be filled by later records: not served.
+                if cut.end > log.high_watermark() {
+                    return None;
+                }
                 Some(ViewPartition {
                     partition,
                     log,
                     start: cut.start,
                     end: cut.end,
+                    max_timestamp: Arc::default(),
                 })
             })
             .collect::<Option<Vec<_>>>()?;
@@ -113,6 +119,8 @@ pub struct ViewPartition {
     log: Arc<Log>,
     start: u64,
     end: u64,
+    /// The answer of the max-timestamp lookup, once computed.
+    max_timestamp: Arc<OnceLock<Option<OffsetAndTimestamp>>>,
 }
 
 impl ViewPartition {
@@ -201,7 +209,9 @@ impl ViewPartition {
         };
         Ok(match spec {
             OffsetSpec::Earliest => Some(at(self.start)),
-            OffsetSpec::Latest => Some(at(self.end)),
+            // As Fetch states it: the cut, once the appends before it are
+            // written (taking the snapshot waited for them).
+            OffsetSpec::Latest => Some(at(self.watermarks().high_watermark)),
             OffsetSpec::Timestamp(target) => {
                 match self.log.offset_for_timestamp_from(target, self.start) {
                     Some(t) if t.offset < self.end => Some(
@@ -223,12 +233,24 @@ impl ViewPartition {
         })
     }
 
-    /// The batch with the largest timestamp within the view, found from
-    /// batch headers (the first such batch; its exact record is looked up
-    /// as for a timestamp).
+    /// The record with the largest timestamp within the view (the first
+    /// such batch, found from batch headers; the exact record is looked
+    /// up as for a timestamp). A first batch that starts below the view
+    /// has its records from the view's start read one by one. Computed
+    /// once: a view never changes.
     fn max_timestamp(&self) -> Option<OffsetAndTimestamp> {
+        *self.max_timestamp.get_or_init(|| self.scan_max_timestamp())
+    }
+
+    fn scan_max_timestamp(&self) -> Option<OffsetAndTimestamp> {
         const CHUNK: usize = 1 << 20;
         let mut best: Option<(i64, u64)> = None;
+        let mut offer = |timestamp: i64, offset: u64| {
+            if best.is_none_or(|(t, _)| timestamp > t) {
+                best = Some((timestamp, offset));
+            }
+        };
+        let mut scratch = Vec::new();
         let mut offset = self.start;
         while offset < self.end {
             let read = self.log.read_visible(offset, CHUNK, self.end).ok()?;
@@ -239,9 +261,24 @@ impl ViewPartition {
                 let Some(header) = BatchHeader::parse(batch) else {
                     break;
                 };
-                let first = (header.base_offset().max(0) as u64).max(self.start);
-                if best.is_none_or(|(t, _)| header.max_timestamp() > t) {
-                    best = Some((header.max_timestamp(), first));
+                let base = u64::try_from(header.base_offset()).unwrap_or(0);
+                if base >= self.start {
+                    offer(header.max_timestamp(), base);
+                    continue;
+                }
+                // Straddles the view's start: only its records from there.
+                let Ok(records) = herald_records::RecordBatch::new(batch)
+                    .map_err(|_| ())
+                    .and_then(|b| b.records(&mut scratch).map_err(|_| ()))
+                else {
+                    continue;
+                };
+                for record in records.map_while(Result::ok) {
+                    if let Ok(at) = u64::try_from(record.offset) {
+                        if at >= self.start {
+                            offer(record.timestamp, at);
+                        }
+                    }
                 }
             }
             offset = read.next_offset;

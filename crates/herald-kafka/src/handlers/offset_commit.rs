@@ -35,9 +35,15 @@ pub async fn handle(
     let mut partitions = Vec::new();
     for topic in &request.topics {
         let name = topic.name.0.to_string();
-        let known = ctx.broker.topic(&name);
+        // A snapshot's view topic takes commits too (Connect, Spark and
+        // Flink commit what they read), authorized as its topic.
+        let known = super::read_source::ReadTopic::by_name(ctx, &name);
+        let authorized = known
+            .as_ref()
+            .map_or(name.as_str(), |t| t.authorized_name())
+            .to_owned();
         let denied = group_denied.or_else(|| {
-            (!topic_allowed(ctx, session, Operation::Read, &name)).then_some(topic_denied)
+            (!topic_allowed(ctx, session, Operation::Read, &authorized)).then_some(topic_denied)
         });
         let mut codes = Vec::with_capacity(topic.partitions.len());
         for p in &topic.partitions {

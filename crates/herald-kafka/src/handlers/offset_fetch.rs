@@ -150,7 +150,12 @@ async fn fetch(
     let partitions = partitions.map(|list| {
         list.into_iter()
             .filter(|tp| {
-                let allowed = topic_allowed(ctx, session, Operation::Describe, &tp.topic);
+                let allowed = topic_allowed(
+                    ctx,
+                    session,
+                    Operation::Describe,
+                    &super::read_source::authorized_name(ctx, &tp.topic),
+                );
                 if !allowed {
                     denied.insert(tp.clone());
                 }
@@ -178,8 +183,14 @@ async fn fetch(
         }));
         found.sort_by(|a, b| a.topic_partition.cmp(&b.topic_partition));
     } else {
-        found
-            .retain(|p| topic_allowed(ctx, session, Operation::Describe, &p.topic_partition.topic));
+        found.retain(|p| {
+            topic_allowed(
+                ctx,
+                session,
+                Operation::Describe,
+                &super::read_source::authorized_name(ctx, &p.topic_partition.topic),
+            )
+        });
     }
     (error, found, denied)
 }

@@ -118,13 +118,24 @@ async fn produce_topic(
     } else {
         ctx.broker.snapshots().view(&data.name.0)
     };
-    if view.is_some() {
-        let code = error_code::code(ResponseError::InvalidTopicException);
-        let message = "a snapshot's view topic is read-only";
+    if let Some(view) = view {
+        // Told only to whoever may write the topic it shows.
+        let (code, message) = if topic_allowed(ctx, session, Operation::Write, view.topic().name())
+        {
+            (
+                error_code::code(ResponseError::InvalidTopicException),
+                Some("a snapshot's view topic is read-only"),
+            )
+        } else {
+            (
+                error_code::code(ResponseError::TopicAuthorizationFailed),
+                None,
+            )
+        };
         let partitions = data
             .partition_data
             .iter()
-            .map(|p| failed(p.index, code, Some(message)))
+            .map(|p| failed(p.index, code, message))
             .collect();
         return response.with_partition_responses(partitions);
     }

@@ -12,6 +12,15 @@ use uuid::Uuid;
 
 use super::Context;
 
+/// The name a request naming `name` is authorized against: a view's
+/// topic's name for a view, else `name` itself.
+pub(crate) fn authorized_name(ctx: &Context, name: &str) -> String {
+    match ctx.broker.snapshots().view(name) {
+        Some(view) => view.topic().name().to_owned(),
+        None => name.to_owned(),
+    }
+}
+
 /// A topic or a view topic, found by name or id.
 #[derive(Debug, Clone)]
 pub(crate) enum ReadTopic {

@@ -41,14 +41,16 @@ pub async fn run(command: SnapshotCommand) -> anyhow::Result<()> {
                 body["ttl_ms"] = json!(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX));
             }
             let taken =
-                admin_http::call(&admin.admin, Method::POST, "/v1/snapshots", Some(body)).await?;
+                admin_http::call(&admin.target()?, Method::POST, "/v1/snapshots", Some(body))
+                    .await?;
             show(&taken, as_json)
         }
         SnapshotCommand::List {
             json: as_json,
             admin,
         } => {
-            let all = admin_http::call(&admin.admin, Method::GET, "/v1/snapshots", None).await?;
+            let all =
+                admin_http::call(&admin.target()?, Method::GET, "/v1/snapshots", None).await?;
             if as_json {
                 return print_json(&all);
             }
@@ -82,12 +84,12 @@ pub async fn run(command: SnapshotCommand) -> anyhow::Result<()> {
             json: as_json,
             admin,
         } => {
-            let snapshot = get(&admin.admin, &id).await?;
+            let snapshot = get(&admin.target()?, &id).await?;
             show(&snapshot, as_json)
         }
         SnapshotCommand::Delete { id, admin } => {
             admin_http::call(
-                &admin.admin,
+                &admin.target()?,
                 Method::DELETE,
                 &format!("/v1/snapshots/{id}"),
                 None,
@@ -103,7 +105,7 @@ pub async fn run(command: SnapshotCommand) -> anyhow::Result<()> {
             admin,
             broker,
         } => {
-            let snapshot = get(&admin.admin, &id).await?;
+            let snapshot = get(&admin.target()?, &id).await?;
             let mut connection = broker.connect().await?;
             let records = match format {
                 ExportFormat::Raw => export_raw(&mut connection, &snapshot, &output).await?,
@@ -119,11 +121,11 @@ pub async fn run(command: SnapshotCommand) -> anyhow::Result<()> {
             dir,
             renames,
             admin,
-        } => restore(&dir, &renames, &admin.admin).await,
+        } => restore(&dir, &renames, &admin.target()?).await,
     }
 }
 
-async fn get(admin: &str, id: &str) -> anyhow::Result<Value> {
+async fn get(admin: &admin_http::AdminTarget, id: &str) -> anyhow::Result<Value> {
     anyhow::ensure!(
         !id.is_empty() && !id.contains('/'),
         "invalid snapshot id {id:?}"
@@ -248,8 +250,22 @@ async fn export_raw(
 ) -> anyhow::Result<u64> {
     std::fs::create_dir_all(output).with_context(|| format!("creating {}", output.display()))?;
     let mut files = Vec::new();
+    let mut configs = serde_json::Map::new();
     let mut records = 0u64;
     for (topic, view, partitions) in ranges(snapshot)? {
+        // The topic's own settings (retention, sizes) go with it: restored
+        // under the broker's defaults, old records could be deleted at once.
+        let overrides: serde_json::Map<String, Value> =
+            herald_client::admin::describe_configs(connection, &topic)
+                .await
+                .map(|all| {
+                    all.into_iter()
+                        .filter(|c| c.is_override)
+                        .filter_map(|c| Some((c.name, json!(c.value?))))
+                        .collect()
+                })
+                .unwrap_or_default();
+        configs.insert(topic.clone(), Value::Object(overrides));
         let dir = output.join(&topic);
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         for (partition, start, end) in partitions {
@@ -284,6 +300,7 @@ async fn export_raw(
         "format": "herald-raw-backup",
         "format_version": 1,
         "snapshot": snapshot,
+        "configs": configs,
         "files": files,
     });
     let path = output.join(MANIFEST);
@@ -361,7 +378,11 @@ fn put_bytes(object: &mut Value, field: &str, bytes: Option<&[u8]>) {
 /// Restores every topic of the raw backup in `dir` as a new topic (named
 /// as in `renames`, or as it was), its records at their original offsets.
 /// Each file's size and CRC-32C are checked against the manifest first.
-pub async fn restore(dir: &Path, renames: &[(String, String)], admin: &str) -> anyhow::Result<()> {
+pub async fn restore(
+    dir: &Path,
+    renames: &[(String, String)],
+    admin: &admin_http::AdminTarget,
+) -> anyhow::Result<()> {
     let manifest_path = dir.join(MANIFEST);
     let manifest: Value = serde_json::from_slice(
         &std::fs::read(&manifest_path)
@@ -411,7 +432,13 @@ pub async fn restore(dir: &Path, renames: &[(String, String)], admin: &str) -> a
             paths.push(path);
         }
         let (sender, receiver) = tokio::sync::mpsc::channel(4);
-        let mut first = serde_json::to_vec(&json!({ "partitions": plan }))?;
+        let configs = manifest["configs"][&topic].clone();
+        let configs = if configs.is_object() {
+            configs
+        } else {
+            json!({})
+        };
+        let mut first = serde_json::to_vec(&json!({ "partitions": plan, "configs": configs }))?;
         first.push(b'\n');
         let reader = tokio::spawn(async move {
             if sender.send(Ok(bytes::Bytes::from(first))).await.is_err() {

@@ -1,0 +1,117 @@
+//! Who may call the admin API. With authorization off (the broker's
+//! default, as Kafka without an authorizer) anyone who reaches the
+//! listener may. With it on, each call carries the caller's credentials,
+//! `Authorization: Basic` (a SCRAM user's name and password, checked as a
+//! PLAIN login is, with the broker's login throttle) or `Bearer` (an
+//! access token the broker signed), and the caller needs the operation on
+//! the cluster resource: DESCRIBE to read, ALTER to change anything.
+//! Super users pass, as on every other API.
+
+use std::net::SocketAddr;
+
+use base64::Engine as _;
+use herald_auth::{Caller, Login, LoginStep, Operation, ResourceType, SaslMechanism};
+use herald_broker::Broker;
+use hyper::header::{HeaderValue, AUTHORIZATION, WWW_AUTHENTICATE};
+use hyper::{Method, Request, Response, StatusCode};
+
+use bytes::Bytes;
+use http_body_util::Full;
+
+use super::error;
+
+/// The name of the cluster resource in ACLs.
+const CLUSTER: &str = herald_auth::acl::CLUSTER_NAME;
+
+/// Checks the caller of `request`; the refusal to answer with otherwise.
+pub async fn check<B>(
+    broker: &Broker,
+    peer: SocketAddr,
+    request: &Request<B>,
+) -> Result<(), Response<Full<Bytes>>> {
+    let security = broker.security();
+    if !security.config().authorization {
+        return Ok(());
+    }
+    let header = request
+        .headers()
+        .get(AUTHORIZATION)
+        .and_then(|h| h.to_str().ok());
+    let principal = match header.and_then(|h| h.split_once(' ')) {
+        Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") => {
+            let now = security.login_context().now_secs;
+            match security.token_key().verify(token.trim(), now) {
+                Ok(claims) => claims.principal(),
+                Err(e) => return Err(unauthorized(&format!("the access token is refused: {e}"))),
+            }
+        }
+        Some((scheme, encoded)) if scheme.eq_ignore_ascii_case("basic") => {
+            let Some((user, password)) = basic(encoded.trim()) else {
+                return Err(unauthorized("the Basic credentials are not base64 of USER:PASSWORD"));
+            };
+            let message = format!("\0{user}\0{password}").into_bytes();
+            let (step, _) = security
+                .login_step(Login::new(SaslMechanism::Plain), message)
+                .await;
+            match step {
+                LoginStep::Done { user, .. } => {
+                    security.login_succeeded(peer.ip(), &user);
+                    format!("User:{user}")
+                }
+                _ => {
+                    tracing::info!(%peer, %user, "admin API call with invalid credentials");
+                    tokio::time::sleep(security.login_failed(peer.ip(), &user)).await;
+                    return Err(unauthorized("invalid user name or password"));
+                }
+            }
+        }
+        _ => {
+            return Err(unauthorized(
+                "authorization is on: send a user's name and password (Basic) or an access token (Bearer)",
+            ))
+        }
+    };
+    let operation = if request.method() == Method::GET || request.method() == Method::HEAD {
+        Operation::Describe
+    } else {
+        Operation::Alter
+    };
+    let caller = Caller {
+        principal,
+        host: peer.ip().to_string(),
+    };
+    if security.authorize(&caller, operation, ResourceType::Cluster, CLUSTER) {
+        return Ok(());
+    }
+    tracing::info!(principal = %caller.principal, %peer, ?operation, "admin API call denied");
+    Err(error(
+        StatusCode::FORBIDDEN,
+        &format!(
+            "{} may not {} the cluster (an ACL on the cluster resource allows it)",
+            caller.principal,
+            match operation {
+                Operation::Describe => "DESCRIBE",
+                _ => "ALTER",
+            }
+        ),
+    ))
+}
+
+fn unauthorized(message: &str) -> Response<Full<Bytes>> {
+    let mut response = error(StatusCode::UNAUTHORIZED, message);
+    response.headers_mut().insert(
+        WWW_AUTHENTICATE,
+        HeaderValue::from_static("Basic realm=\"herald\""),
+    );
+    response
+}
+
+/// The user name and password of base64 `user:password`.
+fn basic(encoded: &str) -> Option<(String, String)> {
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .ok()?;
+    let text = String::from_utf8(decoded).ok()?;
+    let (user, password) = text.split_once(':')?;
+    Some((user.to_owned(), password.to_owned()))
+}
