@@ -18,25 +18,55 @@ impl Node {
             Node::Any(nodes) => nodes.iter().any(|n| n.eval(record)),
             Node::Not(node) => !node.eval(record),
             Node::Test(field, predicate) => {
-                // Outer None: no such field; inner None: present, null.
-                match field {
-                    Field::Key => predicate.holds(record.key().map(Some)),
-                    Field::Header(name) => predicate.holds(record.header(name)),
-                    Field::Value => predicate.holds(record.value().map(Some)),
-                    Field::Timestamp => match record.timestamp() {
-                        Some(t) => {
-                            let mut digits = [0u8; 20];
-                            predicate.holds(Some(Some(decimal(t, &mut digits))))
-                        }
-                        None => predicate.holds(None),
-                    },
-                    Field::Json(path) => match record.value() {
-                        Some(value) => json_field(value, path, |found| predicate.holds(found)),
-                        None => predicate.holds(None),
-                    },
-                }
+                with_field(field, record, |found| predicate.holds(found))
             }
         }
+    }
+}
+
+/// Calls `read` with what `field` holds in `record`. Outer `None`: no such
+/// field; inner `None`: present, null (or a JSON object or array).
+pub(crate) fn with_field<R>(
+    field: &Field,
+    record: &impl Fields,
+    read: impl FnOnce(Option<Option<&[u8]>>) -> R,
+) -> R {
+    match field {
+        Field::Key => read(record.key().map(Some)),
+        Field::Header(name) => read(record.header(name)),
+        Field::Value => read(record.value().map(Some)),
+        Field::Timestamp => match record.timestamp() {
+            Some(t) => {
+                let mut digits = [0u8; 20];
+                read(Some(Some(decimal(t, &mut digits))))
+            }
+            None => read(None),
+        },
+        Field::Json(path) => match record.value() {
+            Some(value) => json_field(value, path, read),
+            None => read(None),
+        },
+    }
+}
+
+impl crate::FieldRef {
+    /// Calls `read` with what the field holds in `record`: `None` if it is
+    /// not there, `Some(None)` if it is null (or a JSON object or array),
+    /// its bytes otherwise (a JSON string's text, a number's digits).
+    pub fn read<R>(
+        &self,
+        record: &impl Fields,
+        read: impl FnOnce(Option<Option<&[u8]>>) -> R,
+    ) -> R {
+        with_field(&self.0, record, read)
+    }
+
+    /// The field as a finite number, if its bytes are a decimal number.
+    pub fn number(&self, record: &impl Fields) -> Option<f64> {
+        if self.0 == Field::Timestamp {
+            return record.timestamp().map(|t| t as f64);
+        }
+        self.read(record, |found| found.flatten().and_then(number))
     }
 }
 
@@ -94,11 +124,11 @@ fn decimal(n: i64, buffer: &mut [u8; 20]) -> &[u8] {
 /// null, an object or an array, and the text of a string, a number or a
 /// boolean otherwise. Only what lies before the field is scanned, and
 /// nothing is allocated unless a string holds escapes.
-fn json_field(
+fn json_field<R>(
     value: &[u8],
     path: &[Box<[u8]>],
-    test: impl FnOnce(Option<Option<&[u8]>>) -> bool,
-) -> bool {
+    test: impl FnOnce(Option<Option<&[u8]>>) -> R,
+) -> R {
     let mut json = jiter::Jiter::new(value);
     for step in path {
         if !enter(&mut json, step) {
@@ -301,6 +331,30 @@ mod tests {
                 expected,
                 "{text}"
             );
+        }
+    }
+
+    #[test]
+    fn a_field_reads_what_a_filter_tests() {
+        let total = crate::FieldRef::parse("value.order.total").expect("valid");
+        assert_eq!(total.number(&record()), Some(120.5));
+        assert_eq!(total.to_string(), r#"value["order"]["total"]"#);
+        let city = crate::FieldRef::parse(r#"value["order"]["city"]"#).expect("valid");
+        assert_eq!(
+            city.read(&record(), |found| found.flatten().map(<[u8]>::to_vec)),
+            Some("Zürich".as_bytes().to_vec())
+        );
+        assert_eq!(city.number(&record()), None);
+        let time = crate::FieldRef::parse("timestamp").expect("valid");
+        assert_eq!(time.number(&record()), Some(1_700_000_000_123.0));
+        assert_eq!(
+            crate::FieldRef::parse("header.amount")
+                .expect("valid")
+                .number(&record()),
+            Some(120.5)
+        );
+        for bad in ["", "key key", "nothing", "value.", "header[1]"] {
+            assert!(crate::FieldRef::parse(bad).is_err(), "{bad:?}");
         }
     }
 

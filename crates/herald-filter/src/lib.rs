@@ -21,7 +21,7 @@ mod parser;
 pub use audience::{
     Attributes, AttributesError, ATTRIBUTES_MAX, ATTRIBUTE_BYTES_MAX, AUDIENCE_HEADER,
 };
-pub use parser::{Filter, FilterError};
+pub use parser::{FieldRef, Filter, FilterError};
 
 /// The most bytes a filter's text may have.
 pub const FILTER_BYTES_MAX: usize = 4096;

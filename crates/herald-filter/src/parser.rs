@@ -148,6 +148,48 @@ impl Filter {
     }
 }
 
+/// One field of a record as a filter names it (`key`, `header.NAME`,
+/// `header["NAME"]`, `timestamp`, `value`, `value.a.b`, `value["a"]`):
+/// what an aggregate reads.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FieldRef(pub(crate) Field);
+
+impl FieldRef {
+    /// Parses a field's name as a filter's test would.
+    pub fn parse(text: &str) -> Result<Self, FilterError> {
+        if text.len() > FILTER_BYTES_MAX {
+            return Err(FilterError::TooLarge {
+                what: "text in bytes",
+                limit: FILTER_BYTES_MAX,
+            });
+        }
+        let tokens = lexer::tokens(text)?;
+        if tokens.is_empty() {
+            return Err(FilterError::Empty);
+        }
+        let mut parser = Parser {
+            tokens: &tokens,
+            next: 0,
+            tests: 0,
+            end: text.len(),
+        };
+        let field = parser.field()?;
+        if let Some(extra) = parser.peek() {
+            return Err(FilterError::Syntax {
+                at: extra.at,
+                message: "expected the end of the field's name".into(),
+            });
+        }
+        Ok(Self(field))
+    }
+}
+
+impl fmt::Display for FieldRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
 struct Parser<'t> {
     tokens: &'t [Spanned],
     next: usize,
