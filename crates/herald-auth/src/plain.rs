@@ -147,3 +147,31 @@ mod tests {
         }
     }
 }
+
+/// The user name and password of an HTTP `Authorization: Basic` value's
+/// base64 `user:password` (split at the first colon); `None` if it is not
+/// that. HTTP front ends check them as a PLAIN login.
+pub fn http_basic(encoded: &str) -> Option<(String, String)> {
+    use base64::Engine as _;
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(encoded.trim())
+        .ok()?;
+    let text = String::from_utf8(decoded).ok()?;
+    let (user, password) = text.split_once(':')?;
+    Some((user.to_owned(), password.to_owned()))
+}
+
+#[cfg(test)]
+mod http_basic_tests {
+    use super::http_basic;
+
+    #[test]
+    fn basic_credentials_split_at_the_first_colon() {
+        assert_eq!(
+            http_basic("YWxpY2U6cGFzczp3b3Jk"),
+            Some(("alice".into(), "pass:word".into()))
+        );
+        assert_eq!(http_basic("!!"), None);
+        assert_eq!(http_basic("bm9jb2xvbg=="), None, "no colon");
+    }
+}

@@ -304,24 +304,7 @@ impl Broker {
         let count = partitions.unwrap_or(self.config.default_partitions);
         check_partition_count(name, count)?;
         let mut admin = self.admin.lock();
-        let config = TopicConfig::from_pairs(
-            configs.iter().map(|(k, v)| (k.as_str(), v.as_str())),
-            &self.config.log_defaults,
-        )?
-        .inheriting(inherited_configs(&admin.metadata.security, name));
-        config.log_config(&self.config.log_defaults)?;
-        if admin.metadata.topics.contains_key(name) || self.restoring.lock().contains(name) {
-            return Err(BrokerError::TopicExists {
-                name: name.to_owned(),
-            });
-        }
-        tenant_caps::check_partitions(
-            &admin.metadata.security,
-            &admin.metadata.quotas,
-            name,
-            count.into(),
-            partition_counts(&admin.metadata),
-        )?;
+        let (config, _) = self.check_new_topic(&admin, name, count, configs)?;
         if validate_only {
             return Ok(TopicSummary {
                 name: name.to_owned(),
@@ -358,6 +341,38 @@ impl Broker {
             partitions: count,
             config,
         })
+    }
+
+    /// What a new topic `name` of `count` partitions with `configs` would
+    /// be configured as (its namespace's configs inherited), or why it
+    /// cannot be created: invalid configs, the name taken (or being
+    /// restored), the tenant's partition cap.
+    fn check_new_topic(
+        &self,
+        admin: &AdminState,
+        name: &str,
+        count: u32,
+        configs: &[(String, String)],
+    ) -> Result<(TopicConfig, herald_log::LogConfig), BrokerError> {
+        let config = TopicConfig::from_pairs(
+            configs.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+            &self.config.log_defaults,
+        )?
+        .inheriting(inherited_configs(&admin.metadata.security, name));
+        let log_config = config.log_config(&self.config.log_defaults)?;
+        if admin.metadata.topics.contains_key(name) || self.restoring.lock().contains(name) {
+            return Err(BrokerError::TopicExists {
+                name: name.to_owned(),
+            });
+        }
+        tenant_caps::check_partitions(
+            &admin.metadata.security,
+            &admin.metadata.quotas,
+            name,
+            count.into(),
+            partition_counts(&admin.metadata),
+        )?;
+        Ok((config, log_config))
     }
 
     /// The cluster this node belongs to, if it is one of a cluster.

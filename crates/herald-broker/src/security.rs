@@ -145,6 +145,26 @@ impl Security {
         })
     }
 
+    /// Checks `user`'s password as a PLAIN login does (on a blocking
+    /// thread), with the login throttle: answers the user, or `None` after
+    /// the throttle's pause for a wrong name or password.
+    pub async fn check_password(&self, peer: IpAddr, user: &str, password: &str) -> Option<String> {
+        let message = format!("\0{user}\0{password}").into_bytes();
+        let (step, _) = self
+            .login_step(Login::new(herald_auth::SaslMechanism::Plain), message)
+            .await;
+        match step {
+            LoginStep::Done { user, .. } => {
+                self.login_succeeded(peer, &user);
+                Some(user)
+            }
+            _ => {
+                tokio::time::sleep(self.login_failed(peer, user)).await;
+                None
+            }
+        }
+    }
+
     /// True if `caller` may do `operation` on `name` of `resource_type`;
     /// always true when authorization is off.
     pub fn authorize(

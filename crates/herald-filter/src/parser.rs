@@ -121,22 +121,8 @@ impl Filter {
     /// ([`FILTER_BYTES_MAX`], [`FILTER_TESTS_MAX`], [`FILTER_DEPTH_MAX`],
     /// [`FILTER_IN_VALUES_MAX`], 1 KiB per string).
     pub fn parse(text: &str) -> Result<Self, FilterError> {
-        if text.len() > FILTER_BYTES_MAX {
-            return Err(FilterError::TooLarge {
-                what: "text in bytes",
-                limit: FILTER_BYTES_MAX,
-            });
-        }
-        let tokens = lexer::tokens(text)?;
-        if tokens.is_empty() {
-            return Err(FilterError::Empty);
-        }
-        let mut parser = Parser {
-            tokens: &tokens,
-            next: 0,
-            tests: 0,
-            end: text.len(),
-        };
+        let tokens = tokens_within_limits(text)?;
+        let mut parser = Parser::new(&tokens, text);
         let root = parser.or(0)?;
         if let Some(extra) = parser.peek() {
             return Err(FilterError::Syntax {
@@ -157,22 +143,8 @@ pub struct FieldRef(pub(crate) Field);
 impl FieldRef {
     /// Parses a field's name as a filter's test would.
     pub fn parse(text: &str) -> Result<Self, FilterError> {
-        if text.len() > FILTER_BYTES_MAX {
-            return Err(FilterError::TooLarge {
-                what: "text in bytes",
-                limit: FILTER_BYTES_MAX,
-            });
-        }
-        let tokens = lexer::tokens(text)?;
-        if tokens.is_empty() {
-            return Err(FilterError::Empty);
-        }
-        let mut parser = Parser {
-            tokens: &tokens,
-            next: 0,
-            tests: 0,
-            end: text.len(),
-        };
+        let tokens = tokens_within_limits(text)?;
+        let mut parser = Parser::new(&tokens, text);
         let field = parser.field()?;
         if let Some(extra) = parser.peek() {
             return Err(FilterError::Syntax {
@@ -190,6 +162,21 @@ impl fmt::Display for FieldRef {
     }
 }
 
+/// The tokens of `text`, refused if it is too long or empty.
+fn tokens_within_limits(text: &str) -> Result<Vec<Spanned>, FilterError> {
+    if text.len() > FILTER_BYTES_MAX {
+        return Err(FilterError::TooLarge {
+            what: "text in bytes",
+            limit: FILTER_BYTES_MAX,
+        });
+    }
+    let tokens = lexer::tokens(text)?;
+    if tokens.is_empty() {
+        return Err(FilterError::Empty);
+    }
+    Ok(tokens)
+}
+
 struct Parser<'t> {
     tokens: &'t [Spanned],
     next: usize,
@@ -197,7 +184,16 @@ struct Parser<'t> {
     end: usize,
 }
 
-impl Parser<'_> {
+impl<'t> Parser<'t> {
+    fn new(tokens: &'t [Spanned], text: &str) -> Self {
+        Self {
+            tokens,
+            next: 0,
+            tests: 0,
+            end: text.len(),
+        }
+    }
+
     fn peek(&self) -> Option<&Spanned> {
         self.tokens.get(self.next)
     }

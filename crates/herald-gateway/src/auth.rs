@@ -72,13 +72,7 @@ pub(crate) fn from_headers<'a>(
 
 /// The user name and password of base64 `user:password`.
 pub(crate) fn basic(encoded: &str) -> Option<(String, String)> {
-    use base64::Engine as _;
-    let decoded = base64::engine::general_purpose::STANDARD
-        .decode(encoded)
-        .ok()?;
-    let text = String::from_utf8(decoded).ok()?;
-    let (user, password) = text.split_once(':')?;
-    Some((user.to_owned(), password.to_owned()))
+    herald_auth::plain::http_basic(encoded)
 }
 
 /// Checks a user's password as a PLAIN login does (on a blocking thread,
@@ -89,22 +83,15 @@ pub(crate) async fn check_password(
     user: &str,
     password: &str,
 ) -> Option<String> {
-    let security = engine.broker().security();
-    let message = format!("\0{user}\0{password}").into_bytes();
-    let (step, _) = security
-        .login_step(herald_auth::Login::new(SaslMechanism::Plain), message)
+    let checked = engine
+        .broker()
+        .security()
+        .check_password(peer.ip(), user, password)
         .await;
-    match step {
-        LoginStep::Done { user, .. } => {
-            security.login_succeeded(peer.ip(), &user);
-            Some(user)
-        }
-        _ => {
-            tracing::info!(%peer, %user, "push request with invalid credentials");
-            tokio::time::sleep(security.login_failed(peer.ip(), user)).await;
-            None
-        }
+    if checked.is_none() {
+        tracing::info!(%peer, %user, "push request with invalid credentials");
     }
+    checked
 }
 
 /// Who the client of a request is, from its credentials and its

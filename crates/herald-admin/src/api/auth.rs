@@ -9,8 +9,7 @@
 
 use std::net::SocketAddr;
 
-use base64::Engine as _;
-use herald_auth::{Caller, Login, LoginStep, Operation, ResourceType, SaslMechanism};
+use herald_auth::{Caller, Operation, ResourceType};
 use herald_broker::Broker;
 use hyper::header::{HeaderValue, AUTHORIZATION, WWW_AUTHENTICATE};
 use hyper::{Method, Request, Response, StatusCode};
@@ -46,21 +45,15 @@ pub async fn check<B>(
             }
         }
         Some((scheme, encoded)) if scheme.eq_ignore_ascii_case("basic") => {
-            let Some((user, password)) = basic(encoded.trim()) else {
-                return Err(unauthorized("the Basic credentials are not base64 of USER:PASSWORD"));
+            let Some((user, password)) = herald_auth::plain::http_basic(encoded) else {
+                return Err(unauthorized(
+                    "the Basic credentials are not base64 of USER:PASSWORD",
+                ));
             };
-            let message = format!("\0{user}\0{password}").into_bytes();
-            let (step, _) = security
-                .login_step(Login::new(SaslMechanism::Plain), message)
-                .await;
-            match step {
-                LoginStep::Done { user, .. } => {
-                    security.login_succeeded(peer.ip(), &user);
-                    format!("User:{user}")
-                }
-                _ => {
+            match security.check_password(peer.ip(), &user, &password).await {
+                Some(user) => format!("User:{user}"),
+                None => {
                     tracing::info!(%peer, %user, "admin API call with invalid credentials");
-                    tokio::time::sleep(security.login_failed(peer.ip(), &user)).await;
                     return Err(unauthorized("invalid user name or password"));
                 }
             }
@@ -104,14 +97,4 @@ fn unauthorized(message: &str) -> Response<Full<Bytes>> {
         HeaderValue::from_static("Basic realm=\"herald\""),
     );
     response
-}
-
-/// The user name and password of base64 `user:password`.
-fn basic(encoded: &str) -> Option<(String, String)> {
-    let decoded = base64::engine::general_purpose::STANDARD
-        .decode(encoded)
-        .ok()?;
-    let text = String::from_utf8(decoded).ok()?;
-    let (user, password) = text.split_once(':')?;
-    Some((user.to_owned(), password.to_owned()))
 }

@@ -65,26 +65,9 @@ impl Broker {
         }
         let (id, config, log_config) = {
             let admin = self.admin.lock();
-            let config = TopicConfig::from_pairs(
-                configs.iter().map(|(k, v)| (k.as_str(), v.as_str())),
-                &self.config.log_defaults,
-            )?
-            .inheriting(inherited_configs(&admin.metadata.security, name));
-            let log_config = config.log_config(&self.config.log_defaults)?;
-            tenant_caps::check_partitions(
-                &admin.metadata.security,
-                &admin.metadata.quotas,
-                name,
-                count.into(),
-                partition_counts(&admin.metadata),
-            )?;
-            if admin.metadata.topics.contains_key(name)
-                || !self.restoring.lock().insert(name.to_owned())
-            {
-                return Err(BrokerError::TopicExists {
-                    name: name.to_owned(),
-                });
-            }
+            let (config, log_config) = self.check_new_topic(&admin, name, count, configs)?;
+            // Reserved under the admin lock, so no creation can take it.
+            self.restoring.lock().insert(name.to_owned());
             (Uuid::new_v4(), config, log_config)
         };
         let release = |e| {
