@@ -91,6 +91,8 @@ pub struct Broker {
     snapshots: Snapshots,
     /// Names of topics being restored from a backup (reserved until done).
     restoring: Mutex<HashSet<String>>,
+    /// Registered online queries.
+    queries: crate::queries::Queries,
     /// The cluster this node belongs to, once started.
     #[cfg(feature = "cluster")]
     cluster: std::sync::OnceLock<Arc<crate::cluster::Cluster>>,
@@ -171,6 +173,7 @@ impl Broker {
         Ok(Arc::new(Self {
             snapshots,
             restoring: Mutex::new(HashSet::new()),
+            queries: crate::queries::Queries::new(&config.data_dir),
             cluster_id: metadata.cluster_id.clone(),
             security,
             quotas: ArcSwap::from_pointee(metadata.quotas.clone()),
@@ -195,6 +198,11 @@ impl Broker {
     /// and the gate answers that show records pass.
     pub fn snapshots(&self) -> &Snapshots {
         &self.snapshots
+    }
+
+    /// Registered online queries (see `queries`).
+    pub fn queries(&self) -> &crate::queries::Queries {
+        &self.queries
     }
 
     /// Takes a snapshot of `spec.topics` at `now` (see [`Snapshots`]). The

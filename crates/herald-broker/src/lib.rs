@@ -44,6 +44,7 @@ mod partition_dirs;
 pub mod producer_ids;
 mod producer_snapshot;
 pub mod producer_state;
+pub mod queries;
 pub mod relay;
 #[cfg(feature = "cluster")]
 mod replicated_producers;

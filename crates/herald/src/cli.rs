@@ -81,6 +81,14 @@ pub enum Command {
         after_help = "Example:\n  herald snapshot create orders payments --id nightly --ttl 24h\n  herald consume orders --snapshot nightly\n  herald snapshot export nightly --format raw --output ./nightly\n  herald snapshot restore ./nightly --rename orders=orders-restored"
     )]
     Snapshot(SnapshotCommand),
+    /// Register, list, show and delete online queries: a filter, aggregates
+    /// per time bucket and triggers, computed as records arrive (over the
+    /// admin API).
+    #[command(
+        subcommand,
+        after_help = "Example:\n  echo '{\"id\": \"big\", \"topic\": \"orders\", \"filter\": \"value.total > 100\", \"bucket_ms\": 60000, \"aggregates\": [{\"name\": \"n\", \"function\": \"count\"}]}' | herald query create --spec -\n  herald query show big"
+    )]
+    Query(QueryCommand),
     /// A quick local produce-then-consume run with a summary table.
     #[command(after_help = "Example:\n  herald bench --records 100000 --record-bytes 100")]
     Bench(BenchArgs),
@@ -453,4 +461,49 @@ pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
         .checked_mul(millis_per)
         .map(std::time::Duration::from_millis)
         .ok_or_else(|| format!("'{text}' is too long"))
+}
+
+/// `herald query` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum QueryCommand {
+    /// Register a query from its JSON spec (id, topic, filter, bucket_ms,
+    /// retain_buckets, aggregates, triggers; see docs/queries.md).
+    Create {
+        /// The spec's file, or `-` for stdin.
+        #[arg(long, value_name = "FILE")]
+        spec: PathBuf,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+    /// List the queries with their lag and alerts.
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+    /// Show a query's results: each bucket and the totals.
+    Show {
+        /// Its id.
+        id: String,
+        /// Only buckets starting at or after this (ms since the epoch).
+        #[arg(long, value_name = "MS")]
+        from_ms: Option<i64>,
+        /// Only buckets starting before this.
+        #[arg(long, value_name = "MS")]
+        to_ms: Option<i64>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+    /// Stop and forget a query.
+    Delete {
+        /// Its id.
+        id: String,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
 }

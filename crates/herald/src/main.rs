@@ -45,6 +45,7 @@ fn main() -> ExitCode {
         Command::Partition(command) => run_client(commands::partition::run(command)),
         Command::Tenant(command) => run_client(commands::tenant::run(command)),
         Command::Snapshot(command) => run_client(commands::snapshot::run(command)),
+        Command::Query(command) => run_client(commands::query::run(command)),
         Command::Subscribe(args) => run_client(commands::subscribe::run(args)),
         Command::Publish(args) => run_client(commands::publish::run(args)),
     }

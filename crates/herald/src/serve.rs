@@ -78,6 +78,9 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         );
     }
     herald_broker::relay::start(&broker);
+    broker
+        .start_queries()
+        .context("starting the registered queries")?;
     let maintenance =
         Maintenance::start(Arc::clone(&broker)).context("starting the maintenance thread")?;
     if let Some(admin) = &settings.admin {

@@ -1,9 +1,10 @@
 //! The admin HTTP API under `/v1/`: JSON in and out, for operators and
-//! the `herald` CLI: snapshots ([`snapshots`]) and restoring a raw backup
-//! as a topic ([`restore`]). Errors are
+//! the `herald` CLI: snapshots ([`snapshots`]), restoring a raw backup as
+//! a topic ([`restore`]) and online queries ([`queries`]). Errors are
 //! `{"error": "..."}` with a status that says whose fault it was.
 
 pub mod auth;
+pub mod queries;
 pub mod restore;
 pub mod snapshots;
 
@@ -51,6 +52,7 @@ pub async fn handle(
         .collect();
     match segments.first() {
         Some(&"snapshots") => snapshots::handle(broker, request, &segments[1..]).await,
+        Some(&"queries") => queries::handle(broker, request, &segments[1..]).await,
         Some(&"topics") => match (request.method(), &segments[1..]) {
             (&hyper::Method::POST, [name, "restore"]) => {
                 let name = (*name).to_owned();
@@ -63,7 +65,7 @@ pub async fn handle(
         },
         _ => error(
             StatusCode::NOT_FOUND,
-            "not found: the API serves /v1/snapshots and /v1/topics/{name}/restore",
+            "not found: the API serves /v1/snapshots, /v1/queries and /v1/topics/{name}/restore",
         ),
     }
 }

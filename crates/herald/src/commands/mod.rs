@@ -10,6 +10,7 @@ pub mod partition;
 pub mod produce;
 pub mod publish;
 pub mod push_client;
+pub mod query;
 pub mod snapshot;
 pub mod subscribe;
 pub mod tenant;
