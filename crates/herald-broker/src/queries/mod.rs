@@ -207,8 +207,9 @@ impl Queries {
 
 impl Broker {
     /// Starts every query kept in the data directory (on the current
-    /// async runtime). A query whose topic is gone is logged and left
-    /// registered, to be deleted.
+    /// async runtime). A query that cannot run (its topic is gone) is
+    /// logged and not started; the next registration or deletion drops
+    /// it from the file.
     pub fn start_queries(self: &Arc<Self>) -> Result<(), QueryError> {
         let queries = self.queries();
         for spec in queries.load()? {
