@@ -108,17 +108,19 @@ async fn run(
                 }
             }
         }
-        offset = offset.max(read.next_offset);
-        progress.store(offset, Ordering::Release);
+        // Alerts go out before the progress moves: once the lag is 0, every
+        // alert of what was indexed is on the alerts topic.
         if !alerts.is_empty() {
-            query
-                .alerts
-                .fetch_add(alerts.len() as u64, Ordering::Relaxed);
             match broker.upgrade() {
                 Some(broker) => publish(&broker, &alerts).await,
                 None => return,
             }
+            query
+                .alerts
+                .fetch_add(alerts.len() as u64, Ordering::Relaxed);
         }
+        offset = offset.max(read.next_offset);
+        progress.store(offset, Ordering::Release);
     }
 }
 
