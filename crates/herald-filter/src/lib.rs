@@ -50,3 +50,29 @@ pub trait Fields {
         None
     }
 }
+
+/// A stored record (herald-records' view of one record in a batch) as a
+/// filter reads it: what push delivery and online queries filter.
+impl Fields for herald_records::Record<'_> {
+    fn key(&self) -> Option<&[u8]> {
+        self.key
+    }
+
+    fn header(&self, name: &[u8]) -> Option<Option<&[u8]>> {
+        // Malformed header bytes end the search: the record was validated
+        // when stored, so this is a damaged log, and such a header is as
+        // good as absent.
+        self.headers()
+            .map_while(Result::ok)
+            .find(|(key, _)| *key == name)
+            .map(|(_, value)| value)
+    }
+
+    fn value(&self) -> Option<&[u8]> {
+        self.value
+    }
+
+    fn timestamp(&self) -> Option<i64> {
+        Some(self.timestamp)
+    }
+}

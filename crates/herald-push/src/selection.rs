@@ -49,41 +49,12 @@ impl Selection {
     /// True if the subscription receives `record` (one its selector
     /// matched). Reads only the headers it needs and allocates nothing.
     pub(crate) fn admits(&self, record: &Record<'_>) -> bool {
-        let fields = RecordFields(record);
         if record.header_count() > 0 {
-            let audience = fields.header(AUDIENCE_HEADER).flatten();
+            let audience = record.header(AUDIENCE_HEADER).flatten();
             if !self.attributes.admits(audience) {
                 return false;
             }
         }
-        self.filter.as_ref().is_none_or(|f| f.matches(&fields))
-    }
-}
-
-/// A stored record as a filter reads it.
-struct RecordFields<'r, 'a>(&'r Record<'a>);
-
-impl Fields for RecordFields<'_, '_> {
-    fn key(&self) -> Option<&[u8]> {
-        self.0.key
-    }
-
-    fn header(&self, name: &[u8]) -> Option<Option<&[u8]>> {
-        // Malformed header bytes end the search: the record was validated
-        // when stored, so this is a damaged log, and such a header is as
-        // good as absent.
-        self.0
-            .headers()
-            .map_while(Result::ok)
-            .find(|(key, _)| *key == name)
-            .map(|(_, value)| value)
-    }
-
-    fn value(&self) -> Option<&[u8]> {
-        self.0.value
-    }
-
-    fn timestamp(&self) -> Option<i64> {
-        Some(self.0.timestamp)
+        self.filter.as_ref().is_none_or(|f| f.matches(record))
     }
 }

@@ -10,9 +10,8 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use herald_filter::Fields;
 use herald_query::Alert;
-use herald_records::{batches, BatchBuilder, Record, RecordBatch, RecordFields};
+use herald_records::{batches, BatchBuilder, RecordBatch, RecordFields};
 
 use super::{RunningQuery, ALERTS_TOPIC};
 use crate::broker::Broker;
@@ -101,7 +100,7 @@ async fn run(
                     if record.offset < offset as i64 {
                         continue;
                     }
-                    state.observe(&StoredRecord(&record), record.timestamp);
+                    state.observe(&record, record.timestamp);
                     if triggers {
                         alerts.extend(state.evaluate_triggers());
                     }
@@ -166,30 +165,5 @@ async fn publish(broker: &Broker, alerts: &[Alert]) {
     };
     if let Err(e) = partition.append(&batch, Acks::All).await {
         tracing::error!(error = %e, "alerts could not be appended to {ALERTS_TOPIC}");
-    }
-}
-
-/// A stored record as a query's filter and fields read it.
-struct StoredRecord<'r, 'a>(&'r Record<'a>);
-
-impl Fields for StoredRecord<'_, '_> {
-    fn key(&self) -> Option<&[u8]> {
-        self.0.key
-    }
-
-    fn header(&self, name: &[u8]) -> Option<Option<&[u8]>> {
-        self.0
-            .headers()
-            .map_while(Result::ok)
-            .find(|(key, _)| *key == name)
-            .map(|(_, value)| value)
-    }
-
-    fn value(&self) -> Option<&[u8]> {
-        self.0.value
-    }
-
-    fn timestamp(&self) -> Option<i64> {
-        Some(self.0.timestamp)
     }
 }
