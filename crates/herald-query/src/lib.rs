@@ -15,8 +15,8 @@ mod state;
 
 pub use hll::Hll;
 pub use spec::{
-    validate_id, AggregateSpec, Comparison, CompiledQuery, Function, QuerySpec, SpecError,
-    TriggerSpec, AGGREGATES_MAX, QUERY_ID_MAX, RETAIN_BUCKETS_DEFAULT, RETAIN_BUCKETS_MAX,
-    TRIGGERS_MAX,
+    id_problem, validate_id, AggregateSpec, Comparison, CompiledQuery, Function, QuerySpec,
+    SpecError, TriggerSpec, AGGREGATES_MAX, QUERY_ID_MAX, RETAIN_BUCKETS_DEFAULT,
+    RETAIN_BUCKETS_MAX, TRIGGERS_MAX,
 };
 pub use state::{Alert, BucketRow, QueryState, Results};

@@ -279,23 +279,29 @@ impl QuerySpec {
 
 /// Checks a query id: 1 to 64 of `[A-Za-z0-9_-]`.
 pub fn validate_id(id: &str) -> Result<(), SpecError> {
-    let invalid = |reason| {
+    id_problem(id).map_or(Ok(()), |reason| {
         Err(SpecError::InvalidId {
             id: id.to_owned(),
             reason,
         })
-    };
+    })
+}
+
+/// What is wrong with `id` as the id of something the broker keeps by
+/// name (a query, a snapshot): it must be 1 to 64 of `[A-Za-z0-9_-]` (no
+/// `.`, which would end it inside a view topic's name).
+pub fn id_problem(id: &str) -> Option<&'static str> {
     if id.is_empty() {
-        return invalid("it is empty");
+        return Some("it is empty");
     }
     if id.len() > QUERY_ID_MAX {
-        return invalid("it is longer than 64 characters");
+        return Some("it is longer than 64 characters");
     }
     if !id
         .bytes()
         .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
     {
-        return invalid("only ASCII letters, digits, '_' and '-' are allowed");
+        return Some("only ASCII letters, digits, '_' and '-' are allowed");
     }
-    Ok(())
+    None
 }

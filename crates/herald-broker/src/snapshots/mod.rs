@@ -40,7 +40,7 @@ use crate::topic::Topic;
 /// Most snapshots kept at once.
 pub const SNAPSHOTS_MAX: usize = 1000;
 /// Longest snapshot id.
-pub const SNAPSHOT_ID_MAX: usize = 64;
+pub const SNAPSHOT_ID_MAX: usize = herald_query::QUERY_ID_MAX;
 /// How long taking a snapshot waits for the appends in flight at its cut.
 const IN_FLIGHT_WAIT: Duration = Duration::from_secs(10);
 
@@ -554,25 +554,12 @@ impl Snapshots {
 /// Checks a snapshot id: 1 to 64 characters from `[A-Za-z0-9_-]` (no `.`:
 /// it ends the id in a view topic's name).
 pub fn validate_id(id: &str) -> Result<(), SnapshotError> {
-    let invalid = |reason| {
+    herald_query::id_problem(id).map_or(Ok(()), |reason| {
         Err(SnapshotError::InvalidId {
             id: id.to_owned(),
             reason,
         })
-    };
-    if id.is_empty() {
-        return invalid("it is empty");
-    }
-    if id.len() > SNAPSHOT_ID_MAX {
-        return invalid("it is longer than 64 characters");
-    }
-    if !id
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-    {
-        return invalid("only ASCII letters, digits, '_' and '-' are allowed");
-    }
-    Ok(())
+    })
 }
 
 fn local_logs(topics: &[Arc<Topic>]) -> Result<Vec<Vec<Arc<Log>>>, SnapshotError> {
