@@ -188,6 +188,13 @@ def test_a_trigger_raises_an_alert_exactly_where_its_condition_comes_to_hold(bro
     assert got == expected
     assert all(a["trigger"] == "busy" and a["op"] == ">=" and a["threshold"] == 5 for a in alerts)
     assert api(broker, "GET", "/v1/queries/surge")[1]["alerts"] == len(expected)
+    # Monitoring sees the same: the alerts raised and nothing left to index.
+    with urllib.request.urlopen(f"http://{broker.admin_address}/metrics", timeout=T) as answer:
+        scraped = answer.read().decode().splitlines()
+    labels = f'{{query="surge",topic="{topic}"}}'
+    assert f"herald_query_alerts_total{labels} {len(expected)}" in scraped
+    assert f"herald_query_indexed_records_total{labels} {len(stamps)}" in scraped
+    assert f"herald_query_lag_records{labels} 0" in scraped
 
 
 def test_bad_queries_get_clear_errors_and_the_broker_serves_on(broker, unique):

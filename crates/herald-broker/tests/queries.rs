@@ -123,3 +123,62 @@ async fn bad_queries_are_refused() {
     ));
     assert!(broker.queries().list().is_empty());
 }
+
+/// Names of this process's threads.
+fn thread_names() -> Vec<String> {
+    std::fs::read_dir("/proc/self/task")
+        .map(|tasks| {
+            tasks
+                .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+                .map(|name| name.trim().to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queries_of_one_topic_share_its_indexer_and_each_counts_from_its_own_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = open(dir.path());
+    broker.create_topic("orders", Some(1), &[], false).unwrap();
+    append(
+        &broker,
+        "orders",
+        &[r#"{"total": 5}"#, r#"{"total": 20}"#],
+        10_000,
+    )
+    .await;
+    broker.register_query(spec()).unwrap();
+    settle(&broker, "big", 2).await;
+    if cfg!(target_os = "linux") {
+        assert!(
+            thread_names().iter().any(|n| n == "herald-queries"),
+            "the indexers run on their own thread: {:?}",
+            thread_names()
+        );
+    }
+    // Registered while the first waits at the tail: it still counts the
+    // topic from the log start.
+    let mut all = spec();
+    all.id = "all".into();
+    all.filter = None;
+    all.triggers.clear();
+    broker.register_query(all).unwrap();
+    let results = settle(&broker, "all", 2).await;
+    assert_eq!(results.totals, vec![Some(2.0), Some(25.0)]);
+    append(&broker, "orders", &[r#"{"total": 30}"#], 10_500).await;
+    assert_eq!(
+        settle(&broker, "all", 3).await.totals,
+        vec![Some(3.0), Some(55.0)]
+    );
+    assert_eq!(
+        settle(&broker, "big", 3).await.totals,
+        vec![Some(2.0), Some(50.0)]
+    );
+    // The first gone, the second goes on following the topic.
+    broker.delete_query("big").unwrap();
+    append(&broker, "orders", &[r#"{"total": 1}"#], 10_600).await;
+    let results = settle(&broker, "all", 4).await;
+    assert_eq!(results.totals, vec![Some(4.0), Some(56.0)]);
+    assert_eq!(broker.queries().get("all").unwrap().indexed_records(), 4);
+}

@@ -17,6 +17,11 @@ impl Node {
             Node::All(nodes) => nodes.iter().all(|n| n.eval(record)),
             Node::Any(nodes) => nodes.iter().any(|n| n.eval(record)),
             Node::Not(node) => !node.eval(record),
+            // A timestamp against a number is compared as a number: no
+            // decimal digits written only to be parsed back.
+            Node::Test(Field::Timestamp, Predicate::Compare(comparison, n)) => record
+                .timestamp()
+                .is_some_and(|t| comparison.holds(t as f64, *n)),
             Node::Test(field, predicate) => {
                 with_field(field, record, |found| predicate.holds(found))
             }
@@ -42,9 +47,12 @@ pub(crate) fn with_field<R>(
             }
             None => read(None),
         },
-        Field::Json(path) => match record.value() {
-            Some(value) => json_field(value, path, read),
-            None => read(None),
+        Field::Json(path) => match record.kept_json_field(path) {
+            Some(found) => read(found),
+            None => match record.value() {
+                Some(value) => json_field(value, &path.steps, read),
+                None => read(None),
+            },
         },
     }
 }
@@ -77,16 +85,22 @@ impl Predicate {
             Predicate::Exists => found.is_some(),
             Predicate::Eq(v) => value.is_some_and(|b| v.equals(b)),
             Predicate::Ne(v) => !value.is_some_and(|b| v.equals(b)),
-            Predicate::Compare(comparison, n) => {
-                value.and_then(number).is_some_and(|x| match comparison {
-                    Comparison::Lt => x < *n,
-                    Comparison::Le => x <= *n,
-                    Comparison::Gt => x > *n,
-                    Comparison::Ge => x >= *n,
-                })
-            }
+            Predicate::Compare(comparison, n) => value
+                .and_then(number)
+                .is_some_and(|x| comparison.holds(x, *n)),
             Predicate::In(values) => value.is_some_and(|b| values.iter().any(|v| v.equals(b))),
             Predicate::StartsWith(prefix) => value.is_some_and(|b| b.starts_with(prefix)),
+        }
+    }
+}
+
+impl Comparison {
+    fn holds(self, x: f64, n: f64) -> bool {
+        match self {
+            Comparison::Lt => x < n,
+            Comparison::Le => x <= n,
+            Comparison::Gt => x > n,
+            Comparison::Ge => x >= n,
         }
     }
 }
@@ -151,6 +165,48 @@ fn json_field<R>(
             Err(_) => test(None),
         },
     }
+}
+
+/// The JSON field at `steps` of `value`, borrowed from `value`, as
+/// [`json_field`] shows it; `None` for a string with escapes, whose text
+/// differs from its bytes (the caller looks it up with [`json_field`]).
+pub(crate) fn borrowed_json_field<'a>(
+    value: &'a [u8],
+    steps: &[Box<[u8]>],
+) -> Option<Option<Option<&'a [u8]>>> {
+    let mut json = jiter::Jiter::new(value);
+    for step in steps {
+        if !enter(&mut json, step) {
+            return Some(None);
+        }
+    }
+    let Ok(peek) = json.peek() else {
+        return Some(None);
+    };
+    let start = json.current_index();
+    Some(match peek {
+        jiter::Peek::String => {
+            if json.known_skip(peek).is_err() {
+                return Some(None);
+            }
+            let quoted = json.slice_to_current(start);
+            let text = quoted
+                .get(1..quoted.len().saturating_sub(1))
+                .unwrap_or_default();
+            if text.contains(&b'\\') {
+                return None;
+            }
+            // Skipping does not check the text is UTF-8; reading it does.
+            std::str::from_utf8(text).ok().map(|_| Some(text))
+        }
+        jiter::Peek::True => Some(Some(b"true")),
+        jiter::Peek::False => Some(Some(b"false")),
+        jiter::Peek::Null | jiter::Peek::Array | jiter::Peek::Object => Some(None),
+        number => match json.known_number_bytes(number) {
+            Ok(_) => Some(Some(json.slice_to_current(start))),
+            Err(_) => None,
+        },
+    })
 }
 
 /// Moves `json` from an object to the value of its field `name`; false if

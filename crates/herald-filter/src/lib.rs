@@ -15,13 +15,18 @@
 
 mod audience;
 mod eval;
+mod json_object;
+mod json_path;
 mod lexer;
 mod parser;
 
 pub use audience::{
     Attributes, AttributesError, ATTRIBUTES_MAX, ATTRIBUTE_BYTES_MAX, AUDIENCE_HEADER,
 };
+pub use json_path::JsonPath;
 pub use parser::{FieldRef, Filter, FilterError};
+
+use std::cell::{Cell, OnceCell};
 
 /// The most bytes a filter's text may have.
 pub const FILTER_BYTES_MAX: usize = 4096;
@@ -48,6 +53,131 @@ pub trait Fields {
     /// The record's timestamp in milliseconds, if the reader gives it.
     fn timestamp(&self) -> Option<i64> {
         None
+    }
+    /// The JSON field at `path` of the value, for a reader that keeps
+    /// what it looked up (a record many filters are evaluated against):
+    /// `Some` with the field shaped as [`Fields::header`] answers, `None`
+    /// to have the filter read it from [`Fields::value`] itself.
+    fn kept_json_field(&self, path: &JsonPath) -> Option<Option<Option<&[u8]>>> {
+        let _ = path;
+        None
+    }
+}
+
+/// Most headers [`DecodedRecord`] holds decoded; a record with more is
+/// read from its bytes past them.
+const DECODED_HEADERS_MAX: usize = 8;
+/// Most JSON fields [`DecodedRecord`] keeps; more are looked up each time.
+const KEPT_JSON_FIELDS_MAX: usize = 8;
+
+/// A JSON field kept by [`DecodedRecord`]: its path's id and what it holds.
+type KeptJson<'a> = (u32, Option<Option<&'a [u8]>>);
+
+/// A stored record with its headers decoded once, for evaluating many
+/// filters against it (the online queries of a topic): each header test
+/// then compares names in a table instead of decoding the record's
+/// header section again, and each JSON field of the value is parsed out
+/// once, when a filter or an aggregate first reads it, and kept for the
+/// others.
+#[derive(Debug, Clone)]
+pub struct DecodedRecord<'a> {
+    record: herald_records::Record<'a>,
+    headers: [(&'a [u8], Option<&'a [u8]>); DECODED_HEADERS_MAX],
+    count: usize,
+    /// Headers past the table, or damaged header bytes met while decoding:
+    /// a name not in the table is then looked for in the record itself.
+    incomplete: bool,
+    json: [Cell<KeptJson<'a>>; KEPT_JSON_FIELDS_MAX],
+    json_count: Cell<usize>,
+    /// The value's top-level fields, read at the first JSON lookup.
+    top_level: OnceCell<json_object::TopLevel<'a>>,
+}
+
+impl<'a> DecodedRecord<'a> {
+    /// Decodes `record`'s headers.
+    pub fn new(record: herald_records::Record<'a>) -> Self {
+        let mut headers = [(&[][..], None); DECODED_HEADERS_MAX];
+        let mut count = 0;
+        let mut incomplete = false;
+        for header in record.headers() {
+            match header {
+                Ok(header) if count < DECODED_HEADERS_MAX => {
+                    headers[count] = header;
+                    count += 1;
+                }
+                _ => {
+                    incomplete = true;
+                    break;
+                }
+            }
+        }
+        Self {
+            record,
+            headers,
+            count,
+            incomplete,
+            json: Default::default(),
+            json_count: Cell::new(0),
+            top_level: OnceCell::new(),
+        }
+    }
+
+    /// The record.
+    pub fn record(&self) -> &herald_records::Record<'a> {
+        &self.record
+    }
+}
+
+impl Fields for DecodedRecord<'_> {
+    fn key(&self) -> Option<&[u8]> {
+        self.record.key
+    }
+
+    fn header(&self, name: &[u8]) -> Option<Option<&[u8]>> {
+        match self.headers[..self.count]
+            .iter()
+            .find(|(key, _)| *key == name)
+        {
+            Some((_, value)) => Some(*value),
+            None if self.incomplete => self.record.header(name),
+            None => None,
+        }
+    }
+
+    fn value(&self) -> Option<&[u8]> {
+        self.record.value
+    }
+
+    fn timestamp(&self) -> Option<i64> {
+        Some(self.record.timestamp)
+    }
+
+    fn kept_json_field(&self, path: &JsonPath) -> Option<Option<Option<&[u8]>>> {
+        let id = path.id?;
+        let kept = self.json_count.get();
+        if let Some(found) = self.json[..kept]
+            .iter()
+            .map(Cell::get)
+            .find_map(|(kept_id, found)| (kept_id == id).then_some(found))
+        {
+            return Some(found);
+        }
+        if kept == KEPT_JSON_FIELDS_MAX {
+            return None;
+        }
+        let value = self.record.value?;
+        let (first, rest) = path.steps.split_first()?;
+        let top_level = self
+            .top_level
+            .get_or_init(|| json_object::TopLevel::scan(value));
+        let found = match top_level.get(first) {
+            Some(Some(field)) => eval::borrowed_json_field(field, rest)?,
+            Some(None) => None,
+            None => eval::borrowed_json_field(value, &path.steps)?,
+        };
+        self.json[kept].set((id, found));
+        self.json_count.set(kept + 1);
+        Some(found)
     }
 }
 

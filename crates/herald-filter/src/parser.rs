@@ -38,6 +38,7 @@ use std::fmt;
 const FIELDS_EXPECTED: &str =
     "`key`, `header.NAME`, `header[\"NAME\"]`, `timestamp`, `value`, `value.FIELD` or `value[\"FIELD\"]`";
 
+use crate::json_path::JsonPath;
 use crate::lexer::{self, Spanned, Token};
 use crate::{FILTER_BYTES_MAX, FILTER_DEPTH_MAX, FILTER_IN_VALUES_MAX, FILTER_TESTS_MAX};
 
@@ -86,7 +87,7 @@ pub(crate) enum Field {
     Timestamp,
     Value,
     /// A path of object keys into the value read as JSON.
-    Json(Box<[Box<[u8]>]>),
+    Json(JsonPath),
 }
 
 /// The most steps a JSON path may take.
@@ -385,7 +386,7 @@ impl<'t> Parser<'t> {
                     limit: JSON_PATH_MAX,
                 });
             }
-            Field::Json(steps.into())
+            Field::Json(JsonPath::new(steps.into()))
         } else if word == "value" {
             self.next += 1;
             let mut steps = Vec::new();
@@ -401,7 +402,7 @@ impl<'t> Parser<'t> {
             return Ok(if steps.is_empty() {
                 Field::Value
             } else {
-                Field::Json(steps.into())
+                Field::Json(JsonPath::new(steps.into()))
             });
         } else {
             return self.error(format!("unknown field {word:?} ({FIELDS_EXPECTED})"));
@@ -503,9 +504,9 @@ impl fmt::Display for Field {
             Field::Header(name) => write!(f, "header[{}]", Quoted(name)),
             Field::Timestamp => write!(f, "timestamp"),
             Field::Value => write!(f, "value"),
-            Field::Json(steps) => {
+            Field::Json(path) => {
                 write!(f, "value")?;
-                for step in steps.iter() {
+                for step in path.steps.iter() {
                     write!(f, "[{}]", Quoted(step))?;
                 }
                 Ok(())

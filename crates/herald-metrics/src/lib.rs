@@ -3,7 +3,8 @@
 //! Front ends record into the handles it hands out ([`KafkaMetrics`]), the
 //! binary refreshes what is sampled from elsewhere just before each scrape
 //! (the per-partition gauges of [`PartitionMetrics`], the log flush
-//! counters of [`FsyncMetrics`], the group offsets of [`GroupMetrics`]),
+//! counters of [`FsyncMetrics`], the group offsets of [`GroupMetrics`],
+//! the online queries' lag and alerts of [`QueryMetrics`]),
 //! and the admin listener renders everything in the Prometheus text format
 //! with [`Metrics::scrape`].
 //!
@@ -15,6 +16,7 @@ pub mod kafka;
 pub mod partitions;
 pub mod process;
 pub mod push;
+pub mod queries;
 
 use std::sync::Arc;
 
@@ -27,6 +29,7 @@ pub use kafka::KafkaMetrics;
 pub use partitions::{PartitionMetrics, PartitionSample};
 pub use process::ProcessMetrics;
 pub use push::{PushMetrics, PushSample};
+pub use queries::{QueryMetrics, QuerySample};
 
 /// The registry and every metric herald exports.
 #[derive(Debug)]
@@ -44,6 +47,8 @@ pub struct Metrics {
     pub push: Arc<PushMetrics>,
     /// Process-wide figures.
     pub process: Arc<ProcessMetrics>,
+    /// Registered online queries.
+    pub queries: Arc<QueryMetrics>,
     /// Serialises scrapes, so a refresh of the partition gauges never
     /// interleaves with another scrape's rendering.
     scrape_lock: Mutex<()>,
@@ -65,6 +70,8 @@ impl Metrics {
         push.register(&mut registry);
         let process = Arc::new(ProcessMetrics::new());
         process.register(&mut registry);
+        let queries = Arc::new(QueryMetrics::new());
+        queries.register(&mut registry);
         Self {
             registry,
             kafka,
@@ -73,6 +80,7 @@ impl Metrics {
             groups,
             push,
             process,
+            queries,
             scrape_lock: Mutex::new(()),
         }
     }

@@ -6,13 +6,16 @@
 //! alerts when their condition comes to hold.
 //!
 //! Sans I/O: [`QueryState`] is fed records (anything implementing
-//! `herald_filter::Fields`) and answers results and alerts; following the
-//! log, keeping the queries and sending alerts is the caller's.
+//! `herald_filter::Fields`, or whole stored batches through
+//! [`feed_batches`]) and answers results and alerts; following the log,
+//! keeping the queries and sending alerts is the caller's.
 
+mod feed;
 mod hll;
 mod spec;
 mod state;
 
+pub use feed::{feed_batches, FeedOutcome, Follower};
 pub use hll::Hll;
 pub use spec::{
     id_problem, validate_id, AggregateSpec, Comparison, CompiledQuery, Function, QuerySpec,

@@ -172,10 +172,15 @@ impl QueryState {
             return true;
         }
         let aggregates = &self.query.aggregates;
-        let cells = self
-            .buckets
-            .entry(start)
-            .or_insert_with(|| aggregates.iter().map(|a| Cell::new(a.function)).collect());
+        // Records mostly arrive in time order, into the newest bucket: a
+        // walk down the tree's right edge finds it without comparisons.
+        let cells = match self.buckets.last_entry() {
+            Some(newest) if *newest.key() == start => newest.into_mut(),
+            _ => self
+                .buckets
+                .entry(start)
+                .or_insert_with(|| aggregates.iter().map(|a| Cell::new(a.function)).collect()),
+        };
         for (cell, aggregate) in cells.iter_mut().zip(aggregates) {
             match cell {
                 Cell::Count(n) => *n += 1,
@@ -244,6 +249,15 @@ impl QueryState {
 
     /// Aggregate `index` over the buckets starting in `from..to`.
     fn combined(&self, index: usize, from: i64, to: i64) -> Option<f64> {
+        let width = self.query.spec.bucket_ms as i64;
+        if to.checked_sub(from) == Some(width) && from.rem_euclid(width) == 0 {
+            // A window of exactly one bucket: its cell is the answer, with
+            // no sum to build (a distinct count's would copy its sketch).
+            return self.buckets.get(&from).map_or_else(
+                || Cell::new(self.query.aggregates[index].function).value(),
+                |cells| cells[index].value(),
+            );
+        }
         let mut total = Cell::new(self.query.aggregates[index].function);
         for cells in self.buckets.range(from..to).map(|(_, cells)| cells) {
             total.merge(&cells[index]);

@@ -147,6 +147,11 @@ fn only_the_newest_buckets_are_kept_and_older_records_are_counted_as_late() {
     assert_eq!(ranged.buckets.len(), 2, "buckets starting in 25..41");
     assert_eq!(ranged.totals, vec![Some(2.0)]);
     assert_eq!(state.results(Some(50), Some(10)).totals, vec![None]);
+    // A range one bucket wide: the bucket starting in it, aligned or not.
+    assert_eq!(state.results(Some(30), Some(40)).totals, vec![Some(1.0)]);
+    assert_eq!(state.results(Some(35), Some(45)).totals, vec![Some(1.0)]);
+    assert_eq!(state.results(Some(31), Some(41)).totals, vec![Some(1.0)]);
+    assert_eq!(state.results(Some(41), Some(51)).totals, vec![Some(0.0)]);
 }
 
 #[test]

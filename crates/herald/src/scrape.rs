@@ -1,7 +1,8 @@
 //! Samples the broker for the metrics read at scrape time: every
 //! partition's log (gauges and flush counters), the flush latency of every
-//! log of the process, and the group coordinator's committed offsets (with
-//! their lag behind the high watermarks).
+//! log of the process, the group coordinator's committed offsets (with
+//! their lag behind the high watermarks) and the registered queries' lag
+//! and alerts.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -12,6 +13,7 @@ use herald_broker::{Broker, OFFSETS_TOPIC};
 use herald_gateway::GatewayCounters;
 use herald_metrics::{
     GroupOffsetSample, HistogramSample, Metrics, PartitionFsyncSample, PartitionSample, PushSample,
+    QuerySample,
 };
 use herald_push::{PushEngine, PushStats};
 
@@ -46,6 +48,23 @@ pub fn refresh(broker: &Broker, metrics: &Metrics) {
         .set_latency(latency_sample(&FlushStats::global().snapshot()));
     metrics.fsync.replace_partitions(fsync_samples(broker));
     metrics.partitions.replace(partitions);
+    metrics.queries.replace(query_samples(broker));
+}
+
+/// The figures of every registered query.
+fn query_samples(broker: &Broker) -> Vec<QuerySample> {
+    broker
+        .queries()
+        .list()
+        .iter()
+        .map(|query| QuerySample {
+            query: query.spec().id.clone(),
+            topic: query.spec().topic.clone(),
+            lag_records: query.lag(),
+            indexed_records: query.indexed_records(),
+            alerts: query.alerts(),
+        })
+        .collect()
 }
 
 /// Sets the process heap gauge: what glibc's allocator has in use, over

@@ -106,7 +106,9 @@ fn refused(e: &QueryError) -> Response<Full<Bytes>> {
         QueryError::Unknown { .. } | QueryError::UnknownTopic { .. } => StatusCode::NOT_FOUND,
         QueryError::Exists { .. } => StatusCode::CONFLICT,
         QueryError::TooMany { .. } => StatusCode::INSUFFICIENT_STORAGE,
-        QueryError::Storage { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+        QueryError::Storage { .. } | QueryError::Runtime { .. } => {
+            StatusCode::INTERNAL_SERVER_ERROR
+        }
         QueryError::Spec(_) | QueryError::Unsupported { .. } => StatusCode::BAD_REQUEST,
     };
     error(status, &e.to_string())

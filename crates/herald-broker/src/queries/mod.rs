@@ -1,15 +1,20 @@
-//! Registered online queries (seed 000): each follows its topic's
-//! partitions with an indexer task per partition (`indexer.rs`), off the
-//! produce path, feeding one `herald_query::QueryState` (aggregates per
-//! time bucket, triggers); alerts go to the internal topic
+//! Registered online queries (seed 000): the queries of a topic share an
+//! indexer task per partition (`indexer.rs`) that decodes each record once
+//! for all of them, off the produce path on a thread of their own at a
+//! lower CPU priority (`runtime.rs`), feeding each query's
+//! `herald_query::QueryState` (aggregates per time bucket, triggers);
+//! alerts go to the internal topic
 //! [`ALERTS_TOPIC`]. With no query registered, nothing runs and produce is
 //! unchanged. Queries are kept in `<data-dir>/herald-queries.json` and
 //! start again with the broker (their state is rebuilt from the log: a
 //! query indexes its topic from the log start).
 
 mod indexer;
+mod runtime;
 
-use std::collections::BTreeMap;
+use indexer::TopicIndexer;
+
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -67,6 +72,12 @@ pub enum QueryError {
         /// Its name.
         name: String,
     },
+    /// The indexer thread could not be started; nothing changed.
+    #[error("cannot start the query indexer thread: {reason}")]
+    Runtime {
+        /// Why.
+        reason: String,
+    },
     /// The query list could not be read or written; nothing changed.
     #[error("cannot {op} {path}: {reason}")]
     Storage {
@@ -88,8 +99,9 @@ pub struct RunningQuery {
     indexed: Vec<AtomicU64>,
     topic: Arc<Topic>,
     stopped: AtomicBool,
-    stop: tokio::sync::Notify,
     alerts: AtomicU64,
+    /// Records fed to the state.
+    records: AtomicU64,
 }
 
 impl RunningQuery {
@@ -123,9 +135,13 @@ impl RunningQuery {
         self.alerts.load(Ordering::Relaxed)
     }
 
+    /// Records indexed since it was registered (or the broker started).
+    pub fn indexed_records(&self) -> u64 {
+        self.records.load(Ordering::Relaxed)
+    }
+
     fn stop(&self) {
         self.stopped.store(true, Ordering::Release);
-        self.stop.notify_waiters();
     }
 }
 
@@ -141,6 +157,10 @@ pub struct Queries {
     running: RwLock<BTreeMap<String, Arc<RunningQuery>>>,
     /// Serializes registration and removal, each saved before the next.
     changes: Mutex<()>,
+    indexers: runtime::IndexerRuntime,
+    /// The indexer of every topic some query follows, by topic name;
+    /// changed only under `changes`.
+    topics: Mutex<HashMap<String, Arc<TopicIndexer>>>,
 }
 
 impl std::fmt::Debug for Queries {
@@ -157,6 +177,8 @@ impl Queries {
             path: data_dir.join(QUERIES_FILE),
             running: RwLock::new(BTreeMap::new()),
             changes: Mutex::new(()),
+            indexers: runtime::IndexerRuntime::default(),
+            topics: Mutex::new(HashMap::new()),
         }
     }
 
@@ -206,16 +228,23 @@ impl Queries {
 }
 
 impl Broker {
-    /// Starts every query kept in the data directory (on the current
-    /// async runtime). A query that cannot run (its topic is gone) is
+    /// Starts every query kept in the data directory (on the indexer
+    /// thread, started here if any is kept). A query that cannot run (its topic is gone) is
     /// logged and not started; the next registration or deletion drops
     /// it from the file.
     pub fn start_queries(self: &Arc<Self>) -> Result<(), QueryError> {
         let queries = self.queries();
-        for spec in queries.load()? {
+        let _serial = queries.changes.lock();
+        let kept = queries.load()?;
+        if kept.is_empty() {
+            return Ok(());
+        }
+        let runtime = queries.indexers.handle()?;
+        for spec in kept {
             let id = spec.id.clone();
-            match self.run_query(spec) {
+            match self.run_query_unstarted(spec) {
                 Ok(running) => {
+                    self.index_query(&runtime, &running);
                     queries.running.write().insert(id, running);
                 }
                 Err(e) => tracing::error!(query = %id, error = %e, "a kept query cannot run"),
@@ -239,6 +268,7 @@ impl Broker {
             return Err(QueryError::TooMany { max: QUERIES_MAX });
         }
         let running = self.run_query_unstarted(spec)?;
+        let runtime = queries.indexers.handle()?;
         let mut kept: Vec<QuerySpec> = queries.list().iter().map(|q| q.spec.clone()).collect();
         kept.push(running.spec.clone());
         queries.save(kept)?;
@@ -246,7 +276,7 @@ impl Broker {
             .running
             .write()
             .insert(running.spec.id.clone(), Arc::clone(&running));
-        indexer::start(self, &running);
+        self.index_query(&runtime, &running);
         tracing::info!(query = %running.spec.id, topic = %running.spec.topic, "query registered");
         Ok(running)
     }
@@ -267,14 +297,34 @@ impl Broker {
         queries.save(kept)?;
         queries.running.write().remove(id);
         running.stop();
+        let mut topics = queries.topics.lock();
+        if let Some(indexer) = topics.get(&running.spec.topic) {
+            if indexer.leave(id) {
+                indexer.close();
+                topics.remove(&running.spec.topic);
+            }
+        }
         tracing::info!(query = %id, "query deleted");
         Ok(())
     }
 
-    fn run_query(self: &Arc<Self>, spec: QuerySpec) -> Result<Arc<RunningQuery>, QueryError> {
-        let running = self.run_query_unstarted(spec)?;
-        indexer::start(self, &running);
-        Ok(running)
+    /// Has `query` indexed by its topic's indexer, started (or started
+    /// again, for a topic created anew under the name) if needed. Called
+    /// under `changes`.
+    fn index_query(self: &Arc<Self>, runtime: &tokio::runtime::Handle, query: &Arc<RunningQuery>) {
+        let mut topics = self.queries().topics.lock();
+        let indexer = match topics.get(&query.spec.topic) {
+            Some(indexer) if Arc::ptr_eq(indexer.topic(), &query.topic) => Arc::clone(indexer),
+            stale => {
+                if let Some(stale) = stale {
+                    stale.close();
+                }
+                let indexer = TopicIndexer::start(runtime, self, Arc::clone(&query.topic));
+                topics.insert(query.spec.topic.clone(), Arc::clone(&indexer));
+                indexer
+            }
+        };
+        indexer.join(Arc::clone(query));
     }
 
     fn run_query_unstarted(&self, spec: QuerySpec) -> Result<Arc<RunningQuery>, QueryError> {
@@ -299,8 +349,8 @@ impl Broker {
             spec,
             topic,
             stopped: AtomicBool::new(false),
-            stop: tokio::sync::Notify::new(),
             alerts: AtomicU64::new(0),
+            records: AtomicU64::new(0),
         }))
     }
 }

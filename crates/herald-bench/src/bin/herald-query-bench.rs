@@ -1,0 +1,358 @@
+//! `herald-query-bench`: how fast online queries index a topic. Records
+//! are JSON values (`{"user": …, "region": …, "total": …, "latency_ms": …}`)
+//! with keys drawn from 1M ids on a skewed distribution and two headers,
+//! in batches of 1,024, uncompressed and lz4. For each codec it times, in
+//! the same process, taking turns, in records per second per core (thread
+//! CPU time):
+//!
+//! - **scan**: decoding every record and touching its fields, the floor
+//!   any reader of the log pays;
+//! - **metadata**: ten queries whose filters read the key, headers and
+//!   timestamp, each computing four aggregates (count, min and max of the
+//!   timestamp, distinct keys), fed through `herald_query::feed_batches`,
+//!   the indexer's own loop (one decode for all ten);
+//! - **json**: the same ten queries with half their filters and two of
+//!   their aggregates on JSON fields of the value (sum and max).
+//!
+//! With `--broker` it also times the real thing: a broker over a
+//! temporary directory holding the records, the ten queries registered,
+//! and the CPU time of the indexer thread until every query's lag is 0.
+//! Run it through `scripts/bench-queries.sh`.
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context as _};
+use clap::Parser;
+use herald_broker::{Acks, Broker, BrokerConfig};
+use herald_query::{feed_batches, Follower, QuerySpec, QueryState};
+use herald_records::{batches, stamp, BatchBuilder, Compression, RecordBatch, RecordFields};
+
+/// Times the query indexer against a plain scan.
+#[derive(Parser, Debug)]
+#[command(name = "herald-query-bench", version)]
+struct Args {
+    /// Repetitions of each measurement (the median is reported).
+    #[arg(long, default_value_t = 5)]
+    reps: usize,
+    /// Records indexed per measurement.
+    #[arg(long, default_value_t = 2_000_000)]
+    records: u64,
+    /// Also time a broker's indexer thread over a real log.
+    #[arg(long)]
+    broker: bool,
+    /// Run only the ten queries on metadata, or only those half on JSON
+    /// (for a profiler); both by default.
+    #[arg(long, value_parser = ["metadata", "json"])]
+    only: Option<String>,
+}
+
+const PER_BATCH: u64 = 1024;
+const IDS: u64 = 1_000_000;
+const REGIONS: [&str; 4] = ["eu", "us", "ap", "sa"];
+const BASE_TS: i64 = 1_700_000_000_000;
+
+/// A key id in `0..IDS`, skewed: the square of a uniform draw puts a
+/// quarter of the records on the first 1/16 of the ids.
+fn skewed_id(state: &mut u64) -> u64 {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    let u = (*state >> 11) as f64 / (1u64 << 53) as f64;
+    ((u * u) * IDS as f64) as u64
+}
+
+/// Stored batches holding `records` records from offset 0, one record
+/// per millisecond.
+fn build_log(codec: Compression, records: u64) -> anyhow::Result<Vec<u8>> {
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let mut log = Vec::new();
+    let mut offset = 0;
+    while offset < records {
+        let count = PER_BATCH.min(records - offset);
+        let mut builder = BatchBuilder::new(BASE_TS + offset as i64);
+        for i in 0..count {
+            let n = offset + i;
+            let id = skewed_id(&mut rng);
+            let key = format!("user-{id:07}");
+            let region = REGIONS[(id % 4) as usize];
+            let value = format!(
+                r#"{{"user":"{key}","region":"{region}","total":{}.{:02},"latency_ms":{},"status":"ok"}}"#,
+                id % 500,
+                n % 100,
+                n % 250
+            );
+            let kind: &[u8] = if n % 10 == 0 { b"refund" } else { b"order" };
+            let headers: [(&[u8], Option<&[u8]>); 2] =
+                [(b"type", Some(kind)), (b"region", Some(region.as_bytes()))];
+            builder.push(RecordFields {
+                timestamp_ms: BASE_TS + n as i64,
+                key: Some(key.as_bytes()),
+                value: Some(value.as_bytes()),
+                headers: &headers,
+            });
+        }
+        let mut batch = builder.finish_with(codec)?;
+        stamp(&mut batch, offset, 0);
+        log.extend_from_slice(&batch);
+        offset += count;
+    }
+    Ok(log)
+}
+
+/// The ten queries: filters on metadata only, or half of them (and two of
+/// the four aggregates) on JSON fields of the value.
+fn specs(json: bool, topic: &str) -> anyhow::Result<Vec<QuerySpec>> {
+    let mid = BASE_TS + 500_000;
+    let metadata = [
+        r#"key starts_with "user-00""#.to_owned(),
+        r#"header.type == "refund""#.to_owned(),
+        r#"header.region in ("eu", "ap")"#.to_owned(),
+        format!("timestamp >= {mid}"),
+        r#"key == "user-0000001""#.to_owned(),
+        r#"header.region == "us" and header.type == "order""#.to_owned(),
+        r#"not (header.type == "order")"#.to_owned(),
+        format!(r#"timestamp < {mid} or header.region == "sa""#),
+        r#"key starts_with "user-09" and exists header.type"#.to_owned(),
+        r#"header.type != "refund""#.to_owned(),
+    ];
+    let on_values = [
+        "value.total > 250".to_owned(),
+        r#"value.region == "eu""#.to_owned(),
+        "value.latency_ms >= 200".to_owned(),
+        r#"value.status == "ok" and value.total < 10"#.to_owned(),
+        r#"value.user starts_with "user-00""#.to_owned(),
+    ];
+    let aggregates = if json {
+        serde_json::json!([
+            {"name": "n", "function": "count"},
+            {"name": "revenue", "function": "sum", "field": "value.total"},
+            {"name": "slowest", "function": "max", "field": "value.latency_ms"},
+            {"name": "users", "function": "distinct", "field": "key"}
+        ])
+    } else {
+        serde_json::json!([
+            {"name": "n", "function": "count"},
+            {"name": "first", "function": "min", "field": "timestamp"},
+            {"name": "last", "function": "max", "field": "timestamp"},
+            {"name": "users", "function": "distinct", "field": "key"}
+        ])
+    };
+    (0..10)
+        .map(|i| {
+            let filter = if json && i % 2 == 1 {
+                on_values[i / 2].clone()
+            } else {
+                metadata[i].clone()
+            };
+            serde_json::from_value(serde_json::json!({
+                "id": format!("q{i}"),
+                "topic": topic,
+                "filter": filter,
+                "bucket_ms": 60_000,
+                "aggregates": aggregates,
+                "triggers": [{"name": "many", "aggregate": "n", "op": ">=",
+                              "threshold": 1e12, "window_ms": 60_000}]
+            }))
+            .with_context(|| format!("query {i}"))
+        })
+        .collect()
+}
+
+fn states(specs: &[QuerySpec]) -> anyhow::Result<Vec<QueryState>> {
+    specs
+        .iter()
+        .map(|s| Ok(QueryState::new(s.clone().compile()?)))
+        .collect()
+}
+
+/// CPU time of this thread.
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec into memory we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// One decoding pass touching every field; returns records read.
+fn scan(log: &[u8], scratch: &mut Vec<u8>) -> anyhow::Result<u64> {
+    let (mut records, mut touched) = (0u64, 0usize);
+    for batch in batches(log) {
+        let batch = RecordBatch::new(batch?)?;
+        for record in batch.records(scratch)? {
+            let record = record?;
+            touched += record.key.map_or(0, <[u8]>::len) + record.value.map_or(0, <[u8]>::len);
+            touched ^= record.timestamp as usize;
+            for header in record.headers() {
+                let (key, value) = header?;
+                touched += key.len() + value.map_or(0, <[u8]>::len);
+            }
+            records += 1;
+        }
+    }
+    std::hint::black_box(touched);
+    Ok(records)
+}
+
+/// The indexer's loop over the whole log for every query; returns the
+/// records each query was offered.
+fn index(log: &[u8], states: &mut [QueryState], scratch: &mut Vec<u8>) -> u64 {
+    let mut followers: Vec<Follower<'_>> = states.iter_mut().map(|s| Follower::new(0, s)).collect();
+    feed_batches(log, &mut followers, scratch);
+    followers.first().map_or(0, |f| f.records)
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+fn rate(records: u64, cpu: Duration) -> f64 {
+    records as f64 / cpu.as_secs_f64() / 1e6
+}
+
+fn in_process(args: &Args) -> anyhow::Result<()> {
+    println!("| codec | scan (M records/s/core) | 10 queries, metadata filters | 10 queries, half on JSON fields | metadata / scan | json / scan |");
+    println!("|---|---|---|---|---|---|");
+    for codec in [Compression::None, Compression::Lz4] {
+        let log = build_log(codec, args.records)?;
+        let (meta_specs, json_specs) = (specs(false, "t")?, specs(true, "t")?);
+        let mut scratch = Vec::new();
+        let (mut floor, mut meta, mut json) = (Vec::new(), Vec::new(), Vec::new());
+        let only = args.only.as_deref();
+        for _ in 0..args.reps {
+            let started = thread_cpu();
+            let read = scan(&log, &mut scratch)?;
+            floor.push(rate(read, thread_cpu() - started));
+            for (kind, specs, rates) in [
+                ("metadata", &meta_specs, &mut meta),
+                ("json", &json_specs, &mut json),
+            ] {
+                if only.is_some_and(|o| o != kind) {
+                    rates.push(f64::NAN);
+                    continue;
+                }
+                let mut fresh = states(specs)?;
+                let started = thread_cpu();
+                let read = index(&log, &mut fresh, &mut scratch);
+                rates.push(rate(read, thread_cpu() - started));
+                std::hint::black_box(&fresh);
+            }
+        }
+        let (floor, meta, json) = (median(floor), median(meta), median(json));
+        println!(
+            "| {codec:?} | {floor:.1} | {meta:.2} | {json:.2} | {:.2} | {:.2} |",
+            meta / floor,
+            json / floor
+        );
+    }
+    Ok(())
+}
+
+/// CPU time of this process's thread called `name`, from the
+/// scheduler's own count (nanoseconds on a CPU).
+fn named_thread_cpu(name: &str) -> anyhow::Result<Duration> {
+    for task in std::fs::read_dir("/proc/self/task")? {
+        let path = task?.path();
+        let comm = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+        if comm.trim() == name {
+            let schedstat = std::fs::read_to_string(path.join("schedstat"))?;
+            let ns: u64 = schedstat
+                .split_whitespace()
+                .next()
+                .ok_or_else(|| anyhow!("empty schedstat"))?
+                .parse()?;
+            return Ok(Duration::from_nanos(ns));
+        }
+    }
+    bail!("no thread called {name}")
+}
+
+/// The broker's indexer thread over a real log: records per second of
+/// its CPU time, and of wall time, until all ten queries are caught up.
+async fn through_broker(codec: Compression, args: &Args, json: bool) -> anyhow::Result<(f64, f64)> {
+    let dir = tempfile::tempdir()?;
+    let broker = Broker::open(BrokerConfig::new(dir.path()))?;
+    broker.create_topic("orders", Some(1), &[], false)?;
+    let partition = broker
+        .topic("orders")
+        .and_then(|t| t.partition(0))
+        .ok_or_else(|| anyhow!("no partition"))?;
+    let log = build_log(codec, args.records)?;
+    for batch in batches(&log) {
+        partition.append(batch?, Acks::Leader).await?;
+    }
+    // The indexer thread starts with the first query: all its CPU time is
+    // this run's.
+    let started = Instant::now();
+    for spec in specs(json, "orders")? {
+        broker.register_query(spec)?;
+    }
+    let deadline = started + Duration::from_secs(600);
+    while broker.queries().list().iter().any(|q| q.lag() > 0) {
+        if Instant::now() > deadline {
+            bail!("the queries did not catch up in 10 minutes");
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let wall = started.elapsed();
+    let cpu = named_thread_cpu("herald-queries")?;
+    broker.close()?;
+    Ok((rate(args.records, cpu), rate(args.records, wall)))
+}
+
+fn broker_runs(args: &Args) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?;
+    println!();
+    println!("| codec | filters | broker indexer thread (M records/s/core) | wall (M records/s) |");
+    println!("|---|---|---|---|");
+    for codec in [Compression::None, Compression::Lz4] {
+        for json in [false, true] {
+            let (mut cpu, mut wall) = (Vec::new(), Vec::new());
+            for _ in 0..args.reps {
+                let (c, w) = runtime.block_on(through_broker(codec, args, json))?;
+                cpu.push(c);
+                wall.push(w);
+            }
+            let kind = if json {
+                "half on JSON fields"
+            } else {
+                "metadata"
+            };
+            println!(
+                "| {codec:?} | {kind} | {:.2} | {:.2} |",
+                median(cpu),
+                median(wall)
+            );
+        }
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    if args.reps == 0 || args.records == 0 {
+        eprintln!("herald-query-bench: --reps and --records must be positive");
+        return ExitCode::from(2);
+    }
+    let result = in_process(&args).and_then(|()| {
+        if args.broker {
+            broker_runs(&args)
+        } else {
+            Ok(())
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("herald-query-bench: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
