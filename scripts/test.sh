@@ -2,7 +2,10 @@
 # Runs every test of herald, installing what the tests need first:
 #   1. scripts/install-test-deps.sh (Python venv, kcat, Java client, chromium, cargo-fuzz)
 #   2. cargo build --release -p herald   (the binary the compatibility suite starts)
-#   3. cargo test --workspace            (unit, property and integration tests)
+#   3. cargo test --workspace --features herald/sql
+#                                         (unit, property and integration tests; also
+#                                          builds target/debug/herald with SQL, which the
+#                                          compatibility suite's SQL tests start)
 #   4. loom models of herald-log         (when the crate has loom-gated code)
 #   5. scripts/fuzz.sh 60                (a bounded fuzz run, when the script exists)
 #   6. pytest tests/compat               (real Kafka clients against the real binary)
@@ -26,8 +29,12 @@ step "install test dependencies"
 step "cargo build --release -p herald"
 cargo build --release -p herald
 
-step "cargo test --workspace"
-cargo test --workspace
+# The debug build carries the SQL feature (Apache DataFusion): compiling
+# DataFusion once without optimization is what it costs the run, where an
+# optimized build of it would take three times as long.
+step "cargo test --workspace --features herald/sql"
+cargo test --workspace --features herald/sql
+export HERALD_SQL_BIN="$PWD/target/debug/herald"
 
 # herald-log gates its loom models behind its own cfg name (`herald_loom`, so
 # that dependencies with a `cfg(loom)` of their own, like event-listener, are

@@ -39,6 +39,8 @@ pub struct AdminState {
     pub readiness: Readiness,
     /// The broker the API under `/v1/` acts on, once it is open.
     pub broker: OpenedBroker,
+    /// What the API keeps between requests.
+    pub api: crate::api::ApiState,
 }
 
 impl std::fmt::Debug for AdminState {
@@ -75,6 +77,7 @@ impl AdminServer {
                 refresh,
                 readiness,
                 broker,
+                api: crate::api::ApiState::default(),
             }),
         })
     }
@@ -121,16 +124,18 @@ async fn serve_connection(stream: tokio::net::TcpStream, peer: SocketAddr, state
         let state = Arc::clone(&state);
         async move {
             let response = match answer {
-                routes::Answer::Now(response) => response,
-                routes::Answer::Api => crate::api::handle(&state.broker, peer, request).await,
+                routes::Answer::Now(response) => crate::api::boxed(response),
+                routes::Answer::Api => {
+                    crate::api::handle(&state.broker, &state.api, peer, request).await
+                }
                 // The refresh samples the broker and may wait for the group
                 // coordinator: keep it off the runtime's worker threads.
                 routes::Answer::Scrape => {
                     match tokio::task::spawn_blocking(move || routes::scrape(&state)).await {
-                        Ok(body) => routes::metrics_response(body),
+                        Ok(body) => crate::api::boxed(routes::metrics_response(body)),
                         Err(e) => {
                             tracing::error!(error = %e, "scrape task failed");
-                            routes::scrape_failed()
+                            crate::api::boxed(routes::scrape_failed())
                         }
                     }
                 }

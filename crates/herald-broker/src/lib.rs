@@ -53,6 +53,7 @@ pub mod snapshots;
 pub mod storage;
 pub mod subject_index;
 pub mod tenant_caps;
+pub mod thread_priority;
 pub mod topic;
 pub mod topic_config;
 

@@ -121,3 +121,74 @@ where
     }
     anyhow::bail!("{message} ({status})")
 }
+
+/// Sends `method path` with `body` (JSON) and writes the answer's body to
+/// `out` as it arrives (SQL results); answers the answer's
+/// `herald-snapshot` header. A refusal becomes an error carrying the
+/// broker's message; a body cut short (the query failed after its first
+/// results) is an error too. No overall timeout: the broker bounds the
+/// query's time.
+pub async fn download(
+    target: &AdminTarget,
+    method: Method,
+    path: &str,
+    body: Option<serde_json::Value>,
+    out: &mut (impl tokio::io::AsyncWrite + Unpin),
+) -> anyhow::Result<Option<String>> {
+    use tokio::io::AsyncWriteExt as _;
+    let admin = target.address.as_str();
+    let stream = TcpStream::connect(admin)
+        .await
+        .with_context(|| format!("connecting to the admin listener at {admin}"))?;
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .context("starting HTTP with the admin listener")?;
+    let driver = tokio::spawn(connection);
+    let bytes = match &body {
+        Some(json) => Bytes::from(serde_json::to_vec(json)?),
+        None => Bytes::new(),
+    };
+    let mut request = Request::builder()
+        .method(method)
+        .uri(path)
+        .header(hyper::header::HOST, admin)
+        .header(hyper::header::CONTENT_TYPE, "application/json");
+    if let Some(authorization) = &target.authorization {
+        request = request.header(hyper::header::AUTHORIZATION, authorization);
+    }
+    let response = sender
+        .send_request(request.body(Full::new(bytes))?)
+        .await
+        .context("calling the admin API")?;
+    let status = response.status();
+    let snapshot = response
+        .headers()
+        .get("herald-snapshot")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let mut body = response.into_body();
+    if !status.is_success() {
+        let whole = body.collect().await?.to_bytes();
+        driver.abort();
+        let message = serde_json::from_slice::<serde_json::Value>(&whole)
+            .ok()
+            .and_then(|json| {
+                json.get("error")
+                    .and_then(|e| e.as_str())
+                    .map(str::to_owned)
+            })
+            .unwrap_or_else(|| String::from_utf8_lossy(&whole).into_owned());
+        anyhow::bail!("{message} ({status})");
+    }
+    while let Some(frame) = body.frame().await {
+        let frame = frame.context(
+            "the results were cut short: the query failed after its first results (the broker's log says why)",
+        )?;
+        if let Ok(data) = frame.into_data() {
+            out.write_all(&data).await?;
+        }
+    }
+    out.flush().await?;
+    driver.abort();
+    Ok(snapshot)
+}

@@ -89,6 +89,20 @@ pub enum Command {
         after_help = "Example:\n  echo '{\"id\": \"big\", \"topic\": \"orders\", \"filter\": \"value.total > 100\", \"bucket_ms\": 60000, \"aggregates\": [{\"name\": \"n\", \"function\": \"count\"}]}' | herald query create --spec -\n  herald query show big"
     )]
     Query(QueryCommand),
+    /// Run SQL over topics and snapshots (a broker built with the `sql`
+    /// feature): tables are topics (quote names with dots or dashes) and
+    /// snapshot views; columns partition, offset, timestamp, key, value,
+    /// headers, key_bytes, value_bytes.
+    #[command(
+        after_help = "Examples:\n  herald sql \"SELECT count(*) FROM orders WHERE timestamp > now() - interval '1 hour'\"\n  herald sql \"SELECT value->>'region' AS region, count(*) FROM orders GROUP BY 1\" --format csv\n  herald sql \"SELECT * FROM orders\" --snapshot nightly --format parquet --output orders.parquet"
+    )]
+    Sql(SqlArgs),
+    /// The records of a topic (and of one subject, its key) between two
+    /// times, in time order (a broker built with the `sql` feature).
+    #[command(
+        after_help = "Examples:\n  herald history orders --last 10m\n  herald history orders --subject user-42 --from-ms 1764280800000 --to-ms 1764284400000"
+    )]
+    History(HistoryArgs),
     /// A quick local produce-then-consume run with a summary table.
     #[command(after_help = "Example:\n  herald bench --records 100000 --record-bytes 100")]
     Bench(BenchArgs),
@@ -461,6 +475,86 @@ pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
         .checked_mul(millis_per)
         .map(std::time::Duration::from_millis)
         .ok_or_else(|| format!("'{text}' is too long"))
+}
+
+/// `herald sql`.
+#[derive(Debug, clap::Args)]
+pub struct SqlArgs {
+    /// One SQL query.
+    pub sql: String,
+    /// Run over this snapshot's views (tables named by topic) instead of a
+    /// cut taken now.
+    #[arg(long, value_name = "ID")]
+    pub snapshot: Option<String>,
+    /// How results are written.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: SqlFormat,
+    /// Write results to this file instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Memory the query may hold (bytes; the broker's limit at most).
+    #[arg(long, value_name = "BYTES")]
+    pub max_memory_bytes: Option<u64>,
+    /// Bytes the query may read from logs (the broker's limit at most).
+    #[arg(long, value_name = "BYTES")]
+    pub max_scan_bytes: Option<u64>,
+    /// How long the query may run (the broker's limit at most).
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout_s: Option<u64>,
+    #[command(flatten)]
+    pub admin: AdminArgs,
+}
+
+/// `herald history`.
+#[derive(Debug, clap::Args)]
+pub struct HistoryArgs {
+    /// The topic.
+    pub topic: String,
+    /// Only the records of this subject (key).
+    #[arg(long)]
+    pub subject: Option<String>,
+    /// From this time (ms since the epoch), inclusive.
+    #[arg(long, value_name = "MS", conflicts_with = "last")]
+    pub from_ms: Option<i64>,
+    /// To this time (ms since the epoch), exclusive; now when absent.
+    #[arg(long, value_name = "MS", conflicts_with = "last")]
+    pub to_ms: Option<i64>,
+    /// The last stretch of time up to now: `30s`, `10m`, `2h`, `1d`.
+    #[arg(long, value_name = "DURATION")]
+    pub last: Option<String>,
+    /// How records are written.
+    #[arg(long, value_enum, default_value = "jsonl")]
+    pub format: SqlFormat,
+    /// Write records to this file instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    #[command(flatten)]
+    pub admin: AdminArgs,
+}
+
+/// Output formats of `herald sql` and `herald history`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SqlFormat {
+    /// A text table.
+    Table,
+    /// One JSON object per row.
+    Jsonl,
+    /// CSV with a header line.
+    Csv,
+    /// An Apache Parquet file.
+    Parquet,
+}
+
+impl SqlFormat {
+    /// The name the admin API takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Table => "table",
+            Self::Jsonl => "jsonl",
+            Self::Csv => "csv",
+            Self::Parquet => "parquet",
+        }
+    }
 }
 
 /// `herald query` subcommands.

@@ -46,6 +46,8 @@ fn main() -> ExitCode {
         Command::Tenant(command) => run_client(commands::tenant::run(command)),
         Command::Snapshot(command) => run_client(commands::snapshot::run(command)),
         Command::Query(command) => run_client(commands::query::run(command)),
+        Command::Sql(args) => run_client(commands::sql::run(args)),
+        Command::History(args) => run_client(commands::sql::history(args)),
         Command::Subscribe(args) => run_client(commands::subscribe::run(args)),
         Command::Publish(args) => run_client(commands::publish::run(args)),
     }

@@ -4,8 +4,9 @@
 //! `Authorization: Basic` (a SCRAM user's name and password, checked as a
 //! PLAIN login is, with the broker's login throttle) or `Bearer` (an
 //! access token the broker signed), and the caller needs the operation on
-//! the cluster resource: DESCRIBE to read, ALTER to change anything.
-//! Super users pass, as on every other API.
+//! the cluster resource: DESCRIBE to read (a SQL query is a read), ALTER
+//! to change anything. Super users pass, as on every other API. A SQL
+//! query also needs READ on each topic it reads (checked by the query).
 
 use std::net::SocketAddr;
 
@@ -22,15 +23,16 @@ use super::error;
 /// The name of the cluster resource in ACLs.
 const CLUSTER: &str = herald_auth::acl::CLUSTER_NAME;
 
-/// Checks the caller of `request`; the refusal to answer with otherwise.
+/// Checks the caller of `request`: who it is when authorization is on
+/// (`None` when it is off), the refusal to answer with otherwise.
 pub async fn check<B>(
     broker: &Broker,
     peer: SocketAddr,
     request: &Request<B>,
-) -> Result<(), Response<Full<Bytes>>> {
+) -> Result<Option<Caller>, Response<Full<Bytes>>> {
     let security = broker.security();
     if !security.config().authorization {
-        return Ok(());
+        return Ok(None);
     }
     let header = request
         .headers()
@@ -64,7 +66,10 @@ pub async fn check<B>(
             ))
         }
     };
-    let operation = if request.method() == Method::GET || request.method() == Method::HEAD {
+    let reads = request.method() == Method::GET
+        || request.method() == Method::HEAD
+        || (request.method() == Method::POST && request.uri().path() == "/v1/sql");
+    let operation = if reads {
         Operation::Describe
     } else {
         Operation::Alter
@@ -74,7 +79,7 @@ pub async fn check<B>(
         host: peer.ip().to_string(),
     };
     if security.authorize(&caller, operation, ResourceType::Cluster, CLUSTER) {
-        return Ok(());
+        return Ok(Some(caller));
     }
     tracing::info!(principal = %caller.principal, %peer, ?operation, "admin API call denied");
     Err(error(

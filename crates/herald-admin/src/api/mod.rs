@@ -7,12 +7,15 @@ pub mod auth;
 pub mod queries;
 pub mod restore;
 pub mod snapshots;
+#[cfg(feature = "sql")]
+pub mod sql;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
+use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
@@ -29,22 +32,65 @@ pub const BODY_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// The broker, once it is open (the admin listener starts before it).
 pub type OpenedBroker = Arc<OnceLock<Arc<Broker>>>;
 
+/// The body of every admin response: whole, or streamed (SQL results).
+pub type AdminBody = UnsyncBoxBody<Bytes, std::io::Error>;
+
+/// A whole response as an [`AdminBody`] one.
+pub fn boxed(response: Response<Full<Bytes>>) -> Response<AdminBody> {
+    response.map(|body| body.map_err(|never| match never {}).boxed_unsync())
+}
+
+/// What the API keeps between requests.
+#[derive(Debug, Default)]
+pub struct ApiState {
+    /// The SQL engine, started with the first query.
+    #[cfg(feature = "sql")]
+    pub sql: sql::SqlService,
+}
+
 /// Answers one `/v1/` request.
 pub async fn handle(
     broker: &OpenedBroker,
+    state: &ApiState,
     peer: SocketAddr,
     request: Request<Incoming>,
-) -> Response<Full<Bytes>> {
+) -> Response<AdminBody> {
     let Some(broker) = broker.get() else {
-        return error(
+        return boxed(error(
             StatusCode::SERVICE_UNAVAILABLE,
             "the broker is not open yet",
-        );
+        ));
     };
-    if let Err(refused) = auth::check(broker, peer, &request).await {
-        return refused;
-    }
+    let caller = match auth::check(broker, peer, &request).await {
+        Ok(caller) => caller,
+        Err(refused) => return boxed(refused),
+    };
+    #[cfg(not(feature = "sql"))]
+    let _ = (state, caller);
     let path = request.uri().path().to_owned();
+    #[cfg(feature = "sql")]
+    {
+        let segments: Vec<&str> = path.trim_start_matches("/v1/").split('/').collect();
+        match (request.method(), segments.as_slice()) {
+            (&hyper::Method::POST, ["sql"]) => {
+                return sql::handle(&state.sql, broker, caller, request).await
+            }
+            (&hyper::Method::GET, ["topics", name, "history"]) => {
+                let query = request.uri().query().map(str::to_owned);
+                return sql::history(&state.sql, broker, caller, name, query.as_deref()).await;
+            }
+            _ => {}
+        }
+    }
+    boxed(handle_whole(broker, path, request).await)
+}
+
+/// The requests answered with a whole body.
+async fn handle_whole(
+    broker: &Arc<Broker>,
+    path: String,
+    request: Request<Incoming>,
+) -> Response<Full<Bytes>> {
     let segments: Vec<&str> = path
         .trim_start_matches("/v1/")
         .split('/')
@@ -65,7 +111,7 @@ pub async fn handle(
         },
         _ => error(
             StatusCode::NOT_FOUND,
-            "not found: the API serves /v1/snapshots, /v1/queries and /v1/topics/{name}/restore",
+            "not found: the API serves /v1/snapshots, /v1/queries, /v1/topics/{name}/restore, and with the sql feature /v1/sql and /v1/topics/{name}/history",
         ),
     }
 }

@@ -13,10 +13,6 @@ use tokio::sync::oneshot;
 
 use super::QueryError;
 
-/// Niceness of the indexer thread: the kernel gives a thread at nice 10
-/// about a tenth of the CPU share of one at 0 when both want a core.
-const NICENESS: libc::c_int = 10;
-
 /// The indexer thread's runtime, started on first use and ended when
 /// this is dropped.
 #[derive(Default)]
@@ -63,7 +59,7 @@ fn start() -> Result<Started, QueryError> {
     std::thread::Builder::new()
         .name("herald-queries".into())
         .spawn(move || {
-            lower_priority();
+            crate::thread_priority::lower_current_thread("query indexer");
             // Returns when the sender is dropped (the broker is gone).
             let _ = runtime.block_on(stopped);
         })
@@ -72,24 +68,4 @@ fn start() -> Result<Started, QueryError> {
         handle,
         _shutdown: shutdown,
     })
-}
-
-/// Lowers the calling thread's CPU priority; only that thread, since on
-/// Linux `setpriority` with a thread id applies to that thread alone.
-fn lower_priority() {
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: gettid has no preconditions; setpriority only changes
-        // the scheduling weight of this thread.
-        let failed = unsafe {
-            let tid = libc::gettid();
-            libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, NICENESS) != 0
-        };
-        if failed {
-            tracing::warn!(
-                "the query indexer thread runs at normal priority: {}",
-                std::io::Error::last_os_error()
-            );
-        }
-    }
 }

@@ -12,6 +12,7 @@ pub mod publish;
 pub mod push_client;
 pub mod query;
 pub mod snapshot;
+pub mod sql;
 pub mod subscribe;
 pub mod tenant;
 pub mod topic;

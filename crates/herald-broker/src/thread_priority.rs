@@ -1,0 +1,35 @@
+//! Lowering the CPU priority of the threads that do background work
+//! (query indexers, SQL queries), so produce and fetch get the cores
+//! first when they are contended.
+
+/// Niceness background threads run at: the kernel gives a thread at nice
+/// 10 about a tenth of the CPU share of one at 0 when both want a core.
+pub const BACKGROUND_NICENESS: i32 = 10;
+
+/// Lowers the calling thread's CPU priority to [`BACKGROUND_NICENESS`];
+/// only that thread, since on Linux `setpriority` with a thread id
+/// applies to that thread alone. Logs a warning if it cannot (the thread
+/// then runs at normal priority); does nothing on other systems.
+pub fn lower_current_thread(what: &str) {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: gettid has no preconditions; setpriority only changes
+        // the scheduling weight of this thread.
+        let failed = unsafe {
+            let tid = libc::gettid();
+            libc::setpriority(
+                libc::PRIO_PROCESS,
+                tid as libc::id_t,
+                BACKGROUND_NICENESS as libc::c_int,
+            ) != 0
+        };
+        if failed {
+            tracing::warn!(
+                "the {what} thread runs at normal priority: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = what;
+}

@@ -1,0 +1,193 @@
+//! Reading one partition of a cut for a query: whole batches from the log
+//! a megabyte at a time, between the offsets the pushed filters allow,
+//! turned into Arrow batches of the columns the query reads. Batches whose
+//! records all lie before the earliest timestamp allowed are skipped
+//! without being decoded.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::error::DataFusionError;
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::streaming::PartitionStream;
+use futures::stream;
+use herald_broker::ViewPartition;
+use herald_records::{batches, RecordBatch as StoredBatch};
+
+use crate::schema::RecordColumns;
+
+/// Bytes read from the log at a time.
+const READ_BYTES: usize = 1 << 20;
+/// Rows per Arrow batch, at most.
+const ROWS_PER_BATCH: usize = 8192;
+
+/// The bytes a query may read from logs, shared by its scans.
+#[derive(Debug)]
+pub(crate) struct ScanBudget {
+    limit: u64,
+    used: AtomicU64,
+}
+
+impl ScanBudget {
+    pub(crate) fn new(limit: u64) -> Arc<Self> {
+        Arc::new(Self {
+            limit,
+            used: AtomicU64::new(0),
+        })
+    }
+
+    fn charge(&self, bytes: usize) -> Result<(), DataFusionError> {
+        let used = self.used.fetch_add(bytes as u64, Ordering::Relaxed) + bytes as u64;
+        if used > self.limit {
+            return Err(DataFusionError::ResourcesExhausted(format!(
+                "the query read more than its limit of {} bytes from the logs",
+                self.limit
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// One partition of a cut, as a stream of Arrow batches.
+pub(crate) struct PartitionScan {
+    pub(crate) view: ViewPartition,
+    /// First offset to read.
+    pub(crate) from: u64,
+    /// Offset to stop before.
+    pub(crate) to: u64,
+    /// Earliest timestamp (ms) a row may have to match.
+    pub(crate) time_from: i64,
+    pub(crate) projection: Vec<usize>,
+    /// The topic schema projected.
+    pub(crate) schema: SchemaRef,
+    pub(crate) budget: Arc<ScanBudget>,
+}
+
+impl fmt::Debug for PartitionScan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PartitionScan")
+            .field("partition", &self.view.index())
+            .field("from", &self.from)
+            .field("to", &self.to)
+            .field("time_from", &self.time_from)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Cursor {
+    view: ViewPartition,
+    next: u64,
+    to: u64,
+    time_from: i64,
+    partition: i32,
+    columns: RecordColumns,
+    scratch: Vec<u8>,
+    budget: Arc<ScanBudget>,
+    done: bool,
+}
+
+impl PartitionStream for PartitionScan {
+    fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    fn execute(&self, _ctx: Arc<TaskContext>) -> SendableRecordBatchStream {
+        let cursor = Cursor {
+            view: self.view.clone(),
+            next: self.from,
+            to: self.to,
+            time_from: self.time_from,
+            partition: i32::try_from(self.view.index()).unwrap_or(i32::MAX),
+            columns: RecordColumns::new(&self.projection, Arc::clone(&self.schema)),
+            scratch: Vec::new(),
+            budget: Arc::clone(&self.budget),
+            done: self.from >= self.to,
+        };
+        let batches = stream::unfold(cursor, |mut cursor| async move {
+            loop {
+                if cursor.done {
+                    return None;
+                }
+                match cursor.read_some() {
+                    Ok(Some(batch)) => return Some((Ok(batch), cursor)),
+                    Ok(None) => {
+                        // Other queries and the request runtime get the
+                        // thread between megabytes read.
+                        tokio::task::yield_now().await;
+                    }
+                    Err(e) => {
+                        cursor.done = true;
+                        return Some((Err(e), cursor));
+                    }
+                }
+            }
+        });
+        Box::pin(RecordBatchStreamAdapter::new(
+            Arc::clone(&self.schema),
+            batches,
+        ))
+    }
+}
+
+impl Cursor {
+    /// Reads up to a megabyte of the log; answers a batch once enough rows
+    /// are built (or the range is read), `None` to be called again.
+    fn read_some(&mut self) -> Result<Option<RecordBatch>, DataFusionError> {
+        if self.next >= self.to {
+            self.done = true;
+            return self.flush();
+        }
+        let read = self
+            .view
+            .read(self.next, READ_BYTES)
+            .map_err(|e| DataFusionError::External(Box::new(e)))?;
+        if read.bytes.is_empty() {
+            self.done = true;
+            return self.flush();
+        }
+        self.budget.charge(read.bytes.len())?;
+        for batch in batches(&read.bytes) {
+            let batch = StoredBatch::new(batch.map_err(external)?).map_err(external)?;
+            let header = batch.header();
+            if header.is_control()
+                || header.last_offset() < self.next as i64
+                || header.max_timestamp() < self.time_from
+            {
+                continue;
+            }
+            if header.base_offset() >= self.to as i64 {
+                break;
+            }
+            for record in batch.records(&mut self.scratch).map_err(external)? {
+                let record = record.map_err(external)?;
+                if record.offset < self.next as i64 {
+                    continue;
+                }
+                if record.offset >= self.to as i64 {
+                    break;
+                }
+                self.columns.push(self.partition, &record)?;
+            }
+        }
+        self.next = self.next.max(read.next_offset);
+        if self.columns.rows() >= ROWS_PER_BATCH {
+            return self.flush();
+        }
+        Ok(None)
+    }
+
+    fn flush(&mut self) -> Result<Option<RecordBatch>, DataFusionError> {
+        if self.columns.rows() == 0 {
+            return Ok(None);
+        }
+        Ok(Some(self.columns.finish()?))
+    }
+}
+
+fn external(e: impl std::error::Error + Send + Sync + 'static) -> DataFusionError {
+    DataFusionError::External(Box::new(e))
+}

@@ -1,0 +1,139 @@
+//! A topic (or a snapshot's view of one) as a DataFusion table: the
+//! partitions of a cut, each scanned between the offsets the query's
+//! filters allow (`pushdown.rs`), in parallel, one DataFusion partition
+//! per log partition.
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::catalog::Session;
+use datafusion::datasource::{TableProvider, TableType};
+use datafusion::error::Result;
+use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
+use datafusion::physical_plan::ExecutionPlan;
+use herald_broker::{OffsetSpec, ViewPartition};
+
+use crate::pushdown;
+use crate::scan::{PartitionScan, ScanBudget};
+use crate::schema::topic_schema;
+
+/// The partitions of one topic at a cut.
+pub(crate) struct TopicTable {
+    name: String,
+    partitions: Vec<ViewPartition>,
+    budget: Arc<ScanBudget>,
+}
+
+impl fmt::Debug for TopicTable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TopicTable")
+            .field("name", &self.name)
+            .field("partitions", &self.partitions.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl TopicTable {
+    pub(crate) fn new(
+        name: String,
+        partitions: Vec<ViewPartition>,
+        budget: Arc<ScanBudget>,
+    ) -> Self {
+        Self {
+            name,
+            partitions,
+            budget,
+        }
+    }
+}
+
+#[async_trait]
+impl TableProvider for TopicTable {
+    fn schema(&self) -> SchemaRef {
+        topic_schema()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> Result<Vec<TableProviderFilterPushDown>> {
+        Ok(filters
+            .iter()
+            .map(|f| {
+                if pushdown::narrows(f) {
+                    TableProviderFilterPushDown::Inexact
+                } else {
+                    TableProviderFilterPushDown::Unsupported
+                }
+            })
+            .collect())
+    }
+
+    async fn scan(
+        &self,
+        _state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let full = topic_schema();
+        let projection: Vec<usize> = match projection {
+            Some(p) => p.clone(),
+            None => (0..full.fields().len()).collect(),
+        };
+        let schema = Arc::new(full.project(&projection)?);
+        let bounds = pushdown::bounds(filters);
+        let mut scans: Vec<Arc<dyn PartitionStream>> = Vec::new();
+        for view in &self.partitions {
+            let index = i32::try_from(view.index()).unwrap_or(i32::MAX);
+            if bounds.is_empty() || !bounds.reads_partition(index) {
+                continue;
+            }
+            let (start, cut) = view.range();
+            let mut from = start.max(u64::try_from(bounds.offsets.0).unwrap_or(0));
+            let to =
+                cut.min(u64::try_from(bounds.offsets.1).map_or(0, |last| last.saturating_add(1)));
+            if bounds.times.0 > i64::MIN {
+                // The time index: the first record at or after the earliest
+                // timestamp that can match; none means no record can.
+                match view
+                    .list_offset(OffsetSpec::Timestamp(bounds.times.0))
+                    .await
+                {
+                    Ok(Some(found)) => from = from.max(found.offset),
+                    Ok(None) => continue,
+                    Err(e) => {
+                        return Err(datafusion::error::DataFusionError::External(Box::new(e)))
+                    }
+                }
+            }
+            if from >= to {
+                continue;
+            }
+            scans.push(Arc::new(PartitionScan {
+                view: view.clone(),
+                from,
+                to,
+                time_from: bounds.times.0,
+                projection: projection.clone(),
+                schema: Arc::clone(&schema),
+                budget: Arc::clone(&self.budget),
+            }));
+        }
+        Ok(Arc::new(StreamingTableExec::try_new(
+            Arc::clone(&schema),
+            scans,
+            None,
+            [],
+            false,
+            limit,
+        )?))
+    }
+}

@@ -1,0 +1,324 @@
+//! SQL over a real broker's logs: answers equal to the records appended,
+//! filters on partition, offset and time narrowing what is read (seen
+//! through the bytes-read limit), snapshots giving the same answer after
+//! more appends, every output format, and refusals: statements that are
+//! not queries, unknown tables, bad SQL, queries over their limits.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use herald_broker::{Acks, Broker, BrokerConfig, SnapshotSpec};
+use herald_records::{BatchBuilder, RecordFields};
+use herald_sql::{OutputFormat, SqlEngine, SqlError, SqlLimits, SqlRequest, TopicAccess};
+
+const BASE_TS: i64 = 1_700_000_000_000;
+
+/// Topic `orders`, 3 partitions, 40 records each: offset `o` of partition
+/// `p` has total `p * 100 + o`, region eu for even offsets, timestamp
+/// BASE + o seconds, key `c<o % 7>`, header `type` = refund every 10th.
+async fn broker_with_orders(dir: &std::path::Path) -> Arc<Broker> {
+    let broker = Broker::open(BrokerConfig::new(dir)).expect("open");
+    broker.create_topic("orders", Some(3), &[], false).unwrap();
+    let topic = broker.topic("orders").unwrap();
+    for p in 0..3 {
+        let partition = topic.partition(p).unwrap();
+        for chunk in 0..4 {
+            let mut builder = BatchBuilder::new(BASE_TS);
+            for i in 0..10 {
+                let o = chunk * 10 + i;
+                let value = format!(
+                    r#"{{"total": {}, "region": "{}"}}"#,
+                    i64::from(p) * 100 + o,
+                    if o % 2 == 0 { "eu" } else { "us" }
+                );
+                let key = format!("c{}", o % 7);
+                let kind: &[u8] = if o % 10 == 0 { b"refund" } else { b"order" };
+                builder.push(RecordFields {
+                    timestamp_ms: BASE_TS + o * 1000,
+                    key: Some(key.as_bytes()),
+                    value: Some(value.as_bytes()),
+                    headers: &[(b"type", Some(kind))],
+                });
+            }
+            partition
+                .append(&builder.finish().unwrap(), Acks::Leader)
+                .await
+                .unwrap();
+        }
+    }
+    broker
+}
+
+fn request(sql: &str) -> SqlRequest {
+    SqlRequest {
+        sql: sql.to_owned(),
+        snapshot: None,
+        format: OutputFormat::Jsonl,
+        limits: SqlLimits::default(),
+        access: TopicAccess::everything(),
+    }
+}
+
+/// Runs `request` and answers its whole output.
+async fn run(engine: &SqlEngine, request: SqlRequest) -> Result<Vec<u8>, SqlError> {
+    let mut answer = engine.run(request).await?;
+    let mut out = Vec::new();
+    while let Some(chunk) = answer.chunks.recv().await {
+        out.extend_from_slice(&chunk?);
+    }
+    Ok(out)
+}
+
+async fn rows(engine: &SqlEngine, sql: &str) -> Vec<serde_json::Value> {
+    let out = run(engine, request(sql))
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    String::from_utf8(out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn engine(broker: &Arc<Broker>) -> SqlEngine {
+    SqlEngine::new(Arc::clone(broker), 4, SqlLimits::default()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_are_what_the_records_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = broker_with_orders(dir.path()).await;
+    let engine = engine(&broker);
+    let all = rows(
+        &engine,
+        "SELECT count(*) AS n, sum(CAST(value->>'total' AS BIGINT)) AS total FROM orders",
+    )
+    .await;
+    // Per partition: 40 * p * 100 + (0 + … + 39).
+    let expected_total: i64 = (0..3).map(|p| 40 * p * 100 + 780).sum();
+    assert_eq!(
+        all,
+        vec![serde_json::json!({"n": 120, "total": expected_total})]
+    );
+
+    let by_region = rows(
+        &engine,
+        "SELECT json_get_str(value, 'region') AS region, count(*) AS n FROM orders \
+         WHERE headers['type'] = 'refund' GROUP BY 1 ORDER BY 1",
+    )
+    .await;
+    // Refunds at offsets 0, 10, 20, 30 of each partition: all even, all eu.
+    assert_eq!(
+        by_region,
+        vec![serde_json::json!({"region": "eu", "n": 12})]
+    );
+
+    let some = rows(
+        &engine,
+        "SELECT partition, \"offset\", key, timestamp FROM orders \
+         WHERE partition = 1 AND \"offset\" >= 5 AND \"offset\" < 8 ORDER BY \"offset\"",
+    )
+    .await;
+    let offsets: Vec<i64> = some.iter().map(|r| r["offset"].as_i64().unwrap()).collect();
+    assert_eq!(offsets, vec![5, 6, 7]);
+    assert!(some.iter().all(|r| r["partition"] == 1));
+    assert_eq!(some[0]["key"], "c5");
+
+    let late = rows(
+        &engine,
+        &format!(
+            "SELECT count(*) AS n FROM orders WHERE timestamp >= to_timestamp_millis({})",
+            BASE_TS + 35_000
+        ),
+    )
+    .await;
+    assert_eq!(late, vec![serde_json::json!({"n": 15})]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn filters_on_partition_offset_and_time_read_only_what_can_match() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = broker_with_orders(dir.path()).await;
+    let engine = engine(&broker);
+    let whole = broker
+        .topic("orders")
+        .unwrap()
+        .partitions()
+        .iter()
+        .map(|p| p.stats().size_bytes)
+        .sum::<u64>();
+    // A limit of half the topic's size: a full scan is refused, narrowed
+    // scans (one partition of three, the last batch of each) fit.
+    let tight = SqlLimits {
+        scan_bytes: whole / 2,
+        ..SqlLimits::default()
+    };
+    let mut full = request("SELECT count(*) FROM orders WHERE key = 'c1'");
+    full.limits = tight;
+    assert!(matches!(
+        run(&engine, full).await,
+        Err(SqlError::OverLimit(_))
+    ));
+    for narrow in [
+        "SELECT count(*) AS n FROM orders WHERE partition = 2",
+        "SELECT count(*) AS n FROM orders WHERE \"offset\" >= 38",
+        &format!(
+            "SELECT count(*) AS n FROM orders WHERE timestamp > to_timestamp_millis({})",
+            BASE_TS + 38_000
+        ),
+    ] {
+        let mut narrow_request = request(narrow);
+        narrow_request.limits = tight;
+        let out = run(&engine, narrow_request)
+            .await
+            .unwrap_or_else(|e| panic!("{narrow}: {e}"));
+        assert!(!out.is_empty(), "{narrow}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_answers_the_same_after_more_appends_and_cuts_are_not_left_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = broker_with_orders(dir.path()).await;
+    let engine = engine(&broker);
+    let topic = broker.topic("orders").unwrap();
+    broker
+        .take_snapshot(
+            SnapshotSpec {
+                id: Some("before".into()),
+                topics: vec![Arc::clone(&topic)],
+                ttl: None,
+            },
+            SystemTime::now(),
+        )
+        .await
+        .unwrap();
+    let mut builder = BatchBuilder::new(BASE_TS);
+    builder.push(RecordFields {
+        timestamp_ms: BASE_TS,
+        key: None,
+        value: Some(b"late"),
+        headers: &[],
+    });
+    topic
+        .partition(0)
+        .unwrap()
+        .append(&builder.finish().unwrap(), Acks::Leader)
+        .await
+        .unwrap();
+    let mut at_snapshot = request("SELECT count(*) AS n FROM orders");
+    at_snapshot.snapshot = Some("before".into());
+    let out = run(&engine, at_snapshot).await.unwrap();
+    assert_eq!(String::from_utf8(out).unwrap().trim(), r#"{"n":120}"#);
+    assert_eq!(
+        rows(
+            &engine,
+            r#"SELECT count(*) AS n FROM "__snapshot.before.orders""#
+        )
+        .await,
+        vec![serde_json::json!({"n": 120})]
+    );
+    assert_eq!(
+        rows(&engine, "SELECT count(*) AS n FROM orders").await,
+        vec![serde_json::json!({"n": 121})]
+    );
+    // The cuts taken for the queries are deleted once they end.
+    for _ in 0..200 {
+        if broker.snapshots().list().len() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let left: Vec<String> = broker
+        .snapshots()
+        .list()
+        .iter()
+        .map(|s| s.id.clone())
+        .collect();
+    assert_eq!(left, vec!["before".to_owned()]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_output_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = broker_with_orders(dir.path()).await;
+    let engine = engine(&broker);
+    let sql = "SELECT partition, \"offset\", key FROM orders WHERE partition = 0 AND \"offset\" < 2 ORDER BY \"offset\"";
+    let mut csv = request(sql);
+    csv.format = OutputFormat::Csv;
+    assert_eq!(
+        String::from_utf8(run(&engine, csv).await.unwrap()).unwrap(),
+        "partition,offset,key\n0,0,c0\n0,1,c1\n"
+    );
+    let mut table = request(sql);
+    table.format = OutputFormat::Table;
+    let text = String::from_utf8(run(&engine, table).await.unwrap()).unwrap();
+    assert!(text.contains("| partition | offset | key |"), "{text}");
+    assert!(text.ends_with("2 rows\n"), "{text}");
+    let mut parquet = request("SELECT * FROM orders");
+    parquet.format = OutputFormat::Parquet;
+    let file = run(&engine, parquet).await.unwrap();
+    assert!(file.starts_with(b"PAR1") && file.ends_with(b"PAR1"));
+    // Nested columns cannot be CSV: a clear error, before any output.
+    let mut nested = request("SELECT headers FROM orders");
+    nested.format = OutputFormat::Csv;
+    match run(&engine, nested).await {
+        Err(SqlError::Output(message)) => assert!(message.contains("nested"), "{message}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_is_not_a_query_or_is_over_its_limits_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = broker_with_orders(dir.path()).await;
+    let engine = engine(&broker);
+    for sql in [
+        "DROP TABLE orders",
+        "CREATE TABLE t AS SELECT * FROM orders",
+        "COPY orders TO '/tmp/herald-sql-copy.csv'",
+        "INSERT INTO orders VALUES (1)",
+        "SET datafusion.execution.batch_size = 1",
+        "SELEC 1",
+        "SELECT nope FROM orders",
+    ] {
+        match run(&engine, request(sql)).await {
+            Err(SqlError::Invalid(_)) => {}
+            other => panic!("{sql}: {other:?}"),
+        }
+    }
+    assert!(!std::path::Path::new("/tmp/herald-sql-copy.csv").exists());
+    assert!(matches!(
+        run(&engine, request("SELECT * FROM missing")).await,
+        Err(SqlError::UnknownTable { .. })
+    ));
+    let mut at_missing_snapshot = request("SELECT * FROM orders");
+    at_missing_snapshot.snapshot = Some("nope".into());
+    assert!(matches!(
+        run(&engine, at_missing_snapshot).await,
+        Err(SqlError::NotInSnapshot { .. })
+    ));
+    let mut no_time = request("SELECT count(*) FROM orders");
+    no_time.limits.time = Duration::ZERO;
+    assert!(matches!(
+        run(&engine, no_time).await,
+        Err(SqlError::TimeLimit { .. })
+    ));
+    let mut no_memory = request("SELECT * FROM orders a, orders b ORDER BY a.value, b.value");
+    no_memory.limits.memory_bytes = 64 << 10;
+    assert!(matches!(
+        run(&engine, no_memory).await,
+        Err(SqlError::OverLimit(_))
+    ));
+    let mut denied = request("SELECT count(*) FROM orders");
+    denied.access = TopicAccess::only(|topic| topic != "orders");
+    assert!(matches!(
+        run(&engine, denied).await,
+        Err(SqlError::Denied { .. })
+    ));
+    // The broker and the engine serve on.
+    assert_eq!(
+        rows(&engine, "SELECT count(*) AS n FROM orders").await,
+        vec![serde_json::json!({"n": 120})]
+    );
+}

@@ -1,0 +1,204 @@
+"""SQL over history (issue 20) against a broker built with the `sql`
+feature: answers checked against Apache DataFusion's own Python package
+over a Parquet export of the same records, and against a plain consumer's
+scan for JSON fields; seed 003's history as one CLI command; bad queries
+refused with clear errors while the broker serves on.
+
+The broker binary is $HERALD_SQL_BIN, else target/debug/herald (scripts/
+test.sh builds it with `--features sql`).
+"""
+
+import json
+import os
+import subprocess
+import urllib.error
+import urllib.request
+from collections import Counter
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from datafusion import SessionContext
+
+from broker import HeraldBroker, serve_for_test
+from clients import CLIENT_TIMEOUT_S, consumer, create_topic, producer
+from confluent_kafka import TopicPartition
+from conftest import REPO_ROOT
+
+T = CLIENT_TIMEOUT_S
+BASE_TS = 1_700_000_000_000
+RECORDS = 3_000
+PARTITIONS = 3
+
+
+def sql_binary() -> Path:
+    return Path(os.environ.get("HERALD_SQL_BIN", REPO_ROOT / "target" / "debug" / "herald"))
+
+
+@pytest.fixture
+def sql_broker(request, tmp_path):
+    binary = sql_binary()
+    if not binary.is_file():
+        pytest.fail(f"{binary} is missing: run `cargo build -p herald --features sql` first")
+    server = HeraldBroker(binary, tmp_path / "data", tmp_path / "broker.log")
+    yield from serve_for_test(server, request)
+
+
+def sql(broker, text, fmt="jsonl", expect=200, **extra):
+    body = json.dumps({"sql": text, "format": fmt, **extra}).encode()
+    req = urllib.request.Request(f"http://{broker.admin_address}/v1/sql", data=body, method="POST",
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=T) as answer:
+            assert answer.status == expect
+            return answer.read(), answer.headers
+    except urllib.error.HTTPError as e:
+        body = e.read()
+        if e.code == 404 and b"sql feature" in body:
+            pytest.fail(f"{sql_binary()} was built without the sql feature")
+        assert e.code == expect, (e.code, body)
+        return json.loads(body or b"{}"), e.headers
+
+
+def rows(broker, text):
+    body, _ = sql(broker, text)
+    return [json.loads(line) for line in body.decode().splitlines()]
+
+
+def produce_orders(bootstrap, topic):
+    """RECORDS JSON orders over the partitions; answers what was sent."""
+    prod = producer(bootstrap, linger_ms=5)
+    sent = []
+    for i in range(RECORDS):
+        record = {
+            "partition": i % PARTITIONS,
+            "key": f"user-{(i * 7) % 50}",
+            "value": {"total": (i * 13) % 997 / 4, "region": ["eu", "us", "ap"][i % 3 if i % 11 else 0]},
+            "type": "refund" if i % 10 == 0 else "order",
+            "timestamp": BASE_TS + i * 100,
+        }
+        prod.produce(topic, key=record["key"], value=json.dumps(record["value"]),
+                     partition=record["partition"], timestamp=record["timestamp"],
+                     headers=[("type", record["type"].encode())])
+        sent.append(record)
+    assert prod.flush(T) == 0
+    return sent
+
+
+def scan(bootstrap, topic):
+    """Every record of `topic`, read by a plain consumer."""
+    cons = consumer(bootstrap)
+    cons.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    seen = []
+    while len(seen) < RECORDS:
+        batch = cons.consume(num_messages=1000, timeout=T)
+        assert batch, f"only {len(seen)} records read"
+        for msg in batch:
+            assert msg.error() is None, msg.error()
+            seen.append(msg)
+    cons.close()
+    return seen
+
+
+def test_sql_answers_equal_datafusion_over_a_parquet_export_and_a_plain_scan(sql_broker, unique, tmp_path):
+    topic = unique("orders")
+    create_topic(sql_broker.bootstrap, topic, PARTITIONS)
+    produce_orders(sql_broker.bootstrap, topic)
+
+    # The export, through the CLI, at a cut (the answer names it).
+    export = tmp_path / "orders.parquet"
+    out = subprocess.run([str(sql_binary()), "sql", f'SELECT * FROM "{topic}"', "--format", "parquet",
+                          "--output", str(export), "--admin", sql_broker.admin_address],
+                         capture_output=True, text=True, timeout=T)
+    assert out.returncode == 0, out.stderr
+    assert "snapshot sql-" in out.stderr
+    table = pq.read_table(export)
+    assert table.num_rows == RECORDS
+    assert table.column_names == ["partition", "offset", "timestamp", "key", "value", "headers",
+                                  "key_bytes", "value_bytes"]
+
+    ctx = SessionContext()
+    ctx.register_parquet("orders", str(export))
+    for query in [
+        "SELECT partition, count(*) AS n, min(\"offset\") AS lo, max(\"offset\") AS hi "
+        "FROM {t} GROUP BY partition ORDER BY partition",
+        "SELECT key, count(*) AS n FROM {t} WHERE key LIKE 'user-1%' GROUP BY key ORDER BY key",
+        "SELECT count(*) AS n FROM {t} WHERE timestamp >= to_timestamp_millis(1700000100000) "
+        "AND timestamp < to_timestamp_millis(1700000200000)",
+        "SELECT partition, \"offset\" FROM {t} WHERE partition = 1 AND \"offset\" BETWEEN 10 AND 14 "
+        "ORDER BY \"offset\"",
+        "SELECT headers['type'] AS kind, count(*) AS n FROM {t} GROUP BY 1 ORDER BY 1",
+        "SELECT min(timestamp) AS first, max(timestamp) AS last FROM {t}",
+    ]:
+        ours = rows(sql_broker, query.format(t=f'"{topic}"'))
+        theirs = ctx.sql(query.format(t="orders")).to_pylist()
+        assert len(ours) == len(theirs), query
+        for mine, reference in zip(ours, theirs):
+            for column, value in reference.items():
+                if hasattr(value, "timestamp"):
+                    # Parquet keeps the instant; JSON lines write it as text.
+                    assert mine[column].startswith(value.strftime("%Y-%m-%dT%H:%M:%S")), (query, mine, value)
+                else:
+                    assert mine[column] == value, (query, column, mine, reference)
+
+    # JSON fields, against a plain consumer computing the same.
+    expected = Counter()
+    totals = Counter()
+    for msg in scan(sql_broker.bootstrap, topic):
+        value = json.loads(msg.value())
+        expected[value["region"]] += 1
+        totals[value["region"]] += value["total"]
+    ours = rows(sql_broker, f"SELECT value->>'region' AS region, count(*) AS n, "
+                            f"sum(CAST(value->>'total' AS DOUBLE)) AS total FROM \"{topic}\" GROUP BY 1 ORDER BY 1")
+    assert {r["region"]: r["n"] for r in ours} == dict(expected)
+    for r in ours:
+        assert abs(r["total"] - totals[r["region"]]) < 1e-6
+
+
+def test_history_is_one_command(sql_broker, unique):
+    topic = unique("history")
+    create_topic(sql_broker.bootstrap, topic, PARTITIONS)
+    sent = produce_orders(sql_broker.bootstrap, topic)
+    t1, t2 = BASE_TS + 50_000, BASE_TS + 150_000
+    want = sorted((r["timestamp"], r["partition"]) for r in sent
+                  if t1 <= r["timestamp"] < t2 and r["key"] == "user-7")
+    assert want
+    out = subprocess.run([str(sql_binary()), "history", topic, "--subject", "user-7",
+                          "--from-ms", str(t1), "--to-ms", str(t2), "--admin", sql_broker.admin_address],
+                         capture_output=True, text=True, timeout=T)
+    assert out.returncode == 0, out.stderr
+    got = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [(r["partition"], r["key"]) for r in got] == [(p, "user-7") for _, p in want]
+    assert all(json.loads(r["value"])["region"] in ("eu", "us", "ap") for r in got)
+    # The same over HTTP, as CSV.
+    url = (f"http://{sql_broker.admin_address}/v1/topics/{topic}/history"
+           f"?from_ms={t1}&to_ms={t2}&subject=user-7&format=csv")
+    with urllib.request.urlopen(url, timeout=T) as answer:
+        lines = answer.read().decode().splitlines()
+    assert lines[0].startswith("partition,offset,timestamp,key,value")
+    assert len(lines) == 1 + len(want)
+
+
+def test_bad_queries_get_clear_errors_and_the_broker_serves_on(sql_broker, unique):
+    topic = unique("bad")
+    create_topic(sql_broker.bootstrap, topic, 1)
+    cases = [
+        ("SELEC 1", 400, "SQL"),
+        (f'SELECT nope FROM "{topic}"', 400, "nope"),
+        ("SELECT * FROM missing_topic", 404, "unknown table"),
+        (f'DROP TABLE "{topic}"', 400, "only queries"),
+        (f"COPY (SELECT 1) TO '/tmp/herald-copy.csv'", 400, "only queries"),
+    ]
+    for text, status, words in cases:
+        answer, _ = sql(sql_broker, text, expect=status)
+        assert words.lower() in answer["error"].lower(), (text, answer)
+    answer, _ = sql(sql_broker, f'SELECT * FROM "{topic}" a, "{topic}" b', expect=422, timeout_ms=0)
+    assert "limit" in answer["error"]
+    out = subprocess.run([str(sql_binary()), "sql", "SELEC 1", "--admin", sql_broker.admin_address],
+                         capture_output=True, text=True, timeout=T)
+    assert out.returncode != 0 and "400" in out.stderr
+    # Still serving: produce and read back.
+    prod = producer(sql_broker.bootstrap)
+    prod.produce(topic, value=b'{"ok": 1}', partition=0)
+    assert prod.flush(T) == 0
+    assert rows(sql_broker, f'SELECT value FROM "{topic}"') == [{"value": '{"ok": 1}'}]
