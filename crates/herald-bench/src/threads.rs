@@ -237,3 +237,16 @@ impl StartGate {
         self.changed.notify_all();
     }
 }
+
+/// CPU time the calling thread has used: what "per core" rates divide by,
+/// so time the thread spent waiting for a core on a shared machine does
+/// not count against it.
+pub fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec into memory we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}

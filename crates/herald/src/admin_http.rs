@@ -71,23 +71,8 @@ where
     B: hyper::body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let admin = target.address.as_str();
-    let stream = TcpStream::connect(admin)
-        .await
-        .with_context(|| format!("connecting to the admin listener at {admin}"))?;
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .context("starting HTTP with the admin listener")?;
-    let driver = tokio::spawn(connection);
-    let mut request = Request::builder()
-        .method(method)
-        .uri(path)
-        .header(hyper::header::HOST, admin)
-        .header(hyper::header::CONTENT_TYPE, "application/json");
-    if let Some(authorization) = &target.authorization {
-        request = request.header(hyper::header::AUTHORIZATION, authorization);
-    }
-    let request = request.body(body)?;
+    let (mut sender, driver) = connect(target).await?;
+    let request = request(target, method, path, body)?;
     let exchange = async {
         let response = sender.send_request(request).await?;
         let status = response.status();
@@ -136,28 +121,13 @@ pub async fn download(
     out: &mut (impl tokio::io::AsyncWrite + Unpin),
 ) -> anyhow::Result<Option<String>> {
     use tokio::io::AsyncWriteExt as _;
-    let admin = target.address.as_str();
-    let stream = TcpStream::connect(admin)
-        .await
-        .with_context(|| format!("connecting to the admin listener at {admin}"))?;
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .context("starting HTTP with the admin listener")?;
-    let driver = tokio::spawn(connection);
+    let (mut sender, driver) = connect(target).await?;
     let bytes = match &body {
         Some(json) => Bytes::from(serde_json::to_vec(json)?),
         None => Bytes::new(),
     };
-    let mut request = Request::builder()
-        .method(method)
-        .uri(path)
-        .header(hyper::header::HOST, admin)
-        .header(hyper::header::CONTENT_TYPE, "application/json");
-    if let Some(authorization) = &target.authorization {
-        request = request.header(hyper::header::AUTHORIZATION, authorization);
-    }
     let response = sender
-        .send_request(request.body(Full::new(bytes))?)
+        .send_request(request(target, method, path, Full::new(bytes))?)
         .await
         .context("calling the admin API")?;
     let status = response.status();
@@ -191,4 +161,45 @@ pub async fn download(
     out.flush().await?;
     driver.abort();
     Ok(snapshot)
+}
+
+/// An HTTP/1.1 connection to the admin listener: the sender, and the task
+/// driving the connection (aborted once the answer is read).
+async fn connect<B>(
+    target: &AdminTarget,
+) -> anyhow::Result<(
+    hyper::client::conn::http1::SendRequest<B>,
+    tokio::task::JoinHandle<hyper::Result<()>>,
+)>
+where
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let admin = target.address.as_str();
+    let stream = TcpStream::connect(admin)
+        .await
+        .with_context(|| format!("connecting to the admin listener at {admin}"))?;
+    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .context("starting HTTP with the admin listener")?;
+    Ok((sender, tokio::spawn(connection)))
+}
+
+/// `method path` with `body` (JSON) and the target's credentials.
+fn request<B>(
+    target: &AdminTarget,
+    method: Method,
+    path: &str,
+    body: B,
+) -> anyhow::Result<Request<B>> {
+    let mut request = Request::builder()
+        .method(method)
+        .uri(path)
+        .header(hyper::header::HOST, target.address.as_str())
+        .header(hyper::header::CONTENT_TYPE, "application/json");
+    if let Some(authorization) = &target.authorization {
+        request = request.header(hyper::header::AUTHORIZATION, authorization);
+    }
+    Ok(request.body(body)?)
 }

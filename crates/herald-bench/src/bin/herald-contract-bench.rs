@@ -165,8 +165,7 @@ fn cpu_ticks() -> u64 {
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
+    herald_bench::report::median(&mut values)
 }
 
 /// The partition config measured: one segment of 1 GiB provisioned whole

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context as _};
 use clap::Parser;
+use herald_bench::threads::thread_cpu;
 use herald_broker::{Acks, Broker, BrokerConfig};
 use herald_query::{feed_batches, Follower, QuerySpec, QueryState};
 use herald_records::{batches, stamp, BatchBuilder, Compression, RecordBatch, RecordFields};
@@ -166,17 +167,6 @@ fn states(specs: &[QuerySpec]) -> anyhow::Result<Vec<QueryState>> {
         .collect()
 }
 
-/// CPU time of this thread.
-fn thread_cpu() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec into memory we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
-
 /// One decoding pass touching every field; returns records read.
 fn scan(log: &[u8], scratch: &mut Vec<u8>) -> anyhow::Result<u64> {
     let (mut records, mut touched) = (0u64, 0usize);
@@ -206,8 +196,7 @@ fn index(log: &[u8], states: &mut [QueryState], scratch: &mut Vec<u8>) -> u64 {
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
+    herald_bench::report::median(&mut values)
 }
 
 fn rate(records: u64, cpu: Duration) -> f64 {

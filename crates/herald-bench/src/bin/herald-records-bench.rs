@@ -9,11 +9,11 @@
 //! ratio of the medians. Run it through `scripts/bench-records.sh`.
 
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::{anyhow, Context as _};
 use bytes::Bytes;
 use clap::Parser;
+use herald_bench::threads::thread_cpu;
 use herald_records::{
     batches, decompress_into, BatchBuilder, Compression, RecordBatch, RecordFields,
 };
@@ -69,17 +69,6 @@ fn build_run(codec: Compression, per_batch: u32, records: u64) -> anyhow::Result
     Ok(run)
 }
 
-/// CPU time of this thread.
-fn thread_cpu() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec into memory we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
-
 /// herald-records: one pass over the run; returns records read.
 fn herald_pass(run: &[u8], scratch: &mut Vec<u8>) -> anyhow::Result<u64> {
     let (mut records, mut touched) = (0u64, 0usize);
@@ -132,8 +121,7 @@ fn kafka_protocol_pass(run: &Bytes) -> anyhow::Result<u64> {
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
+    herald_bench::report::median(&mut values)
 }
 
 fn run(args: &Args) -> anyhow::Result<()> {
