@@ -32,8 +32,11 @@ cargo build --release -p herald
 # The debug build carries the SQL feature (Apache DataFusion): compiling
 # DataFusion once without optimization is what it costs the run, where an
 # optimized build of it would take three times as long.
+# HERALD_BIN: tests that start the binary (herald-testkit) use the one this
+# same build made, rather than building `herald` again without the feature
+# (which would replace it and compile what differs a second time).
 step "cargo test --workspace --features herald/sql"
-cargo test --workspace --features herald/sql
+HERALD_BIN="$PWD/target/debug/herald" cargo test --workspace --features herald/sql
 export HERALD_SQL_BIN="$PWD/target/debug/herald"
 
 # herald-log gates its loom models behind its own cfg name (`herald_loom`, so

@@ -11,6 +11,10 @@ pub const BACKGROUND_NICENESS: i32 = 10;
 /// applies to that thread alone. Logs a warning if it cannot (the thread
 /// then runs at normal priority); does nothing on other systems.
 pub fn lower_current_thread(what: &str) {
+    // Threads inherit their creator's niceness: the log's shared helper
+    // (segment preallocation), started lazily by whoever appends first,
+    // must not be started from here once this thread is lowered.
+    herald_log::start_provisioner();
     #[cfg(target_os = "linux")]
     {
         // SAFETY: gettid has no preconditions; setpriority only changes

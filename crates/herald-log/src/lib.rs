@@ -74,4 +74,5 @@ pub use herald_records::{BatchError, ValidBatch};
 #[cfg(not(herald_loom))]
 pub use log::{Appended, Log, ReadSlice, TimestampOffset};
 #[cfg(not(herald_loom))]
+pub use provisioner::start as start_provisioner;
 pub use recovery::RecoveryReport;

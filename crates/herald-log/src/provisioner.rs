@@ -127,6 +127,13 @@ fn sender() -> &'static Mutex<Option<Sender<Weak<Segment>>>> {
     })
 }
 
+/// Starts the provisioner thread if it has not started. A thread inherits
+/// its creator's CPU priority: a caller about to lower its own starts it
+/// first, so the provisioner never runs at background priority.
+pub fn start() {
+    let _ = sender();
+}
+
 /// Asks the provisioner to run ahead of `segment`'s writers.
 pub(crate) fn request(segment: Weak<Segment>) {
     // The lock is taken once per preallocation step of a segment, never per

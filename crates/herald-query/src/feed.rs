@@ -59,6 +59,8 @@ pub fn feed_batches(
     };
     for batch in batches(bytes).map_while(Result::ok) {
         let Ok(batch) = RecordBatch::new(batch) else {
+            // Damaged framing: nothing past it can be split into batches.
+            outcome.unreadable_batches += 1;
             break;
         };
         let header = batch.header();

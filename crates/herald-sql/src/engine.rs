@@ -23,7 +23,7 @@ use datafusion::prelude::{SQLOptions, SessionConfig, SessionContext};
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::Statement as SqlStatement;
 use futures::StreamExt;
-use herald_broker::snapshots::view_name;
+use herald_broker::snapshots::{parse_view_name, view_name};
 use herald_broker::{Broker, SnapshotSpec, Topic, ViewTopic};
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
@@ -286,15 +286,28 @@ async fn execute(
     let mut stream = stream;
     let mut started = Some(started);
     let mut failure = None;
+    let time_limit = || SqlError::TimeLimit {
+        seconds: limits.time.as_secs(),
+    };
     loop {
-        let next = match tokio::time::timeout_at(deadline, stream.next()).await {
-            Ok(next) => next,
-            Err(_) => {
-                failure = Some(SqlError::TimeLimit {
-                    seconds: limits.time.as_secs(),
-                });
-                break;
-            }
+        // A reader that went away (the channel closed, or the caller gone
+        // before the first results) cancels the query at once, whether
+        // or not it has results to send.
+        let next = tokio::select! {
+            next = tokio::time::timeout_at(deadline, stream.next()) => match next {
+                Ok(next) => next,
+                Err(_) => {
+                    failure = Some(time_limit());
+                    break;
+                }
+            },
+            () = chunks.closed() => return,
+            () = async {
+                match started.as_mut() {
+                    Some(started) => started.closed().await,
+                    None => std::future::pending().await,
+                }
+            } => return,
         };
         let Some(batch) = next else {
             break;
@@ -305,9 +318,16 @@ async fn execute(
         match encoded {
             Ok(bytes) if bytes.is_empty() => {}
             Ok(bytes) => {
-                if chunks.send(Ok(bytes)).await.is_err() {
+                // A reader that stops reading holds the query no longer
+                // than its time limit.
+                match tokio::time::timeout_at(deadline, chunks.send(Ok(bytes))).await {
+                    Ok(Ok(())) => {}
                     // The reader left: dropping the stream cancels the query.
-                    return;
+                    Ok(Err(_)) => return,
+                    Err(_) => {
+                        failure = Some(time_limit());
+                        break;
+                    }
                 }
                 if let Some(started) = started.take() {
                     let _ = started.send(Ok((snapshot.clone(), ephemeral)));
@@ -332,12 +352,12 @@ async fn execute(
         }
         (Some(started), Ok(bytes)) => {
             if !bytes.is_empty() {
-                let _ = chunks.send(Ok(bytes)).await;
+                let _ = chunks.try_send(Ok(bytes));
             }
             let _ = started.send(Ok((snapshot, ephemeral)));
         }
         (None, end) => {
-            let _ = chunks.send(end).await;
+            let _ = tokio::time::timeout_at(deadline, chunks.send(end)).await;
         }
     }
 }
@@ -388,6 +408,15 @@ async fn prepare(
     let mut sources: BTreeMap<String, (TableReference, Source)> = BTreeMap::new();
     for reference in references {
         let name = topic_name(&reference);
+        // Checked on the name before anything is looked up, so a caller
+        // learns nothing of topics it may not read, not even whether they
+        // exist.
+        let topic = parse_view_name(&name).map_or(name.as_str(), |(_, topic)| topic);
+        if !request.access.allows(topic) {
+            return Err(SqlError::Denied {
+                topic: topic.to_owned(),
+            });
+        }
         let source = if let Some(view) = broker.snapshots().view(&name) {
             Source::View(view)
         } else if let Some(id) = &request.snapshot {
@@ -405,15 +434,6 @@ async fn prepare(
                 None => return Err(SqlError::UnknownTable { name }),
             }
         };
-        let topic = match &source {
-            Source::Live(topic) => topic.name().to_owned(),
-            Source::View(view) => view.topic().name().to_owned(),
-        };
-        // Denied and unknown alike would leak which topics exist; denied
-        // is what Kafka answers (TOPIC_AUTHORIZATION_FAILED) too.
-        if !request.access.allows(&topic) {
-            return Err(SqlError::Denied { topic });
-        }
         sources.insert(name, (reference, source));
     }
     let live: Vec<Arc<Topic>> = sources

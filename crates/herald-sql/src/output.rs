@@ -20,6 +20,9 @@ const TABLE_BYTES_MAX: usize = 64 << 20;
 /// Rows per Parquet row group: small enough that a file streams out as it
 /// is written.
 const PARQUET_ROW_GROUP_ROWS: usize = 65_536;
+/// Bytes a Parquet row group holds in memory before it is written out,
+/// however few its rows.
+const PARQUET_ROW_GROUP_BYTES: usize = 32 << 20;
 
 /// How results are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -162,6 +165,9 @@ impl Encoder {
             }
             Self::Parquet { writer, sink } => {
                 writer.write(batch).map_err(output)?;
+                if writer.in_progress_size() >= PARQUET_ROW_GROUP_BYTES {
+                    writer.flush().map_err(output)?;
+                }
                 Ok(Bytes::from(sink.take()))
             }
             Self::Table { batches, bytes } => {

@@ -4,6 +4,7 @@
 //! records all lie before the earliest timestamp allowed are skipped
 //! without being decoded.
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -24,6 +25,10 @@ use crate::schema::RecordColumns;
 const READ_BYTES: usize = 1 << 20;
 /// Rows per Arrow batch, at most.
 const ROWS_PER_BATCH: usize = 8192;
+/// Record bytes per Arrow batch, about: large records make small batches,
+/// so a scan never holds much more than this (a megabyte read may
+/// decompress into far more).
+const BYTES_PER_BATCH: usize = 8 << 20;
 
 /// The bytes a query may read from logs, shared by its scans.
 #[derive(Debug)]
@@ -87,6 +92,8 @@ struct Cursor {
     columns: RecordColumns,
     scratch: Vec<u8>,
     budget: Arc<ScanBudget>,
+    /// Batches built and not yet handed on.
+    ready: VecDeque<RecordBatch>,
     done: bool,
 }
 
@@ -105,16 +112,19 @@ impl PartitionStream for PartitionScan {
             columns: RecordColumns::new(&self.projection, Arc::clone(&self.schema)),
             scratch: Vec::new(),
             budget: Arc::clone(&self.budget),
+            ready: VecDeque::new(),
             done: self.from >= self.to,
         };
         let batches = stream::unfold(cursor, |mut cursor| async move {
             loop {
+                if let Some(batch) = cursor.ready.pop_front() {
+                    return Some((Ok(batch), cursor));
+                }
                 if cursor.done {
                     return None;
                 }
                 match cursor.read_some() {
-                    Ok(Some(batch)) => return Some((Ok(batch), cursor)),
-                    Ok(None) => {
+                    Ok(()) => {
                         // Other queries and the request runtime get the
                         // thread between megabytes read.
                         tokio::task::yield_now().await;
@@ -134,9 +144,9 @@ impl PartitionStream for PartitionScan {
 }
 
 impl Cursor {
-    /// Reads up to a megabyte of the log; answers a batch once enough rows
-    /// are built (or the range is read), `None` to be called again.
-    fn read_some(&mut self) -> Result<Option<RecordBatch>, DataFusionError> {
+    /// Reads up to a megabyte of the log, queueing a batch whenever
+    /// enough rows or bytes are built, and the rest once the range is read.
+    fn read_some(&mut self) -> Result<(), DataFusionError> {
         if self.next >= self.to {
             self.done = true;
             return self.flush();
@@ -171,20 +181,22 @@ impl Cursor {
                     break;
                 }
                 self.columns.push(self.partition, &record)?;
+                if self.columns.rows() >= ROWS_PER_BATCH || self.columns.bytes() >= BYTES_PER_BATCH
+                {
+                    // Not `flush`: the records still borrow `scratch`.
+                    self.ready.push_back(self.columns.finish()?);
+                }
             }
         }
         self.next = self.next.max(read.next_offset);
-        if self.columns.rows() >= ROWS_PER_BATCH {
-            return self.flush();
-        }
-        Ok(None)
+        Ok(())
     }
 
-    fn flush(&mut self) -> Result<Option<RecordBatch>, DataFusionError> {
-        if self.columns.rows() == 0 {
-            return Ok(None);
+    fn flush(&mut self) -> Result<(), DataFusionError> {
+        if self.columns.rows() > 0 {
+            self.ready.push_back(self.columns.finish()?);
         }
-        Ok(Some(self.columns.finish()?))
+        Ok(())
     }
 }
 

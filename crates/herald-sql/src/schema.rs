@@ -92,6 +92,8 @@ pub(crate) struct RecordColumns {
     schema: SchemaRef,
     columns: Vec<Column>,
     rows: usize,
+    /// Bytes of keys, values and headers added since the last batch.
+    bytes: usize,
 }
 
 impl RecordColumns {
@@ -117,12 +119,19 @@ impl RecordColumns {
             schema,
             columns,
             rows: 0,
+            bytes: 0,
         }
     }
 
     /// Rows added since the last batch.
     pub(crate) fn rows(&self) -> usize {
         self.rows
+    }
+
+    /// Bytes of record data added since the last batch (what the builders
+    /// hold, at most about twice over: text and bytes columns).
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
     }
 
     /// Adds `record` of `partition`.
@@ -150,6 +159,9 @@ impl RecordColumns {
             }
         }
         self.rows += 1;
+        self.bytes += record.key.map_or(0, <[u8]>::len)
+            + record.value.map_or(0, <[u8]>::len)
+            + record.header_section().len();
         Ok(())
     }
 
@@ -170,6 +182,7 @@ impl RecordColumns {
             })
             .collect();
         let rows = std::mem::take(&mut self.rows);
+        self.bytes = 0;
         RecordBatch::try_new_with_options(
             Arc::clone(&self.schema),
             arrays,

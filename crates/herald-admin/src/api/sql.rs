@@ -25,7 +25,7 @@ use hyper::{Request, Response, StatusCode};
 use serde::Deserialize;
 
 use herald_auth::{Caller, Operation, ResourceType};
-use herald_broker::Broker;
+use herald_broker::{Broker, SnapshotError};
 use herald_sql::{OutputFormat, SqlEngine, SqlError, SqlLimits, SqlRequest, TopicAccess};
 
 use super::{error, json_body, AdminBody};
@@ -164,7 +164,10 @@ pub async fn history(
             "history needs from_ms and to_ms (milliseconds since the epoch)",
         ));
     };
-    if broker.topic(topic).is_none() {
+    // Whether the topic exists is the query's to say, after the caller's
+    // access is checked; a name that could end the quoted identifier is
+    // no topic's.
+    if topic.contains('"') {
         return super::boxed(error(
             StatusCode::NOT_FOUND,
             &format!("unknown topic {topic}"),
@@ -220,6 +223,7 @@ fn percent_decode(text: &str) -> String {
             b'+' => out.push(b' '),
             b'%' => match text
                 .get(i + 1..i + 3)
+                .filter(|hex| hex.bytes().all(|b| b.is_ascii_hexdigit()))
                 .and_then(|hex| u8::from_str_radix(hex, 16).ok())
             {
                 Some(byte) => {
@@ -275,7 +279,14 @@ fn status(e: &SqlError) -> StatusCode {
         SqlError::Busy { .. } => StatusCode::TOO_MANY_REQUESTS,
         SqlError::UnknownTable { .. } | SqlError::NotInSnapshot { .. } => StatusCode::NOT_FOUND,
         SqlError::Denied { .. } => StatusCode::FORBIDDEN,
-        SqlError::Invalid(_) | SqlError::Cut(_) => StatusCode::BAD_REQUEST,
+        SqlError::Invalid(_) => StatusCode::BAD_REQUEST,
+        SqlError::Cut(cut) => match cut {
+            SnapshotError::TooMany { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            SnapshotError::Storage { .. } | SnapshotError::NotWritten { .. } => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
+            _ => StatusCode::BAD_REQUEST,
+        },
         SqlError::OverLimit(_) | SqlError::TimeLimit { .. } => StatusCode::UNPROCESSABLE_ENTITY,
         SqlError::Execution(_) | SqlError::Output(_) => StatusCode::INTERNAL_SERVER_ERROR,
     }
