@@ -75,4 +75,5 @@ pub use herald_records::{BatchError, ValidBatch};
 pub use log::{Appended, Log, ReadSlice, TimestampOffset};
 #[cfg(not(herald_loom))]
 pub use provisioner::start as start_provisioner;
+#[cfg(not(herald_loom))]
 pub use recovery::RecoveryReport;
