@@ -147,3 +147,28 @@ fn deliver(buffer: &mut [u8], bytes: &[u8]) -> Result<(), BenchError> {
     black_box(dst);
     Ok(())
 }
+
+/// One decoding pass over stored batches touching every record's offset,
+/// timestamp, key, value and headers (so the work cannot be skipped):
+/// the floor any reader of the log pays. Answers the records read.
+pub fn decode_pass(
+    run: &[u8],
+    scratch: &mut Vec<u8>,
+) -> Result<u64, Box<dyn std::error::Error + Send + Sync>> {
+    let (mut records, mut touched) = (0u64, 0usize);
+    for batch in herald_records::batches(run) {
+        let batch = herald_records::RecordBatch::new(batch?)?;
+        for record in batch.records(scratch)? {
+            let record = record?;
+            touched += record.key.map_or(0, <[u8]>::len) + record.value.map_or(0, <[u8]>::len);
+            touched ^= (record.offset ^ record.timestamp) as usize;
+            for header in record.headers() {
+                let (key, value) = header?;
+                touched += key.len() + value.map_or(0, <[u8]>::len);
+            }
+            records += 1;
+        }
+    }
+    std::hint::black_box(touched);
+    Ok(records)
+}

@@ -27,7 +27,7 @@ use clap::Parser;
 use herald_bench::threads::thread_cpu;
 use herald_broker::{Acks, Broker, BrokerConfig};
 use herald_query::{feed_batches, Follower, QuerySpec, QueryState};
-use herald_records::{batches, stamp, BatchBuilder, Compression, RecordBatch, RecordFields};
+use herald_records::{batches, stamp, BatchBuilder, Compression, RecordFields};
 
 /// Times the query indexer against a plain scan.
 #[derive(Parser, Debug)]
@@ -167,24 +167,8 @@ fn states(specs: &[QuerySpec]) -> anyhow::Result<Vec<QueryState>> {
         .collect()
 }
 
-/// One decoding pass touching every field; returns records read.
-fn scan(log: &[u8], scratch: &mut Vec<u8>) -> anyhow::Result<u64> {
-    let (mut records, mut touched) = (0u64, 0usize);
-    for batch in batches(log) {
-        let batch = RecordBatch::new(batch?)?;
-        for record in batch.records(scratch)? {
-            let record = record?;
-            touched += record.key.map_or(0, <[u8]>::len) + record.value.map_or(0, <[u8]>::len);
-            touched ^= record.timestamp as usize;
-            for header in record.headers() {
-                let (key, value) = header?;
-                touched += key.len() + value.map_or(0, <[u8]>::len);
-            }
-            records += 1;
-        }
-    }
-    std::hint::black_box(touched);
-    Ok(records)
+fn scan(run: &[u8], scratch: &mut Vec<u8>) -> anyhow::Result<u64> {
+    herald_bench::read::decode_pass(run, scratch).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 /// The indexer's loop over the whole log for every query; returns the

@@ -14,9 +14,7 @@ use anyhow::{anyhow, Context as _};
 use bytes::Bytes;
 use clap::Parser;
 use herald_bench::threads::thread_cpu;
-use herald_records::{
-    batches, decompress_into, BatchBuilder, Compression, RecordBatch, RecordFields,
-};
+use herald_records::{decompress_into, BatchBuilder, Compression, RecordFields};
 use kafka_protocol::records::RecordBatchDecoder;
 
 /// Times the record iterator against kafka-protocol's decoder.
@@ -69,24 +67,8 @@ fn build_run(codec: Compression, per_batch: u32, records: u64) -> anyhow::Result
     Ok(run)
 }
 
-/// herald-records: one pass over the run; returns records read.
 fn herald_pass(run: &[u8], scratch: &mut Vec<u8>) -> anyhow::Result<u64> {
-    let (mut records, mut touched) = (0u64, 0usize);
-    for batch in batches(run) {
-        let batch = RecordBatch::new(batch?)?;
-        for record in batch.records(scratch)? {
-            let record = record?;
-            touched += record.key.map_or(0, <[u8]>::len) + record.value.map_or(0, <[u8]>::len);
-            touched ^= (record.offset ^ record.timestamp) as usize;
-            for header in record.headers() {
-                let (key, value) = header?;
-                touched += key.len() + value.map_or(0, <[u8]>::len);
-            }
-            records += 1;
-        }
-    }
-    std::hint::black_box(touched);
-    Ok(records)
+    herald_bench::read::decode_pass(run, scratch).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 /// kafka-protocol: one pass over the same run; returns records read.
