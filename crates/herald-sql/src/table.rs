@@ -12,6 +12,7 @@ use datafusion::catalog::Session;
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::error::Result;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::physical_plan::empty::EmptyExec;
 use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
 use datafusion::physical_plan::ExecutionPlan;
 use herald_broker::{OffsetSpec, ViewPartition};
@@ -126,6 +127,11 @@ impl TableProvider for TopicTable {
                 schema: Arc::clone(&schema),
                 budget: Arc::clone(&self.budget),
             }));
+        }
+        if scans.is_empty() {
+            // Nothing can match: one empty partition rather than none, as
+            // a join or a sort above requires at least one input partition.
+            return Ok(Arc::new(EmptyExec::new(schema)));
         }
         Ok(Arc::new(StreamingTableExec::try_new(
             Arc::clone(&schema),

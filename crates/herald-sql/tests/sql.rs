@@ -322,3 +322,30 @@ async fn what_is_not_a_query_or_is_over_its_limits_is_refused() {
         vec![serde_json::json!({"n": 120})]
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn joins_sorts_and_aggregates_over_nothing_answer_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = broker_with_orders(dir.path()).await;
+    broker.create_topic("empty", Some(2), &[], false).unwrap();
+    let engine = engine(&broker);
+    // An empty topic, and filters no record can pass, leave no partition
+    // to scan; the plans above still need one input partition.
+    for sql in [
+        "SELECT * FROM empty a, empty b",
+        "SELECT * FROM empty a JOIN orders b ON a.key = b.key",
+        "SELECT * FROM orders a, orders b WHERE a.\"offset\" > 1000",
+        "SELECT key FROM empty ORDER BY timestamp",
+        "SELECT * FROM orders WHERE partition = 9 ORDER BY \"offset\"",
+    ] {
+        assert_eq!(
+            rows(&engine, sql).await,
+            Vec::<serde_json::Value>::new(),
+            "{sql}"
+        );
+    }
+    assert_eq!(
+        rows(&engine, "SELECT count(*) AS n FROM empty").await,
+        vec![serde_json::json!({"n": 0})]
+    );
+}
