@@ -22,6 +22,10 @@ pub struct BrokerConfig {
     pub node_id: i32,
     /// Create a topic when a client asks for its metadata and it does not exist.
     pub auto_create_topics: bool,
+    /// Whether a background thread keeps every embedded log's history
+    /// index (key index, smallest timestamp per bucket) built behind the
+    /// tail (the server starts it; see [`crate::history_indexer`]).
+    pub history_index: bool,
     /// Partition count of topics created without one (Kafka's `num.partitions`).
     pub default_partitions: u32,
     /// Log settings every topic starts from (its overrides apply on top),
@@ -52,6 +56,7 @@ impl BrokerConfig {
             data_dir: data_dir.into(),
             node_id: 1,
             auto_create_topics: true,
+            history_index: true,
             default_partitions: 1,
             log_defaults: LogConfig::default(),
             maintenance_interval: Duration::from_secs(1),

@@ -33,6 +33,7 @@ pub mod error;
 #[cfg(feature = "cluster")]
 pub mod forwarding;
 pub mod groups;
+pub mod history_indexer;
 #[cfg(feature = "cluster")]
 pub mod in_sync;
 pub mod maintenance;
@@ -61,7 +62,8 @@ pub use broker::{Broker, ConfigChange, NodeAddress, TopicRestore, TopicSummary};
 pub use config::BrokerConfig;
 pub use error::{BrokerError, ProduceError};
 pub use groups::{CoordinatorLocation, GroupCall, GroupReply, GroupService, Groups, OFFSETS_TOPIC};
-pub use herald_log::{BatchError, FlushPolicy};
+pub use herald_log::{BatchError, FlushPolicy, KeyBatches};
+pub use history_indexer::HistoryIndexer;
 pub use maintenance::Maintenance;
 pub use partition::{
     LeaderHints, OffsetAndTimestamp, OffsetSpec, Partition, ProduceOutcome, ReplicaSet, ReplicaView,

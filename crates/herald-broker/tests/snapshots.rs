@@ -302,3 +302,56 @@ async fn a_restore_recreates_a_views_batches_at_their_offsets_and_nothing_on_fai
     assert!(broker.topic("short").is_none());
     broker.create_topic("short", Some(1), &[], false).unwrap();
 }
+
+/// The history indexer thread builds every log's key index behind the
+/// tail: a view's key lookup then names only the batches holding the key,
+/// and stopping the thread leaves the broker serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_history_indexer_thread_indexes_keys_behind_the_tail() {
+    use herald_records::{BatchBuilder, RecordFields};
+    let dir = tempfile::tempdir().unwrap();
+    let broker = open(dir.path());
+    broker.create_topic("devices", Some(1), &[], false).unwrap();
+    let topic = broker.topic("devices").unwrap();
+    let partition = topic.partition(0).unwrap();
+    let indexer = herald_broker::HistoryIndexer::start(&broker).unwrap();
+    for b in 0..40i64 {
+        let key = format!("d{}", b % 4);
+        let mut builder = BatchBuilder::new(1_000);
+        builder.push(RecordFields {
+            timestamp_ms: 1_000 + b,
+            key: Some(key.as_bytes()),
+            value: Some(b"reading"),
+            headers: &[],
+        });
+        partition
+            .append(&builder.finish().unwrap(), Acks::Leader)
+            .await
+            .unwrap();
+    }
+    broker
+        .take_snapshot(spec("s", vec![Arc::clone(&topic)]), SystemTime::now())
+        .await
+        .unwrap();
+    let view = broker.snapshots().view(&view_name("s", "devices")).unwrap();
+    let p0 = view.partition(0).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let found = loop {
+        let found = p0.key_batches(b"d1", 0, 40);
+        if found.unindexed_from == 40 {
+            break found;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never indexed: {found:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert_eq!(
+        found.batches,
+        (0..40).filter(|b| b % 4 == 1).collect::<Vec<u64>>()
+    );
+    indexer.stop();
+    produce(&topic, 0, 1, 2_000).await;
+    assert_eq!(topic.partition(0).unwrap().watermarks().high_watermark, 42);
+}

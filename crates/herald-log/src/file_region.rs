@@ -42,6 +42,14 @@ impl FileRegion {
         self.len
     }
 
+    /// Its first `len` bytes (all of it if shorter).
+    pub(crate) fn prefix(self, len: usize) -> Self {
+        Self {
+            len: self.len.min(len),
+            ..self
+        }
+    }
+
     /// True for an empty region.
     pub fn is_empty(&self) -> bool {
         self.len == 0

@@ -8,7 +8,9 @@
 //! What it owns: batch validation, offset assignment, the lock-free append
 //! protocol, segments and their indexes, durability (fsync policy, poisoning
 //! on I/O failure, flush counts and latencies in [`FlushStats`]), crash
-//! recovery and retention.
+//! recovery and retention; and the history index (each key's batches, each
+//! bucket's smallest timestamp), which [`Log::index_history`] builds behind
+//! the tail, off the append path.
 //!
 //! What it must not do: know about sockets, Kafka requests, topics or an async
 //! runtime. The broker above it calls [`Log`] directly.
@@ -48,6 +50,8 @@ mod sync;
 #[cfg(not(herald_loom))]
 mod file_region;
 #[cfg(not(herald_loom))]
+mod history;
+#[cfg(not(herald_loom))]
 mod log;
 #[cfg(not(herald_loom))]
 mod mapped_file;
@@ -72,7 +76,7 @@ pub use flush_stats::{
 };
 pub use herald_records::{BatchError, ValidBatch};
 #[cfg(not(herald_loom))]
-pub use log::{Appended, Log, ReadSlice, TimestampOffset};
+pub use log::{Appended, HistoryProgress, KeyBatches, Log, ReadSlice, TimestampOffset};
 #[cfg(not(herald_loom))]
 pub use provisioner::start as start_provisioner;
 #[cfg(not(herald_loom))]

@@ -20,6 +20,7 @@ use memmap2::Mmap;
 use crate::config::LogConfig;
 use crate::error::LogError;
 use crate::extent::Extent;
+use crate::history::keys_file_name;
 use crate::persist::{Checkpoint, IndexFile};
 use crate::segment::{index_file_name, log_file_name, Segment};
 use crate::sync::Arc;
@@ -262,9 +263,11 @@ pub(crate) fn recover(dir: &Path, config: &LogConfig) -> Result<Recovered, LogEr
             // Appends will make the index file stale; if it survived a crash
             // it would be trusted once this segment is no longer the last.
             // (The log syncs the directory before its first append.)
-            let index_path = dir.join(index_file_name(base));
-            if index_path.exists() {
-                fs::remove_file(&index_path).map_err(io_err("remove", &index_path))?;
+            for name in [index_file_name(base), keys_file_name(base)] {
+                let side = dir.join(name);
+                if side.exists() {
+                    fs::remove_file(&side).map_err(io_err("remove", &side))?;
+                }
             }
             segment
         }
@@ -315,9 +318,11 @@ fn drop_segments(dir: &Path, bases: &[u64]) -> Result<usize, LogError> {
         let path = dir.join(log_file_name(base));
         tracing::warn!(segment = %path.display(), "deleting segment after torn tail");
         fs::remove_file(&path).map_err(io_err("remove", &path))?;
-        let index = dir.join(index_file_name(base));
-        if index.exists() {
-            fs::remove_file(&index).map_err(io_err("remove", &index))?;
+        for name in [index_file_name(base), keys_file_name(base)] {
+            let side = dir.join(name);
+            if side.exists() {
+                fs::remove_file(&side).map_err(io_err("remove", &side))?;
+            }
         }
     }
     Ok(bases.len())

@@ -9,6 +9,7 @@ use bytes::Bytes;
 
 use crate::commit::{BatchSizes, CommitTracker};
 use crate::extent::Extent;
+use crate::history::SegmentHistory;
 use crate::index::SegmentIndex;
 use crate::mapped_file::MappedFile;
 use crate::provisioner::policy;
@@ -79,6 +80,8 @@ pub(crate) struct Segment {
     reserve: ReserveWord,
     commit: CommitTracker,
     index: SegmentIndex,
+    /// Bucket minima and the key index, built after the fact.
+    history: SegmentHistory,
     next: AtomicPtr<Segment>,
     /// The successor, prepared by the provisioner once this segment is half
     /// full, so that the roll costs a rename instead of a file creation.
@@ -163,6 +166,7 @@ impl Segment {
             reserve: ReserveWord::new(start, capacity),
             commit: CommitTracker::new(capacity, start),
             index: SegmentIndex::new(capacity, interval),
+            history: SegmentHistory::default(),
             next: AtomicPtr::new(std::ptr::null_mut()),
             successor: ArcSwapOption::empty(),
             successor_requested: AtomicBool::new(false),
@@ -190,6 +194,7 @@ impl Segment {
             reserve: ReserveWord::new_sealed(end),
             commit: CommitTracker::new_complete(end),
             index: SegmentIndex::new(end.bytes, interval),
+            history: SegmentHistory::default(),
             next: AtomicPtr::new(std::ptr::null_mut()),
             successor: ArcSwapOption::empty(),
             successor_requested: AtomicBool::new(true),
@@ -216,6 +221,26 @@ impl Segment {
     /// Path of the index file beside it.
     pub(crate) fn index_path(&self) -> PathBuf {
         self.file.path().with_extension("index")
+    }
+
+    /// Path of the history index (`.keys`) file beside it.
+    pub(crate) fn keys_path(&self) -> PathBuf {
+        crate::history::keys_path(self.file.path())
+    }
+
+    /// The files kept beside the segment file, deleted with it.
+    pub(crate) fn side_files(&self) -> [PathBuf; 2] {
+        [self.index_path(), self.keys_path()]
+    }
+
+    /// Bucket minima and key index, as far as they are built.
+    pub(crate) fn history(&self) -> &SegmentHistory {
+        &self.history
+    }
+
+    /// Interval of the index buckets, in bytes.
+    pub(crate) fn index_interval(&self) -> u32 {
+        self.interval
     }
 
     /// When this process created or opened the segment.

@@ -270,3 +270,28 @@ fn bytes_between_counts_the_batches_of_an_offset_range() {
     );
     assert_eq!(log.bytes_between(20, 20), 0);
 }
+
+#[test]
+fn a_read_until_an_offset_keeps_the_batch_holding_it_and_stops_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), small_config()).unwrap();
+    for tag in 0..10 {
+        log.append(&tagged_batch(3, tag, 0)).unwrap();
+    }
+    // Offset 7 is inside the batch 6..9: it is kept, the rest is not.
+    let slice = log.read_until(0, 1 << 20, 8).unwrap();
+    assert_eq!(decode(&slice.bytes), vec![(0, 3, 0), (3, 3, 1), (6, 3, 2)]);
+    assert_eq!(slice.next_offset, 9);
+    assert_eq!(
+        slice.region.as_ref().map(|r| r.len()),
+        Some(slice.bytes.len())
+    );
+    // At a batch boundary the batch starting there is not read.
+    let slice = log.read_until(3, 1 << 20, 9).unwrap();
+    assert_eq!(decode(&slice.bytes), vec![(3, 3, 1), (6, 3, 2)]);
+    // Past the end it reads as far as `read` does.
+    assert_eq!(
+        log.read_until(0, 1 << 20, 1000).unwrap().bytes,
+        log.read(0, 1 << 20).unwrap().bytes
+    );
+}

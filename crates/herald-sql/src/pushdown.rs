@@ -1,16 +1,21 @@
 //! Which of a query's filters narrow what a scan reads: comparisons of
 //! `partition`, `offset` and `timestamp` with constants (and `IN` lists,
-//! `BETWEEN`). They become the partitions to read and, per partition, an
-//! offset range and the earliest timestamp, found through the log's time
-//! index. DataFusion still applies every filter to what is read (the
-//! pushdown is inexact): the scan only skips what cannot match.
+//! `BETWEEN`), and `key` or `key_bytes` equal to a constant or in a list
+//! of them. They become the partitions to read and, per partition, an
+//! offset range (its start from the log's time index, its end from the
+//! history index's smallest timestamps) and, for keys, the batches the
+//! history index's key index names. DataFusion still applies every
+//! filter to what is read (the pushdown is inexact): the scan only skips
+//! what cannot match.
 
 use std::collections::BTreeSet;
 
 use datafusion::logical_expr::{Between, BinaryExpr, Expr, Operator};
 use datafusion::scalar::ScalarValue;
 
-use crate::schema::{OFFSET_COLUMN, PARTITION_COLUMN, TIMESTAMP_COLUMN};
+use crate::schema::{
+    KEY_BYTES_COLUMN, KEY_COLUMN, OFFSET_COLUMN, PARTITION_COLUMN, TIMESTAMP_COLUMN,
+};
 
 /// What the pushed filters allow a scan to read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,6 +29,8 @@ pub(crate) struct Bounds {
     pub(crate) offsets: (i64, i64),
     /// Timestamps (ms) `times.0 ..= times.1` may match.
     pub(crate) times: (i64, i64),
+    /// The record keys that may match; any when `None`.
+    pub(crate) keys: Option<BTreeSet<Vec<u8>>>,
 }
 
 impl Default for Bounds {
@@ -33,6 +40,7 @@ impl Default for Bounds {
             partition_range: (i64::MIN, i64::MAX),
             offsets: (i64::MIN, i64::MAX),
             times: (i64::MIN, i64::MAX),
+            keys: None,
         }
     }
 }
@@ -50,6 +58,7 @@ impl Bounds {
             || self.times.0 > self.times.1
             || self.partition_range.0 > self.partition_range.1
             || self.partitions.as_ref().is_some_and(BTreeSet::is_empty)
+            || self.keys.as_ref().is_some_and(BTreeSet::is_empty)
     }
 }
 
@@ -77,6 +86,46 @@ fn apply(filter: &Expr, bounds: &mut Bounds) -> bool {
             let l = apply(left, bounds);
             let r = apply(right, bounds);
             l || r
+        }
+        Expr::BinaryExpr(BinaryExpr { left, op, right }) if *op == Operator::Or => {
+            // Either side may hold: usable when both only name keys (what
+            // DataFusion makes of a short `key IN (...)`).
+            match (only_keys(left), only_keys(right)) {
+                (Some(mut l), Some(r)) => {
+                    l.extend(r);
+                    restrict_keys(bounds, l);
+                    true
+                }
+                _ => false,
+            }
+        }
+        Expr::BinaryExpr(BinaryExpr {
+            left,
+            op: Operator::Eq,
+            right,
+        }) if is_key(left) || is_key(right) => {
+            let value = if is_key(left) { right } else { left };
+            match key_constant(value) {
+                Some(key) => {
+                    restrict_keys(bounds, BTreeSet::from([key]));
+                    true
+                }
+                None => false,
+            }
+        }
+        Expr::InList(list) if !list.negated && is_key(&list.expr) => {
+            let keys = list
+                .list
+                .iter()
+                .map(key_constant)
+                .collect::<Option<BTreeSet<_>>>();
+            match keys {
+                Some(keys) => {
+                    restrict_keys(bounds, keys);
+                    true
+                }
+                None => false,
+            }
         }
         Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
             match (column(left), constant(right), column(right), constant(left)) {
@@ -114,6 +163,42 @@ fn apply(filter: &Expr, bounds: &mut Bounds) -> bool {
             true
         }
         _ => false,
+    }
+}
+
+/// The keys `filter` allows, when that is all it says.
+fn only_keys(filter: &Expr) -> Option<BTreeSet<Vec<u8>>> {
+    let mut alone = Bounds::default();
+    if !apply(filter, &mut alone) {
+        return None;
+    }
+    let keys = alone.keys.take()?;
+    (alone == Bounds::default()).then_some(keys)
+}
+
+fn restrict_keys(bounds: &mut Bounds, set: BTreeSet<Vec<u8>>) {
+    bounds.keys = Some(match bounds.keys.take() {
+        Some(known) => known.intersection(&set).cloned().collect(),
+        None => set,
+    });
+}
+
+/// Whether `expr` is the `key` or `key_bytes` column.
+fn is_key(expr: &Expr) -> bool {
+    matches!(expr, Expr::Column(c) if c.name == KEY_COLUMN || c.name == KEY_BYTES_COLUMN)
+}
+
+/// The bytes of a text or binary constant: a key compared with it.
+fn key_constant(expr: &Expr) -> Option<Vec<u8>> {
+    match constant(expr)? {
+        ScalarValue::Utf8(Some(s))
+        | ScalarValue::LargeUtf8(Some(s))
+        | ScalarValue::Utf8View(Some(s)) => Some(s.into_bytes()),
+        ScalarValue::Binary(Some(b))
+        | ScalarValue::LargeBinary(Some(b))
+        | ScalarValue::BinaryView(Some(b))
+        | ScalarValue::FixedSizeBinary(_, Some(b)) => Some(b),
+        _ => None,
     }
 }
 
@@ -271,7 +356,10 @@ mod tests {
     #[test]
     fn what_cannot_narrow_is_left_to_datafusion() {
         for filter in [
-            col("key").eq(lit("a")),
+            col("key").eq(col("value")),
+            col("key").not_eq(lit("a")),
+            col("key").in_list(vec![lit("a")], true),
+            col("key").eq(lit(1i64)),
             col("offset").gt(lit(1i64)).or(col("offset").lt(lit(0i64))),
             col("offset").not_eq(lit(3i64)),
             col("partition").in_list(vec![lit(1i32)], true),
@@ -280,6 +368,24 @@ mod tests {
             assert!(!narrows(&filter), "{filter}");
         }
         assert!(narrows(&col("offset").lt(lit(3i64))));
-        assert_eq!(bounds(&[col("key").eq(lit("a"))]), Bounds::default());
+        assert_eq!(bounds(&[col("value").eq(lit("a"))]), Bounds::default());
+    }
+
+    #[test]
+    fn keys_equal_to_constants_narrow_to_those_keys() {
+        let b = bounds(&[col("key").eq(lit("a"))]);
+        assert_eq!(b.keys, Some(BTreeSet::from([b"a".to_vec()])));
+        let b = bounds(&[
+            col("key").in_list(vec![lit("a"), lit("b")], false),
+            lit(ScalarValue::Binary(Some(b"b".to_vec()))).eq(col("key_bytes")),
+        ]);
+        assert_eq!(b.keys, Some(BTreeSet::from([b"b".to_vec()])));
+        let b = bounds(&[col("key").eq(lit("a")), col("key").eq(lit("b"))]);
+        assert!(b.is_empty());
+        let b = bounds(&[col("key").eq(lit("a")).or(col("key").eq(lit("b")))]);
+        assert_eq!(b.keys, Some(BTreeSet::from([b"a".to_vec(), b"b".to_vec()])));
+        // Either side may hold on its own: the offset says nothing then.
+        let b = bounds(&[col("key").eq(lit("a")).or(col("offset").lt(lit(3i64)))]);
+        assert_eq!(b, Bounds::default());
     }
 }

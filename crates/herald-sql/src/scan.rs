@@ -2,7 +2,9 @@
 //! a megabyte at a time, between the offsets the pushed filters allow,
 //! turned into Arrow batches of the columns the query reads. Batches whose
 //! records all lie before the earliest timestamp allowed are skipped
-//! without being decoded.
+//! without being decoded. A query on keys reads first, one by one, the
+//! batches the key index names, then in full the part of the range the
+//! index has not reached.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -64,6 +66,12 @@ pub(crate) struct PartitionScan {
     pub(crate) from: u64,
     /// Offset to stop before.
     pub(crate) to: u64,
+    /// Base offsets of the batches to read one by one before the bulk
+    /// read (those the key index names), ascending.
+    pub(crate) batches: Vec<u64>,
+    /// Where the bulk read starts: `from`, or for a key query where the
+    /// key index stops.
+    pub(crate) bulk_from: u64,
     /// Earliest timestamp (ms) a row may have to match.
     pub(crate) time_from: i64,
     pub(crate) projection: Vec<usize>,
@@ -78,6 +86,8 @@ impl fmt::Debug for PartitionScan {
             .field("partition", &self.view.index())
             .field("from", &self.from)
             .field("to", &self.to)
+            .field("batches", &self.batches.len())
+            .field("bulk_from", &self.bulk_from)
             .field("time_from", &self.time_from)
             .finish_non_exhaustive()
     }
@@ -87,6 +97,8 @@ struct Cursor {
     view: ViewPartition,
     next: u64,
     to: u64,
+    batches: VecDeque<u64>,
+    bulk_from: u64,
     time_from: i64,
     partition: i32,
     columns: RecordColumns,
@@ -107,6 +119,8 @@ impl PartitionStream for PartitionScan {
             view: self.view.clone(),
             next: self.from,
             to: self.to,
+            batches: self.batches.iter().copied().collect(),
+            bulk_from: self.bulk_from,
             time_from: self.time_from,
             partition: i32::try_from(self.view.index()).unwrap_or(i32::MAX),
             columns: RecordColumns::new(&self.projection, Arc::clone(&self.schema)),
@@ -147,13 +161,28 @@ impl Cursor {
     /// Reads up to a megabyte of the log, queueing a batch whenever
     /// enough rows or bytes are built, and the rest once the range is read.
     fn read_some(&mut self) -> Result<(), DataFusionError> {
-        if self.next >= self.to {
+        // The next batch the key index named (one byte: a read answers at
+        // least one whole batch), or the bulk read. `next` only grows, so
+        // no record is read twice.
+        let max_bytes = match self.batches.pop_front() {
+            Some(base) if base.max(self.next) < self.bulk_from => {
+                self.next = self.next.max(base);
+                1
+            }
+            _ => {
+                self.batches.clear();
+                self.next = self.next.max(self.bulk_from);
+                READ_BYTES
+            }
+        };
+        let at = self.next;
+        if at >= self.to {
             self.done = true;
             return self.flush();
         }
         let read = self
             .view
-            .read(self.next, READ_BYTES)
+            .read_before(at, max_bytes, self.to)
             .map_err(|e| DataFusionError::External(Box::new(e)))?;
         if read.bytes.is_empty() {
             self.done = true;

@@ -44,6 +44,11 @@ pub(crate) const OFFSET_COLUMN: &str = COLUMNS[OFFSET];
 /// Name of the `timestamp` column.
 pub(crate) const TIMESTAMP_COLUMN: &str = COLUMNS[TIMESTAMP];
 
+/// Name of the `key` column.
+pub(crate) const KEY_COLUMN: &str = COLUMNS[KEY];
+/// Name of the `key_bytes` column.
+pub(crate) const KEY_BYTES_COLUMN: &str = COLUMNS[KEY_BYTES];
+
 /// The schema of a topic's table.
 pub fn topic_schema() -> SchemaRef {
     static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();

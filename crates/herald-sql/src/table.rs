@@ -115,13 +115,29 @@ impl TableProvider for TopicTable {
                     }
                 }
             }
+            let to = if bounds.times.1 < i64::MAX {
+                // The history index: past its answer every record is later
+                // than the latest timestamp that can match.
+                view.end_for_timestamps_up_to(bounds.times.1, from, to)
+            } else {
+                to
+            };
             if from >= to {
+                continue;
+            }
+            let (batches, bulk_from) = match &bounds.keys {
+                Some(keys) => key_batches(view, keys, from, to),
+                None => (Vec::new(), from),
+            };
+            if batches.is_empty() && bulk_from >= to {
                 continue;
             }
             scans.push(Arc::new(PartitionScan {
                 view: view.clone(),
                 from,
                 to,
+                batches,
+                bulk_from,
                 time_from: bounds.times.0,
                 projection: projection.clone(),
                 schema: Arc::clone(&schema),
@@ -142,4 +158,25 @@ impl TableProvider for TopicTable {
             limit,
         )?))
     }
+}
+
+/// The batches of `from..to` the key index names for any of `keys`,
+/// ascending, and where the part it has not indexed begins.
+fn key_batches(
+    view: &ViewPartition,
+    keys: &std::collections::BTreeSet<Vec<u8>>,
+    from: u64,
+    to: u64,
+) -> (Vec<u64>, u64) {
+    let mut batches = Vec::new();
+    let mut bulk_from = to;
+    for key in keys {
+        let found = view.key_batches(key, from, to);
+        batches.extend(found.batches);
+        bulk_from = bulk_from.min(found.unindexed_from);
+    }
+    batches.sort_unstable();
+    batches.dedup();
+    batches.retain(|&base| base < bulk_from);
+    (batches, bulk_from)
 }

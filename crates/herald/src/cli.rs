@@ -138,6 +138,10 @@ pub struct ServeArgs {
     /// Create topics on first metadata request [default: true].
     #[arg(long, env = "HERALD_AUTO_CREATE_TOPICS", value_name = "BOOL", value_parser = clap::value_parser!(bool))]
     pub auto_create_topics: Option<bool>,
+    /// Keep a key index and per-bucket smallest timestamps of every log,
+    /// built in the background, for SQL and history queries [default: true].
+    #[arg(long, env = "HERALD_HISTORY_INDEX", value_name = "BOOL", value_parser = clap::value_parser!(bool))]
+    pub history_index: Option<bool>,
     /// Partitions of topics created without a count [default: 1].
     #[arg(long, env = "HERALD_DEFAULT_PARTITIONS", value_name = "N")]
     pub default_partitions: Option<u32>,
@@ -272,6 +276,8 @@ pub struct FileSettings {
     pub advertised_listener: Option<String>,
     /// See [`ServeArgs::auto_create_topics`].
     pub auto_create_topics: Option<bool>,
+    /// See [`ServeArgs::history_index`].
+    pub history_index: Option<bool>,
     /// See [`ServeArgs::default_partitions`].
     pub default_partitions: Option<u32>,
     /// See [`ServeArgs::flush`].

@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 
 use anyhow::Context as _;
 use herald_admin::{AdminServer, Readiness};
-use herald_broker::{Broker, Maintenance};
+use herald_broker::{Broker, HistoryIndexer, Maintenance};
 use herald_gateway::{GatewayCounters, GatewayServer};
 use herald_kafka::KafkaServer;
 use herald_metrics::Metrics;
@@ -83,6 +83,11 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         .context("starting the registered queries")?;
     let maintenance =
         Maintenance::start(Arc::clone(&broker)).context("starting the maintenance thread")?;
+    let history = if broker.config().history_index {
+        Some(HistoryIndexer::start(&broker).context("starting the history indexer")?)
+    } else {
+        None
+    };
     if let Some(admin) = &settings.admin {
         bootstrap_admin(&broker, admin)?;
     }
@@ -147,6 +152,9 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     admin_shutdown.cancel();
     if let Err(e) = admin_task.await {
         tracing::error!(error = %e, "admin listener task failed");
+    }
+    if let Some(history) = history {
+        history.stop();
     }
     maintenance.stop();
     leave_cluster(cluster).await;

@@ -121,6 +121,7 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
         .auto_create_topics
         .or(file.auto_create_topics)
         .unwrap_or(true);
+    let history_index = args.history_index.or(file.history_index).unwrap_or(true);
     let default_partitions = args
         .default_partitions
         .or(file.default_partitions)
@@ -317,6 +318,7 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
         kafka_listen: listen_text,
         advertised_listener: advertised_text,
         auto_create_topics: Some(auto_create_topics),
+        history_index: Some(history_index),
         default_partitions: Some(default_partitions),
         flush: Some(flush_mode),
         flush_interval_ms: Some(flush_interval_ms),
@@ -347,6 +349,7 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
         broker.node_id = cluster.node_id as i32;
     }
     broker.auto_create_topics = auto_create_topics;
+    broker.history_index = history_index;
     broker.default_partitions = default_partitions;
     broker.log_defaults.flush = flush;
     // The bounds checked above keep every value within i32.
@@ -462,6 +465,7 @@ mod tests {
         assert_eq!(s.kafka.listeners[0].advertised_port, 9092);
         assert!(!s.broker.security.authorization);
         assert!(s.broker.auto_create_topics);
+        assert!(s.broker.history_index);
         assert_eq!(s.broker.default_partitions, 1);
         assert_eq!(s.broker.log_defaults.flush, FlushPolicy::Never);
     }
@@ -473,12 +477,13 @@ mod tests {
             ..ServeArgs::default()
         };
         let s = with_file(
-            "default_partitions = 7\nauto_create_topics = false\nflush = \"every-append\"\n",
+            "default_partitions = 7\nauto_create_topics = false\nhistory_index = false\nflush = \"every-append\"\n",
             args,
         )
         .expect("valid");
         assert_eq!(s.broker.default_partitions, 3);
         assert!(!s.broker.auto_create_topics);
+        assert!(!s.broker.history_index);
         assert_eq!(s.broker.log_defaults.flush, FlushPolicy::EveryAppend);
     }
 

@@ -6,7 +6,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use herald_log::Log;
+use herald_log::{KeyBatches, Log};
 use herald_records::{batches, BatchHeader};
 use uuid::Uuid;
 
@@ -151,6 +151,17 @@ impl ViewPartition {
 
     /// Whole batches from `offset` up to `max_bytes`, never past the cut.
     pub fn read(&self, offset: u64, max_bytes: usize) -> Result<StoredBatches, StorageError> {
+        self.read_before(offset, max_bytes, self.end)
+    }
+
+    /// [`ViewPartition::read`] that also stops after the batch holding the
+    /// offset before `end`, for a reader that needs no more.
+    pub fn read_before(
+        &self,
+        offset: u64,
+        max_bytes: usize,
+        end: u64,
+    ) -> Result<StoredBatches, StorageError> {
         if let Some(reason) = self.log.poisoned() {
             return Err(StorageError::Failed(reason));
         }
@@ -161,25 +172,44 @@ impl ViewPartition {
                 high_watermark: self.watermarks().high_watermark,
             });
         }
-        let mut read = self
-            .log
-            .read_visible(offset, max_bytes, self.end)
-            .map(stored)
-            .map_err(read_error)
-            .map_err(|e| match e {
-                StorageError::OffsetOutOfRange {
-                    requested,
-                    high_watermark,
-                    ..
-                } => StorageError::OffsetOutOfRange {
-                    requested,
-                    log_start_offset: self.start,
-                    high_watermark,
-                },
-                other => other,
-            })?;
+        let read = if end < self.end {
+            self.log.read_until(offset, max_bytes, end)
+        } else {
+            self.log.read_visible(offset, max_bytes, self.end)
+        };
+        let mut read = read.map(stored).map_err(read_error).map_err(|e| match e {
+            StorageError::OffsetOutOfRange {
+                requested,
+                high_watermark,
+                ..
+            } => StorageError::OffsetOutOfRange {
+                requested,
+                log_start_offset: self.start,
+                high_watermark,
+            },
+            other => other,
+        })?;
         read.watermarks.log_start_offset = self.start;
         Ok(read)
+    }
+
+    /// The batches of `from..to` (within the view) that may hold records
+    /// with `key`, through the log's key index, and where the part it has
+    /// not indexed yet begins (see [`Log::key_batches`]).
+    pub fn key_batches(&self, key: &[u8], from: u64, to: u64) -> KeyBatches {
+        self.log
+            .key_batches(key, from.max(self.start), to.min(self.end))
+    }
+
+    /// Where in `from..to` (within the view) records stop being able to be
+    /// stamped at or before `latest`, through the smallest timestamps the
+    /// history index keeps (see [`Log::end_for_timestamps_up_to`]).
+    pub fn end_for_timestamps_up_to(&self, latest: i64, from: u64, to: u64) -> u64 {
+        let (from, to) = (from.max(self.start), to.min(self.end));
+        if from >= to {
+            return from.min(to);
+        }
+        self.log.end_for_timestamps_up_to(latest, from, to)
     }
 
     /// Resolves once the view has records at or past `offset`: only while

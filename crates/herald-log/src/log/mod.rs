@@ -1,10 +1,12 @@
 //! The partition log: a chain of segments with one lock-free append path,
 //! zero-copy reads, durability and retention. This file holds the `Log`
 //! itself, opening and its small accessors; each concern has a file of its
-//! own: [`append`], [`read`], [`durability`], [`lifecycle`], [`rewrite`].
+//! own: [`append`], [`read`], [`durability`], [`lifecycle`], [`rewrite`],
+//! [`history`].
 
 mod append;
 mod durability;
+mod history;
 mod lifecycle;
 mod read;
 mod rewrite;
@@ -29,6 +31,8 @@ use crate::recovery::{recover, RecoveryReport};
 use crate::reserve::Reservation;
 use crate::segment::Segment;
 use crate::sync::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+
+pub use history::{HistoryProgress, KeyBatches};
 
 /// Result of a successful append.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,6 +125,9 @@ pub struct Log {
     /// truncation hold, so a pin taken at the log start is never raced by
     /// a deletion already decided.
     retention_floor: AtomicU64,
+    /// Every record below this offset is in the history index, as the
+    /// last [`Log::index_history`] call left it.
+    history_indexed_to: AtomicU64,
 }
 
 /// `retention_floor` when nothing is pinned.
@@ -175,6 +182,7 @@ impl Log {
             recovery: recovered.report,
             log_start: AtomicU64::new(first_base),
             retention_floor: AtomicU64::new(NO_FLOOR),
+            history_indexed_to: AtomicU64::new(0),
             dir,
         };
         // Never past the high watermark: a start recovered from disk may lie

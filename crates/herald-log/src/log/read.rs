@@ -103,6 +103,31 @@ impl Log {
         self.read_to(from_offset, max_bytes, visible_end)
     }
 
+    /// [`Log::read`] that stops after the batch holding `end - 1`: for a
+    /// reader that needs nothing from `end` on, where `end` may fall
+    /// inside a batch. The slice's high watermark is the log's.
+    pub fn read_until(
+        &self,
+        from_offset: u64,
+        max_bytes: usize,
+        end: u64,
+    ) -> Result<ReadSlice, ReadError> {
+        let mut slice = self.read_to(from_offset, max_bytes, u64::MAX)?;
+        // Whole batches past `end` are cut off the answer.
+        let keep: usize = herald_records::batches(&slice.bytes)
+            .map_while(Result::ok)
+            .take_while(|b| BatchHeader::parse(b).is_some_and(|h| (h.base_offset() as u64) < end))
+            .map(<[u8]>::len)
+            .sum();
+        if keep < slice.bytes.len() {
+            let rest = slice.bytes.slice(keep..);
+            slice.next_offset = BatchHeader::parse(&rest).map_or(end, |h| h.base_offset() as u64);
+            slice.bytes.truncate(keep);
+            slice.region = slice.region.map(|r| r.prefix(keep));
+        }
+        Ok(slice)
+    }
+
     fn read_to(
         &self,
         from_offset: u64,

@@ -75,7 +75,11 @@ impl Log {
         for segment in list.iter().rev() {
             segment.discard_successor();
             if segment.base_offset() > end_offset {
-                for path in [segment.path().to_owned(), segment.index_path()] {
+                for path in [
+                    segment.path().to_owned(),
+                    segment.index_path(),
+                    segment.keys_path(),
+                ] {
                     remove_if_present(&path).map_err(|e| io("remove", &path, e))?;
                 }
             }
@@ -85,9 +89,10 @@ impl Log {
             .file()
             .truncate(u64::from(position))
             .map_err(|e| io("truncate", holder.path(), e))?;
-        // The cut segment's index describes bytes that are gone.
-        let index_path = holder.index_path();
-        remove_if_present(&index_path).map_err(|e| io("remove", &index_path, e))?;
+        // The cut segment's indexes describe bytes that are gone.
+        for path in holder.side_files() {
+            remove_if_present(&path).map_err(|e| io("remove", &path, e))?;
+        }
         sync_dir(&self.dir).map_err(|e| io("fsync", &self.dir, e))?;
         self.reopen_files(end_offset)?;
         tracing::info!(dir = %self.dir.display(), end_offset, high_watermark, "truncated the log's tail");
@@ -114,7 +119,11 @@ impl Log {
         for segment in list.iter().rev() {
             segment.seal();
             segment.discard_successor();
-            for path in [segment.path().to_owned(), segment.index_path()] {
+            for path in [
+                segment.path().to_owned(),
+                segment.index_path(),
+                segment.keys_path(),
+            ] {
                 remove_if_present(&path).map_err(|e| io("remove", &path, e))?;
             }
         }

@@ -1,0 +1,109 @@
+//! The history indexer: one background thread, at the CPU priority of the
+//! other background work (nice 10), that keeps every embedded log's
+//! history index (key index, smallest timestamp per bucket; see
+//! `herald_log::Log::index_history`) close behind the committed tail.
+//!
+//! It sweeps the partitions: one with nothing new costs two loads; one
+//! with new records gets up to [`SLICE_BYTES`] indexed before the sweep
+//! moves on, so a busy partition cannot starve the others. When a sweep
+//! finds nothing to do the thread rests [`IDLE_REST`]; produce never waits
+//! for it, and when the cores are contended it falls behind (queries then
+//! read the unindexed rest in full).
+
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::broker::Broker;
+
+/// Bytes indexed for one partition before the sweep moves to the next.
+pub const SLICE_BYTES: u64 = 4 << 20;
+
+/// The rest after a sweep that found nothing to index.
+pub const IDLE_REST: Duration = Duration::from_millis(20);
+
+/// Handle of the running history indexer; stops it when dropped.
+#[derive(Debug)]
+pub struct HistoryIndexer {
+    stop: Option<mpsc::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl HistoryIndexer {
+    /// Starts indexing the history of `broker`'s embedded logs. The thread
+    /// holds the broker weakly: it ends when stopped or when the broker is
+    /// gone.
+    pub fn start(broker: &Arc<Broker>) -> std::io::Result<Self> {
+        let (stop, stopped) = mpsc::channel::<()>();
+        let broker = Arc::downgrade(broker);
+        let thread = std::thread::Builder::new()
+            .name("herald-history".into())
+            .spawn(move || {
+                crate::thread_priority::lower_current_thread("history indexer");
+                run(&broker, &stopped);
+            })?;
+        Ok(Self {
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops the thread, letting the slice in progress finish.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        drop(self.stop.take());
+        if let Some(thread) = self.thread.take() {
+            if thread.join().is_err() {
+                tracing::error!("history indexer thread panicked");
+            }
+        }
+    }
+}
+
+impl Drop for HistoryIndexer {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn run(broker: &Weak<Broker>, stopped: &mpsc::Receiver<()>) {
+    loop {
+        let Some(live) = broker.upgrade() else {
+            return;
+        };
+        let indexed = sweep(&live);
+        drop(live);
+        let rest = if indexed == 0 {
+            IDLE_REST
+        } else {
+            Duration::ZERO
+        };
+        match stopped.recv_timeout(rest) {
+            Err(RecvTimeoutError::Timeout) => {}
+            // A message or a dropped sender both end the loop.
+            _ => return,
+        }
+    }
+}
+
+/// One pass over every partition, indexing up to [`SLICE_BYTES`] of each;
+/// answers the bytes indexed. The thread calls it; so can a test or a tool
+/// that wants the index built now.
+pub fn sweep(broker: &Broker) -> u64 {
+    let mut indexed = 0;
+    for topic in broker.topics() {
+        for partition in topic.partitions().iter() {
+            let Some(log) = partition.local_log() else {
+                continue;
+            };
+            if log.history_lag() > 0 {
+                indexed += log.index_history(SLICE_BYTES).bytes;
+            }
+        }
+    }
+    indexed
+}

@@ -1,0 +1,244 @@
+//! Building the history index (`crate::history`) behind the committed tail,
+//! and the two lookups it serves: the batches that may hold a key, and
+//! where in a range the records stop being old enough for a time bound.
+
+use herald_records::RecordBatch;
+
+use super::*;
+use crate::history::{key_hash, BatchKeys};
+
+/// What one call to [`Log::index_history`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HistoryProgress {
+    /// Every committed record below this offset is indexed.
+    pub indexed_to: u64,
+    /// Bytes of batches this call indexed.
+    pub bytes: u64,
+    /// The call reached the committed tail: nothing is left to index until
+    /// more is appended.
+    pub caught_up: bool,
+}
+
+/// The batches of a range that may hold a key, from [`Log::key_batches`].
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct KeyBatches {
+    /// Base offsets of the indexed batches that may hold the key,
+    /// ascending. The first may start before the range (it may reach into
+    /// it); the reader compares keys and offsets.
+    pub batches: Vec<u64>,
+    /// Nothing is indexed from this offset to the end of the range: read
+    /// all of it. The range's end when everything is indexed.
+    pub unindexed_from: u64,
+}
+
+impl Log {
+    /// Indexes up to about `budget_bytes` of committed batches not yet in
+    /// the history index (bucket minima and keys), oldest first. Meant for
+    /// a background task that follows the tail at low priority: nothing on
+    /// the append path waits for it, and lookups read what it has not
+    /// reached in full.
+    pub fn index_history(&self, budget_bytes: u64) -> HistoryProgress {
+        let progress = self.index_history_within(budget_bytes);
+        self.history_indexed_to
+            .store(progress.indexed_to, Ordering::Relaxed);
+        progress
+    }
+
+    /// Committed records not yet in the history index, as the last
+    /// [`Log::index_history`] call left it: zero means a call would have
+    /// nothing to do (two loads, for a sweep over many logs).
+    pub fn history_lag(&self) -> u64 {
+        self.high_watermark()
+            .saturating_sub(self.history_indexed_to.load(Ordering::Relaxed))
+    }
+
+    fn index_history_within(&self, budget_bytes: u64) -> HistoryProgress {
+        let list = self.segments.load_full();
+        let mut scratch = Vec::new();
+        let mut done = 0u64;
+        let mut indexed_to = self.log_start_offset();
+        for segment in list.iter() {
+            let history = segment.history();
+            let complete = segment.is_complete();
+            let committed = segment.committed();
+            if complete && !history.is_complete() {
+                history.load_file(
+                    &segment.keys_path(),
+                    segment.base_offset(),
+                    committed,
+                    segment.index_interval(),
+                );
+            }
+            if history.is_complete() {
+                indexed_to = segment.end_offset();
+                continue;
+            }
+            let interval = segment.index_interval();
+            let mut at = history.indexed();
+            while at.bytes < committed.bytes && done < budget_bytes {
+                let Some((header, len)) = segment.batch_within(at.bytes, committed.bytes) else {
+                    // A damaged header: the log stopped committing here.
+                    break;
+                };
+                let count = header.offset_count();
+                let bytes = segment.bytes(at.bytes, at.bytes + len);
+                let keys = batch_keys(&bytes, &mut scratch);
+                let buckets =
+                    (at.bytes / interval) as usize..=((at.bytes + len - 1) / interval) as usize;
+                history.add(at, len, count, buckets, keys);
+                at = Extent::new(at.records + count, at.bytes + len);
+                done += u64::from(len);
+            }
+            indexed_to = segment.base_offset() + u64::from(at.records);
+            if at.bytes < committed.bytes {
+                let caught_up = done < budget_bytes;
+                return HistoryProgress {
+                    indexed_to,
+                    bytes: done,
+                    caught_up,
+                };
+            }
+            if !complete {
+                break;
+            }
+            self.complete_history(segment);
+        }
+        HistoryProgress {
+            indexed_to,
+            bytes: done,
+            caught_up: true,
+        }
+    }
+
+    /// Writes a wholly indexed sealed segment's `.keys` file, unless the
+    /// segment left the log (retention, a rewrite) or the log stopped:
+    /// the directory may then hold other files of the same name.
+    fn complete_history(&self, segment: &Arc<Segment>) {
+        let _running = self.maintenance.lock().unwrap_or_else(|p| p.into_inner());
+        let current = self.segments.load();
+        if self.stopped() || !current.iter().any(|s| Arc::ptr_eq(s, segment)) {
+            return;
+        }
+        segment.history().complete(
+            &segment.keys_path(),
+            segment.base_offset(),
+            segment.index_interval(),
+        );
+    }
+
+    /// The batches of `from..to` that may hold records with `key`, as far
+    /// as the history index reaches, and where the unindexed rest begins.
+    pub fn key_batches(&self, key: &[u8], from: u64, to: u64) -> KeyBatches {
+        let hash = key_hash(key);
+        let list = self.segments.load_full();
+        let mut batches = Vec::new();
+        for segment in list.iter() {
+            let base = segment.base_offset();
+            if base >= to {
+                break;
+            }
+            let indexed_end = base + u64::from(segment.history().indexed().records);
+            if segment.end_offset() > from {
+                let found = segment.history().batches_with(hash);
+                let relative_from = from.saturating_sub(base);
+                let first_in = found.partition_point(|&r| u64::from(r) < relative_from);
+                // The batch before the range may reach into it.
+                let first = first_in.saturating_sub(1);
+                batches.extend(
+                    found[first..]
+                        .iter()
+                        .map(|&r| base + u64::from(r))
+                        .take_while(|&offset| offset < to),
+                );
+            }
+            if indexed_end < segment.end_offset().min(to) {
+                return KeyBatches {
+                    batches,
+                    unindexed_from: indexed_end.max(from),
+                };
+            }
+        }
+        KeyBatches {
+            batches,
+            unindexed_from: to,
+        }
+    }
+
+    /// The end of the part of `from..to` that can hold a record stamped at
+    /// or before `latest`: every record from the answer to `to` is later.
+    /// `to` itself when the history index does not cover the range.
+    pub fn end_for_timestamps_up_to(&self, latest: i64, from: u64, to: u64) -> u64 {
+        let list = self.segments.load_full();
+        for segment in list.iter().rev() {
+            let base = segment.base_offset();
+            if base >= to {
+                continue;
+            }
+            let end = segment.end_offset();
+            if end <= from {
+                return from;
+            }
+            let limit = to.min(end);
+            if base + u64::from(segment.history().indexed().records) < limit {
+                return to;
+            }
+            let committed = segment.committed();
+            let index = segment.index();
+            let limit_position = if limit == end {
+                committed.bytes
+            } else {
+                // The bucket where the batch holding `limit` starts counts.
+                segment.position_of(limit, committed).saturating_add(1)
+            };
+            let buckets = index.buckets_for(limit_position);
+            if let Some(k) = segment
+                .history()
+                .last_bucket_reaching_back_to(latest, buckets)
+            {
+                // Every batch overlapping bucket k + 1 is later than
+                // `latest` (k is the last bucket reaching back to it), the
+                // one holding its first byte included.
+                let after = if k + 1 < index.buckets_for(committed.bytes) {
+                    base + u64::from(index.entry(k + 1).records)
+                } else {
+                    end
+                };
+                return after.clamp(from, to);
+            }
+        }
+        from
+    }
+}
+
+/// The smallest timestamp and the key hashes of one stored batch; nothing
+/// known if its records cannot be read.
+fn batch_keys(bytes: &[u8], scratch: &mut Vec<u8>) -> BatchKeys {
+    let unreadable = BatchKeys {
+        min_timestamp: i64::MIN,
+        hashes: None,
+    };
+    let Ok(batch) = RecordBatch::new(bytes) else {
+        return unreadable;
+    };
+    let control = batch.header().is_control();
+    let Ok(records) = batch.records(scratch) else {
+        return unreadable;
+    };
+    let mut min_timestamp = i64::MAX;
+    let mut hashes = Vec::new();
+    for record in records {
+        let Ok(record) = record else {
+            return unreadable;
+        };
+        min_timestamp = min_timestamp.min(record.timestamp);
+        if let (false, Some(key)) = (control, record.key) {
+            hashes.push(key_hash(key));
+        }
+    }
+    hashes.sort_unstable();
+    hashes.dedup();
+    BatchKeys {
+        min_timestamp: min_timestamp.min(batch.header().max_timestamp()),
+        hashes: Some(hashes),
+    }
+}

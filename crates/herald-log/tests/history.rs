@@ -1,0 +1,269 @@
+//! The history index against brute force: the batches a key lookup names
+//! cover every record with that key, and the end a time bound gives leaves
+//! out only later records, whether the index is whole, partial, read back
+//! from its files after a restart, or trimmed by retention.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+use common::small_config;
+use herald_log::{KeyBatches, Log, LogConfig};
+use herald_records::{batches, BatchBuilder, Compression, RecordBatch, RecordFields};
+
+const KEYS: u64 = 13;
+
+/// 400 batches of 1 to 4 records; record n has key `k{n % 13}` and a
+/// timestamp that mostly grows but jumps back by up to 5 s; every third
+/// batch is lz4-compressed.
+fn fill(log: &Log) {
+    let mut n = 0u64;
+    for b in 0..400u64 {
+        let mut builder = BatchBuilder::new(1_000_000);
+        for _ in 0..=(b % 4) {
+            let key = format!("k{}", n % KEYS);
+            let jitter = (n * 7919 % 5000) as i64;
+            builder.push(RecordFields {
+                timestamp_ms: 1_000_000 + (n as i64) * 100 - jitter,
+                key: Some(key.as_bytes()),
+                value: Some(b"some value that takes room"),
+                headers: &[],
+            });
+            n += 1;
+        }
+        let codec = if b % 3 == 0 {
+            Compression::Lz4
+        } else {
+            Compression::None
+        };
+        log.append(&builder.finish_with(codec).unwrap()).unwrap();
+    }
+}
+
+/// Every stored batch: base offset -> (offset, timestamp, key) of its records.
+fn truth(log: &Log) -> BTreeMap<u64, Vec<(u64, i64, String)>> {
+    let mut out = BTreeMap::new();
+    let mut offset = log.log_start_offset();
+    let mut scratch = Vec::new();
+    loop {
+        let slice = log.read(offset, 1 << 20).unwrap();
+        if slice.bytes.is_empty() {
+            return out;
+        }
+        for bytes in batches(&slice.bytes) {
+            let batch = RecordBatch::new(bytes.unwrap()).unwrap();
+            let records = batch
+                .records(&mut scratch)
+                .unwrap()
+                .map(|r| {
+                    let r = r.unwrap();
+                    let key = String::from_utf8(r.key.unwrap().to_vec()).unwrap();
+                    (r.offset as u64, r.timestamp, key)
+                })
+                .collect();
+            out.insert(batch.header().base_offset() as u64, records);
+        }
+        offset = slice.next_offset;
+    }
+}
+
+fn index_all(log: &Log) {
+    while !log.index_history(1 << 20).caught_up {}
+}
+
+/// The lookup names every batch holding `key` within `from..to` (or leaves
+/// it to the unindexed rest), and each batch it names holds the key or is
+/// the one batch reaching into the range from below.
+fn check_key(
+    log: &Log,
+    all: &BTreeMap<u64, Vec<(u64, i64, String)>>,
+    key: &str,
+    from: u64,
+    to: u64,
+) -> KeyBatches {
+    let found = log.key_batches(key.as_bytes(), from, to);
+    for (&base, records) in all {
+        let holds = records
+            .iter()
+            .any(|(o, _, k)| k == key && (from..to).contains(o));
+        if holds && base < found.unindexed_from {
+            assert!(
+                found.batches.contains(&base),
+                "{key} {from}..{to}: batch {base} missed"
+            );
+        }
+    }
+    for (i, base) in found.batches.iter().enumerate() {
+        let holds = all[base].iter().any(|(_, _, k)| k == key);
+        assert!(
+            holds || (i == 0 && *base < from),
+            "{key}: batch {base} named without the key"
+        );
+    }
+    found
+}
+
+/// The end a time bound gives drops only records later than `latest`.
+fn check_time(
+    log: &Log,
+    all: &BTreeMap<u64, Vec<(u64, i64, String)>>,
+    latest: i64,
+    from: u64,
+    to: u64,
+) -> u64 {
+    let end = log.end_for_timestamps_up_to(latest, from, to);
+    assert!((from..=to).contains(&end));
+    for records in all.values() {
+        for &(offset, ts, _) in records {
+            if (end..to).contains(&offset) {
+                assert!(
+                    ts > latest,
+                    "offset {offset} at {ts} dropped by bound {latest} (end {end})"
+                );
+            }
+        }
+    }
+    end
+}
+
+#[test]
+fn key_lookups_and_time_bounds_agree_with_the_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), small_config()).unwrap();
+    fill(&log);
+    assert!(log.segment_count() > 3);
+    let all = truth(&log);
+    let end = log.high_watermark();
+    // Before any indexing everything is unindexed.
+    let nothing = log.key_batches(b"k3", 0, end);
+    assert_eq!(
+        nothing,
+        KeyBatches {
+            batches: vec![],
+            unindexed_from: 0
+        }
+    );
+    assert_eq!(log.end_for_timestamps_up_to(1_000_000, 0, end), end);
+    index_all(&log);
+    let mut named = 0;
+    for k in 0..KEYS {
+        let key = format!("k{k}");
+        for (from, to) in [(0, end), (17, 300), (250, end), (400, 401)] {
+            let found = check_key(&log, &all, &key, from, to);
+            assert_eq!(found.unindexed_from, to);
+            named += found.batches.len();
+        }
+    }
+    // A key is in about a third of the batches, not in all of them.
+    assert!(named < 13 * 4 * 400 / 2, "{named}");
+    assert!(check_key(&log, &all, "absent", 0, end).batches.is_empty());
+    let mut pruned = 0;
+    for latest in [
+        999_000,
+        1_000_000,
+        1_010_000,
+        1_050_000,
+        1_090_000,
+        i64::MAX,
+    ] {
+        for (from, to) in [(0, end), (100, 700), (5, 6)] {
+            if check_time(&log, &all, latest, from, to) < to {
+                pruned += 1;
+            }
+        }
+    }
+    assert!(pruned >= 8, "{pruned}");
+    // An index half built answers what it covers and leaves the rest.
+    let fresh_dir = tempfile::tempdir().unwrap();
+    let fresh = Log::open(fresh_dir.path(), small_config()).unwrap();
+    fill(&fresh);
+    let progress = fresh.index_history(8 * 1024);
+    assert!(!progress.caught_up && progress.indexed_to > 0 && progress.indexed_to < end);
+    let partial = check_key(&fresh, &all, "k5", 0, end);
+    assert_eq!(partial.unindexed_from, progress.indexed_to);
+    assert!(!partial.batches.is_empty());
+    assert_eq!(fresh.end_for_timestamps_up_to(1_000_000, 0, end), end);
+}
+
+#[test]
+fn sealed_segments_keep_their_index_in_files_across_a_restart_and_retention_removes_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = small_config();
+    {
+        let log = Log::open(dir.path(), config.clone()).unwrap();
+        fill(&log);
+        index_all(&log);
+        log.close().unwrap();
+    }
+    let keys_files = |dir: &std::path::Path| {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .ends_with(".keys")
+            })
+            .count()
+    };
+    let sealed = keys_files(dir.path());
+    assert!(sealed >= 3, "{sealed}");
+    let log = Log::open(dir.path(), config.clone()).unwrap();
+    let all = truth(&log);
+    let end = log.high_watermark();
+    // Only the active segment is indexed again; the sealed ones are read
+    // back from their files.
+    let mut reindexed = 0;
+    loop {
+        let progress = log.index_history(1 << 20);
+        reindexed += progress.bytes;
+        if progress.caught_up {
+            break;
+        }
+    }
+    assert!(reindexed <= u64::from(config.segment_bytes), "{reindexed}");
+    for k in 0..KEYS {
+        check_key(&log, &all, &format!("k{k}"), 0, end);
+    }
+    check_time(&log, &all, 1_020_000, 0, end);
+    // A damaged file is rebuilt rather than trusted.
+    let first = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "keys"))
+        .min()
+        .unwrap();
+    log.close().unwrap();
+    let mut bytes = std::fs::read(&first).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::write(&first, bytes).unwrap();
+    let log = Log::open(
+        dir.path(),
+        LogConfig {
+            retention_bytes: Some(40 * 1024),
+            ..config
+        },
+    )
+    .unwrap();
+    index_all(&log);
+    for k in 0..KEYS {
+        check_key(&log, &all, &format!("k{k}"), 0, end);
+    }
+    log.maintain(SystemTime::now()).unwrap();
+    assert!(log.log_start_offset() > 0);
+    // Every segment left has its file; none is left for a deleted one.
+    let segments = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".log")
+        })
+        .count();
+    assert_eq!(keys_files(dir.path()), segments - 1);
+}
