@@ -1,5 +1,6 @@
 //! Per-partition log gauges (high watermark, log start offset, size on
-//! disk, segment count, failed storage, replicas and in-sync replicas),
+//! disk, segment count, history index lag, failed storage, replicas and
+//! in-sync replicas),
 //! sampled from the broker at scrape time: the set of
 //! partitions changes with topic creation and deletion, so every scrape
 //! replaces the whole set.
@@ -33,6 +34,9 @@ pub struct PartitionSample {
     pub size_bytes: u64,
     /// Number of segments.
     pub segment_count: u64,
+    /// Committed records the history index (key index, smallest
+    /// timestamps) has not reached yet.
+    pub history_lag_records: u64,
     /// The partition's storage failed (a failed fsync, a damaged log) and
     /// refuses requests until an operator repairs it.
     pub failed: bool,
@@ -52,6 +56,7 @@ pub struct PartitionMetrics {
     log_start_offset: Family<PartitionLabels, Gauge>,
     size_bytes: Family<PartitionLabels, Gauge>,
     segments: Family<PartitionLabels, Gauge>,
+    history_lag: Family<PartitionLabels, Gauge>,
     failed: Family<PartitionLabels, Gauge>,
     replicas: Family<PartitionLabels, Gauge>,
     in_sync_replicas: Family<PartitionLabels, Gauge>,
@@ -87,6 +92,11 @@ impl PartitionMetrics {
             self.segments.clone(),
         );
         partition.register(
+            "history_index_lag_records",
+            "Committed records of the partition its history index (key index, smallest timestamps) has not reached yet; SQL reads them in full",
+            self.history_lag.clone(),
+        );
+        partition.register(
             "storage_failed",
             "1 while the partition's storage has failed (a failed fsync, a damaged log) and refuses requests; 0 otherwise",
             self.failed.clone(),
@@ -115,6 +125,7 @@ impl PartitionMetrics {
         self.log_start_offset.clear();
         self.size_bytes.clear();
         self.segments.clear();
+        self.history_lag.clear();
         self.failed.clear();
         self.replicas.clear();
         self.in_sync_replicas.clear();
@@ -128,6 +139,7 @@ impl PartitionMetrics {
             set(&self.log_start_offset, &labels, sample.log_start_offset);
             set(&self.size_bytes, &labels, sample.size_bytes);
             set(&self.segments, &labels, sample.segment_count);
+            set(&self.history_lag, &labels, sample.history_lag_records);
             set(&self.failed, &labels, u64::from(sample.failed));
             set(&self.replicas, &labels, u64::from(sample.replicas));
             set(

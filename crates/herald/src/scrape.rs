@@ -138,6 +138,13 @@ pub fn partition_samples(broker: &Broker) -> Vec<PartitionSample> {
                 log_start_offset: watermarks.log_start_offset,
                 size_bytes: stats.size_bytes,
                 segment_count: stats.segment_count as u64,
+                // Without the indexer thread nothing is ever indexed: no lag
+                // to watch for.
+                history_lag_records: if broker.config().history_index {
+                    stats.history_lag_records
+                } else {
+                    0
+                },
                 failed: partition.failure().is_some(),
                 replicas: view.replicas.len() as u32,
                 in_sync_replicas: view.isr.len() as u32,
@@ -236,6 +243,7 @@ mod tests {
             log_start_offset: 0,
             size_bytes: 0,
             segment_count: 1,
+            history_lag_records: 0,
             failed: false,
             replicas: 1,
             in_sync_replicas: 1,

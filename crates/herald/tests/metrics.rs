@@ -183,6 +183,23 @@ fn metrics_count_requests_bytes_and_partition_state_of_a_workload() {
         value(&after, "herald_partition_under_replicated", &partition),
         0.0
     );
+    // The history indexer reaches the tail: its lag falls to nothing.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let lag = value(
+            &scrape(server.admin_addr),
+            "herald_partition_history_index_lag_records",
+            &partition,
+        );
+        if lag == 0.0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "history lag stays {lag}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 #[test]

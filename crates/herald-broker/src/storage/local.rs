@@ -216,6 +216,7 @@ impl PartitionStorage for LocalStorage {
             size_bytes: self.log.size_bytes(),
             segment_count: self.log.segment_count(),
             flushes: Some(self.log.flush_stats()),
+            history_lag_records: self.log.history_lag(),
         }
     }
 

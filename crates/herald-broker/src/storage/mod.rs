@@ -133,6 +133,9 @@ pub struct StorageStats {
     pub segment_count: usize,
     /// Flush counts and latencies, for a backend that flushes files itself.
     pub flushes: Option<FlushStatsSnapshot>,
+    /// Committed records the history index has not reached yet (an
+    /// embedded log; 0 for other backends, which have none).
+    pub history_lag_records: u64,
 }
 
 /// The contract every partition backend honours. See the module docs for

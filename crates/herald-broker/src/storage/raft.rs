@@ -322,6 +322,8 @@ impl PartitionStorage for RaftStorage {
             size_bytes: log.size_bytes(),
             segment_count: log.segment_count(),
             flushes: Some(log.flush_stats()),
+            // The history indexer reads embedded logs only.
+            history_lag_records: 0,
         }
     }
 
