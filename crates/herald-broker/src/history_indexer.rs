@@ -10,6 +10,7 @@
 //! for it, and when the cores are contended it falls behind (queries then
 //! read the unindexed rest in full).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
@@ -26,6 +27,8 @@ pub const IDLE_REST: Duration = Duration::from_millis(20);
 /// Handle of the running history indexer; stops it when dropped.
 #[derive(Debug)]
 pub struct HistoryIndexer {
+    /// Checked between partitions, so a stop never waits for a sweep.
+    stopping: Arc<AtomicBool>,
     stop: Option<mpsc::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -37,24 +40,30 @@ impl HistoryIndexer {
     pub fn start(broker: &Arc<Broker>) -> std::io::Result<Self> {
         let (stop, stopped) = mpsc::channel::<()>();
         let broker = Arc::downgrade(broker);
+        let stopping = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stopping);
         let thread = std::thread::Builder::new()
             .name("herald-history".into())
             .spawn(move || {
                 crate::thread_priority::lower_current_thread("history indexer");
-                run(&broker, &stopped);
+                run(&broker, &stopped, &flag);
             })?;
         Ok(Self {
+            stopping,
             stop: Some(stop),
             thread: Some(thread),
         })
     }
 
-    /// Stops the thread, letting the slice in progress finish.
+    /// Stops the thread, letting the slice in progress finish (at most
+    /// [`SLICE_BYTES`] of one partition). Blocks: call it off an async
+    /// runtime's workers.
     pub fn stop(mut self) {
         self.shutdown();
     }
 
     fn shutdown(&mut self) {
+        self.stopping.store(true, Ordering::Relaxed);
         drop(self.stop.take());
         if let Some(thread) = self.thread.take() {
             if thread.join().is_err() {
@@ -70,12 +79,12 @@ impl Drop for HistoryIndexer {
     }
 }
 
-fn run(broker: &Weak<Broker>, stopped: &mpsc::Receiver<()>) {
+fn run(broker: &Weak<Broker>, stopped: &mpsc::Receiver<()>, stopping: &AtomicBool) {
     loop {
         let Some(live) = broker.upgrade() else {
             return;
         };
-        let indexed = sweep(&live);
+        let indexed = sweep_until(&live, stopping);
         drop(live);
         let rest = if indexed == 0 {
             IDLE_REST
@@ -94,9 +103,17 @@ fn run(broker: &Weak<Broker>, stopped: &mpsc::Receiver<()>) {
 /// answers the bytes indexed. The thread calls it; so can a test or a tool
 /// that wants the index built now.
 pub fn sweep(broker: &Broker) -> u64 {
+    sweep_until(broker, &AtomicBool::new(false))
+}
+
+/// [`sweep`], ending early once `stopping` is set.
+fn sweep_until(broker: &Broker, stopping: &AtomicBool) -> u64 {
     let mut indexed = 0;
     for topic in broker.topics() {
         for partition in topic.partitions().iter() {
+            if stopping.load(Ordering::Relaxed) {
+                return indexed;
+            }
             let Some(log) = partition.local_log() else {
                 continue;
             };

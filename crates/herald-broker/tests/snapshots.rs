@@ -337,7 +337,7 @@ async fn the_history_indexer_thread_indexes_keys_behind_the_tail() {
     let p0 = view.partition(0).unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let found = loop {
-        let found = p0.key_batches(b"d1", 0, 40);
+        let found = p0.key_batches(b"d1", 0, 40, usize::MAX);
         if found.unindexed_from == 40 {
             break found;
         }

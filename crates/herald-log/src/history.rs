@@ -12,28 +12,38 @@
 //! A segment is indexed in order, so what is indexed is a prefix of it.
 //! While a segment grows its entries live in memory, as sorted runs merged
 //! like a binary counter (a lookup searches a few runs and a short unsorted
-//! tail). Once the segment is sealed and wholly indexed they are written,
-//! with the bucket minima, to a `.keys` file beside it, and read from that
-//! file's mapping from then on.
+//! tail). Past [`SPILL_ENTRIES`] in memory they are merged into a run file
+//! beside the segment (`.keys-<n>.tmp`, mapped, removed when no longer
+//! needed and at the next start), so a growing segment holds at most
+//! about 8 MiB of entries in memory. Once the segment is sealed and wholly
+//! indexed, every run is merged, streaming, with the bucket minima into a
+//! `.keys` file beside it, read from that file's mapping from then on.
 //!
 //! A key hash shared by two keys makes a lookup read a batch it did not
 //! need; the reader compares keys, so the answer is never wrong. A batch
 //! whose records cannot be read is listed as holding every key and every
 //! timestamp.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::fs::File;
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 
 use memmap2::Mmap;
 use parking_lot::Mutex;
 
-use crate::durable_file;
 use crate::extent::Extent;
 
 const KEYS_MAGIC: &[u8; 8] = b"HRLDKEY1";
 const HEADER_BYTES: usize = 48;
 /// Unsorted entries gathered before they become a sorted run.
 const PENDING_MAX: usize = 1 << 16;
+/// Entries a growing segment keeps in memory before it spills them to a
+/// run file (8 MiB).
+pub(crate) const SPILL_ENTRIES: usize = 1 << 20;
 
 /// File name of the history index of the segment starting at `base_offset`.
 pub(crate) fn keys_file_name(base_offset: u64) -> String {
@@ -63,6 +73,8 @@ pub(crate) struct BatchKeys {
 #[derive(Default)]
 pub(crate) struct SegmentHistory {
     state: Mutex<State>,
+    /// Names the next spilled run file.
+    spills: AtomicU32,
 }
 
 #[derive(Default)]
@@ -72,7 +84,8 @@ struct State {
     /// Smallest timestamp per bucket among the indexed batches that
     /// overlap it (`i64::MAX`: none yet).
     mins: Vec<i64>,
-    runs: Vec<Box<[u64]>>,
+    /// Sorted runs: spilled to files, then in memory.
+    runs: Vec<Run>,
     pending: Vec<u64>,
     /// Relative base offsets of batches whose records could not be read.
     unreadable: Vec<u32>,
@@ -82,6 +95,85 @@ struct State {
     /// Whether the `.keys` file was looked for (once per segment).
     file_tried: bool,
     complete: bool,
+}
+
+/// A sorted run of entries, without repeats.
+#[derive(Clone)]
+enum Run {
+    Memory(Arc<[u64]>),
+    Spilled(Arc<RunFile>),
+}
+
+impl Run {
+    fn len(&self) -> usize {
+        match self {
+            Run::Memory(entries) => entries.len(),
+            Run::Spilled(file) => file.len,
+        }
+    }
+
+    fn get(&self, i: usize) -> u64 {
+        match self {
+            Run::Memory(entries) => entries[i],
+            Run::Spilled(file) => file.get(i),
+        }
+    }
+
+    fn in_memory(&self) -> usize {
+        match self {
+            Run::Memory(entries) => entries.len(),
+            Run::Spilled(_) => 0,
+        }
+    }
+}
+
+/// A spilled run: little-endian entries in a file of its own, mapped,
+/// removed when the last holder lets go (the mapping outlives the name).
+struct RunFile {
+    map: Mmap,
+    len: usize,
+    path: PathBuf,
+}
+
+impl RunFile {
+    fn write(path: PathBuf, entries: impl Iterator<Item = u64>) -> std::io::Result<Self> {
+        // Read as well as write: the mapping below reads it.
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)?;
+        let mut out = BufWriter::new(file);
+        for e in entries {
+            out.write_all(&e.to_le_bytes())?;
+        }
+        let file = out.into_inner().map_err(|e| e.into_error())?;
+        // SAFETY: the file is written once, above, and never changed.
+        let map = unsafe { Mmap::map(&file) }?;
+        let len = map.len() / 8;
+        Ok(Self { map, len, path })
+    }
+
+    fn get(&self, i: usize) -> u64 {
+        let at = i * 8;
+        u64::from_le_bytes(self.map[at..at + 8].try_into().unwrap_or_default())
+    }
+}
+
+impl Drop for RunFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Everything a wholly indexed segment's `.keys` file is made of, taken
+/// under the lock and written without it.
+pub(crate) struct Completion {
+    indexed: Extent,
+    mins: Vec<i64>,
+    runs: Vec<Run>,
+    unreadable: Vec<u32>,
 }
 
 impl SegmentHistory {
@@ -97,7 +189,14 @@ impl SegmentHistory {
 
     /// Adopts the segment's `.keys` file if it is intact and describes the
     /// segment as it is (`end`, `interval`, `buckets`). Looked for once.
-    pub(crate) fn load_file(&self, path: &Path, base_offset: u64, end: Extent, interval: u32) {
+    pub(crate) fn load_file(
+        &self,
+        path: &Path,
+        base_offset: u64,
+        end: Extent,
+        interval: u32,
+        buckets: usize,
+    ) {
         let mut state = self.state.lock();
         if state.file_tried || state.indexed.bytes > 0 {
             return;
@@ -107,7 +206,8 @@ impl SegmentHistory {
             Some(file)
                 if file.base_offset == base_offset
                     && file.end == end
-                    && file.interval == interval =>
+                    && file.interval == interval
+                    && file.buckets == buckets =>
             {
                 state.indexed = end;
                 state.file = Some(file);
@@ -122,7 +222,8 @@ impl SegmentHistory {
 
     /// Records the batch at `at` (position and relative base offset) of
     /// `len` bytes and `count` offsets, covering buckets
-    /// `first_bucket..=last_bucket`.
+    /// `first_bucket..=last_bucket`. Answers whether the entries in memory
+    /// passed [`SPILL_ENTRIES`]: then [`SegmentHistory::spill`] is due.
     pub(crate) fn add(
         &self,
         at: Extent,
@@ -130,10 +231,10 @@ impl SegmentHistory {
         count: u32,
         buckets: std::ops::RangeInclusive<usize>,
         keys: BatchKeys,
-    ) {
+    ) -> bool {
         let mut state = self.state.lock();
         if state.complete || at != state.indexed {
-            return;
+            return false;
         }
         let last = *buckets.end();
         if state.mins.len() <= last {
@@ -154,38 +255,68 @@ impl SegmentHistory {
             None => state.unreadable.push(at.records),
         }
         state.indexed = Extent::new(at.records + count, at.bytes + len);
+        state.in_memory() >= SPILL_ENTRIES
     }
 
-    /// Marks the sealed segment wholly indexed and writes its `.keys` file
-    /// (then read through its mapping). A failed write keeps the index in
-    /// memory: lookups stay right, and the next start rebuilds the file.
-    pub(crate) fn complete(&self, path: &Path, base_offset: u64, interval: u32) {
-        let mut state = self.state.lock();
-        if state.complete {
+    /// Merges the runs held in memory into a run file beside the segment
+    /// at `segment_path`, written without holding the lock (lookups go on
+    /// meanwhile); the only caller adding entries is the one spilling. A
+    /// failed write leaves them in memory.
+    pub(crate) fn spill(&self, segment_path: &Path) {
+        let in_memory: Vec<Run> = {
+            let mut state = self.state.lock();
+            state.seal_pending();
+            state
+                .runs
+                .iter()
+                .filter(|r| r.in_memory() > 0)
+                .cloned()
+                .collect()
+        };
+        if in_memory.is_empty() {
             return;
         }
-        state.seal_pending();
-        let entries = state.merge_all();
-        let written = KeysFile::write(
-            path,
-            base_offset,
-            state.indexed,
-            interval,
-            &state.mins,
-            &entries,
-            &state.unreadable,
-        )
-        .and_then(|()| KeysFile::open(path).ok_or_else(|| std::io::Error::other("reread failed")));
+        let n = self.spills.fetch_add(1, Ordering::Relaxed);
+        let mut name = segment_path.with_extension("").into_os_string();
+        name.push(format!(".keys-{n}.tmp"));
+        let written = RunFile::write(PathBuf::from(name), merged(&in_memory));
         match written {
             Ok(file) => {
-                state.file = Some(file);
-                state.mins = Vec::new();
-                state.unreadable = Vec::new();
+                let mut state = self.state.lock();
+                state.runs.retain(|r| r.in_memory() == 0);
+                state.runs.push(Run::Spilled(Arc::new(file)));
             }
             Err(e) => {
-                tracing::warn!(file = %path.display(), error = %e, "cannot write the history index; keeping it in memory");
-                state.runs = vec![entries.into_boxed_slice()];
+                tracing::warn!(segment = %segment_path.display(), error = %e, "cannot spill the key index; keeping it in memory");
             }
+        }
+    }
+
+    /// What the `.keys` file of the wholly indexed segment is made of;
+    /// `None` once complete.
+    pub(crate) fn prepare_completion(&self) -> Option<Completion> {
+        let mut state = self.state.lock();
+        if state.complete {
+            return None;
+        }
+        state.seal_pending();
+        Some(Completion {
+            indexed: state.indexed,
+            mins: state.mins.clone(),
+            runs: state.runs.clone(),
+            unreadable: state.unreadable.clone(),
+        })
+    }
+
+    /// Marks the segment wholly indexed: read from `file` from now on, or
+    /// (the file could not be written) from the runs it has.
+    pub(crate) fn finish(&self, file: Option<KeysFile>) {
+        let mut state = self.state.lock();
+        if let Some(file) = file {
+            state.file = Some(file);
+            state.mins = Vec::new();
+            state.runs = Vec::new();
+            state.unreadable = Vec::new();
         }
         state.complete = true;
     }
@@ -224,7 +355,7 @@ impl SegmentHistory {
             Some(file) => file.batches_with(hash, &mut found),
             None => {
                 for run in &state.runs {
-                    collect(run.len(), |i| run[i], hash, &mut found);
+                    collect(run.len(), |i| run.get(i), hash, &mut found);
                 }
                 found.extend(
                     state
@@ -240,6 +371,74 @@ impl SegmentHistory {
         found.dedup();
         found
     }
+}
+
+impl Completion {
+    /// Writes the `.keys` file to `path` (merging the runs as it goes) and
+    /// syncs it; the caller renames it into place.
+    pub(crate) fn write(
+        &self,
+        path: &Path,
+        base_offset: u64,
+        interval: u32,
+    ) -> std::io::Result<()> {
+        let entries: usize = self.runs.iter().map(Run::len).sum();
+        let mut out = CrcWriter::new(BufWriter::new(File::create(path)?));
+        out.put(KEYS_MAGIC)?;
+        out.put(&base_offset.to_le_bytes())?;
+        out.put(&self.indexed.pack().to_le_bytes())?;
+        out.put(&interval.to_le_bytes())?;
+        out.put(&(self.mins.len() as u32).to_le_bytes())?;
+        out.put(&(entries as u64).to_le_bytes())?;
+        out.put(&(self.unreadable.len() as u64).to_le_bytes())?;
+        for min in &self.mins {
+            out.put(&min.to_le_bytes())?;
+        }
+        for e in merged(&self.runs) {
+            out.put(&e.to_le_bytes())?;
+        }
+        for &u in &self.unreadable {
+            out.put(&u64::from(u).to_le_bytes())?;
+        }
+        let crc = out.crc;
+        let mut inner = out.inner;
+        inner.write_all(&crc.to_le_bytes())?;
+        inner.into_inner().map_err(|e| e.into_error())?.sync_all()
+    }
+}
+
+/// A writer that keeps the CRC-32C of what went through it.
+struct CrcWriter<W> {
+    inner: W,
+    crc: u32,
+}
+
+impl<W: Write> CrcWriter<W> {
+    fn new(inner: W) -> Self {
+        Self { inner, crc: 0 }
+    }
+
+    fn put(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.crc = crc32c::crc32c_append(self.crc, bytes);
+        self.inner.write_all(bytes)
+    }
+}
+
+/// The entries of sorted `runs`, merged in order.
+fn merged(runs: &[Run]) -> impl Iterator<Item = u64> + '_ {
+    let mut heads: BinaryHeap<Reverse<(u64, usize, usize)>> = runs
+        .iter()
+        .enumerate()
+        .filter(|(_, run)| run.len() > 0)
+        .map(|(r, run)| Reverse((run.get(0), r, 0)))
+        .collect();
+    std::iter::from_fn(move || {
+        let Reverse((value, r, i)) = heads.pop()?;
+        if i + 1 < runs[r].len() {
+            heads.push(Reverse((runs[r].get(i + 1), r, i + 1)));
+        }
+        Some(value)
+    })
 }
 
 /// Adds to `found` the offsets of the entries of a sorted run (`len`
@@ -266,8 +465,12 @@ fn collect(len: usize, at: impl Fn(usize) -> u64, hash: u32, found: &mut Vec<u32
 }
 
 impl State {
-    /// Turns the unsorted tail into a sorted run, merging runs of like size
-    /// so that there are O(log n) of them.
+    fn in_memory(&self) -> usize {
+        self.pending.len() + self.runs.iter().map(Run::in_memory).sum::<usize>()
+    }
+
+    /// Turns the unsorted tail into a sorted run, merging in-memory runs of
+    /// like size so that there are O(log n) of them.
     fn seal_pending(&mut self) {
         if self.pending.is_empty() {
             return;
@@ -275,28 +478,21 @@ impl State {
         let mut run = std::mem::take(&mut self.pending);
         run.sort_unstable();
         run.dedup();
-        let mut run = run.into_boxed_slice();
-        while let Some(last) = self.runs.last() {
+        let mut run: Arc<[u64]> = run.into();
+        while let Some(Run::Memory(last)) = self.runs.last() {
             if last.len() > run.len() * 2 {
                 break;
             }
-            let last = self.runs.pop().unwrap_or_default();
-            run = merge(&last, &run);
+            let last = Arc::clone(last);
+            self.runs.pop();
+            run = merge(&last, &run).into();
         }
-        self.runs.push(run);
-    }
-
-    fn merge_all(&mut self) -> Vec<u64> {
-        let mut merged: Box<[u64]> = Box::default();
-        for run in std::mem::take(&mut self.runs) {
-            merged = merge(&merged, &run);
-        }
-        merged.into_vec()
+        self.runs.push(Run::Memory(run));
     }
 }
 
 /// Merges two sorted runs, dropping repeats.
-fn merge(a: &[u64], b: &[u64]) -> Box<[u64]> {
+fn merge(a: &[u64], b: &[u64]) -> Vec<u64> {
     let mut out = Vec::with_capacity(a.len() + b.len());
     let (mut i, mut j) = (0, 0);
     while i < a.len() && j < b.len() {
@@ -316,14 +512,14 @@ fn merge(a: &[u64], b: &[u64]) -> Box<[u64]> {
             out.push(rest);
         }
     }
-    out.into_boxed_slice()
+    out
 }
 
 /// A sealed segment's history index on disk: a 48-byte header (magic, base
 /// offset, end extent, interval, bucket count, entry count, unreadable
 /// count), the bucket minima (i64), the sorted entries (u64), the
 /// unreadable batches (u64), little-endian, and a CRC-32C of all of it.
-struct KeysFile {
+pub(crate) struct KeysFile {
     map: Mmap,
     base_offset: u64,
     end: Extent,
@@ -333,40 +529,8 @@ struct KeysFile {
 }
 
 impl KeysFile {
-    fn write(
-        path: &Path,
-        base_offset: u64,
-        end: Extent,
-        interval: u32,
-        mins: &[i64],
-        entries: &[u64],
-        unreadable: &[u32],
-    ) -> std::io::Result<()> {
-        let words = mins.len() + entries.len() + unreadable.len();
-        let mut out = Vec::with_capacity(HEADER_BYTES + words * 8 + 4);
-        out.extend_from_slice(KEYS_MAGIC);
-        out.extend_from_slice(&base_offset.to_le_bytes());
-        out.extend_from_slice(&end.pack().to_le_bytes());
-        out.extend_from_slice(&interval.to_le_bytes());
-        out.extend_from_slice(&(mins.len() as u32).to_le_bytes());
-        out.extend_from_slice(&(entries.len() as u64).to_le_bytes());
-        out.extend_from_slice(&(unreadable.len() as u64).to_le_bytes());
-        for min in mins {
-            out.extend_from_slice(&min.to_le_bytes());
-        }
-        for e in entries {
-            out.extend_from_slice(&e.to_le_bytes());
-        }
-        for &u in unreadable {
-            out.extend_from_slice(&u64::from(u).to_le_bytes());
-        }
-        let crc = crc32c::crc32c(&out);
-        out.extend_from_slice(&crc.to_le_bytes());
-        Ok(durable_file::write_atomically(path, &out)?)
-    }
-
     /// Maps and checks the file; `None` if missing, damaged or malformed.
-    fn open(path: &Path) -> Option<Self> {
+    pub(crate) fn open(path: &Path) -> Option<Self> {
         let file = File::open(path).ok()?;
         // SAFETY: the file is replaced only by rename, never written in
         // place, so the mapped bytes do not change under the reader.
@@ -437,6 +601,12 @@ pub(crate) fn keys_path(segment_path: &Path) -> PathBuf {
 mod tests {
     use super::*;
 
+    fn complete(history: &SegmentHistory, path: &Path) {
+        let done = history.prepare_completion().unwrap();
+        done.write(path, 0, 4096).unwrap();
+        history.finish(KeysFile::open(path));
+    }
+
     fn keys(min: i64, hashes: &[u32]) -> BatchKeys {
         BatchKeys {
             min_timestamp: min,
@@ -445,11 +615,18 @@ mod tests {
     }
 
     #[test]
-    fn lookups_find_every_batch_of_a_key_in_runs_and_in_the_file() {
+    fn lookups_find_every_batch_of_a_key_in_runs_spilled_runs_and_the_file() {
         let history = SegmentHistory::default();
+        let dir = tempfile::tempdir().unwrap();
+        let segment = dir.path().join("00000000000000000000.log");
         // 200,000 batches of 100 bytes; batch i holds keys i % 1000 and 7.
+        // Spilled to run files twice on the way.
         let mut at = Extent::default();
         for i in 0..200_000u32 {
+            if i == 70_000 || i == 150_000 {
+                history.spill(&segment);
+                assert_eq!(history.state.lock().in_memory(), 0);
+            }
             let bucket = (at.bytes / 4096) as usize;
             let end_bucket = ((at.bytes + 99) / 4096) as usize;
             let mut hashes = vec![i % 1000, 7];
@@ -463,20 +640,36 @@ mod tests {
         assert_eq!(history.batches_with(7).len(), 200_000);
         assert!(history.batches_with(5000).is_empty());
         assert_eq!(history.min_timestamp(1), 40);
-        let dir = tempfile::tempdir().unwrap();
+        let spilled = |dir: &Path| {
+            std::fs::read_dir(dir)
+                .unwrap()
+                .filter(|e| {
+                    e.as_ref()
+                        .unwrap()
+                        .file_name()
+                        .to_string_lossy()
+                        .ends_with(".tmp")
+                })
+                .count()
+        };
+        assert_eq!(spilled(dir.path()), 2);
         let path = dir.path().join(keys_file_name(0));
-        history.complete(&path, 0, 4096);
+        complete(&history, &path);
         assert!(history.is_complete());
+        // The run files went with the runs.
+        assert_eq!(spilled(dir.path()), 0);
         assert_eq!(history.batches_with(42), expect_42);
         assert_eq!(history.min_timestamp(1), 40);
         // Read back by a new segment's history, as after a restart.
+        let buckets = ((at.bytes - 1) / 4096 + 1) as usize;
         let again = SegmentHistory::default();
-        again.load_file(&path, 0, at, 4096);
+        again.load_file(&path, 0, at, 4096, buckets);
         assert!(again.is_complete());
         assert_eq!(again.batches_with(42), expect_42);
+        assert_eq!(again.batches_with(7).len(), 200_000);
         // A file describing another extent is not trusted.
         let other = SegmentHistory::default();
-        other.load_file(&path, 0, Extent::new(1, 100), 4096);
+        other.load_file(&path, 0, Extent::new(1, 100), 4096, 1);
         assert!(!other.is_complete());
     }
 
@@ -499,13 +692,13 @@ mod tests {
         assert_eq!(history.min_timestamp(0), i64::MIN);
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(keys_file_name(0));
-        history.complete(&path, 0, 4096);
+        complete(&history, &path);
         assert_eq!(history.batches_with(9), vec![2]);
         let mut bytes = std::fs::read(&path).unwrap();
         bytes[HEADER_BYTES] ^= 1;
         std::fs::write(&path, bytes).unwrap();
         let again = SegmentHistory::default();
-        again.load_file(&path, 0, Extent::new(5, 200), 4096);
+        again.load_file(&path, 0, Extent::new(5, 200), 4096, 1);
         assert!(!again.is_complete());
     }
 
@@ -520,7 +713,7 @@ mod tests {
             assert!(state.runs.len() <= 8, "{}", state.runs.len());
         }
         for run in &state.runs {
-            assert!(run.windows(2).all(|w| w[0] < w[1]));
+            assert!((1..run.len()).all(|i| run.get(i - 1) < run.get(i)));
         }
     }
 }

@@ -87,7 +87,33 @@ fn segment_bases(dir: &Path) -> Result<Vec<u64>, LogError> {
         }
     }
     bases.sort_unstable();
+    remove_orphan_indexes(dir, &bases)?;
     Ok(bases)
+}
+
+/// Deletes index files whose segment is gone (a crash while a segment was
+/// deleted): a later segment of the same base must not take them.
+fn remove_orphan_indexes(dir: &Path, bases: &[u64]) -> Result<(), LogError> {
+    for entry in fs::read_dir(dir).map_err(io_err("list", dir))? {
+        let entry = entry.map_err(io_err("list", dir))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let Some(stem) = name
+            .strip_suffix(".index")
+            .or_else(|| name.strip_suffix(".keys"))
+        else {
+            continue;
+        };
+        let orphan = stem.len() == 20
+            && stem
+                .parse::<u64>()
+                .is_ok_and(|base| bases.binary_search(&base).is_err());
+        if orphan {
+            tracing::warn!(file = %name, "deleting an index whose segment is gone");
+            fs::remove_file(entry.path()).map_err(io_err("remove", &entry.path()))?;
+        }
+    }
+    Ok(())
 }
 
 /// Validates every batch of `data`, which should start at `base_offset`.
@@ -317,13 +343,13 @@ fn drop_segments(dir: &Path, bases: &[u64]) -> Result<usize, LogError> {
     for &base in bases {
         let path = dir.join(log_file_name(base));
         tracing::warn!(segment = %path.display(), "deleting segment after torn tail");
-        fs::remove_file(&path).map_err(io_err("remove", &path))?;
         for name in [index_file_name(base), keys_file_name(base)] {
             let side = dir.join(name);
             if side.exists() {
                 fs::remove_file(&side).map_err(io_err("remove", &side))?;
             }
         }
+        fs::remove_file(&path).map_err(io_err("remove", &path))?;
     }
     Ok(bases.len())
 }

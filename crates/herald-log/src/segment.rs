@@ -233,6 +233,13 @@ impl Segment {
         [self.index_path(), self.keys_path()]
     }
 
+    /// Every file of the segment, its indexes first: deleted in this
+    /// order, a crash part way leaves no index of a missing segment that a
+    /// later segment of the same base could take for its own.
+    pub(crate) fn files(&self) -> [PathBuf; 3] {
+        [self.index_path(), self.keys_path(), self.path().to_owned()]
+    }
+
     /// Bucket minima and key index, as far as they are built.
     pub(crate) fn history(&self) -> &SegmentHistory {
         &self.history

@@ -82,7 +82,7 @@ fn check_key(
     from: u64,
     to: u64,
 ) -> KeyBatches {
-    let found = log.key_batches(key.as_bytes(), from, to);
+    let found = log.key_batches(key.as_bytes(), from, to, usize::MAX);
     for (&base, records) in all {
         let holds = records
             .iter()
@@ -136,7 +136,7 @@ fn key_lookups_and_time_bounds_agree_with_the_records() {
     let all = truth(&log);
     let end = log.high_watermark();
     // Before any indexing everything is unindexed.
-    let nothing = log.key_batches(b"k3", 0, end);
+    let nothing = log.key_batches(b"k3", 0, end, usize::MAX);
     assert_eq!(
         nothing,
         KeyBatches {
@@ -158,6 +158,11 @@ fn key_lookups_and_time_bounds_agree_with_the_records() {
     // A key is in about a third of the batches, not in all of them.
     assert!(named < 13 * 4 * 400 / 2, "{named}");
     assert!(check_key(&log, &all, "absent", 0, end).batches.is_empty());
+    // Past the most batches asked for, the rest is left to a bulk read.
+    let whole = log.key_batches(b"k4", 0, end, usize::MAX);
+    let capped = log.key_batches(b"k4", 0, end, 3);
+    assert_eq!(capped.batches, whole.batches[..3]);
+    assert_eq!(capped.unindexed_from, whole.batches[3]);
     let mut pruned = 0;
     for latest in [
         999_000,
@@ -210,7 +215,14 @@ fn sealed_segments_keep_their_index_in_files_across_a_restart_and_retention_remo
     };
     let sealed = keys_files(dir.path());
     assert!(sealed >= 3, "{sealed}");
+    // Indexes of a segment that is gone (a crash while it was deleted) are
+    // deleted at open, not left for a later segment of that base.
+    for stray in ["00000000000099999999.keys", "00000000000099999999.index"] {
+        std::fs::write(dir.path().join(stray), b"stale").unwrap();
+    }
     let log = Log::open(dir.path(), config.clone()).unwrap();
+    assert_eq!(keys_files(dir.path()), sealed);
+    assert!(!dir.path().join("00000000000099999999.index").exists());
     let all = truth(&log);
     let end = log.high_watermark();
     // Only the active segment is indexed again; the sealed ones are read
@@ -266,4 +278,35 @@ fn sealed_segments_keep_their_index_in_files_across_a_restart_and_retention_remo
         })
         .count();
     assert_eq!(keys_files(dir.path()), segments - 1);
+}
+
+#[test]
+fn a_time_bound_keeps_a_batch_that_reaches_past_the_range_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), small_config()).unwrap();
+    let batch = |count: usize, ts: i64| {
+        let mut builder = BatchBuilder::new(ts);
+        for _ in 0..count {
+            builder.push(RecordFields {
+                timestamp_ms: ts,
+                key: Some(b"k"),
+                value: Some(&[7u8; 50]),
+                headers: &[],
+            });
+        }
+        builder.finish().unwrap()
+    };
+    // A: offset 0 at 100; P: offsets 1..=10 at 0, crossing the first
+    // bucket boundary (256 bytes); C: offset 11 at 100.
+    log.append(&batch(1, 100)).unwrap();
+    log.append(&batch(10, 0)).unwrap();
+    log.append(&batch(1, 100)).unwrap();
+    index_all(&log);
+    let all = truth(&log);
+    for to in 1..=12 {
+        for from in 0..to {
+            check_time(&log, &all, 10, from, to);
+        }
+    }
+    assert_eq!(log.end_for_timestamps_up_to(10, 0, 5), 5);
 }

@@ -160,6 +160,10 @@ impl TableProvider for TopicTable {
     }
 }
 
+/// Batches a scan reads one by one for one key of one partition; past
+/// them a bulk read is as fast (a key in most batches).
+const MAX_NAMED_BATCHES: usize = 10_000;
+
 /// The batches of `from..to` the key index names for any of `keys`,
 /// ascending, and where the part it has not indexed begins.
 fn key_batches(
@@ -171,7 +175,7 @@ fn key_batches(
     let mut batches = Vec::new();
     let mut bulk_from = to;
     for key in keys {
-        let found = view.key_batches(key, from, to);
+        let found = view.key_batches(key, from, to, MAX_NAMED_BATCHES);
         batches.extend(found.batches);
         bulk_from = bulk_from.min(found.unindexed_from);
     }

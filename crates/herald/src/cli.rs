@@ -420,9 +420,12 @@ pub enum SnapshotCommand {
     Export {
         /// Its id.
         id: String,
-        /// jsonl: one JSON object per record, into the file OUTPUT; raw:
-        /// the batches as stored, offsets included, into the directory
-        /// OUTPUT with a manifest.
+        /// jsonl: one JSON object per record, into the file OUTPUT;
+        /// parquet: one row per record (topic, partition, offset,
+        /// timestamp, key, value, headers, key_bytes, value_bytes) into the
+        /// file OUTPUT, written by the broker's SQL engine (a broker built
+        /// with the `sql` feature); raw: the batches as stored, offsets
+        /// included, into the directory OUTPUT with a manifest.
         #[arg(long, value_enum)]
         format: ExportFormat,
         /// Where to write.
@@ -452,6 +455,8 @@ pub enum SnapshotCommand {
 pub enum ExportFormat {
     /// JSON lines.
     Jsonl,
+    /// Apache Parquet, through the broker's SQL engine.
+    Parquet,
     /// A raw, offset-preserving backup.
     Raw,
 }

@@ -154,7 +154,9 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         tracing::error!(error = %e, "admin listener task failed");
     }
     if let Some(history) = history {
-        history.stop();
+        tokio::task::spawn_blocking(move || history.stop())
+            .await
+            .context("stopping the history indexer")?;
     }
     maintenance.stop();
     leave_cluster(cluster).await;

@@ -190,15 +190,18 @@ impl ViewPartition {
             other => other,
         })?;
         read.watermarks.log_start_offset = self.start;
+        // `read_until` states the log's end; the view ends at the cut.
+        read.watermarks.high_watermark = read.watermarks.high_watermark.min(self.end);
         Ok(read)
     }
 
     /// The batches of `from..to` (within the view) that may hold records
-    /// with `key`, through the log's key index, and where the part it has
-    /// not indexed yet begins (see [`Log::key_batches`]).
-    pub fn key_batches(&self, key: &[u8], from: u64, to: u64) -> KeyBatches {
+    /// with `key`, through the log's key index, at most `max_batches` of
+    /// them, and where the part left to a bulk read begins (see
+    /// [`Log::key_batches`]).
+    pub fn key_batches(&self, key: &[u8], from: u64, to: u64, max_batches: usize) -> KeyBatches {
         self.log
-            .key_batches(key, from.max(self.start), to.min(self.end))
+            .key_batches(key, from.max(self.start), to.min(self.end), max_batches)
     }
 
     /// Where in `from..to` (within the view) records stop being able to be

@@ -67,6 +67,7 @@ impl Log {
                     segment.base_offset(),
                     committed,
                     segment.index_interval(),
+                    segment.index().buckets_for(committed.bytes),
                 );
             }
             if history.is_complete() {
@@ -75,7 +76,7 @@ impl Log {
             }
             let interval = segment.index_interval();
             let mut at = history.indexed();
-            while at.bytes < committed.bytes && done < budget_bytes {
+            while at.bytes < committed.bytes && done < budget_bytes && !self.stopped() {
                 let Some((header, len)) = segment.batch_within(at.bytes, committed.bytes) else {
                     // A damaged header: the log stopped committing here.
                     break;
@@ -85,7 +86,9 @@ impl Log {
                 let keys = batch_keys(&bytes, &mut scratch);
                 let buckets =
                     (at.bytes / interval) as usize..=((at.bytes + len - 1) / interval) as usize;
-                history.add(at, len, count, buckets, keys);
+                if history.add(at, len, count, buckets, keys) {
+                    history.spill(segment.path());
+                }
                 at = Extent::new(at.records + count, at.bytes + len);
                 done += u64::from(len);
             }
@@ -110,25 +113,51 @@ impl Log {
         }
     }
 
-    /// Writes a wholly indexed sealed segment's `.keys` file, unless the
-    /// segment left the log (retention, a rewrite) or the log stopped:
-    /// the directory may then hold other files of the same name.
+    /// Writes a wholly indexed sealed segment's `.keys` file: merged and
+    /// synced under a temporary name holding no lock (lookups and
+    /// maintenance go on), then renamed into place under the maintenance
+    /// lock unless the segment left the log (retention, a rewrite) or the
+    /// log stopped, as the directory may then hold other files of the same
+    /// name. A file that cannot be written leaves the index in memory.
     fn complete_history(&self, segment: &Arc<Segment>) {
-        let _running = self.maintenance.lock().unwrap_or_else(|p| p.into_inner());
-        let current = self.segments.load();
-        if self.stopped() || !current.iter().any(|s| Arc::ptr_eq(s, segment)) {
+        let history = segment.history();
+        let Some(done) = history.prepare_completion() else {
             return;
+        };
+        let path = segment.keys_path();
+        let mut staged = path.clone().into_os_string();
+        staged.push(".new.tmp");
+        let staged = PathBuf::from(staged);
+        let installed = done
+            .write(&staged, segment.base_offset(), segment.index_interval())
+            .and_then(|()| {
+                let _running = self.maintenance.lock().unwrap_or_else(|p| p.into_inner());
+                let current = self.segments.load();
+                if self.stopped() || !current.iter().any(|s| Arc::ptr_eq(s, segment)) {
+                    return Ok(false);
+                }
+                std::fs::rename(&staged, &path)?;
+                sync_dir(&self.dir)?;
+                Ok(true)
+            });
+        match installed {
+            Ok(true) => history.finish(crate::history::KeysFile::open(&path)),
+            Ok(false) => {
+                let _ = std::fs::remove_file(&staged);
+            }
+            Err(e) => {
+                let _ = std::fs::remove_file(&staged);
+                tracing::warn!(file = %path.display(), error = %e, "cannot write the history index; keeping it in memory");
+                history.finish(None);
+            }
         }
-        segment.history().complete(
-            &segment.keys_path(),
-            segment.base_offset(),
-            segment.index_interval(),
-        );
     }
 
     /// The batches of `from..to` that may hold records with `key`, as far
     /// as the history index reaches, and where the unindexed rest begins.
-    pub fn key_batches(&self, key: &[u8], from: u64, to: u64) -> KeyBatches {
+    /// Past `max_batches` named, the rest of the range counts as unindexed:
+    /// a key in most batches is read faster in bulk than batch by batch.
+    pub fn key_batches(&self, key: &[u8], from: u64, to: u64, max_batches: usize) -> KeyBatches {
         let hash = key_hash(key);
         let list = self.segments.load_full();
         let mut batches = Vec::new();
@@ -150,6 +179,14 @@ impl Log {
                         .map(|&r| base + u64::from(r))
                         .take_while(|&offset| offset < to),
                 );
+                if batches.len() > max_batches {
+                    let rest = batches[max_batches];
+                    batches.truncate(max_batches);
+                    return KeyBatches {
+                        batches,
+                        unindexed_from: rest.max(from),
+                    };
+                }
             }
             if indexed_end < segment.end_offset().min(to) {
                 return KeyBatches {
@@ -197,11 +234,13 @@ impl Log {
             {
                 // Every batch overlapping bucket k + 1 is later than
                 // `latest` (k is the last bucket reaching back to it), the
-                // one holding its first byte included.
-                let after = if k + 1 < index.buckets_for(committed.bytes) {
+                // one holding its first byte included. Past the buckets
+                // looked at (the batch holding `limit` may reach into the
+                // next one) nothing is known: the limit stands.
+                let after = if k + 1 < buckets {
                     base + u64::from(index.entry(k + 1).records)
                 } else {
-                    end
+                    limit
                 };
                 return after.clamp(from, to);
             }

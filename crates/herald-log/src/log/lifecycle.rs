@@ -180,11 +180,7 @@ impl Log {
             }
             // Readers still holding bytes of the segment keep its mapping;
             // unlinking only frees the disk space once they let go.
-            for path in [
-                removed.path().to_owned(),
-                removed.index_path(),
-                removed.keys_path(),
-            ] {
+            for path in removed.files() {
                 if let Err(e) = std::fs::remove_file(&path) {
                     if e.kind() != std::io::ErrorKind::NotFound {
                         return Err(LogError::io("delete", path, e));

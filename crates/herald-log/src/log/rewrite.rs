@@ -75,11 +75,7 @@ impl Log {
         for segment in list.iter().rev() {
             segment.discard_successor();
             if segment.base_offset() > end_offset {
-                for path in [
-                    segment.path().to_owned(),
-                    segment.index_path(),
-                    segment.keys_path(),
-                ] {
+                for path in segment.files() {
                     remove_if_present(&path).map_err(|e| io("remove", &path, e))?;
                 }
             }
@@ -119,11 +115,7 @@ impl Log {
         for segment in list.iter().rev() {
             segment.seal();
             segment.discard_successor();
-            for path in [
-                segment.path().to_owned(),
-                segment.index_path(),
-                segment.keys_path(),
-            ] {
+            for path in segment.files() {
                 remove_if_present(&path).map_err(|e| io("remove", &path, e))?;
             }
         }
@@ -176,6 +168,8 @@ impl Log {
         self.segments.store(Arc::new(recovered.segments));
         self.active.store(Arc::clone(&last));
         self.visible.store(last);
+        // New segments, with histories not built yet.
+        self.history_indexed_to.store(0, Ordering::Relaxed);
         let floor = LogStartFile::read(&self.dir).map_err(|e| {
             RewriteError::Storage(format!("reading the log start offset: {e}").into())
         })?;

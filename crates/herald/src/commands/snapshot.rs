@@ -105,11 +105,16 @@ pub async fn run(command: SnapshotCommand) -> anyhow::Result<()> {
             admin,
             broker,
         } => {
-            let snapshot = get(&admin.target()?, &id).await?;
-            let mut connection = broker.connect().await?;
+            let target = admin.target()?;
+            let snapshot = get(&target, &id).await?;
             let records = match format {
-                ExportFormat::Raw => export_raw(&mut connection, &snapshot, &output).await?,
-                ExportFormat::Jsonl => export_jsonl(&mut connection, &snapshot, &output).await?,
+                ExportFormat::Raw => {
+                    export_raw(&mut broker.connect().await?, &snapshot, &output).await?
+                }
+                ExportFormat::Jsonl => {
+                    export_jsonl(&mut broker.connect().await?, &snapshot, &output).await?
+                }
+                ExportFormat::Parquet => export_parquet(&target, &id, &snapshot, &output).await?,
             };
             println!(
                 "snapshot {id}: {records} records exported to {}",
@@ -312,6 +317,38 @@ async fn export_raw(
 /// JSON lines: one object per record with its topic, partition, offset,
 /// timestamp, key, headers and value (UTF-8 text, or base64 in
 /// `key_base64` / `value_base64` when not text).
+/// Has the broker's SQL engine write every record of the snapshot, all
+/// its topics in one file with a `topic` column, as Parquet.
+async fn export_parquet(
+    target: &admin_http::AdminTarget,
+    id: &str,
+    snapshot: &Value,
+    output: &Path,
+) -> anyhow::Result<u64> {
+    let selects: Vec<String> = ranges(snapshot)?
+        .into_iter()
+        .map(|(topic, _, _)| {
+            format!(
+                "SELECT '{}' AS topic, * FROM \"{}\"",
+                topic.replace('\'', "''"),
+                topic.replace('"', "\"\"")
+            )
+        })
+        .collect();
+    anyhow::ensure!(!selects.is_empty(), "snapshot {id} holds no topic");
+    let body = json!({
+        "sql": selects.join(" UNION ALL "),
+        "snapshot": id,
+        "format": "parquet",
+    });
+    let mut out = tokio::fs::File::create(output)
+        .await
+        .with_context(|| format!("creating {}", output.display()))?;
+    admin_http::download(target, Method::POST, "/v1/sql", Some(body), &mut out).await?;
+    out.sync_all().await?;
+    Ok(snapshot["records"].as_u64().unwrap_or_default())
+}
+
 async fn export_jsonl(
     connection: &mut herald_client::Connection,
     snapshot: &Value,
