@@ -118,6 +118,19 @@ def test_sql_answers_equal_datafusion_over_a_parquet_export_and_a_plain_scan(sql
     assert table.column_names == ["partition", "offset", "timestamp", "key", "value", "headers",
                                   "key_bytes", "value_bytes"]
 
+    # A snapshot's Parquet export holds the same rows, with their topic.
+    for args in (["snapshot", "create", topic, "--id", "pq"],
+                 ["snapshot", "export", "pq", "--format", "parquet", "--output", str(tmp_path / "pq.parquet"),
+                  "--bootstrap", sql_broker.bootstrap]):
+        out = subprocess.run([str(sql_binary()), *args, "--admin", sql_broker.admin_address],
+                             capture_output=True, text=True, timeout=T)
+        assert out.returncode == 0, (args, out.stderr)
+    snap = pq.read_table(tmp_path / "pq.parquet")
+    assert snap.num_rows == RECORDS
+    assert snap.column_names[0] == "topic" and set(snap.column("topic").to_pylist()) == {topic}
+    assert sorted(zip(snap.column("partition").to_pylist(), snap.column("offset").to_pylist())) == \
+        sorted(zip(table.column("partition").to_pylist(), table.column("offset").to_pylist()))
+
     ctx = SessionContext()
     ctx.register_parquet("orders", str(export))
     for query in [
@@ -231,13 +244,17 @@ def test_bad_queries_get_clear_errors_and_the_broker_serves_on(sql_broker, uniqu
     for text, status, words in cases:
         answer, _ = sql(sql_broker, text, expect=status)
         assert words.lower() in answer["error"].lower(), (text, answer)
+    # Over its time limit: records to read, so the query has work to stop.
+    prod = producer(sql_broker.bootstrap)
+    for i in range(500):
+        prod.produce(topic, value=b'{"n": %d}' % i, partition=0)
+    assert prod.flush(T) == 0
     answer, _ = sql(sql_broker, f'SELECT * FROM "{topic}" a, "{topic}" b', expect=422, timeout_ms=0)
     assert "limit" in answer["error"]
     out = subprocess.run([str(sql_binary()), "sql", "SELEC 1", "--admin", sql_broker.admin_address],
                          capture_output=True, text=True, timeout=T)
     assert out.returncode != 0 and "400" in out.stderr
     # Still serving: produce and read back.
-    prod = producer(sql_broker.bootstrap)
     prod.produce(topic, value=b'{"ok": 1}', partition=0)
     assert prod.flush(T) == 0
-    assert rows(sql_broker, f'SELECT value FROM "{topic}"') == [{"value": '{"ok": 1}'}]
+    assert rows(sql_broker, f'SELECT value FROM "{topic}" WHERE "offset" = 500') == [{"value": '{"ok": 1}'}]
