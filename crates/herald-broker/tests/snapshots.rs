@@ -29,6 +29,7 @@ fn spec(id: &str, topics: Vec<Arc<Topic>>) -> SnapshotSpec {
         id: Some(id.to_owned()),
         topics,
         ttl: None,
+        ephemeral: false,
     }
 }
 
@@ -354,4 +355,47 @@ async fn the_history_indexer_thread_indexes_keys_behind_the_tail() {
     indexer.stop();
     produce(&topic, 0, 1, 2_000).await;
     assert_eq!(topic.partition(0).unwrap().watermarks().high_watermark, 42);
+}
+
+/// An ephemeral cut (a SQL query's) is served like any snapshot while it
+/// lives, but never saved: deleting it leaves the saved ones as they were,
+/// and a restart knows only those.
+#[tokio::test]
+async fn ephemeral_snapshots_are_served_but_never_saved() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let broker = open(dir.path());
+        broker.create_topic("t", Some(1), &[], false).unwrap();
+        let topic = broker.topic("t").unwrap();
+        produce(&topic, 0, 3, 1_000).await;
+        broker
+            .take_snapshot(spec("kept", vec![Arc::clone(&topic)]), SystemTime::now())
+            .await
+            .unwrap();
+        let mut brief = spec("brief", vec![Arc::clone(&topic)]);
+        brief.ephemeral = true;
+        broker
+            .take_snapshot(brief, SystemTime::now())
+            .await
+            .unwrap();
+        produce(&topic, 0, 1, 2_000).await;
+        let view = broker.snapshots().view("__snapshot.brief.t").unwrap();
+        assert_eq!(view.partition(0).unwrap().watermarks().high_watermark, 6);
+        let mut other = spec("brief2", vec![Arc::clone(&topic)]);
+        other.ephemeral = true;
+        broker
+            .take_snapshot(other, SystemTime::now())
+            .await
+            .unwrap();
+        broker.snapshots().delete("brief2").await.unwrap();
+        broker.close().unwrap();
+    }
+    let broker = open(dir.path());
+    let ids: Vec<String> = broker
+        .snapshots()
+        .list()
+        .iter()
+        .map(|s| s.id.clone())
+        .collect();
+    assert_eq!(ids, ["kept"]);
 }

@@ -457,6 +457,7 @@ async fn prepare(
                     id: Some(id),
                     topics: live,
                     ttl: Some(limits.time + CUT_TTL_MARGIN),
+                    ephemeral: true,
                 },
                 SystemTime::now(),
             )

@@ -188,6 +188,7 @@ async fn a_snapshot_answers_the_same_after_more_appends_and_cuts_are_not_left_be
                 id: Some("before".into()),
                 topics: vec![Arc::clone(&topic)],
                 ttl: None,
+                ephemeral: false,
             },
             SystemTime::now(),
         )

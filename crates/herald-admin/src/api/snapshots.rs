@@ -156,6 +156,7 @@ async fn create(broker: &Arc<Broker>, request: Request<Incoming>) -> Response<Fu
         id: asked.id,
         topics,
         ttl: asked.ttl_ms.map(Duration::from_millis),
+        ephemeral: false,
     };
     match broker.take_snapshot(spec, SystemTime::now()).await {
         Ok(record) => json(StatusCode::CREATED, &SnapshotView::of(&record)),

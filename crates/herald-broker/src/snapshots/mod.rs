@@ -19,7 +19,7 @@ mod cut_gate;
 mod record;
 mod view;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -129,6 +129,10 @@ pub struct SnapshotSpec {
     pub topics: Vec<Arc<Topic>>,
     /// How long it is kept; forever when `None`.
     pub ttl: Option<Duration>,
+    /// Kept in memory only, for a reader that lives no longer than the
+    /// process (a SQL query's cut): not saved, and nothing is flushed for
+    /// it, so taking and deleting it costs no fsync; a restart forgets it.
+    pub ephemeral: bool,
 }
 
 #[derive(Default)]
@@ -139,6 +143,8 @@ struct State {
     /// Topics a snapshot being taken holds (by id, with how many such
     /// snapshots): they may not be deleted meanwhile.
     held: HashMap<Uuid, usize>,
+    /// Ids of the ephemeral snapshots, never saved.
+    ephemeral: HashSet<String>,
 }
 
 impl State {
@@ -160,8 +166,18 @@ impl State {
         self.records.insert(record.id.clone(), record);
     }
 
+    /// Every snapshot but the ephemeral ones: what the file holds.
+    fn saved_records(&self) -> Vec<SnapshotRecord> {
+        self.records
+            .values()
+            .filter(|r| !self.ephemeral.contains(&r.id))
+            .map(|r| SnapshotRecord::clone(r))
+            .collect()
+    }
+
     fn remove(&mut self, id: &str) -> Option<(Arc<SnapshotRecord>, Vec<Arc<Topic>>)> {
         let record = self.records.remove(id)?;
+        self.ephemeral.remove(id);
         let mut topics = Vec::new();
         for cut in &record.topics {
             if let Some(view) = self.by_name.remove(&view_name(id, &cut.name)) {
@@ -345,8 +361,13 @@ impl Snapshots {
             }
         }
         // On disk before the snapshot is: a crash must not bring the log
-        // back below a cut that later records would then fill.
-        let flushing = logs.clone();
+        // back below a cut that later records would then fill. (An
+        // ephemeral cut does not outlive a crash.)
+        let flushing = if spec.ephemeral {
+            Vec::new()
+        } else {
+            logs.clone()
+        };
         let flush_ends = ends.clone();
         let flushed = tokio::task::spawn_blocking(move || {
             for (logs, ends) in flushing.iter().zip(&flush_ends) {
@@ -390,17 +411,19 @@ impl Snapshots {
             cut_nanos,
             topics,
         });
-        let mut all: Vec<SnapshotRecord> = self
-            .state
-            .read()
-            .records
-            .values()
-            .map(|r| SnapshotRecord::clone(r))
-            .collect();
-        all.push(SnapshotRecord::clone(&record));
-        self.file.save(all)?;
+        if !spec.ephemeral {
+            let mut all = self.state.read().saved_records();
+            all.push(SnapshotRecord::clone(&record));
+            self.file.save(all)?;
+        }
         let by_name = |name: &str| spec.topics.iter().find(|t| t.name() == name).cloned();
-        self.state.write().insert(Arc::clone(&record), &by_name);
+        {
+            let mut state = self.state.write();
+            if spec.ephemeral {
+                state.ephemeral.insert(id.clone());
+            }
+            state.insert(Arc::clone(&record), &by_name);
+        }
         pins_back.armed = false;
         tracing::info!(snapshot = %id, topics = record.topics.len(), records = record.records(), cut_nanos, "snapshot taken");
         Ok(record)
@@ -474,15 +497,21 @@ impl Snapshots {
     /// Removes `ids` (unknown ones are passed over), saved first; the
     /// caller holds `changes`.
     fn remove(&self, ids: &[String]) -> Result<Vec<Arc<SnapshotRecord>>, SnapshotError> {
-        let kept: Vec<SnapshotRecord> = self
-            .state
-            .read()
-            .records
-            .values()
-            .filter(|r| !ids.contains(&r.id))
-            .map(|r| SnapshotRecord::clone(r))
-            .collect();
-        self.file.save(kept)?;
+        let (kept, saved_change) = {
+            let state = self.state.read();
+            let kept: Vec<SnapshotRecord> = state
+                .saved_records()
+                .into_iter()
+                .filter(|r| !ids.contains(&r.id))
+                .collect();
+            let saved_change = ids
+                .iter()
+                .any(|id| state.records.contains_key(id) && !state.ephemeral.contains(id));
+            (kept, saved_change)
+        };
+        if saved_change {
+            self.file.save(kept)?;
+        }
         let mut removed = Vec::new();
         let mut floors = Vec::new();
         {
