@@ -55,7 +55,7 @@ SCANS = [
      lambda k, h, v: k.startswith("id-12")),
     ("header", "headers['type'] = 'refund'", '(.headers | index("refund") != null)',
      lambda k, h, v: h.get("type") == "refund"),
-    ("JSON field", "value->>'region' = 'eu' AND CAST(value->>'amount' AS DOUBLE) > 250",
+    ("JSON field", "(value->>'region') = 'eu' AND CAST(value->>'amount' AS DOUBLE) > 250",
      '((.payload | fromjson) as $v | $v.region == "eu" and $v.amount > 250)',
      lambda k, h, v: v["region"] == "eu" and v["amount"] > 250),
 ]
@@ -308,7 +308,7 @@ def datafusion_rates(path, reps, records):
             # DataFusion's Python package has no `->>` for a JSON string:
             # its own json functions are not in it, so the value is matched
             # as text as a Parquet user would.
-            text = predicate.replace("value->>'region' = 'eu'", "value LIKE '%\"region\": \"eu\"%'")
+            text = predicate.replace("(value->>'region') = 'eu'", "value LIKE '%\"region\": \"eu\"%'")
             text = text.replace("CAST(value->>'amount' AS DOUBLE) > 250",
                                 "CAST(regexp_match(value, '\"amount\": ([0-9.]+)')[1] AS DOUBLE) > 250")
             ctx.sql(f"SELECT count(*) FROM t WHERE {text}").collect()

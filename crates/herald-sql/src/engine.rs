@@ -381,9 +381,13 @@ async fn prepare(
         )
         .build_arc()
         .map_err(SqlError::from_datafusion)?;
+    // Batches are not coalesced after filters: a scan's first batches
+    // are small so that the first rows of an answer go out at once, and
+    // waiting for 8,192 matching rows would undo that.
     let config = SessionConfig::new()
         .with_target_partitions(SQL_THREADS)
-        .with_information_schema(false);
+        .with_information_schema(false)
+        .with_coalesce_batches(false);
     let mut state = SessionStateBuilder::new()
         .with_config(config)
         .with_runtime_env(runtime)

@@ -69,6 +69,72 @@ pub(crate) fn narrows(filter: &Expr) -> bool {
     apply(filter, &mut bounds)
 }
 
+/// Whether the scan applies `filter` exactly, so DataFusion need not
+/// apply it again (no filter above the scan: its first rows go out at
+/// once): comparisons of `partition` and `offset` with integers, of
+/// `timestamp` with a timestamp in seconds or milliseconds (finer ones are
+/// rounded outwards), `key` or `key_bytes` equal to constants, and
+/// conjunctions of those. The scan reads only the partitions and offsets
+/// allowed and passes over records outside the time range or with
+/// another key.
+pub(crate) fn exact(filter: &Expr) -> bool {
+    match filter {
+        Expr::BinaryExpr(BinaryExpr { left, op, right }) if *op == Operator::And => {
+            exact(left) && exact(right)
+        }
+        Expr::BinaryExpr(BinaryExpr { op, .. }) if *op == Operator::Or => {
+            only_keys(filter).is_some()
+        }
+        Expr::BinaryExpr(BinaryExpr {
+            left,
+            op: Operator::Eq,
+            right,
+        }) if is_key(left) || is_key(right) => {
+            key_constant(if is_key(left) { right } else { left }).is_some()
+        }
+        Expr::InList(list) if !list.negated && is_key(&list.expr) => {
+            list.list.iter().all(|item| key_constant(item).is_some())
+        }
+        Expr::InList(list) if !list.negated && column(&list.expr) == Some(PARTITION_COLUMN) => list
+            .list
+            .iter()
+            .all(|item| constant(item).as_ref().and_then(integer).is_some()),
+        Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
+            let comparison = matches!(
+                op,
+                Operator::Eq | Operator::Lt | Operator::LtEq | Operator::Gt | Operator::GtEq
+            );
+            comparison
+                && match (column(left), column(right)) {
+                    (Some(name), None) => exact_constant(name, right),
+                    (None, Some(name)) => exact_constant(name, left),
+                    _ => false,
+                }
+        }
+        Expr::Between(Between {
+            expr,
+            negated: false,
+            low,
+            high,
+        }) => {
+            column(expr).is_some_and(|name| exact_constant(name, low) && exact_constant(name, high))
+        }
+        _ => false,
+    }
+}
+
+/// Whether comparing column `name` with `value` loses nothing in bounds.
+fn exact_constant(name: &str, value: &Expr) -> bool {
+    match constant(value) {
+        Some(
+            ScalarValue::TimestampSecond(Some(_), _)
+            | ScalarValue::TimestampMillisecond(Some(_), _),
+        ) => name == TIMESTAMP_COLUMN,
+        Some(other) => name != TIMESTAMP_COLUMN && integer(&other).is_some(),
+        None => false,
+    }
+}
+
 /// The bounds every one of `filters` (a conjunction) sets.
 pub(crate) fn bounds(filters: &[Expr]) -> Bounds {
     let mut bounds = Bounds::default();
@@ -369,6 +435,32 @@ mod tests {
         }
         assert!(narrows(&col("offset").lt(lit(3i64))));
         assert_eq!(bounds(&[col("value").eq(lit("a"))]), Bounds::default());
+    }
+
+    #[test]
+    fn exact_only_when_the_scan_applies_all_of_it() {
+        for filter in [
+            col("offset")
+                .gt_eq(lit(10i64))
+                .and(col("partition").eq(lit(1i32))),
+            col("timestamp").gt(ts(5)),
+            col("key").eq(lit("a")).or(col("key").eq(lit("b"))),
+            col("key").in_list(vec![lit("a")], false),
+            col("partition").in_list(vec![lit(1i32), lit(2i32)], false),
+            col("offset").between(lit(1i64), lit(3i64)),
+        ] {
+            assert!(exact(&filter) && narrows(&filter), "{filter}");
+        }
+        for filter in [
+            // Rounded to milliseconds outwards: DataFusion filters again.
+            col("timestamp").gt(lit(ScalarValue::TimestampMicrosecond(Some(1_500), None))),
+            col("key").eq(lit("a")).or(col("offset").lt(lit(3i64))),
+            col("offset").gt(lit(1i64)).and(col("value").eq(lit("x"))),
+            col("offset").not_eq(lit(3i64)),
+            col("partition").gt(lit("x")),
+        ] {
+            assert!(!exact(&filter), "{filter}");
+        }
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! batches the key index names, then in full the part of the range the
 //! index has not reached.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -25,8 +25,16 @@ use crate::schema::RecordColumns;
 
 /// Bytes read from the log at a time.
 const READ_BYTES: usize = 1 << 20;
+/// Bytes of a scan's first read; each next one doubles, up to
+/// [`READ_BYTES`]: a read is decoded whole before its rows go on, so a
+/// small one first brings the first rows sooner.
+const FIRST_READ_BYTES: usize = 64 << 10;
 /// Rows per Arrow batch, at most.
 const ROWS_PER_BATCH: usize = 8192;
+/// Rows of a scan's first Arrow batch; each next one doubles, up to
+/// [`ROWS_PER_BATCH`]: the first rows of an answer go out without waiting
+/// for thousands more.
+const FIRST_BATCH_ROWS: usize = 64;
 /// Record bytes per Arrow batch, about: large records make small batches,
 /// so a scan never holds much more than this (a megabyte read may
 /// decompress into far more).
@@ -72,8 +80,13 @@ pub(crate) struct PartitionScan {
     /// Where the bulk read starts: `from`, or for a key query where the
     /// key index stops.
     pub(crate) bulk_from: u64,
+    /// The keys a row must have to match (the query's filters allow no
+    /// other): rows with another key are not built at all.
+    pub(crate) keys: Option<Arc<BTreeSet<Vec<u8>>>>,
     /// Earliest timestamp (ms) a row may have to match.
     pub(crate) time_from: i64,
+    /// Latest timestamp (ms) a row may have to match.
+    pub(crate) time_to: i64,
     pub(crate) projection: Vec<usize>,
     /// The topic schema projected.
     pub(crate) schema: SchemaRef,
@@ -99,7 +112,13 @@ struct Cursor {
     to: u64,
     batches: VecDeque<u64>,
     bulk_from: u64,
+    keys: Option<Arc<BTreeSet<Vec<u8>>>>,
+    /// Rows the next Arrow batch holds at most.
+    batch_rows: usize,
+    /// Bytes the next bulk read asks for.
+    read_bytes: usize,
     time_from: i64,
+    time_to: i64,
     partition: i32,
     columns: RecordColumns,
     scratch: Vec<u8>,
@@ -121,7 +140,11 @@ impl PartitionStream for PartitionScan {
             to: self.to,
             batches: self.batches.iter().copied().collect(),
             bulk_from: self.bulk_from,
+            keys: self.keys.clone(),
+            batch_rows: FIRST_BATCH_ROWS,
+            read_bytes: FIRST_READ_BYTES,
             time_from: self.time_from,
+            time_to: self.time_to,
             partition: i32::try_from(self.view.index()).unwrap_or(i32::MAX),
             columns: RecordColumns::new(&self.projection, Arc::clone(&self.schema)),
             scratch: Vec::new(),
@@ -172,7 +195,9 @@ impl Cursor {
             _ => {
                 self.batches.clear();
                 self.next = self.next.max(self.bulk_from);
-                READ_BYTES
+                let bytes = self.read_bytes;
+                self.read_bytes = (bytes * 2).min(READ_BYTES);
+                bytes
             }
         };
         let at = self.next;
@@ -209,11 +234,23 @@ impl Cursor {
                 if record.offset >= self.to as i64 {
                     break;
                 }
+                // The pushed filters are applied here exactly (DataFusion
+                // does not apply them again): outside the time range, or
+                // with another key, a record does not match.
+                if record.timestamp < self.time_from || record.timestamp > self.time_to {
+                    continue;
+                }
+                if let Some(keys) = &self.keys {
+                    if !record.key.is_some_and(|key| keys.contains(key)) {
+                        continue;
+                    }
+                }
                 self.columns.push(self.partition, &record)?;
-                if self.columns.rows() >= ROWS_PER_BATCH || self.columns.bytes() >= BYTES_PER_BATCH
+                if self.columns.rows() >= self.batch_rows || self.columns.bytes() >= BYTES_PER_BATCH
                 {
                     // Not `flush`: the records still borrow `scratch`.
                     self.ready.push_back(self.columns.finish()?);
+                    self.batch_rows = (self.batch_rows * 2).min(ROWS_PER_BATCH);
                 }
             }
         }

@@ -68,7 +68,9 @@ impl TableProvider for TopicTable {
         Ok(filters
             .iter()
             .map(|f| {
-                if pushdown::narrows(f) {
+                if pushdown::exact(f) {
+                    TableProviderFilterPushDown::Exact
+                } else if pushdown::narrows(f) {
                     TableProviderFilterPushDown::Inexact
                 } else {
                     TableProviderFilterPushDown::Unsupported
@@ -138,7 +140,9 @@ impl TableProvider for TopicTable {
                 to,
                 batches,
                 bulk_from,
+                keys: bounds.keys.clone().map(Arc::new),
                 time_from: bounds.times.0,
+                time_to: bounds.times.1,
                 projection: projection.clone(),
                 schema: Arc::clone(&schema),
                 budget: Arc::clone(&self.budget),
