@@ -60,3 +60,30 @@ class Herald:
     def stop(self):
         procs.stop(list(self.procs.values()), 20)
         self.procs = {}
+
+
+class SingleNode:
+    """One herald node, data and log under `work`, on free ports: what the
+    single-node benchmarks start. `start` waits for its Kafka port."""
+
+    def __init__(self, work, extra_args=()):
+        self.work = Path(work)
+        self.kafka, self.admin_port, self.push = procs.free_port(), procs.free_port(), procs.free_port()
+        self.bootstrap = f"127.0.0.1:{self.kafka}"
+        self.log = self.work / "herald.log"
+        self.extra_args = list(extra_args)
+        self.proc = None
+
+    def start(self):
+        self.proc = procs.spawn([str(HERALD), "serve", "--data-dir", str(self.work / "data"),
+                                 "--kafka-listen", self.bootstrap,
+                                 "--admin-listen", f"127.0.0.1:{self.admin_port}",
+                                 "--push-listen", f"127.0.0.1:{self.push}", "--log-level", "warn",
+                                 *self.extra_args], self.log)
+        procs.wait_port(self.kafka, self.proc, self.log)
+        return self
+
+    def stop(self):
+        if self.proc is not None:
+            procs.stop([self.proc], 20)
+

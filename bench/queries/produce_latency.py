@@ -30,7 +30,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "cluster"))
 import procs  # noqa: E402
-from herald_nodes import HERALD  # noqa: E402
+from herald_nodes import SingleNode  # noqa: E402
 
 
 def main():
@@ -41,14 +41,10 @@ def main():
     args = parser.parse_args()
     procs.raise_on_sigterm()
     work = Path(tempfile.mkdtemp(prefix="herald-query-latency-"))
-    kafka, admin_port, push = procs.free_port(), procs.free_port(), procs.free_port()
-    bootstrap = f"127.0.0.1:{kafka}"
-    log = work / "herald.log"
-    proc = procs.spawn([str(HERALD), "serve", "--data-dir", str(work / "data"),
-                        "--kafka-listen", bootstrap, "--admin-listen", f"127.0.0.1:{admin_port}",
-                        "--push-listen", f"127.0.0.1:{push}", "--log-level", "warn"], log)
+    node = SingleNode(work)
+    bootstrap, admin_port = node.bootstrap, node.admin_port
     try:
-        procs.wait_port(kafka, proc, log)
+        node.start()
         admin = AdminClient({"bootstrap.servers": bootstrap})
         results = {False: [], True: []}
         for run in range(args.runs * 2):
@@ -78,7 +74,7 @@ def main():
         print(f"  with / without: p50 {medians[True][0] / medians[False][0]:.2f}x, "
               f"p99 {medians[True][1] / medians[False][1]:.2f}x")
     finally:
-        procs.stop([proc], 20)
+        node.stop()
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -33,7 +33,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "cluster"))
 import procs  # noqa: E402
-from herald_nodes import HERALD  # noqa: E402
+from herald_nodes import SingleNode  # noqa: E402
 
 TOPIC = "cut"
 
@@ -45,15 +45,11 @@ def main():
     args = parser.parse_args()
     procs.raise_on_sigterm()
     work = Path(tempfile.mkdtemp(prefix="herald-snapshot-bench-"))
-    kafka, admin_port, push = procs.free_port(), procs.free_port(), procs.free_port()
-    bootstrap = f"127.0.0.1:{kafka}"
-    log = work / "herald.log"
-    proc = procs.spawn([str(HERALD), "serve", "--data-dir", str(work / "data"),
-                        "--kafka-listen", bootstrap, "--admin-listen", f"127.0.0.1:{admin_port}",
-                        "--push-listen", f"127.0.0.1:{push}", "--log-level", "warn"], log)
+    node = SingleNode(work)
+    bootstrap, admin_port = node.bootstrap, node.admin_port
     stop = threading.Event()
     try:
-        procs.wait_port(kafka, proc, log)
+        node.start()
         admin = AdminClient({"bootstrap.servers": bootstrap})
         admin.create_topics([NewTopic(TOPIC, num_partitions=args.partitions)])[TOPIC].result(120)
         writer = threading.Thread(target=produce, args=(bootstrap, args.partitions, stop))
@@ -78,7 +74,7 @@ def main():
               f"({base / cut:.0f}x the cut, {base / call:.1f}x the whole call)")
     finally:
         stop.set()
-        procs.stop([proc], 20)
+        node.stop()
         shutil.rmtree(work, ignore_errors=True)
 
 

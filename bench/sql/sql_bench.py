@@ -43,7 +43,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "cluster"))
 import procs  # noqa: E402
-from herald_nodes import HERALD  # noqa: E402
+from herald_nodes import SingleNode  # noqa: E402
 
 PARTITIONS = 2
 IDS = 1_000_000
@@ -80,14 +80,11 @@ def main():
 
 def run_codec(codec, args):
     work = Path(tempfile.mkdtemp(prefix="herald-sql-bench-"))
-    kafka, admin_port, push = procs.free_port(), procs.free_port(), procs.free_port()
-    bootstrap = f"127.0.0.1:{kafka}"
-    log = work / "herald.log"
-    proc = procs.spawn([str(HERALD), "serve", "--data-dir", str(work / "data"),
-                        "--kafka-listen", bootstrap, "--admin-listen", f"127.0.0.1:{admin_port}",
-                        "--push-listen", f"127.0.0.1:{push}", "--log-level", "warn"], log)
+    node = SingleNode(work)
+    bootstrap, admin_port = node.bootstrap, node.admin_port
     try:
-        procs.wait_port(kafka, proc, log)
+        node.start()
+        proc = node.proc
         admin = AdminClient({"bootstrap.servers": bootstrap})
         topic = f"events-{codec}"
         admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS)])[topic].result(60)
@@ -148,7 +145,7 @@ def run_codec(codec, args):
         print(f"key lookups: p50 {latencies[len(latencies) // 2]:.2f} ms, "
               f"p99 {latencies[int(len(latencies) * 0.99) - 1]:.2f} ms over {len(latencies)}", flush=True)
     finally:
-        procs.stop([proc], 20)
+        node.stop()
         shutil.rmtree(work, ignore_errors=True)
 
 
