@@ -1,5 +1,6 @@
-//! The history indexer: one background thread, at the CPU priority of the
-//! other background work (nice 10), that keeps every embedded log's
+//! The history indexer: one background thread in the kernel's idle
+//! scheduling class (`SCHED_IDLE`: it runs only on a core nothing else
+//! wants, so it never takes CPU from producers), that keeps every embedded log's
 //! history index (key index, smallest timestamp per bucket; see
 //! `herald_log::Log::index_history`) close behind the committed tail.
 //!
@@ -45,7 +46,7 @@ impl HistoryIndexer {
         let thread = std::thread::Builder::new()
             .name("herald-history".into())
             .spawn(move || {
-                crate::thread_priority::lower_current_thread("history indexer");
+                crate::thread_priority::idle_current_thread("history indexer");
                 run(&broker, &stopped, &flag);
             })?;
         Ok(Self {

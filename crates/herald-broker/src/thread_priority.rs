@@ -37,3 +37,30 @@ pub fn lower_current_thread(what: &str) {
     #[cfg(not(target_os = "linux"))]
     let _ = what;
 }
+
+/// Puts the calling thread in the kernel's idle scheduling class
+/// (`SCHED_IDLE`): it runs only when a core would otherwise be idle, so
+/// under load it takes (almost) nothing from any other thread, nice 10
+/// ones included, and it catches up when the load passes. For work that
+/// must never slow producers and may lag (the history index). Logs a
+/// warning if it cannot, and then lowers the thread as
+/// [`lower_current_thread`] does; does nothing else on other systems.
+pub fn idle_current_thread(what: &str) {
+    herald_log::start_provisioner();
+    #[cfg(target_os = "linux")]
+    {
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: pid 0 is the calling thread; the call only changes its
+        // scheduling class.
+        let failed = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) } != 0;
+        if failed {
+            tracing::warn!(
+                "the {what} thread cannot run in the idle class ({}); it runs at nice {BACKGROUND_NICENESS}",
+                std::io::Error::last_os_error()
+            );
+            lower_current_thread(what);
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = what;
+}
