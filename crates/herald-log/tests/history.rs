@@ -68,6 +68,20 @@ fn truth(log: &Log) -> BTreeMap<u64, Vec<(u64, i64, String)>> {
     }
 }
 
+/// Files of `dir` whose name ends with `suffix`.
+fn files_ending(dir: &std::path::Path, suffix: &str) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(suffix)
+        })
+        .count()
+}
+
 fn index_all(log: &Log) {
     while !log.index_history(1 << 20).caught_up {}
 }
@@ -201,18 +215,7 @@ fn sealed_segments_keep_their_index_in_files_across_a_restart_and_retention_remo
         index_all(&log);
         log.close().unwrap();
     }
-    let keys_files = |dir: &std::path::Path| {
-        std::fs::read_dir(dir)
-            .unwrap()
-            .filter(|e| {
-                e.as_ref()
-                    .unwrap()
-                    .file_name()
-                    .to_string_lossy()
-                    .ends_with(".keys")
-            })
-            .count()
-    };
+    let keys_files = |dir: &std::path::Path| files_ending(dir, ".keys");
     let sealed = keys_files(dir.path());
     assert!(sealed >= 3, "{sealed}");
     // Indexes of a segment that is gone (a crash while it was deleted) are
@@ -267,16 +270,7 @@ fn sealed_segments_keep_their_index_in_files_across_a_restart_and_retention_remo
     log.maintain(SystemTime::now()).unwrap();
     assert!(log.log_start_offset() > 0);
     // Every segment left has its file; none is left for a deleted one.
-    let segments = std::fs::read_dir(dir.path())
-        .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .file_name()
-                .to_string_lossy()
-                .ends_with(".log")
-        })
-        .count();
+    let segments = files_ending(dir.path(), ".log");
     assert_eq!(keys_files(dir.path()), segments - 1);
 }
 
