@@ -117,6 +117,8 @@ struct Cursor {
     batch_rows: usize,
     /// Bytes the next bulk read asks for.
     read_bytes: usize,
+    /// Bytes read since the scan last let other tasks run.
+    unyielded: usize,
     time_from: i64,
     time_to: i64,
     partition: i32,
@@ -143,6 +145,7 @@ impl PartitionStream for PartitionScan {
             keys: self.keys.clone(),
             batch_rows: FIRST_BATCH_ROWS,
             read_bytes: FIRST_READ_BYTES,
+            unyielded: 0,
             time_from: self.time_from,
             time_to: self.time_to,
             partition: i32::try_from(self.view.index()).unwrap_or(i32::MAX),
@@ -163,8 +166,12 @@ impl PartitionStream for PartitionScan {
                 match cursor.read_some() {
                     Ok(()) => {
                         // Other queries and the request runtime get the
-                        // thread between megabytes read.
-                        tokio::task::yield_now().await;
+                        // thread between megabytes read (not after every
+                        // batch a key lookup reads one by one).
+                        if cursor.unyielded >= READ_BYTES {
+                            cursor.unyielded = 0;
+                            tokio::task::yield_now().await;
+                        }
                     }
                     Err(e) => {
                         cursor.done = true;
@@ -214,6 +221,7 @@ impl Cursor {
             return self.flush();
         }
         self.budget.charge(read.bytes.len())?;
+        self.unyielded += read.bytes.len();
         for batch in batches(&read.bytes) {
             let batch = StoredBatch::new(batch.map_err(external)?).map_err(external)?;
             let header = batch.header();
