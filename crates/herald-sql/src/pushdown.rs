@@ -78,22 +78,13 @@ pub(crate) fn narrows(filter: &Expr) -> bool {
 /// allowed and passes over records outside the time range or with
 /// another key.
 pub(crate) fn exact(filter: &Expr) -> bool {
+    // Key equalities (alone, in a list, or joined by OR) are applied whole.
+    if only_keys(filter).is_some() {
+        return true;
+    }
     match filter {
         Expr::BinaryExpr(BinaryExpr { left, op, right }) if *op == Operator::And => {
             exact(left) && exact(right)
-        }
-        Expr::BinaryExpr(BinaryExpr { op, .. }) if *op == Operator::Or => {
-            only_keys(filter).is_some()
-        }
-        Expr::BinaryExpr(BinaryExpr {
-            left,
-            op: Operator::Eq,
-            right,
-        }) if is_key(left) || is_key(right) => {
-            key_constant(if is_key(left) { right } else { left }).is_some()
-        }
-        Expr::InList(list) if !list.negated && is_key(&list.expr) => {
-            list.list.iter().all(|item| key_constant(item).is_some())
         }
         Expr::InList(list) if !list.negated && column(&list.expr) == Some(PARTITION_COLUMN) => list
             .list
