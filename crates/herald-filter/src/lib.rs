@@ -14,6 +14,7 @@
 //! Sans I/O: a record is anything that implements [`Fields`].
 
 mod audience;
+mod bytes;
 mod eval;
 mod json_object;
 mod json_path;
@@ -82,43 +83,86 @@ type KeptJson<'a> = (u32, Option<Option<&'a [u8]>>);
 #[derive(Debug, Clone)]
 pub struct DecodedRecord<'a> {
     record: herald_records::Record<'a>,
-    headers: [(&'a [u8], Option<&'a [u8]>); DECODED_HEADERS_MAX],
-    count: usize,
+    /// Where each header's name and value lie in the record's header
+    /// section: offsets, not slices, so a chunk of records moved about
+    /// whole moves a quarter of the bytes.
+    headers: [HeaderAt; DECODED_HEADERS_MAX],
+    count: u8,
     /// Headers past the table, or damaged header bytes met while decoding:
     /// a name not in the table is then looked for in the record itself.
     incomplete: bool,
-    json: [Cell<KeptJson<'a>>; KEPT_JSON_FIELDS_MAX],
-    json_count: Cell<usize>,
-    /// The value's top-level fields, read at the first JSON lookup.
-    top_level: OnceCell<json_object::TopLevel<'a>>,
+    /// What JSON lookups found, made at the first: a record only filtered
+    /// on its key and headers carries none of it (a chunk of records is
+    /// moved about whole).
+    json: OnceCell<Box<JsonLookups<'a>>>,
+}
+
+/// One decoded header: its name at `name..name + name_len` of the header
+/// section, its value at `value..value + value_len` (`NULL_VALUE`: a null
+/// value).
+#[derive(Debug, Clone, Copy, Default)]
+struct HeaderAt {
+    name: u16,
+    name_len: u16,
+    value: u16,
+    value_len: u16,
+}
+
+/// `HeaderAt::value_len` of a null value (no value in a section of fewer
+/// than 65,535 bytes is that long).
+const NULL_VALUE: u16 = u16::MAX;
+
+/// The JSON fields of a record's value looked up so far.
+#[derive(Debug, Clone)]
+struct JsonLookups<'a> {
+    kept: [Cell<KeptJson<'a>>; KEPT_JSON_FIELDS_MAX],
+    count: Cell<usize>,
+    /// The value's top-level fields.
+    top_level: json_object::TopLevel<'a>,
 }
 
 impl<'a> DecodedRecord<'a> {
     /// Decodes `record`'s headers.
     pub fn new(record: herald_records::Record<'a>) -> Self {
-        let mut headers = [(&[][..], None); DECODED_HEADERS_MAX];
+        let mut headers = [HeaderAt::default(); DECODED_HEADERS_MAX];
         let mut count = 0;
         let mut incomplete = false;
-        for header in record.headers() {
-            match header {
-                Ok(header) if count < DECODED_HEADERS_MAX => {
-                    headers[count] = header;
-                    count += 1;
-                }
-                _ => {
-                    incomplete = true;
-                    break;
+        let section = record.header_section();
+        // Offsets past 16 bits are not kept: such a record's headers are
+        // read from its bytes.
+        let at = |part: &[u8]| {
+            (part.as_ptr() as usize)
+                .checked_sub(section.as_ptr() as usize)
+                .and_then(|offset| u16::try_from(offset).ok())
+                .unwrap_or(0)
+        };
+        if section.len() >= usize::from(NULL_VALUE) {
+            incomplete = record.header_count() > 0;
+        } else {
+            for header in record.headers() {
+                match header {
+                    Ok((name, value)) if count < DECODED_HEADERS_MAX => {
+                        headers[count] = HeaderAt {
+                            name: at(name),
+                            name_len: name.len() as u16,
+                            value: value.map_or(0, at),
+                            value_len: value.map_or(NULL_VALUE, |v| v.len() as u16),
+                        };
+                        count += 1;
+                    }
+                    _ => {
+                        incomplete = true;
+                        break;
+                    }
                 }
             }
         }
         Self {
             record,
             headers,
-            count,
+            count: count as u8,
             incomplete,
-            json: Default::default(),
-            json_count: Cell::new(0),
-            top_level: OnceCell::new(),
+            json: OnceCell::new(),
         }
     }
 
@@ -134,11 +178,17 @@ impl Fields for DecodedRecord<'_> {
     }
 
     fn header(&self, name: &[u8]) -> Option<Option<&[u8]>> {
-        match self.headers[..self.count]
+        let section = self.record.header_section();
+        let part = |at: u16, len: u16| {
+            let at = usize::from(at);
+            section.get(at..at + usize::from(len)).unwrap_or_default()
+        };
+        match self.headers[..usize::from(self.count)]
             .iter()
-            .find(|(key, _)| *key == name)
+            .find(|h| bytes::same(part(h.name, h.name_len), name))
         {
-            Some((_, value)) => Some(*value),
+            Some(h) if h.value_len == NULL_VALUE => Some(None),
+            Some(h) => Some(Some(part(h.value, h.value_len))),
             None if self.incomplete => self.record.header(name),
             None => None,
         }
@@ -154,8 +204,16 @@ impl Fields for DecodedRecord<'_> {
 
     fn kept_json_field(&self, path: &JsonPath) -> Option<Option<Option<&[u8]>>> {
         let id = path.id?;
-        let kept = self.json_count.get();
-        if let Some(found) = self.json[..kept]
+        let value = self.record.value?;
+        let json = self.json.get_or_init(|| {
+            Box::new(JsonLookups {
+                kept: Default::default(),
+                count: Cell::new(0),
+                top_level: json_object::TopLevel::scan(value),
+            })
+        });
+        let kept = json.count.get();
+        if let Some(found) = json.kept[..kept]
             .iter()
             .map(Cell::get)
             .find_map(|(kept_id, found)| (kept_id == id).then_some(found))
@@ -165,18 +223,14 @@ impl Fields for DecodedRecord<'_> {
         if kept == KEPT_JSON_FIELDS_MAX {
             return None;
         }
-        let value = self.record.value?;
         let (first, rest) = path.steps.split_first()?;
-        let top_level = self
-            .top_level
-            .get_or_init(|| json_object::TopLevel::scan(value));
-        let found = match top_level.get(first) {
+        let found = match json.top_level.get(first) {
             Some(Some(field)) => eval::borrowed_json_field(field, rest)?,
             Some(None) => None,
             None => eval::borrowed_json_field(value, &path.steps)?,
         };
-        self.json[kept].set((id, found));
-        self.json_count.set(kept + 1);
+        json.kept[kept].set((id, found));
+        json.count.set(kept + 1);
         Some(found)
     }
 }

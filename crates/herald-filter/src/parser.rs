@@ -142,6 +142,20 @@ impl Filter {
 pub struct FieldRef(pub(crate) Field);
 
 impl FieldRef {
+    /// A number naming this field in every query of the process (`key`,
+    /// `value`, `timestamp`, and each JSON path with an id), so something
+    /// computed from one record's field for one query can be kept for
+    /// the others; `None` for headers and for paths past the id table.
+    pub fn shared_id(&self) -> Option<u64> {
+        match &self.0 {
+            Field::Key => Some(0),
+            Field::Value => Some(1),
+            Field::Timestamp => Some(2),
+            Field::Json(path) => path.id.map(|id| 3 + u64::from(id)),
+            Field::Header(_) => None,
+        }
+    }
+
     /// Parses a field's name as a filter's test would.
     pub fn parse(text: &str) -> Result<Self, FilterError> {
         let tokens = tokens_within_limits(text)?;

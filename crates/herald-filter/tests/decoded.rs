@@ -43,6 +43,10 @@ const FILTERS: &[&str] = &[
     r#"value.h == "[1, 2]""#,
     r#"header.h3 == "v3" and value.a < 100"#,
     r#"header.h9 == "v9""#,
+    r#"header.h1 starts_with "xx""#,
+    "exists header.h2",
+    r#"header.h2 == "v2""#,
+    r#"header.h0 == "v0" and header.h7 != "v6""#,
     "exists header.h11",
     r#"not (value.b in ("x", "plain"))"#,
     "value.ab == 1",
@@ -51,13 +55,22 @@ const FILTERS: &[&str] = &[
     "exists value.zz",
 ];
 
-fn record_bytes(value: &str, headers: usize) -> Vec<u8> {
+/// A record with `headers` headers `h<i>` = `v<i>`; with `long`, header
+/// `h1`'s value is 70,000 bytes (a header section past what
+/// `DecodedRecord` keeps offsets for); with `null`, `h2` is null.
+fn record_bytes(value: &str, headers: usize, long: bool, null: bool) -> Vec<u8> {
     let names: Vec<String> = (0..headers).map(|i| format!("h{i}")).collect();
-    let values: Vec<String> = (0..headers).map(|i| format!("v{i}")).collect();
+    let values: Vec<String> = (0..headers)
+        .map(|i| match i {
+            1 if long => "x".repeat(70_000),
+            _ => format!("v{i}"),
+        })
+        .collect();
     let headers: Vec<(&[u8], Option<&[u8]>)> = names
         .iter()
         .zip(&values)
-        .map(|(n, v)| (n.as_bytes(), Some(v.as_bytes())))
+        .enumerate()
+        .map(|(i, (n, v))| (n.as_bytes(), (i != 2 || !null).then_some(v.as_bytes())))
         .collect();
     let mut builder = BatchBuilder::new(0);
     builder.push(RecordFields {
@@ -74,9 +87,11 @@ proptest! {
     fn decoded_records_answer_as_the_record_does(
         value in 0..VALUES.len(),
         headers in 0usize..14,
+        long in any::<bool>(),
+        null in any::<bool>(),
         order in proptest::sample::subsequence((0..FILTERS.len()).collect::<Vec<_>>(), 1..FILTERS.len()).prop_shuffle(),
     ) {
-        let bytes = record_bytes(VALUES[value], headers);
+        let bytes = record_bytes(VALUES[value], headers, long, null);
         let batch = RecordBatch::new(&bytes).expect("batch");
         let mut scratch = Vec::new();
         let record = batch.records(&mut scratch).expect("records").next().expect("one").expect("valid");

@@ -6,7 +6,7 @@
 use herald_filter::DecodedRecord;
 use herald_records::{batches, RecordBatch};
 
-use crate::{Alert, QueryState};
+use crate::{Alert, QueryState, RecordHashes, CHUNK_RECORDS};
 
 /// One query's share of a feed.
 #[derive(Debug)]
@@ -57,6 +57,7 @@ pub fn feed_batches(
     let Some(lowest) = followers.iter().map(|f| f.from).min() else {
         return outcome;
     };
+    let mut hashes = RecordHashes::default();
     for batch in batches(bytes).map_while(Result::ok) {
         let Ok(batch) = RecordBatch::new(batch) else {
             // Damaged framing: nothing past it can be split into batches.
@@ -71,21 +72,35 @@ pub fn feed_batches(
             outcome.unreadable_batches += 1;
             continue;
         };
-        for record in records.map_while(Result::ok) {
-            let record = DecodedRecord::new(record);
-            let offset = record.record().offset;
-            let timestamp = record.record().timestamp;
+        let mut records = records.map_while(Result::ok).map(DecodedRecord::new);
+        let mut chunk = Vec::with_capacity(CHUNK_RECORDS);
+        loop {
+            chunk.clear();
+            chunk.extend(records.by_ref().take(CHUNK_RECORDS));
+            if chunk.is_empty() {
+                break;
+            }
+            hashes.clear();
+            let lowest = chunk.iter().map(|r| r.record().offset).min().unwrap_or(0);
+            let all = u64::MAX >> (CHUNK_RECORDS - chunk.len());
             for follower in followers.iter_mut() {
-                if offset < follower.from as i64 {
+                let from = follower.from as i64;
+                let candidates = if lowest >= from {
+                    all
+                } else {
+                    chunk
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, r)| r.record().offset >= from)
+                        .fold(0u64, |mask, (at, _)| mask | 1 << at)
+                };
+                if candidates == 0 {
                     continue;
                 }
-                follower.records += 1;
-                // A record the filter passes over changes no aggregate, so
-                // no trigger's condition either.
-                let counted = follower.state.observe(&record, timestamp);
-                if counted && !follower.state.query().triggers.is_empty() {
-                    follower.alerts.extend(follower.state.evaluate_triggers());
-                }
+                follower.records += u64::from(candidates.count_ones());
+                follower
+                    .state
+                    .observe_chunk(&chunk, candidates, &mut hashes, &mut follower.alerts);
             }
         }
     }

@@ -34,12 +34,24 @@ impl Default for Hll {
 }
 
 impl Hll {
-    /// Counts `value` in.
-    pub fn insert(&mut self, value: &[u8]) {
+    /// The hash a sketch counts `value` by: computed once, it can be
+    /// counted into many sketches with [`Hll::insert_hash`].
+    pub fn hash(value: &[u8]) -> u64 {
         // XXH3 of inputs of one to three bytes leaves its top bits alike
         // for alike inputs ("c30" and "c49" share eleven): mixed again
         // with MurmurHash3's finalizer before the bits are split.
-        let hash = fmix64(XxHash3_64::oneshot(value));
+        fmix64(XxHash3_64::oneshot(value))
+    }
+
+    /// Counts `value` in; answers whether the estimate may have changed
+    /// (a register rose).
+    pub fn insert(&mut self, value: &[u8]) -> bool {
+        self.insert_hash(Self::hash(value))
+    }
+
+    /// Counts in the value whose [`Hll::hash`] is `hash`; answers whether
+    /// the estimate may have changed.
+    pub fn insert_hash(&mut self, hash: u64) -> bool {
         let index = (hash >> (64 - INDEX_BITS)) as usize;
         // The rank of the first 1 in the remaining bits (1-based); all
         // zeros rank past them.
@@ -47,6 +59,9 @@ impl Hll {
         let rank = (rest.leading_zeros() + 1).min(64 - INDEX_BITS + 1) as u8;
         if rank > self.registers[index] {
             self.registers[index] = rank;
+            true
+        } else {
+            false
         }
     }
 

@@ -22,4 +22,4 @@ pub use spec::{
     SpecError, TriggerSpec, AGGREGATES_MAX, QUERY_ID_MAX, RETAIN_BUCKETS_DEFAULT,
     RETAIN_BUCKETS_MAX, TRIGGERS_MAX,
 };
-pub use state::{Alert, BucketRow, QueryState, Results};
+pub use state::{Alert, BucketRow, QueryState, RecordHashes, Results, CHUNK_RECORDS};

@@ -3,13 +3,13 @@
 //! triggers' state. Fed record by record; nothing here reads a clock, so
 //! the same records give the same results and alerts.
 
-use std::collections::BTreeMap;
+use std::collections::VecDeque;
 
-use herald_filter::Fields;
+use herald_filter::{DecodedRecord, FieldRef, Fields};
 use serde::Serialize;
 
 use crate::hll::Hll;
-use crate::spec::{Comparison, CompiledQuery, Function};
+use crate::spec::{Comparison, CompiledAggregate, CompiledQuery, Function};
 
 /// One aggregate's value in one bucket.
 #[derive(Debug, Clone)]
@@ -51,6 +51,69 @@ impl Cell {
             Cell::Sum(s) => Some(*s),
             Cell::Min(v) | Cell::Max(v) => *v,
             Cell::Distinct(h) => Some(h.estimate().round()),
+        }
+    }
+}
+
+/// The set bits of `mask`, lowest first.
+fn set_bits(mut mask: u64) -> impl Iterator<Item = usize> {
+    std::iter::from_fn(move || {
+        if mask == 0 {
+            return None;
+        }
+        let at = mask.trailing_zeros() as usize;
+        mask &= mask - 1;
+        Some(at)
+    })
+}
+
+/// Counts the `matched` records of `chunk` into `cell`, in order, as
+/// counting them one at a time does; answers whether the cell's value
+/// moved one way only on the way (a distinct count's estimate is not
+/// known to).
+fn fold_in(
+    cell: &mut Cell,
+    aggregate: &CompiledAggregate,
+    chunk: &[DecodedRecord<'_>],
+    matched: u64,
+    hashes: &mut RecordHashes,
+) -> bool {
+    let numbers = |at: usize| aggregate.field.as_ref().and_then(|f| f.number(&chunk[at]));
+    match cell {
+        Cell::Count(n) => {
+            *n += u64::from(matched.count_ones());
+            true
+        }
+        Cell::Sum(sum) => {
+            let (mut up, mut down) = (false, false);
+            for x in set_bits(matched).filter_map(numbers) {
+                *sum += x;
+                up |= x > 0.0;
+                down |= x < 0.0;
+            }
+            !(up && down)
+        }
+        Cell::Min(v) => {
+            for x in set_bits(matched).filter_map(numbers) {
+                *v = min(*v, Some(x));
+            }
+            true
+        }
+        Cell::Max(v) => {
+            for x in set_bits(matched).filter_map(numbers) {
+                *v = max(*v, Some(x));
+            }
+            true
+        }
+        Cell::Distinct(sketch) => {
+            if let Some(field) = &aggregate.field {
+                for at in set_bits(matched) {
+                    if let Some(hash) = hashes.hash_of(field, &chunk[at], at) {
+                        sketch.insert_hash(hash);
+                    }
+                }
+            }
+            false
         }
     }
 }
@@ -120,12 +183,92 @@ pub struct Results {
     pub records_too_late: u64,
 }
 
+/// Most records [`QueryState::observe_chunk`] takes at once (one bit each
+/// in a mask).
+pub const CHUNK_RECORDS: usize = 64;
+
+/// Hashes of the fields of a chunk of records for distinct counts,
+/// computed by the first query that counts a field of a record and kept
+/// for the others (ten queries counting distinct keys hash each key
+/// once). Cleared between chunks.
+#[derive(Debug, Default)]
+pub struct RecordHashes {
+    columns: Vec<HashColumn>,
+}
+
+/// One field's hashes over a chunk.
+#[derive(Debug)]
+struct HashColumn {
+    /// The field's [`FieldRef::shared_id`].
+    field: u64,
+    /// Bit `i`: the hash of record `i` is known.
+    known: u64,
+    /// `None`: the field is absent or null.
+    hashes: [Option<u64>; CHUNK_RECORDS],
+}
+
+impl RecordHashes {
+    /// Forgets the hashes of the previous chunk.
+    pub fn clear(&mut self) {
+        for column in &mut self.columns {
+            column.known = 0;
+        }
+    }
+
+    /// The hash of `field` in `record`, the chunk's record `at`, from an
+    /// earlier query's when it was computed; `None` if the field is
+    /// absent or null.
+    fn hash_of(&mut self, field: &FieldRef, record: &impl Fields, at: usize) -> Option<u64> {
+        let hash = |record| field.read(record, |found| found.flatten().map(Hll::hash));
+        let Some(id) = field.shared_id().filter(|_| at < CHUNK_RECORDS) else {
+            return hash(record);
+        };
+        let column = match self.columns.iter().position(|c| c.field == id) {
+            Some(i) => &mut self.columns[i],
+            None => {
+                self.columns.push(HashColumn {
+                    field: id,
+                    known: 0,
+                    hashes: [None; CHUNK_RECORDS],
+                });
+                let last = self.columns.len() - 1;
+                &mut self.columns[last]
+            }
+        };
+        if column.known >> at & 1 == 0 {
+            column.hashes[at] = hash(record);
+            column.known |= 1 << at;
+        }
+        column.hashes[at]
+    }
+}
+
+/// One bucket of a query's aggregates.
+#[derive(Debug, Clone)]
+struct Bucket {
+    start: i64,
+    cells: Vec<Cell>,
+}
+
+/// What changed since the triggers were last evaluated: a trigger whose
+/// window cannot have changed value keeps its state unevaluated.
+#[derive(Debug, Clone, Copy, Default)]
+struct Changes {
+    /// A bucket came or went (the newest one may be another).
+    buckets: bool,
+    /// Bit `i`: aggregate `i` changed in some bucket.
+    aggregates: u32,
+}
+
 /// The running state of one query.
 #[derive(Debug, Clone)]
 pub struct QueryState {
     query: CompiledQuery,
-    buckets: BTreeMap<i64, Vec<Cell>>,
+    /// Kept buckets, oldest first (records mostly arrive in time order,
+    /// so the newest is at hand at the back).
+    buckets: VecDeque<Bucket>,
     firing: Vec<bool>,
+    changes: Changes,
     seen: u64,
     matched: u64,
     late: u64,
@@ -137,8 +280,9 @@ impl QueryState {
         let triggers = query.triggers.len();
         Self {
             query,
-            buckets: BTreeMap::new(),
+            buckets: VecDeque::new(),
             firing: vec![false; triggers],
+            changes: Changes::default(),
             seen: 0,
             matched: 0,
             late: 0,
@@ -157,77 +301,250 @@ impl QueryState {
         if !self.query.filter.as_ref().is_none_or(|f| f.matches(record)) {
             return false;
         }
-        self.matched += 1;
-        let width = self.query.spec.bucket_ms as i64;
-        let start = timestamp.div_euclid(width) * width;
-        let retain = self.query.spec.retain_buckets;
-        if self.buckets.len() >= retain
-            && self
-                .buckets
-                .keys()
-                .next()
-                .is_some_and(|&first| start < first)
-        {
-            self.late += 1;
-            return true;
-        }
-        let aggregates = &self.query.aggregates;
-        // Records mostly arrive in time order, into the newest bucket: a
-        // walk down the tree's right edge finds it without comparisons.
-        let cells = match self.buckets.last_entry() {
-            Some(newest) if *newest.key() == start => newest.into_mut(),
-            _ => self
-                .buckets
-                .entry(start)
-                .or_insert_with(|| aggregates.iter().map(|a| Cell::new(a.function)).collect()),
-        };
-        for (cell, aggregate) in cells.iter_mut().zip(aggregates) {
-            match cell {
-                Cell::Count(n) => *n += 1,
-                Cell::Sum(sum) => {
-                    if let Some(x) = aggregate.field.as_ref().and_then(|f| f.number(record)) {
-                        *sum += x;
-                    }
-                }
-                Cell::Min(v) => {
-                    let x = aggregate.field.as_ref().and_then(|f| f.number(record));
-                    *v = min(*v, x);
-                }
-                Cell::Max(v) => {
-                    let x = aggregate.field.as_ref().and_then(|f| f.number(record));
-                    *v = max(*v, x);
-                }
-                Cell::Distinct(sketch) => {
-                    if let Some(field) = &aggregate.field {
-                        field.read(record, |found| {
-                            if let Some(Some(bytes)) = found {
-                                sketch.insert(bytes);
-                            }
-                        });
-                    }
-                }
-            }
-        }
-        while self.buckets.len() > retain {
-            self.buckets.pop_first();
-        }
+        self.count_in(
+            record,
+            timestamp,
+            &mut RecordHashes::default(),
+            CHUNK_RECORDS,
+        );
         true
     }
 
-    /// Evaluates every trigger over its window ending with the newest
+    /// [`QueryState::observe`] for the records of `chunk` (at most
+    /// [`CHUNK_RECORDS`]) whose bit is set in `candidates`, in order,
+    /// evaluating the triggers after each record counted and adding their
+    /// alerts to `alerts`: what a record-by-record feed would do, with the
+    /// filter run a test at a time over the chunk. Hashes for distinct
+    /// counts come from (and go to) `hashes`, shared by the queries
+    /// offered the same chunk and cleared before the next.
+    pub fn observe_chunk(
+        &mut self,
+        chunk: &[DecodedRecord<'_>],
+        candidates: u64,
+        hashes: &mut RecordHashes,
+        alerts: &mut Vec<Alert>,
+    ) {
+        let chunk = &chunk[..chunk.len().min(CHUNK_RECORDS)];
+        let candidates = match chunk.len() {
+            CHUNK_RECORDS => candidates,
+            n => candidates & ((1u64 << n) - 1),
+        };
+        self.seen += u64::from(candidates.count_ones());
+        let matched = match &self.query.filter {
+            Some(filter) => filter.select(chunk, candidates),
+            None => candidates,
+        };
+        if matched == 0 || self.count_chunk_at_once(chunk, matched, hashes) {
+            return;
+        }
+        let mut rest = matched;
+        while rest != 0 {
+            let at = rest.trailing_zeros() as usize;
+            rest &= rest - 1;
+            let record = &chunk[at];
+            self.count_in(record, record.record().timestamp, hashes, at);
+            if !self.query.triggers.is_empty() {
+                alerts.extend(self.evaluate_triggers());
+            }
+        }
+    }
+
+    /// Counts the `matched` records of `chunk` in with one pass per
+    /// aggregate, when that gives exactly what counting them one by one
+    /// would: they all fall in the newest bucket, and no trigger's
+    /// condition can come to hold on the way (each watched aggregate moves
+    /// one way only over them, as a count, a min, a max or a sum of
+    /// numbers of one sign do, and its condition does not hold at the
+    /// end while it did not before). Answers false, having changed
+    /// nothing, otherwise.
+    fn count_chunk_at_once(
+        &mut self,
+        chunk: &[DecodedRecord<'_>],
+        matched: u64,
+        hashes: &mut RecordHashes,
+    ) -> bool {
+        let triggers = &self.query.triggers;
+        if !triggers.is_empty() && (self.changes.buckets || self.changes.aggregates != 0) {
+            // Something counted has not been evaluated yet.
+            return false;
+        }
+        let width = self.query.spec.bucket_ms as i64;
+        let Some(newest) = self.buckets.back() else {
+            return false;
+        };
+        let start = newest.start;
+        if !set_bits(matched).all(|at| {
+            let t = chunk[at].record().timestamp;
+            t >= start && t - start < width
+        }) {
+            return false;
+        }
+        let aggregates = &self.query.aggregates;
+        let mut watched = 0u32;
+        for trigger in triggers {
+            watched |= 1 << trigger.aggregate;
+        }
+        let mut ahead = Vec::new();
+        for index in set_bits(u64::from(watched)) {
+            let mut cell = newest.cells[index].clone();
+            if !fold_in(&mut cell, &aggregates[index], chunk, matched, hashes) {
+                return false;
+            }
+            ahead.push((index, cell));
+        }
+        let mut holds_after = [false; crate::spec::TRIGGERS_MAX];
+        for (i, trigger) in triggers.iter().enumerate() {
+            let Some((_, cell)) = ahead.iter().find(|(index, _)| *index == trigger.aggregate)
+            else {
+                return false;
+            };
+            let window_end = start + width;
+            let window_start = window_end - trigger.window_buckets as i64 * width;
+            let value = self.combined_with(trigger.aggregate, window_start, window_end, cell);
+            let holds = value.is_some_and(|v| trigger.op.holds(v, trigger.threshold));
+            if holds && !self.firing[i] {
+                // An alert is raised at one of these records: found one by
+                // one.
+                return false;
+            }
+            holds_after[i] = holds;
+        }
+        let Some(newest) = self.buckets.back_mut() else {
+            return false;
+        };
+        for (index, (cell, aggregate)) in newest.cells.iter_mut().zip(aggregates).enumerate() {
+            match ahead.iter_mut().find(|(watched, _)| *watched == index) {
+                Some((_, ahead)) => std::mem::swap(cell, ahead),
+                None => {
+                    fold_in(cell, aggregate, chunk, matched, hashes);
+                }
+            }
+        }
+        self.firing
+            .copy_from_slice(&holds_after[..self.query.triggers.len()]);
+        self.matched += u64::from(matched.count_ones());
+        true
+    }
+
+    /// Counts in a record the filter let through (the chunk's record `at`
+    /// for `hashes`).
+    fn count_in(
+        &mut self,
+        record: &impl Fields,
+        timestamp: i64,
+        hashes: &mut RecordHashes,
+        at: usize,
+    ) {
+        self.matched += 1;
+        let width = self.query.spec.bucket_ms as i64;
+        let start = match self.buckets.back() {
+            // The newest bucket's, found without a division.
+            Some(newest) if timestamp >= newest.start && timestamp - newest.start < width => {
+                newest.start
+            }
+            _ => timestamp.div_euclid(width) * width,
+        };
+        let Some(bucket) = self.bucket_for(start) else {
+            self.late += 1;
+            return;
+        };
+        let aggregates = &self.query.aggregates;
+        let cells = &mut self.buckets[bucket].cells;
+        let mut changed = 0u32;
+        for (i, (cell, aggregate)) in cells.iter_mut().zip(aggregates).enumerate() {
+            let moved = match cell {
+                Cell::Count(n) => {
+                    *n += 1;
+                    true
+                }
+                Cell::Sum(sum) => match aggregate.field.as_ref().and_then(|f| f.number(record)) {
+                    Some(x) => {
+                        *sum += x;
+                        x != 0.0
+                    }
+                    None => false,
+                },
+                Cell::Min(v) => {
+                    let x = aggregate.field.as_ref().and_then(|f| f.number(record));
+                    let before = *v;
+                    *v = min(before, x);
+                    *v != before
+                }
+                Cell::Max(v) => {
+                    let x = aggregate.field.as_ref().and_then(|f| f.number(record));
+                    let before = *v;
+                    *v = max(before, x);
+                    *v != before
+                }
+                Cell::Distinct(sketch) => aggregate
+                    .field
+                    .as_ref()
+                    .and_then(|field| hashes.hash_of(field, record, at))
+                    .is_some_and(|hash| sketch.insert_hash(hash)),
+            };
+            if moved {
+                changed |= 1 << i;
+            }
+        }
+        self.changes.aggregates |= changed;
+    }
+
+    /// The index of the bucket starting at `start`, made if need be (and
+    /// the oldest dropped past `retain_buckets`); `None` for a bucket older
+    /// than every kept one when all that may be kept are.
+    fn bucket_for(&mut self, start: i64) -> Option<usize> {
+        let newest = self.buckets.back().map(|b| b.start);
+        let at = match newest {
+            Some(newest) if newest == start => return Some(self.buckets.len() - 1),
+            Some(newest) if newest > start => {
+                match self.buckets.binary_search_by_key(&start, |b| b.start) {
+                    Ok(at) => return Some(at),
+                    Err(0) if self.buckets.len() >= self.query.spec.retain_buckets => return None,
+                    Err(at) => at,
+                }
+            }
+            _ => self.buckets.len(),
+        };
+        let cells = self
+            .query
+            .aggregates
+            .iter()
+            .map(|a| Cell::new(a.function))
+            .collect();
+        self.buckets.insert(at, Bucket { start, cells });
+        self.changes.buckets = true;
+        let mut at = at;
+        while self.buckets.len() > self.query.spec.retain_buckets {
+            self.buckets.pop_front();
+            at -= 1;
+        }
+        Some(at)
+    }
+
+    /// Evaluates the triggers over their windows ending with the newest
     /// bucket; answers an alert for each whose condition has just come to
     /// hold (a trigger fires again only after its condition stopped
-    /// holding).
+    /// holding). A trigger whose window has not changed since the last
+    /// evaluation is not evaluated again: its condition is what it was.
     pub fn evaluate_triggers(&mut self) -> Vec<Alert> {
-        let Some(&newest) = self.buckets.keys().next_back() else {
+        let Some(newest) = self.buckets.back().map(|b| b.start) else {
             return Vec::new();
         };
+        let changes = std::mem::take(&mut self.changes);
         let width = self.query.spec.bucket_ms as i64;
         let mut alerts = Vec::new();
         for (i, trigger) in self.query.triggers.iter().enumerate() {
+            if !changes.buckets && changes.aggregates & (1 << trigger.aggregate) == 0 {
+                continue;
+            }
             let window_end = newest + width;
             let window_start = window_end - trigger.window_buckets as i64 * width;
-            let value = self.combined(trigger.aggregate, window_start, window_end);
+            let value = match self.buckets.back() {
+                Some(bucket) if trigger.window_buckets == 1 => {
+                    bucket.cells[trigger.aggregate].value()
+                }
+                _ => self.combined(trigger.aggregate, window_start, window_end),
+            };
             let holds = value.is_some_and(|v| trigger.op.holds(v, trigger.threshold));
             if holds && !self.firing[i] {
                 let spec = &self.query.spec.triggers[i];
@@ -247,20 +564,52 @@ impl QueryState {
         alerts
     }
 
+    /// [`QueryState::combined`] with `newest` in place of the newest
+    /// bucket's cell.
+    fn combined_with(&self, index: usize, from: i64, to: i64, newest: &Cell) -> Option<f64> {
+        let newest_start = self.buckets.back().map(|b| b.start);
+        if to.checked_sub(from) == Some(self.query.spec.bucket_ms as i64)
+            && newest_start == Some(from)
+        {
+            return newest.value();
+        }
+        let mut total = Cell::new(self.query.aggregates[index].function);
+        for bucket in self.range(from, to) {
+            if Some(bucket.start) == newest_start {
+                total.merge(newest);
+            } else {
+                total.merge(&bucket.cells[index]);
+            }
+        }
+        total.value()
+    }
+
+    /// The kept buckets starting in `from..to`.
+    fn range(&self, from: i64, to: i64) -> impl Iterator<Item = &Bucket> {
+        let first = self.buckets.partition_point(|b| b.start < from);
+        let end = self.buckets.partition_point(|b| b.start < to).max(first);
+        self.buckets.range(first..end)
+    }
+
     /// Aggregate `index` over the buckets starting in `from..to`.
     fn combined(&self, index: usize, from: i64, to: i64) -> Option<f64> {
         let width = self.query.spec.bucket_ms as i64;
         if to.checked_sub(from) == Some(width) && from.rem_euclid(width) == 0 {
             // A window of exactly one bucket: its cell is the answer, with
             // no sum to build (a distinct count's would copy its sketch).
-            return self.buckets.get(&from).map_or_else(
+            // The newest bucket, the usual one, is looked up first.
+            let bucket = match self.buckets.back() {
+                Some(newest) if newest.start == from => Some(newest),
+                _ => self.range(from, to).next(),
+            };
+            return bucket.map_or_else(
                 || Cell::new(self.query.aggregates[index].function).value(),
-                |cells| cells[index].value(),
+                |bucket| bucket.cells[index].value(),
             );
         }
         let mut total = Cell::new(self.query.aggregates[index].function);
-        for cells in self.buckets.range(from..to).map(|(_, cells)| cells) {
-            total.merge(&cells[index]);
+        for bucket in self.range(from, to) {
+            total.merge(&bucket.cells[index]);
         }
         total.value()
     }
@@ -270,11 +619,10 @@ impl QueryState {
     pub fn results(&self, from: Option<i64>, to: Option<i64>) -> Results {
         let (from, to) = (from.unwrap_or(i64::MIN), to.unwrap_or(i64::MAX));
         let buckets = if from < to {
-            self.buckets
-                .range(from..to)
-                .map(|(&start_ms, cells)| BucketRow {
-                    start_ms,
-                    values: cells.iter().map(Cell::value).collect(),
+            self.range(from, to)
+                .map(|bucket| BucketRow {
+                    start_ms: bucket.start,
+                    values: bucket.cells.iter().map(Cell::value).collect(),
                 })
                 .collect()
         } else {

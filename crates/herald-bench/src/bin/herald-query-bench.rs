@@ -7,11 +7,14 @@
 //!
 //! - **scan**: decoding every record and touching its fields, the floor
 //!   any reader of the log pays;
-//! - **metadata**: ten queries whose filters read the key, headers and
-//!   timestamp, each computing four aggregates (count, min and max of the
-//!   timestamp, distinct keys), fed through `herald_query::feed_batches`,
-//!   the indexer's own loop (one decode for all ten);
-//! - **json**: the same ten queries with half their filters and two of
+//! - **light**: the issue's workload as written, ten filters over the
+//!   key, headers and timestamp and four aggregates among them (count,
+//!   distinct keys, first and last timestamp) with one trigger, fed
+//!   through `herald_query::feed_batches`, the indexer's own loop (one
+//!   decode for all ten);
+//! - **metadata**: ten queries on the same filters, each computing all
+//!   four aggregates and holding a trigger (forty aggregates);
+//! - **json**: those ten queries with half their filters and two of
 //!   their aggregates on JSON fields of the value (sum and max).
 //!
 //! With `--broker` it also times the real thing: a broker over a
@@ -42,9 +45,10 @@ struct Args {
     /// Also time a broker's indexer thread over a real log.
     #[arg(long)]
     broker: bool,
-    /// Run only the ten queries on metadata, or only those half on JSON
-    /// (for a profiler); both by default.
-    #[arg(long, value_parser = ["metadata", "json"])]
+    /// Run only one workload (for a profiler): the issue's ten filters
+    /// and four aggregates, ten queries of four aggregates on metadata, or
+    /// those half on JSON; all by default.
+    #[arg(long, value_parser = ["light", "metadata", "json"])]
     only: Option<String>,
 }
 
@@ -101,9 +105,36 @@ fn build_log(codec: Compression, records: u64) -> anyhow::Result<Vec<u8>> {
     Ok(log)
 }
 
-/// The ten queries: filters on metadata only, or half of them (and two of
-/// the four aggregates) on JSON fields of the value.
-fn specs(json: bool, topic: &str) -> anyhow::Result<Vec<QuerySpec>> {
+/// What the queries of a measurement compute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Workload {
+    /// The issue's figure as written: ten filters on metadata and four
+    /// aggregates among them (count, distinct keys, first and last
+    /// timestamp, one on each of four queries), one trigger.
+    Light,
+    /// Ten queries on metadata, each with four aggregates and a trigger:
+    /// forty aggregates.
+    Metadata,
+    /// As `Metadata`, half the filters and two aggregates of each query on
+    /// JSON fields of the value.
+    Json,
+}
+
+impl Workload {
+    const ALL: [Workload; 3] = [Workload::Light, Workload::Metadata, Workload::Json];
+
+    fn name(self) -> &'static str {
+        match self {
+            Workload::Light => "light",
+            Workload::Metadata => "metadata",
+            Workload::Json => "json",
+        }
+    }
+}
+
+/// The ten queries of `workload`.
+fn specs(workload: Workload, topic: &str) -> anyhow::Result<Vec<QuerySpec>> {
+    let json = workload == Workload::Json;
     let mid = BASE_TS + 500_000;
     let metadata = [
         r#"key starts_with "user-00""#.to_owned(),
@@ -139,6 +170,12 @@ fn specs(json: bool, topic: &str) -> anyhow::Result<Vec<QuerySpec>> {
             {"name": "users", "function": "distinct", "field": "key"}
         ])
     };
+    let light = [
+        serde_json::json!([{"name": "n", "function": "count"}]),
+        serde_json::json!([{"name": "users", "function": "distinct", "field": "key"}]),
+        serde_json::json!([{"name": "first", "function": "min", "field": "timestamp"}]),
+        serde_json::json!([{"name": "last", "function": "max", "field": "timestamp"}]),
+    ];
     (0..10)
         .map(|i| {
             let filter = if json && i % 2 == 1 {
@@ -146,14 +183,26 @@ fn specs(json: bool, topic: &str) -> anyhow::Result<Vec<QuerySpec>> {
             } else {
                 metadata[i].clone()
             };
+            let many = serde_json::json!([{"name": "many", "aggregate": "n", "op": ">=",
+                                           "threshold": 1e12, "window_ms": 60_000}]);
+            let (aggregates, triggers) = match workload {
+                Workload::Light if i == 0 => (light[0].clone(), many),
+                Workload::Light => (
+                    light
+                        .get(i)
+                        .cloned()
+                        .unwrap_or_else(|| serde_json::json!([])),
+                    serde_json::json!([]),
+                ),
+                _ => (aggregates.clone(), many),
+            };
             serde_json::from_value(serde_json::json!({
                 "id": format!("q{i}"),
                 "topic": topic,
                 "filter": filter,
                 "bucket_ms": 60_000,
                 "aggregates": aggregates,
-                "triggers": [{"name": "many", "aggregate": "n", "op": ">=",
-                              "threshold": 1e12, "window_ms": 60_000}]
+                "triggers": triggers
             }))
             .with_context(|| format!("query {i}"))
         })
@@ -188,23 +237,24 @@ fn rate(records: u64, cpu: Duration) -> f64 {
 }
 
 fn in_process(args: &Args) -> anyhow::Result<()> {
-    println!("| codec | scan (M records/s/core) | 10 queries, metadata filters | 10 queries, half on JSON fields | metadata / scan | json / scan |");
-    println!("|---|---|---|---|---|---|");
+    println!("| codec | scan (M records/s/core) | 10 filters, 4 aggregates | 10 queries x 4 aggregates, metadata | 10 queries x 4 aggregates, half on JSON fields | light / scan | metadata / scan | json / scan |");
+    println!("|---|---|---|---|---|---|---|---|");
+    let only = args.only.as_deref();
     for codec in [Compression::None, Compression::Lz4] {
         let log = build_log(codec, args.records)?;
-        let (meta_specs, json_specs) = (specs(false, "t")?, specs(true, "t")?);
+        let workloads = Workload::ALL
+            .iter()
+            .map(|&w| Ok((w, specs(w, "t")?)))
+            .collect::<anyhow::Result<Vec<_>>>()?;
         let mut scratch = Vec::new();
-        let (mut floor, mut meta, mut json) = (Vec::new(), Vec::new(), Vec::new());
-        let only = args.only.as_deref();
+        let mut floor = Vec::new();
+        let mut rates = vec![Vec::new(); workloads.len()];
         for _ in 0..args.reps {
             let started = thread_cpu();
             let read = scan(&log, &mut scratch)?;
             floor.push(rate(read, thread_cpu() - started));
-            for (kind, specs, rates) in [
-                ("metadata", &meta_specs, &mut meta),
-                ("json", &json_specs, &mut json),
-            ] {
-                if only.is_some_and(|o| o != kind) {
+            for ((workload, specs), rates) in workloads.iter().zip(&mut rates) {
+                if only.is_some_and(|o| o != workload.name()) {
                     rates.push(f64::NAN);
                     continue;
                 }
@@ -215,11 +265,16 @@ fn in_process(args: &Args) -> anyhow::Result<()> {
                 std::hint::black_box(&fresh);
             }
         }
-        let (floor, meta, json) = (median(floor), median(meta), median(json));
+        let floor = median(floor);
+        let rates: Vec<f64> = rates.into_iter().map(median).collect();
         println!(
-            "| {codec:?} | {floor:.1} | {meta:.2} | {json:.2} | {:.2} | {:.2} |",
-            meta / floor,
-            json / floor
+            "| {codec:?} | {floor:.1} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
+            rates[0],
+            rates[1],
+            rates[2],
+            rates[0] / floor,
+            rates[1] / floor,
+            rates[2] / floor
         );
     }
     Ok(())
@@ -246,7 +301,11 @@ fn named_thread_cpu(name: &str) -> anyhow::Result<Duration> {
 
 /// The broker's indexer thread over a real log: records per second of
 /// its CPU time, and of wall time, until all ten queries are caught up.
-async fn through_broker(codec: Compression, args: &Args, json: bool) -> anyhow::Result<(f64, f64)> {
+async fn through_broker(
+    codec: Compression,
+    args: &Args,
+    workload: Workload,
+) -> anyhow::Result<(f64, f64)> {
     let dir = tempfile::tempdir()?;
     let broker = Broker::open(BrokerConfig::new(dir.path()))?;
     broker.create_topic("orders", Some(1), &[], false)?;
@@ -261,7 +320,7 @@ async fn through_broker(codec: Compression, args: &Args, json: bool) -> anyhow::
     // The indexer thread starts with the first query: all its CPU time is
     // this run's.
     let started = Instant::now();
-    for spec in specs(json, "orders")? {
+    for spec in specs(workload, "orders")? {
         broker.register_query(spec)?;
     }
     let deadline = started + Duration::from_secs(600);
@@ -283,23 +342,24 @@ fn broker_runs(args: &Args) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     println!();
-    println!("| codec | filters | broker indexer thread (M records/s/core) | wall (M records/s) |");
+    println!(
+        "| codec | workload | broker indexer thread (M records/s/core) | wall (M records/s) |"
+    );
     println!("|---|---|---|---|");
     for codec in [Compression::None, Compression::Lz4] {
-        for json in [false, true] {
+        for workload in Workload::ALL {
+            if args.only.as_deref().is_some_and(|o| o != workload.name()) {
+                continue;
+            }
             let (mut cpu, mut wall) = (Vec::new(), Vec::new());
             for _ in 0..args.reps {
-                let (c, w) = runtime.block_on(through_broker(codec, args, json))?;
+                let (c, w) = runtime.block_on(through_broker(codec, args, workload))?;
                 cpu.push(c);
                 wall.push(w);
             }
-            let kind = if json {
-                "half on JSON fields"
-            } else {
-                "metadata"
-            };
             println!(
-                "| {codec:?} | {kind} | {:.2} | {:.2} |",
+                "| {codec:?} | {} | {:.2} | {:.2} |",
+                workload.name(),
                 median(cpu),
                 median(wall)
             );
