@@ -86,6 +86,18 @@ impl Node {
                         .is_some_and(|t| comparison.holds(t as f64, *n))
                 })
             }
+            // A number kept for the other filters of the record.
+            Node::Test(field @ Field::Json(path), Predicate::Compare(comparison, n)) => {
+                select_each(records, candidates, |r| match r.kept_json_number(path) {
+                    Some(x) => x.is_some_and(|x| comparison.holds(x, *n)),
+                    None => with_field(field, r, |found| {
+                        found
+                            .flatten()
+                            .and_then(number)
+                            .is_some_and(|x| comparison.holds(x, *n))
+                    }),
+                })
+            }
             Node::Test(Field::Key, predicate) => {
                 predicate.select(records, candidates, |r| r.key().map(Some))
             }
@@ -157,8 +169,14 @@ impl crate::FieldRef {
 
     /// The field as a finite number, if its bytes are a decimal number.
     pub fn number(&self, record: &impl Fields) -> Option<f64> {
-        if self.0 == Field::Timestamp {
-            return record.timestamp().map(|t| t as f64);
+        match &self.0 {
+            Field::Timestamp => return record.timestamp().map(|t| t as f64),
+            Field::Json(path) => {
+                if let Some(number) = record.kept_json_number(path) {
+                    return number;
+                }
+            }
+            _ => {}
         }
         self.read(record, |found| found.flatten().and_then(number))
     }
@@ -349,7 +367,7 @@ fn enter(json: &mut jiter::Jiter<'_>, name: &[u8]) -> bool {
 }
 
 /// The field's bytes as a finite decimal number, if they are one.
-fn number(bytes: &[u8]) -> Option<f64> {
+pub(crate) fn number(bytes: &[u8]) -> Option<f64> {
     if let Some(x) = short_decimal(bytes) {
         return Some(x);
     }

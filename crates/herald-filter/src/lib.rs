@@ -63,6 +63,14 @@ pub trait Fields {
         let _ = path;
         None
     }
+    /// The JSON field at `path` of the value as a finite number, for a
+    /// reader that keeps what it parsed (many queries summing or comparing
+    /// the same field): `Some` with the number (`None`: not a number, or
+    /// absent), `None` to have it read through [`Fields::kept_json_field`].
+    fn kept_json_number(&self, path: &JsonPath) -> Option<Option<f64>> {
+        let _ = path;
+        None
+    }
 }
 
 /// Most headers [`DecodedRecord`] holds decoded; a record with more is
@@ -71,8 +79,8 @@ const DECODED_HEADERS_MAX: usize = 8;
 /// Most JSON fields [`DecodedRecord`] keeps; more are looked up each time.
 const KEPT_JSON_FIELDS_MAX: usize = 8;
 
-/// A JSON field kept by [`DecodedRecord`]: its path's id and what it holds.
-type KeptJson<'a> = (u32, Option<Option<&'a [u8]>>);
+/// What a JSON field kept by [`DecodedRecord`] holds.
+type KeptJson<'a> = Option<Option<&'a [u8]>>;
 
 /// A stored record with its headers decoded once, for evaluating many
 /// filters against it (the online queries of a topic): each header test
@@ -115,7 +123,13 @@ const NULL_VALUE: u16 = u16::MAX;
 /// The JSON fields of a record's value looked up so far.
 #[derive(Debug, Clone)]
 struct JsonLookups<'a> {
+    /// The path ids of the kept fields (apart from what they hold: a
+    /// search reads only these).
+    ids: [Cell<u32>; KEPT_JSON_FIELDS_MAX],
+    /// What each kept field holds.
     kept: [Cell<KeptJson<'a>>; KEPT_JSON_FIELDS_MAX],
+    /// Each kept field read as a number, once asked for (`None`: not yet).
+    numbers: [Cell<Option<Option<f64>>>; KEPT_JSON_FIELDS_MAX],
     count: Cell<usize>,
     /// The value's top-level fields.
     top_level: json_object::TopLevel<'a>,
@@ -183,10 +197,9 @@ impl Fields for DecodedRecord<'_> {
             let at = usize::from(at);
             section.get(at..at + usize::from(len)).unwrap_or_default()
         };
-        match self.headers[..usize::from(self.count)]
-            .iter()
-            .find(|h| bytes::same(part(h.name, h.name_len), name))
-        {
+        match self.headers[..usize::from(self.count)].iter().find(|h| {
+            usize::from(h.name_len) == name.len() && bytes::same(part(h.name, h.name_len), name)
+        }) {
             Some(h) if h.value_len == NULL_VALUE => Some(None),
             Some(h) => Some(Some(part(h.value, h.value_len))),
             None if self.incomplete => self.record.header(name),
@@ -203,22 +216,41 @@ impl Fields for DecodedRecord<'_> {
     }
 
     fn kept_json_field(&self, path: &JsonPath) -> Option<Option<Option<&[u8]>>> {
+        let (json, at) = self.kept_json(path)?;
+        Some(json.kept[at].get())
+    }
+
+    fn kept_json_number(&self, path: &JsonPath) -> Option<Option<f64>> {
+        let (json, at) = self.kept_json(path)?;
+        if let Some(number) = json.numbers[at].get() {
+            return Some(number);
+        }
+        let number = json.kept[at].get().flatten().and_then(eval::number);
+        json.numbers[at].set(Some(number));
+        Some(number)
+    }
+}
+
+impl<'a> DecodedRecord<'a> {
+    /// The lookups of this record's value, and where the field at `path`
+    /// is kept among them (looked up now if it was not); `None` if it is
+    /// not kept (no value, a path without an id, the table full, a string
+    /// whose text differs from its bytes).
+    fn kept_json(&self, path: &JsonPath) -> Option<(&JsonLookups<'a>, usize)> {
         let id = path.id?;
         let value = self.record.value?;
         let json = self.json.get_or_init(|| {
             Box::new(JsonLookups {
+                ids: Default::default(),
                 kept: Default::default(),
+                numbers: Default::default(),
                 count: Cell::new(0),
                 top_level: json_object::TopLevel::scan(value),
             })
         });
         let kept = json.count.get();
-        if let Some(found) = json.kept[..kept]
-            .iter()
-            .map(Cell::get)
-            .find_map(|(kept_id, found)| (kept_id == id).then_some(found))
-        {
-            return Some(found);
+        if let Some(at) = json.ids[..kept].iter().position(|kept| kept.get() == id) {
+            return Some((json, at));
         }
         if kept == KEPT_JSON_FIELDS_MAX {
             return None;
@@ -229,9 +261,10 @@ impl Fields for DecodedRecord<'_> {
             Some(None) => None,
             None => eval::borrowed_json_field(value, &path.steps)?,
         };
-        json.kept[kept].set((id, found));
+        json.ids[kept].set(id);
+        json.kept[kept].set(found);
         json.count.set(kept + 1);
-        Some(found)
+        Some((json, kept))
     }
 }
 
