@@ -207,6 +207,54 @@ def test_key_lookups_read_only_the_batches_holding_the_key(sql_broker, unique):
     assert sorted((r["g"], r["n"]) for r in got) == want
 
 
+def history_indexed(broker, topic):
+    """True once the history indexer has indexed every record of `topic`."""
+    with urllib.request.urlopen(f"http://{broker.admin_address}/metrics", timeout=T) as answer:
+        text = answer.read().decode()
+    lags = [line.rsplit(" ", 1)[1] for line in text.splitlines()
+            if line.startswith("herald_partition_history_index_lag_records") and f'topic="{topic}"' in line]
+    return bool(lags) and all(float(v) == 0 for v in lags)
+
+
+def test_key_lookups_in_compressed_batches_of_many_keys_answer_every_record(sql_broker, unique):
+    """lz4 batches of a thousand records over forty keys, as a busy keyed
+    producer sends them: a lookup reads each batch only up to the key's
+    last record in it, and one, several (IN) or absent keys answer exactly
+    the records a plain consumer finds, before and after the indexer has
+    caught up."""
+    topic = unique("mixed")
+    create_topic(sql_broker.bootstrap, topic, 2)
+    prod = producer(sql_broker.bootstrap, compression_type="lz4", linger_ms=200, batch_size=1_000_000)
+    for n in range(6000):
+        prod.produce(topic, key=f"k{(n * 7919) % 40}", partition=n % 2,
+                     value=json.dumps({"n": n, "pad": "y" * (n % 300)}))
+    assert prod.flush(T) == 0
+    cons = consumer(sql_broker.bootstrap)
+    cons.assign([TopicPartition(topic, p, 0) for p in range(2)])
+    truth = {}
+    while sum(len(v) for v in truth.values()) < 6000:
+        msg = cons.poll(T)
+        assert msg is not None and not msg.error(), msg and msg.error()
+        truth.setdefault(msg.key().decode(), []).append((msg.partition(), msg.offset()))
+    cons.close()
+
+    def check():
+        for keys in (["k3"], ["k0", "k17", "k39"], ["k5", "nobody"], ["nobody"]):
+            listed = ", ".join(f"'{k}'" for k in keys)
+            where = f"key = {listed}" if len(keys) == 1 else f"key IN ({listed})"
+            got = sorted((r["partition"], r["offset"])
+                         for r in rows(sql_broker, f'SELECT partition, "offset" FROM "{topic}" WHERE {where}'))
+            want = sorted(po for k in keys for po in truth.get(k, []))
+            assert got == want, where
+
+    check()
+    deadline = time.monotonic() + T
+    while not history_indexed(sql_broker, topic):
+        assert time.monotonic() < deadline, "the history index never caught up"
+        time.sleep(0.05)
+    check()
+
+
 def test_history_is_one_command(sql_broker, unique):
     topic = unique("history")
     create_topic(sql_broker.bootstrap, topic, PARTITIONS)

@@ -349,7 +349,7 @@ async fn the_history_indexer_thread_indexes_keys_behind_the_tail() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     };
     assert_eq!(
-        found.batches,
+        found.last_offsets,
         (0..40).filter(|b| b % 4 == 1).collect::<Vec<u64>>()
     );
     indexer.stop();

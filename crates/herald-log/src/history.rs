@@ -6,8 +6,11 @@
 //! - the smallest record timestamp of every index bucket (the appenders
 //!   keep the largest from batch headers), so that out-of-order timestamps
 //!   prune a time range from above as well as from below;
-//! - the batches that hold each record key: sorted entries
-//!   `crc32c(key) << 32 | relative base offset`, one per (key, batch).
+//! - the batches that hold each record key, and how far into each: sorted
+//!   entries `crc32c(key) << 32 | relative offset`, one per (key hash,
+//!   batch), the offset of the batch's last record with a key of that
+//!   hash, so a lookup reads each batch only up to there (a compressed
+//!   batch is inflated only that far).
 //!
 //! A segment is indexed in order, so what is indexed is a prefix of it.
 //! While a segment grows its entries live in memory, as sorted runs merged
@@ -21,8 +24,8 @@
 //!
 //! A key hash shared by two keys makes a lookup read a batch it did not
 //! need; the reader compares keys, so the answer is never wrong. A batch
-//! whose records cannot be read is listed as holding every key and every
-//! timestamp.
+//! whose records cannot be read is listed, by its last offset, as holding
+//! every key and every timestamp.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -37,7 +40,9 @@ use parking_lot::Mutex;
 
 use crate::extent::Extent;
 
-const KEYS_MAGIC: &[u8; 8] = b"HRLDKEY1";
+/// Version 2: entries name a batch's last record of a key (version 1
+/// named its base offset; such files are rebuilt).
+const KEYS_MAGIC: &[u8; 8] = b"HRLDKEY2";
 const HEADER_BYTES: usize = 48;
 /// Unsorted entries gathered before they become a sorted run.
 const PENDING_MAX: usize = 1 << 16;
@@ -64,9 +69,11 @@ fn entry(hash: u32, relative_offset: u32) -> u64 {
 pub(crate) struct BatchKeys {
     /// Smallest record timestamp; `i64::MIN` when unknown.
     pub(crate) min_timestamp: i64,
-    /// Hashes of its record keys, sorted and without repeats; `None` when
-    /// the records could not be read (the batch may hold any key).
-    pub(crate) hashes: Option<Vec<u32>>,
+    /// Hashes of its record keys, each once, with the offset delta (from
+    /// the batch's base) of the last record with a key of that hash;
+    /// `None` when the records could not be read (the batch may hold any
+    /// key anywhere).
+    pub(crate) hashes: Option<Vec<(u32, u32)>>,
 }
 
 /// The history index of one segment.
@@ -245,14 +252,16 @@ impl SegmentHistory {
         }
         match keys.hashes {
             Some(hashes) => {
-                for hash in hashes {
-                    state.pending.push(entry(hash, at.records));
+                for (hash, delta) in hashes {
+                    state
+                        .pending
+                        .push(entry(hash, at.records + delta.min(count.saturating_sub(1))));
                 }
                 if state.pending.len() >= PENDING_MAX {
                     state.seal_pending();
                 }
             }
-            None => state.unreadable.push(at.records),
+            None => state.unreadable.push(at.records + count.saturating_sub(1)),
         }
         state.indexed = Extent::new(at.records + count, at.bytes + len);
         state.in_memory() >= SPILL_ENTRIES
@@ -610,7 +619,7 @@ mod tests {
     fn keys(min: i64, hashes: &[u32]) -> BatchKeys {
         BatchKeys {
             min_timestamp: min,
-            hashes: Some(hashes.to_vec()),
+            hashes: Some(hashes.iter().map(|&h| (h, 0)).collect()),
         }
     }
 
@@ -676,7 +685,18 @@ mod tests {
     #[test]
     fn a_damaged_file_is_not_trusted_and_unreadable_batches_match_every_key() {
         let history = SegmentHistory::default();
-        history.add(Extent::default(), 100, 2, 0..=0, keys(5, &[1]));
+        // Key hash 1 last at the batch's second record; a delta past the
+        // batch is held to its last record.
+        history.add(
+            Extent::default(),
+            100,
+            2,
+            0..=0,
+            BatchKeys {
+                min_timestamp: 5,
+                hashes: Some(vec![(1, 1), (3, 9)]),
+            },
+        );
         history.add(
             Extent::new(2, 100),
             100,
@@ -687,13 +707,16 @@ mod tests {
                 hashes: None,
             },
         );
-        assert_eq!(history.batches_with(1), vec![0, 2]);
-        assert_eq!(history.batches_with(9), vec![2]);
+        // The unreadable batch (offsets 2..5) is named by its last offset.
+        assert_eq!(history.batches_with(1), vec![1, 4]);
+        assert_eq!(history.batches_with(3), vec![1, 4]);
+        assert_eq!(history.batches_with(9), vec![4]);
         assert_eq!(history.min_timestamp(0), i64::MIN);
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(keys_file_name(0));
         complete(&history, &path);
-        assert_eq!(history.batches_with(9), vec![2]);
+        assert_eq!(history.batches_with(9), vec![4]);
+        assert_eq!(history.batches_with(1), vec![1, 4]);
         let mut bytes = std::fs::read(&path).unwrap();
         bytes[HEADER_BYTES] ^= 1;
         std::fs::write(&path, bytes).unwrap();

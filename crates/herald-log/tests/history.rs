@@ -86,9 +86,10 @@ fn index_all(log: &Log) {
     while !log.index_history(1 << 20).caught_up {}
 }
 
-/// The lookup names every batch holding `key` within `from..to` (or leaves
-/// it to the unindexed rest), and each batch it names holds the key or is
-/// the one batch reaching into the range from below.
+/// The lookup names, for every batch holding `key` within `from..to` (but
+/// those it leaves to the unindexed rest), an offset in that batch at or
+/// past the key's last record there in the range; and every offset it
+/// names is a record with the key, or the range's last offset.
 fn check_key(
     log: &Log,
     all: &BTreeMap<u64, Vec<(u64, i64, String)>>,
@@ -97,22 +98,32 @@ fn check_key(
     to: u64,
 ) -> KeyBatches {
     let found = log.key_batches(key.as_bytes(), from, to, usize::MAX);
-    for (&base, records) in all {
-        let holds = records
+    assert!(found.last_offsets.windows(2).all(|w| w[0] < w[1]));
+    for records in all.values() {
+        let last_in_range = records
             .iter()
-            .any(|(o, _, k)| k == key && (from..to).contains(o));
-        if holds && base < found.unindexed_from {
-            assert!(
-                found.batches.contains(&base),
-                "{key} {from}..{to}: batch {base} missed"
-            );
+            .filter(|(o, _, k)| k == key && (from..to).contains(o))
+            .map(|r| r.0)
+            .max();
+        let batch_end = records.iter().map(|r| r.0).max().unwrap_or(0);
+        if let Some(last) = last_in_range {
+            if last < found.unindexed_from {
+                assert!(
+                    found
+                        .last_offsets
+                        .iter()
+                        .any(|&x| (last..=batch_end).contains(&x)),
+                    "{key} {from}..{to}: record {last} not reached"
+                );
+            }
         }
     }
-    for (i, base) in found.batches.iter().enumerate() {
-        let holds = all[base].iter().any(|(_, _, k)| k == key);
+    for &x in &found.last_offsets {
+        assert!((from..to).contains(&x), "{key} {from}..{to}: {x} outside");
+        let holds = all.values().flatten().any(|(o, _, k)| *o == x && k == key);
         assert!(
-            holds || (i == 0 && *base < from),
-            "{key}: batch {base} named without the key"
+            holds || x == to - 1,
+            "{key}: offset {x} named without the key"
         );
     }
     found
@@ -154,7 +165,7 @@ fn key_lookups_and_time_bounds_agree_with_the_records() {
     assert_eq!(
         nothing,
         KeyBatches {
-            batches: vec![],
+            last_offsets: vec![],
             unindexed_from: 0
         }
     );
@@ -166,17 +177,19 @@ fn key_lookups_and_time_bounds_agree_with_the_records() {
         for (from, to) in [(0, end), (17, 300), (250, end), (400, 401)] {
             let found = check_key(&log, &all, &key, from, to);
             assert_eq!(found.unindexed_from, to);
-            named += found.batches.len();
+            named += found.last_offsets.len();
         }
     }
     // A key is in about a third of the batches, not in all of them.
     assert!(named < 13 * 4 * 400 / 2, "{named}");
-    assert!(check_key(&log, &all, "absent", 0, end).batches.is_empty());
+    assert!(check_key(&log, &all, "absent", 0, end)
+        .last_offsets
+        .is_empty());
     // Past the most batches asked for, the rest is left to a bulk read.
     let whole = log.key_batches(b"k4", 0, end, usize::MAX);
     let capped = log.key_batches(b"k4", 0, end, 3);
-    assert_eq!(capped.batches, whole.batches[..3]);
-    assert_eq!(capped.unindexed_from, whole.batches[3]);
+    assert_eq!(capped.last_offsets, whole.last_offsets[..3]);
+    assert_eq!(capped.unindexed_from, whole.last_offsets[2] + 1);
     let mut pruned = 0;
     for latest in [
         999_000,
@@ -201,7 +214,7 @@ fn key_lookups_and_time_bounds_agree_with_the_records() {
     assert!(!progress.caught_up && progress.indexed_to > 0 && progress.indexed_to < end);
     let partial = check_key(&fresh, &all, "k5", 0, end);
     assert_eq!(partial.unindexed_from, progress.indexed_to);
-    assert!(!partial.batches.is_empty());
+    assert!(!partial.last_offsets.is_empty());
     assert_eq!(fresh.end_for_timestamps_up_to(1_000_000, 0, end), end);
 }
 

@@ -107,6 +107,66 @@ pub fn decompress_into(
     }
 }
 
+/// Decompresses the start of `compressed` into `out` (cleared first), a
+/// block at a time, until `enough` (shown everything inflated so far after
+/// each block) says it suffices, or the end: a reader that needs only the
+/// first records of a batch does not inflate the rest. Snappy is inflated
+/// whole.
+pub fn decompress_prefix_into(
+    codec: Compression,
+    compressed: &[u8],
+    out: &mut Vec<u8>,
+    enough: impl FnMut(&[u8]) -> bool,
+) -> Result<(), CompressionError> {
+    out.clear();
+    match codec {
+        Compression::None | Compression::Snappy => decompress_into(codec, compressed, out),
+        Compression::Gzip => read_until(
+            codec,
+            std::io::BufReader::new(flate2::read::MultiGzDecoder::new(compressed)),
+            out,
+            enough,
+        ),
+        // The frame decoder holds one block inflated: it is handed on as is.
+        Compression::Lz4 => read_until(
+            codec,
+            lz4_flex::frame::FrameDecoder::new(compressed),
+            out,
+            enough,
+        ),
+        Compression::Zstd => {
+            let decoder = ruzstd::decoding::StreamingDecoder::new(compressed)
+                .map_err(|e| corrupt(codec, e))?;
+            read_until(codec, std::io::BufReader::new(decoder), out, enough)
+        }
+    }
+}
+
+fn read_until(
+    codec: Compression,
+    mut reader: impl std::io::BufRead,
+    out: &mut Vec<u8>,
+    mut enough: impl FnMut(&[u8]) -> bool,
+) -> Result<(), CompressionError> {
+    loop {
+        let piece = match reader.fill_buf() {
+            Ok(piece) => piece,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(corrupt(codec, e)),
+        };
+        if piece.is_empty() {
+            return Ok(());
+        }
+        let len = piece.len();
+        out.extend_from_slice(piece);
+        reader.consume(len);
+        check_size(out.len())?;
+        if enough(out) {
+            return Ok(());
+        }
+    }
+}
+
 fn check_size(len: usize) -> Result<(), CompressionError> {
     if len > DECOMPRESSED_BYTES_MAX {
         return Err(CompressionError::TooLarge {
@@ -203,7 +263,11 @@ pub fn compress_into(
             }
         }
         Compression::Lz4 => {
-            let mut encoder = lz4_flex::frame::FrameEncoder::new(out);
+            // Blocks of 64 KiB, as Kafka's clients write them: a reader
+            // after one record inflates only the blocks up to it.
+            let info =
+                lz4_flex::frame::FrameInfo::new().block_size(lz4_flex::frame::BlockSize::Max64KB);
+            let mut encoder = lz4_flex::frame::FrameEncoder::with_frame_info(info, out);
             encoder.write_all(records).map_err(failed)?;
             encoder.finish().map_err(|e| corrupt(codec, e))?;
         }

@@ -324,6 +324,101 @@ impl<'a> RecordBatch<'a> {
     }
 }
 
+impl<'a> RecordBatch<'a> {
+    /// The batch's records up to the one at `last_offset` (and perhaps a
+    /// few past it): as [`RecordBatch::records`], but a compressed batch
+    /// is inflated into `scratch` only as far as that record, so a reader
+    /// after one record of a large batch pays for the part before it.
+    pub fn records_through<'s>(
+        &self,
+        scratch: &'s mut Vec<u8>,
+        last_offset: i64,
+    ) -> Result<Records<'s>, RecordError>
+    where
+        'a: 's,
+    {
+        let section = &self.bytes[HEADER_BYTES..];
+        match Compression::from_id(self.header.compression())? {
+            Compression::None => Ok(Records::new(&self.header, section)),
+            codec => {
+                let count = u32::try_from(self.header.records_count()).unwrap_or(0);
+                let mut walk = FramingWalk {
+                    at: 0,
+                    records: 0,
+                    count,
+                    base_offset: self.header.base_offset(),
+                    last_offset,
+                    found: false,
+                };
+                crate::compression::decompress_prefix_into(codec, section, scratch, |inflated| {
+                    walk.reached(inflated)
+                })?;
+                let mut records = Records::new(&self.header, scratch);
+                // Only whole records: the inflated part may end inside one.
+                // Anything else (damage, records missing) is left for the
+                // reader to meet, as a whole read would.
+                if walk.found {
+                    records.remaining = records.remaining.min(walk.records);
+                }
+                Ok(records)
+            }
+        }
+    }
+}
+
+/// Walks the framing of the records inflated so far (each one's length
+/// and offset delta), to tell when the record at `last_offset` is whole.
+struct FramingWalk {
+    /// Where the next record begins.
+    at: usize,
+    /// Whole records walked.
+    records: u32,
+    count: u32,
+    base_offset: i64,
+    last_offset: i64,
+    /// A whole record at or past `last_offset` was walked.
+    found: bool,
+}
+
+impl FramingWalk {
+    /// Walks on over `inflated`; true once a whole record at or past
+    /// `last_offset` was walked (`found`), every record was, or the
+    /// framing is damaged (the reader reports it).
+    fn reached(&mut self, inflated: &[u8]) -> bool {
+        while self.records < self.count {
+            let Some(rest) = inflated.get(self.at..) else {
+                return true;
+            };
+            let Some((length, n)) = crate::varint::get(rest) else {
+                // The length is cut short (or damaged: more bytes tell).
+                return rest.len() >= 10;
+            };
+            let Ok(length) = usize::try_from(length) else {
+                return true;
+            };
+            let Some(body) = rest.get(n..n + length) else {
+                return false;
+            };
+            // Attributes, timestamp delta, offset delta.
+            let offset_delta = body.get(1..).and_then(|after| {
+                let (_, skip) = crate::varint::get(after)?;
+                crate::varint::get(after.get(skip..)?).map(|(delta, _)| delta)
+            });
+            self.at += n + length;
+            self.records += 1;
+            match offset_delta {
+                Some(delta) if self.base_offset.saturating_add(delta) < self.last_offset => {}
+                Some(_) => {
+                    self.found = true;
+                    return true;
+                }
+                None => return true,
+            }
+        }
+        true
+    }
+}
+
 /// Offset and timestamp of the first record of `batch` (one whole batch,
 /// any codec) whose timestamp is at least `target` and whose offset is at
 /// least `from_offset`; `None` if none is, or the records cannot be read.

@@ -74,8 +74,9 @@ pub(crate) struct PartitionScan {
     pub(crate) from: u64,
     /// Offset to stop before.
     pub(crate) to: u64,
-    /// Base offsets of the batches to read one by one before the bulk
-    /// read (those the key index names), ascending.
+    /// The batches to read one by one before the bulk read (those the key
+    /// index names), each by the last offset worth reading in it,
+    /// ascending.
     pub(crate) batches: Vec<u64>,
     /// Where the bulk read starts: `from`, or for a key query where the
     /// key index stops.
@@ -191,23 +192,23 @@ impl Cursor {
     /// Reads up to a megabyte of the log, queueing a batch whenever
     /// enough rows or bytes are built, and the rest once the range is read.
     fn read_some(&mut self) -> Result<(), DataFusionError> {
-        // The next batch the key index named (one byte: a read answers at
-        // least one whole batch), or the bulk read. `next` only grows, so
-        // no record is read twice.
-        let max_bytes = match self.batches.pop_front() {
-            Some(base) if base.max(self.next) < self.bulk_from => {
-                self.next = self.next.max(base);
-                1
-            }
+        // The next batch the key index named, read up to the last offset
+        // named in it (one byte: a read answers at least the whole batch
+        // holding its offset), or the bulk read. `next` only grows, so no
+        // record is read twice.
+        while self.batches.front().is_some_and(|&last| last < self.next) {
+            self.batches.pop_front();
+        }
+        let (at, max_bytes, mut stop) = match self.batches.pop_front() {
+            Some(last) if last < self.bulk_from => (last, 1, Some(last)),
             _ => {
                 self.batches.clear();
                 self.next = self.next.max(self.bulk_from);
                 let bytes = self.read_bytes;
                 self.read_bytes = (bytes * 2).min(READ_BYTES);
-                bytes
+                (self.next, bytes, None)
             }
         };
-        let at = self.next;
         if at >= self.to {
             self.done = true;
             return self.flush();
@@ -234,12 +235,29 @@ impl Cursor {
             if header.base_offset() >= self.to as i64 {
                 break;
             }
-            for record in batch.records(&mut self.scratch).map_err(external)? {
+            let records = match &mut stop {
+                Some(stop) => {
+                    // Other offsets named in this batch (other keys): read
+                    // up to the last of them at once.
+                    while let Some(&last) = self.batches.front() {
+                        if last > header.last_offset().max(0) as u64 || last >= self.bulk_from {
+                            break;
+                        }
+                        *stop = (*stop).max(last);
+                        self.batches.pop_front();
+                    }
+                    batch.records_through(&mut self.scratch, *stop as i64)
+                }
+                None => batch.records(&mut self.scratch),
+            };
+            for record in records.map_err(external)? {
                 let record = record.map_err(external)?;
                 if record.offset < self.next as i64 {
                     continue;
                 }
-                if record.offset >= self.to as i64 {
+                if record.offset >= self.to as i64
+                    || stop.is_some_and(|stop| record.offset > stop as i64)
+                {
                     break;
                 }
                 // The pushed filters are applied here exactly (DataFusion
@@ -262,7 +280,12 @@ impl Cursor {
                 }
             }
         }
-        self.next = self.next.max(read.next_offset);
+        self.next = match stop {
+            // Nothing of the keys in that batch lies past the last offset
+            // named in it.
+            Some(stop) => self.next.max(stop + 1),
+            None => self.next.max(read.next_offset),
+        };
         Ok(())
     }
 

@@ -168,8 +168,9 @@ impl TableProvider for TopicTable {
 /// them a bulk read is as fast (a key in most batches).
 const MAX_NAMED_BATCHES: usize = 10_000;
 
-/// The batches of `from..to` the key index names for any of `keys`,
-/// ascending, and where the part it has not indexed begins.
+/// The batches of `from..to` the key index names for any of `keys`, each
+/// by the last offset worth reading in it, ascending, and where the part
+/// it has not indexed begins.
 fn key_batches(
     view: &ViewPartition,
     keys: &std::collections::BTreeSet<Vec<u8>>,
@@ -180,11 +181,11 @@ fn key_batches(
     let mut bulk_from = to;
     for key in keys {
         let found = view.key_batches(key, from, to, MAX_NAMED_BATCHES);
-        batches.extend(found.batches);
+        batches.extend(found.last_offsets);
         bulk_from = bulk_from.min(found.unindexed_from);
     }
     batches.sort_unstable();
     batches.dedup();
-    batches.retain(|&base| base < bulk_from);
+    batches.retain(|&last| last < bulk_from);
     (batches, bulk_from)
 }

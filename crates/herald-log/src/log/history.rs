@@ -22,10 +22,14 @@ pub struct HistoryProgress {
 /// The batches of a range that may hold a key, from [`Log::key_batches`].
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct KeyBatches {
-    /// Base offsets of the indexed batches that may hold the key,
-    /// ascending. The first may start before the range (it may reach into
-    /// it); the reader compares keys and offsets.
-    pub batches: Vec<u64>,
+    /// For each indexed batch that may hold the key in the range, ascending,
+    /// the offset of its last record that may (one with the key, or with a
+    /// key of the same hash; a batch whose records could not be read gives
+    /// its last offset), or the range's last offset for a batch reaching
+    /// past the range: a reader reads the batch holding each offset up to
+    /// it (a compressed batch need not be inflated past it), and no record
+    /// of the key lies in that batch after it. The reader compares keys.
+    pub last_offsets: Vec<u64>,
     /// Nothing is indexed from this offset to the end of the range: read
     /// all of it. The range's end when everything is indexed.
     pub unindexed_from: u64,
@@ -153,50 +157,71 @@ impl Log {
         }
     }
 
-    /// The batches of `from..to` that may hold records with `key`, as far
-    /// as the history index reaches, and where the unindexed rest begins.
-    /// Past `max_batches` named, the rest of the range counts as unindexed:
-    /// a key in most batches is read faster in bulk than batch by batch.
+    /// The batches of `from..to` that may hold records with `key`, each by
+    /// the last offset worth reading in it, as far as the history index
+    /// reaches, and where the unindexed rest begins. Past `max_batches`
+    /// named, the rest of the range counts as unindexed: a key in most
+    /// batches is read faster in bulk than batch by batch.
     pub fn key_batches(&self, key: &[u8], from: u64, to: u64, max_batches: usize) -> KeyBatches {
         let hash = key_hash(key);
         let list = self.segments.load_full();
-        let mut batches = Vec::new();
+        let mut last_offsets = Vec::new();
         for segment in list.iter() {
             let base = segment.base_offset();
-            if base >= to {
+            if base >= to || from >= to {
                 break;
             }
             let indexed_end = base + u64::from(segment.history().indexed().records);
             if segment.end_offset() > from {
                 let found = segment.history().batches_with(hash);
                 let relative_from = from.saturating_sub(base);
-                let first_in = found.partition_point(|&r| u64::from(r) < relative_from);
-                // The batch before the range may reach into it.
-                let first = first_in.saturating_sub(1);
-                batches.extend(
-                    found[first..]
-                        .iter()
-                        .map(|&r| base + u64::from(r))
-                        .take_while(|&offset| offset < to),
-                );
-                if batches.len() > max_batches {
-                    let rest = batches[max_batches];
-                    batches.truncate(max_batches);
+                // An entry before `from` is a batch's last record of the
+                // key: nothing of the key in that batch is in the range.
+                let first = found.partition_point(|&r| u64::from(r) < relative_from);
+                let mut past_end = false;
+                for offset in found[first..].iter().map(|&r| base + u64::from(r)) {
+                    if offset < to {
+                        last_offsets.push(offset);
+                    } else {
+                        past_end = true;
+                        break;
+                    }
+                }
+                // The batch holding the first entry past the range may
+                // begin inside it: its part in the range is read up to the
+                // range's last offset (the batch holding that one).
+                if past_end && last_offsets.last() != Some(&(to - 1)) {
+                    last_offsets.push(to - 1);
+                }
+                if last_offsets.len() > max_batches {
+                    // The key's records after the last batch named are
+                    // all past its last offset named.
+                    let unindexed_from = match max_batches {
+                        0 => from,
+                        n => last_offsets[n - 1] + 1,
+                    };
+                    last_offsets.truncate(max_batches);
                     return KeyBatches {
-                        batches,
-                        unindexed_from: rest.max(from),
+                        last_offsets,
+                        unindexed_from,
+                    };
+                }
+                if past_end {
+                    return KeyBatches {
+                        last_offsets,
+                        unindexed_from: to,
                     };
                 }
             }
             if indexed_end < segment.end_offset().min(to) {
                 return KeyBatches {
-                    batches,
+                    last_offsets,
                     unindexed_from: indexed_end.max(from),
                 };
             }
         }
         KeyBatches {
-            batches,
+            last_offsets,
             unindexed_from: to,
         }
     }
@@ -263,6 +288,7 @@ fn batch_keys(bytes: &[u8], scratch: &mut Vec<u8>) -> BatchKeys {
     let Ok(records) = batch.records(scratch) else {
         return unreadable;
     };
+    let base = batch.header().base_offset();
     let mut min_timestamp = i64::MAX;
     let mut hashes = Vec::new();
     for record in records {
@@ -271,11 +297,20 @@ fn batch_keys(bytes: &[u8], scratch: &mut Vec<u8>) -> BatchKeys {
         };
         min_timestamp = min_timestamp.min(record.timestamp);
         if let (false, Some(key)) = (control, record.key) {
-            hashes.push(key_hash(key));
+            let delta = u32::try_from(record.offset.saturating_sub(base)).unwrap_or(0);
+            hashes.push((key_hash(key), delta));
         }
     }
+    // Each hash once, with its last record.
     hashes.sort_unstable();
-    hashes.dedup();
+    let mut last: Vec<(u32, u32)> = Vec::with_capacity(hashes.len());
+    for (hash, delta) in hashes {
+        match last.last_mut() {
+            Some(previous) if previous.0 == hash => previous.1 = delta,
+            _ => last.push((hash, delta)),
+        }
+    }
+    let hashes = last;
     BatchKeys {
         min_timestamp: min_timestamp.min(batch.header().max_timestamp()),
         hashes: Some(hashes),

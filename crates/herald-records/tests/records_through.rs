@@ -1,0 +1,78 @@
+//! `RecordBatch::records_through` reads a batch only as far as one record:
+//! whatever the codec, the record sizes (records spanning compressed
+//! blocks) and the record asked for, it answers the same records a whole
+//! read answers, in order, up to and including that one, never a cut
+//! record or an error, and for an early record of a large compressed batch
+//! it inflates only part of it.
+
+use herald_records::{stamp, BatchBuilder, Compression, RecordBatch, RecordFields};
+use proptest::prelude::*;
+
+fn batch(sizes: &[usize], codec: Compression) -> Vec<u8> {
+    let mut builder = BatchBuilder::new(1_000);
+    for (i, &size) in sizes.iter().enumerate() {
+        // Values that compress a little, not to nothing.
+        let value: Vec<u8> = (0..size).map(|j| (j * 31 + i * 7) as u8 % 61).collect();
+        let key = format!("key-{i}");
+        builder.push(RecordFields {
+            timestamp_ms: 1_000 + i as i64,
+            key: Some(key.as_bytes()),
+            value: Some(&value),
+            headers: &[],
+        });
+    }
+    let mut bytes = builder.finish_with(codec).expect("batch");
+    stamp(&mut bytes, 500, 0);
+    bytes
+}
+
+fn offsets_and_keys(records: herald_records::Records<'_>) -> Vec<(i64, Vec<u8>)> {
+    records
+        .map(|r| {
+            let r = r.expect("whole record");
+            (r.offset, r.key.expect("key").to_vec())
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    #[test]
+    fn reads_what_a_whole_read_reads_up_to_the_record(
+        sizes in prop::collection::vec(prop_oneof![0usize..200, 1_000usize..40_000], 1..60),
+        codec in prop::sample::select(vec![Compression::None, Compression::Lz4, Compression::Zstd, Compression::Gzip, Compression::Snappy]),
+        pick in any::<prop::sample::Index>(),
+    ) {
+        let bytes = batch(&sizes, codec);
+        let batch = RecordBatch::new(&bytes).expect("framing");
+        let mut scratch = Vec::new();
+        let whole = offsets_and_keys(batch.records(&mut scratch).expect("records"));
+        let last = 500 + pick.index(sizes.len()) as i64;
+        let mut partial = Vec::new();
+        let through = offsets_and_keys(batch.records_through(&mut partial, last).expect("records"));
+        prop_assert!(through.len() <= whole.len());
+        prop_assert_eq!(&through[..], &whole[..through.len()]);
+        prop_assert!(through.iter().any(|(offset, _)| *offset == last));
+        // Past the batch's end: everything.
+        let all = offsets_and_keys(batch.records_through(&mut partial, i64::MAX).expect("records"));
+        prop_assert_eq!(all, whole);
+    }
+}
+
+#[test]
+fn an_early_record_of_a_large_lz4_batch_inflates_part_of_it() {
+    let sizes = vec![30_000; 40];
+    let bytes = batch(&sizes, Compression::Lz4);
+    let batch = RecordBatch::new(&bytes).expect("framing");
+    let mut whole = Vec::new();
+    assert_eq!(batch.records(&mut whole).expect("records").count(), 40);
+    let mut partial = Vec::new();
+    let through = batch.records_through(&mut partial, 502).expect("records");
+    assert_eq!(through.map(|r| r.expect("record").offset).last(), Some(502));
+    assert!(
+        partial.len() * 4 < whole.len(),
+        "{} of {} bytes inflated",
+        partial.len(),
+        whole.len()
+    );
+}
