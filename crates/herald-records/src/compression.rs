@@ -96,9 +96,14 @@ pub fn decompress_into(
             read_bounded(codec, flate2::read::MultiGzDecoder::new(compressed), out)
         }
         Compression::Snappy => snappy(compressed, out),
-        Compression::Lz4 => {
-            read_bounded(codec, lz4_flex::frame::FrameDecoder::new(compressed), out)
-        }
+        // Each block the frame decoder inflates is copied on once (a plain
+        // read would also zero the space it reads into).
+        Compression::Lz4 => read_until(
+            codec,
+            lz4_flex::frame::FrameDecoder::new(compressed),
+            out,
+            |_| false,
+        ),
         Compression::Zstd => {
             let decoder = ruzstd::decoding::StreamingDecoder::new(compressed)
                 .map_err(|e| corrupt(codec, e))?;
