@@ -55,6 +55,31 @@ impl Cell {
     }
 }
 
+/// The start of the bucket of `width` ms holding `timestamp`. Timestamps
+/// are the producers' to choose: one in the first bucket below
+/// `i64::MIN` is counted in the bucket starting there.
+fn bucket_start(timestamp: i64, width: i64) -> i64 {
+    timestamp
+        .checked_sub(timestamp.rem_euclid(width))
+        .unwrap_or(i64::MIN)
+}
+
+/// Whether `timestamp` falls in the bucket of `width` starting at `start`.
+fn in_bucket(timestamp: i64, start: i64, width: i64) -> bool {
+    timestamp >= start && timestamp.checked_sub(start).is_some_and(|d| d < width)
+}
+
+/// The window of `buckets` buckets of `width` ending with the one starting
+/// at `newest`: its first millisecond and the one after it (saturating at
+/// the ends of time).
+fn window(newest: i64, width: i64, buckets: u64) -> (i64, i64) {
+    let end = newest.saturating_add(width);
+    let span = i64::try_from(buckets)
+        .unwrap_or(i64::MAX)
+        .saturating_mul(width);
+    (end.saturating_sub(span), end)
+}
+
 /// The set bits of `mask`, lowest first.
 fn set_bits(mut mask: u64) -> impl Iterator<Item = usize> {
     std::iter::from_fn(move || {
@@ -93,17 +118,22 @@ fn fold_in(
             }
             !(up && down)
         }
+        // From no number to the first, a min or a max moves both ways as
+        // a condition sees it (`min > 5` goes from false to true to false
+        // over 10 then 3): one way only once it holds a number.
         Cell::Min(v) => {
+            let had = v.is_some();
             for x in set_bits(matched).filter_map(numbers) {
                 *v = min(*v, Some(x));
             }
-            true
+            had || v.is_none()
         }
         Cell::Max(v) => {
+            let had = v.is_some();
             for x in set_bits(matched).filter_map(numbers) {
                 *v = max(*v, Some(x));
             }
-            true
+            had || v.is_none()
         }
         Cell::Distinct(sketch) => {
             if let Some(field) = &aggregate.field {
@@ -375,7 +405,7 @@ impl QueryState {
         let start = newest.start;
         if !set_bits(matched).all(|at| {
             let t = chunk[at].record().timestamp;
-            t >= start && t - start < width
+            in_bucket(t, start, width)
         }) {
             return false;
         }
@@ -398,8 +428,7 @@ impl QueryState {
             else {
                 return false;
             };
-            let window_end = start + width;
-            let window_start = window_end - trigger.window_buckets as i64 * width;
+            let (window_start, window_end) = window(start, width, trigger.window_buckets);
             let value = self.combined_with(trigger.aggregate, window_start, window_end, cell);
             let holds = value.is_some_and(|v| trigger.op.holds(v, trigger.threshold));
             if holds && !self.firing[i] {
@@ -439,10 +468,8 @@ impl QueryState {
         let width = self.query.spec.bucket_ms as i64;
         let start = match self.buckets.back() {
             // The newest bucket's, found without a division.
-            Some(newest) if timestamp >= newest.start && timestamp - newest.start < width => {
-                newest.start
-            }
-            _ => timestamp.div_euclid(width) * width,
+            Some(newest) if in_bucket(timestamp, newest.start, width) => newest.start,
+            _ => bucket_start(timestamp, width),
         };
         let Some(bucket) = self.bucket_for(start) else {
             self.late += 1;
@@ -537,8 +564,7 @@ impl QueryState {
             if !changes.buckets && changes.aggregates & (1 << trigger.aggregate) == 0 {
                 continue;
             }
-            let window_end = newest + width;
-            let window_start = window_end - trigger.window_buckets as i64 * width;
+            let (window_start, window_end) = window(newest, width, trigger.window_buckets);
             let value = match self.buckets.back() {
                 Some(bucket) if trigger.window_buckets == 1 => {
                     bucket.cells[trigger.aggregate].value()

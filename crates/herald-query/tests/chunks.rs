@@ -35,6 +35,11 @@ const QUERIES: &[&str] = &[
     r#"{"id": "all", "topic": "t", "bucket_ms": 1000,
         "aggregates": [{"name": "n", "function": "count"},
                        {"name": "s", "function": "sum", "field": "value.x"}]}"#,
+    r#"{"id": "gaps", "topic": "t", "bucket_ms": 1000, "retain_buckets": 5,
+        "aggregates": [{"name": "lo", "function": "min", "field": "value.y"},
+                       {"name": "hi", "function": "max", "field": "value.y"}],
+        "triggers": [{"name": "floor", "aggregate": "lo", "op": ">", "threshold": 5, "window_ms": 1000},
+                     {"name": "ceiling", "aggregate": "hi", "op": "<", "threshold": 9, "window_ms": 2000}]}"#,
     r#"{"id": "none-match", "topic": "t", "bucket_ms": 10, "filter": "header.kind == \"zzz\"",
         "aggregates": [{"name": "n", "function": "count"}],
         "triggers": [{"name": "never", "aggregate": "n", "op": ">", "threshold": 0, "window_ms": 10}]}"#,
@@ -54,9 +59,16 @@ fn stored(rows: &[Row], per_batch: usize) -> Vec<u8> {
     let mut bytes = Vec::new();
     for (b, batch_rows) in rows.chunks(per_batch).enumerate() {
         let mut builder = BatchBuilder::new(0);
-        for &(key, kind, x, timestamp) in batch_rows {
-            let key = format!("k{key}");
-            let value = format!(r#"{{"x": {x}}}"#);
+        for &(number, kind, x, timestamp) in batch_rows {
+            let key = format!("k{number}");
+            // `y` only on some records: a min or max starts from none.
+            let value = match number % 4 {
+                1..=3 => format!(r#"{{"x": {x}}}"#),
+                _ => format!(
+                    r#"{{"x": {x}, "y": {}}}"#,
+                    i32::from(x) * i32::from(number) % 17
+                ),
+            };
             let kind: &[u8] = if kind { b"a" } else { b"b" };
             builder.push(RecordFields {
                 timestamp_ms: timestamp,
@@ -102,7 +114,14 @@ fn rows() -> impl Strategy<Value = Vec<Row>> {
                 .into_iter()
                 .map(|(key, kind, x, step)| {
                     now = (now + step.max(-5)).max(0);
-                    let timestamp = if step < -35 { now / 3 } else { now };
+                    // Now and then a timestamp at the ends of time (what a
+                    // producer may stamp), far from every bucket.
+                    let timestamp = match step {
+                        -40 => -4_600_000_000_000_000_000,
+                        -39 => 4_600_000_000_000_000_000,
+                        s if s < -35 => now / 3,
+                        _ => now,
+                    };
                     (key, kind, x, timestamp)
                 })
                 .collect()
@@ -133,6 +152,37 @@ proptest! {
             let (expected, expected_alerts) = one_by_one(&bytes, query, starts[i]);
             prop_assert_eq!(states[i].results(None, None), expected.results(None, None), "{}", query);
             prop_assert_eq!(&alerts[i], &expected_alerts, "{}", query);
+        }
+    }
+}
+
+/// Timestamps at the ends of time (a producer's to choose) land in
+/// buckets at the ends of time, with no overflow, fed either way.
+#[test]
+fn timestamps_at_the_ends_of_time_are_counted_alike() {
+    let rows: Vec<Row> = [
+        i64::MIN + 1,
+        i64::MAX - 1,
+        0,
+        -5_000_000_000_000_000_000,
+        5_000_000_000_000_000_000,
+        5,
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, &t)| (i as u8, true, 1, t))
+    .collect();
+    for per_batch in [1, 6] {
+        let bytes = stored(&rows, per_batch);
+        for query in QUERIES {
+            let mut chunked = state(query);
+            let mut followers = [Follower::new(0, &mut chunked)];
+            feed_batches(&bytes, &mut followers, &mut Vec::new());
+            let [follower] = followers;
+            let alerts = follower.alerts;
+            let (expected, expected_alerts) = one_by_one(&bytes, query, 0);
+            assert_eq!(chunked.results(None, None), expected.results(None, None));
+            assert_eq!(alerts, expected_alerts);
         }
     }
 }

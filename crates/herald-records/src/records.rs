@@ -328,7 +328,11 @@ impl<'a> RecordBatch<'a> {
     /// The batch's records up to the one at `last_offset` (and perhaps a
     /// few past it): as [`RecordBatch::records`], but a compressed batch
     /// is inflated into `scratch` only as far as that record, so a reader
-    /// after one record of a large batch pays for the part before it.
+    /// after one record of a large batch pays for the part before it. A
+    /// batch whose records are not numbered in order (deltas 0, 1, 2...)
+    /// is read whole, as is an uncompressed one (its records are read in
+    /// place as they are iterated): a reader stopping early checks the
+    /// numbering itself.
     pub fn records_through<'s>(
         &self,
         scratch: &'s mut Vec<u8>,
@@ -349,6 +353,7 @@ impl<'a> RecordBatch<'a> {
                     base_offset: self.header.base_offset(),
                     last_offset,
                     found: false,
+                    irregular: false,
                 };
                 crate::compression::decompress_prefix_into(codec, section, scratch, |inflated| {
                     walk.reached(inflated)
@@ -378,6 +383,9 @@ struct FramingWalk {
     last_offset: i64,
     /// A whole record at or past `last_offset` was walked.
     found: bool,
+    /// A record's offset delta was not its position: the batch is read
+    /// whole.
+    irregular: bool,
 }
 
 impl FramingWalk {
@@ -407,7 +415,13 @@ impl FramingWalk {
             self.at += n + length;
             self.records += 1;
             match offset_delta {
-                Some(delta) if self.base_offset.saturating_add(delta) < self.last_offset => {}
+                // Offset deltas out of order (Kafka's clients number
+                // records 0, 1, 2...; the broker does not check each):
+                // a later record may have a smaller offset, so all are read.
+                Some(delta) if delta != i64::from(self.records - 1) => self.irregular = true,
+                Some(delta)
+                    if self.irregular
+                        || self.base_offset.saturating_add(delta) < self.last_offset => {}
                 Some(_) => {
                     self.found = true;
                     return true;

@@ -5,6 +5,7 @@
 //! record or an error, and for an early record of a large compressed batch
 //! it inflates only part of it.
 
+use herald_records::testing::batch_numbered;
 use herald_records::{stamp, BatchBuilder, Compression, RecordBatch, RecordFields};
 use proptest::prelude::*;
 
@@ -75,4 +76,25 @@ fn an_early_record_of_a_large_lz4_batch_inflates_part_of_it() {
         partial.len(),
         whole.len()
     );
+}
+
+#[test]
+fn records_numbered_out_of_order_are_all_read() {
+    for codec in [Compression::Lz4, Compression::Zstd, Compression::None] {
+        let keys: Vec<String> = (0..6).map(|i| format!("key-{i}")).collect();
+        let keys: Vec<&[u8]> = keys.iter().map(|k| k.as_bytes()).collect();
+        let mut bytes = batch_numbered(&[0, 3, 1, 2, 4, 5], &keys, 20_000, codec);
+        stamp(&mut bytes, 500, 0);
+        let batch = RecordBatch::new(&bytes).expect("framing");
+        let mut scratch = Vec::new();
+        let whole = offsets_and_keys(batch.records(&mut scratch).expect("records"));
+        assert_eq!(
+            whole.iter().map(|r| r.0).collect::<Vec<_>>(),
+            [500, 503, 501, 502, 504, 505]
+        );
+        // Asked for offset 501: the record after 503 is still given.
+        let mut partial = Vec::new();
+        let through = offsets_and_keys(batch.records_through(&mut partial, 501).expect("records"));
+        assert_eq!(through, whole, "{codec:?}");
+    }
 }

@@ -213,6 +213,9 @@ impl Cursor {
             self.done = true;
             return self.flush();
         }
+        // A batch read whole (its records out of order) moves `next` past
+        // it rather than past the offset named.
+        let mut whole = false;
         let read = self
             .view
             .read_before(at, max_bytes, self.to)
@@ -250,13 +253,19 @@ impl Cursor {
                 }
                 None => batch.records(&mut self.scratch),
             };
-            for record in records.map_err(external)? {
+            // Records numbered out of order (a client's doing: the broker
+            // does not check each delta) are read whole, as no offset
+            // bounds the rest.
+            let base = header.base_offset();
+            let mut in_order = true;
+            for (position, record) in records.map_err(external)?.enumerate() {
                 let record = record.map_err(external)?;
+                in_order &= record.offset == base.saturating_add(position as i64);
                 if record.offset < self.next as i64 {
                     continue;
                 }
                 if record.offset >= self.to as i64
-                    || stop.is_some_and(|stop| record.offset > stop as i64)
+                    || (in_order && stop.is_some_and(|stop| record.offset > stop as i64))
                 {
                     break;
                 }
@@ -279,12 +288,15 @@ impl Cursor {
                     self.batch_rows = (self.batch_rows * 2).min(ROWS_PER_BATCH);
                 }
             }
+            if !in_order {
+                whole = true;
+            }
         }
         self.next = match stop {
             // Nothing of the keys in that batch lies past the last offset
             // named in it.
-            Some(stop) => self.next.max(stop + 1),
-            None => self.next.max(read.next_offset),
+            Some(stop) if !whole => self.next.max(stop + 1),
+            _ => self.next.max(read.next_offset),
         };
         Ok(())
     }
