@@ -29,8 +29,9 @@ impl Filter {
     }
 }
 
-/// The set bits of `mask`, lowest first.
-fn set_bits(mut mask: u64) -> impl Iterator<Item = usize> {
+/// The positions of the records a mask of [`Filter::select`] holds (its
+/// set bits), lowest first.
+pub fn selected(mut mask: u64) -> impl Iterator<Item = usize> {
     std::iter::from_fn(move || {
         if mask == 0 {
             return None;
@@ -44,13 +45,13 @@ fn set_bits(mut mask: u64) -> impl Iterator<Item = usize> {
 /// The records of `candidates` for which `test` holds.
 #[inline]
 fn select_each<R>(records: &[R], candidates: u64, test: impl Fn(&R) -> bool) -> u64 {
-    let mut selected = 0;
-    for at in set_bits(candidates) {
+    let mut passed = 0;
+    for at in selected(candidates) {
         if test(&records[at]) {
-            selected |= 1 << at;
+            passed |= 1 << at;
         }
     }
-    selected
+    passed
 }
 
 impl Node {

@@ -24,6 +24,7 @@ mod parser;
 pub use audience::{
     Attributes, AttributesError, ATTRIBUTES_MAX, ATTRIBUTE_BYTES_MAX, AUDIENCE_HEADER,
 };
+pub use eval::selected;
 pub use json_path::JsonPath;
 pub use parser::{FieldRef, Filter, FilterError};
 

@@ -1,9 +1,10 @@
 //! The filter language from the outside: what parses, what is refused and
 //! with which error, and that the canonical form reads back the same.
 
-use herald_filter::{
-    Fields, Filter, FilterError, FILTER_BYTES_MAX, FILTER_DEPTH_MAX, FILTER_TESTS_MAX,
-};
+mod common;
+
+use common::Record;
+use herald_filter::{Filter, FilterError, FILTER_BYTES_MAX, FILTER_DEPTH_MAX, FILTER_TESTS_MAX};
 use proptest::prelude::*;
 
 #[test]
@@ -70,34 +71,6 @@ fn limits_on_size_tests_and_depth() {
         ")".repeat(FILTER_DEPTH_MAX - 2)
     );
     assert!(Filter::parse(&fine).is_ok());
-}
-
-/// A record: a key and headers, the first of a name counting, a value
-/// (JSON or not) and a timestamp.
-#[derive(Debug, Clone)]
-struct Record {
-    key: Option<Vec<u8>>,
-    headers: Vec<(Vec<u8>, Option<Vec<u8>>)>,
-    value: Option<Vec<u8>>,
-    timestamp: i64,
-}
-
-impl Fields for Record {
-    fn key(&self) -> Option<&[u8]> {
-        self.key.as_deref()
-    }
-    fn value(&self) -> Option<&[u8]> {
-        self.value.as_deref()
-    }
-    fn timestamp(&self) -> Option<i64> {
-        Some(self.timestamp)
-    }
-    fn header(&self, name: &[u8]) -> Option<Option<&[u8]>> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_deref())
-    }
 }
 
 fn field() -> impl Strategy<Value = String> {

@@ -3,34 +3,11 @@
 //! `Filter::matches` answers record by record: keys, headers (absent, null,
 //! repeated), timestamps, JSON fields, and `and` / `or` / `not` nested.
 
-use herald_filter::{Fields, Filter};
+mod common;
+
+use common::Record;
+use herald_filter::Filter;
 use proptest::prelude::*;
-
-#[derive(Debug, Clone)]
-struct Record {
-    key: Option<Vec<u8>>,
-    headers: Vec<(Vec<u8>, Option<Vec<u8>>)>,
-    value: Option<Vec<u8>>,
-    timestamp: i64,
-}
-
-impl Fields for Record {
-    fn key(&self) -> Option<&[u8]> {
-        self.key.as_deref()
-    }
-    fn header(&self, name: &[u8]) -> Option<Option<&[u8]>> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_deref())
-    }
-    fn value(&self) -> Option<&[u8]> {
-        self.value.as_deref()
-    }
-    fn timestamp(&self) -> Option<i64> {
-        Some(self.timestamp)
-    }
-}
 
 const KEYS: &[&str] = &[
     "user-0001",

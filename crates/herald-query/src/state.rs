@@ -5,7 +5,7 @@
 
 use std::collections::VecDeque;
 
-use herald_filter::{DecodedRecord, FieldRef, Fields};
+use herald_filter::{selected, DecodedRecord, FieldRef, Fields};
 use serde::Serialize;
 
 use crate::hll::Hll;
@@ -80,18 +80,6 @@ fn window(newest: i64, width: i64, buckets: u64) -> (i64, i64) {
     (end.saturating_sub(span), end)
 }
 
-/// The set bits of `mask`, lowest first.
-fn set_bits(mut mask: u64) -> impl Iterator<Item = usize> {
-    std::iter::from_fn(move || {
-        if mask == 0 {
-            return None;
-        }
-        let at = mask.trailing_zeros() as usize;
-        mask &= mask - 1;
-        Some(at)
-    })
-}
-
 /// Counts the `matched` records of `chunk` into `cell`, in order, as
 /// counting them one at a time does; answers whether the cell's value
 /// moved one way only on the way (a distinct count's estimate is not
@@ -111,7 +99,7 @@ fn fold_in(
         }
         Cell::Sum(sum) => {
             let (mut up, mut down) = (false, false);
-            for x in set_bits(matched).filter_map(numbers) {
+            for x in selected(matched).filter_map(numbers) {
                 *sum += x;
                 up |= x > 0.0;
                 down |= x < 0.0;
@@ -123,21 +111,21 @@ fn fold_in(
         // over 10 then 3): one way only once it holds a number.
         Cell::Min(v) => {
             let had = v.is_some();
-            for x in set_bits(matched).filter_map(numbers) {
+            for x in selected(matched).filter_map(numbers) {
                 *v = min(*v, Some(x));
             }
             had || v.is_none()
         }
         Cell::Max(v) => {
             let had = v.is_some();
-            for x in set_bits(matched).filter_map(numbers) {
+            for x in selected(matched).filter_map(numbers) {
                 *v = max(*v, Some(x));
             }
             had || v.is_none()
         }
         Cell::Distinct(sketch) => {
             if let Some(field) = &aggregate.field {
-                for at in set_bits(matched) {
+                for at in selected(matched) {
                     if let Some(hash) = hashes.hash_of(field, &chunk[at], at) {
                         sketch.insert_hash(hash);
                     }
@@ -367,10 +355,7 @@ impl QueryState {
         if matched == 0 || self.count_chunk_at_once(chunk, matched, hashes) {
             return;
         }
-        let mut rest = matched;
-        while rest != 0 {
-            let at = rest.trailing_zeros() as usize;
-            rest &= rest - 1;
+        for at in selected(matched) {
             let record = &chunk[at];
             self.count_in(record, record.record().timestamp, hashes, at);
             if !self.query.triggers.is_empty() {
@@ -403,7 +388,7 @@ impl QueryState {
             return false;
         };
         let start = newest.start;
-        if !set_bits(matched).all(|at| {
+        if !selected(matched).all(|at| {
             let t = chunk[at].record().timestamp;
             in_bucket(t, start, width)
         }) {
@@ -415,7 +400,7 @@ impl QueryState {
             watched |= 1 << trigger.aggregate;
         }
         let mut ahead = Vec::new();
-        for index in set_bits(u64::from(watched)) {
+        for index in selected(u64::from(watched)) {
             let mut cell = newest.cells[index].clone();
             if !fold_in(&mut cell, &aggregates[index], chunk, matched, hashes) {
                 return false;
