@@ -69,7 +69,8 @@ status=0
 for suite in tests/compat tests/push; do
   step "pytest $suite"
   set +e
-  .venv/bin/python -m pytest "$suite"
+  # The slowest tests are listed, to see where the run's time goes.
+  .venv/bin/python -m pytest --durations=15 "$suite"
   code=$?
   set -e
   if [ "$code" = 5 ]; then
