@@ -6,7 +6,10 @@
 //!
 //! It sweeps the partitions: one with nothing new costs two loads; one
 //! with new records gets up to [`SLICE_BYTES`] indexed before the sweep
-//! moves on, so a busy partition cannot starve the others. When a sweep
+//! moves on, so a busy partition cannot starve the others. A partition
+//! wholly indexed whose topic keeps key-sorted copies (`key.sorted.copy`)
+//! gets the copy of one sealed segment made (a few seconds for a full
+//! one; see `herald_log::Log::build_key_copy`). When a sweep
 //! finds nothing to do the thread rests [`IDLE_REST`]; produce never waits
 //! for it, and when the cores are contended it falls behind (queries then
 //! read the unindexed rest in full).
@@ -101,7 +104,8 @@ fn run(broker: &Weak<Broker>, stopped: &mpsc::Receiver<()>, stopping: &AtomicBoo
 }
 
 /// One pass over every partition, indexing up to [`SLICE_BYTES`] of each;
-/// answers the bytes indexed. The thread calls it; so can a test or a tool
+/// answers the bytes indexed, plus one per key-sorted copy made (zero:
+/// nothing was left to do). The thread calls it; so can a test or a tool
 /// that wants the index built now.
 pub fn sweep(broker: &Broker) -> u64 {
     sweep_until(broker, &AtomicBool::new(false))
@@ -120,6 +124,10 @@ fn sweep_until(broker: &Broker, stopping: &AtomicBool) -> u64 {
             };
             if log.history_lag() > 0 {
                 indexed += log.index_history(SLICE_BYTES).bytes;
+            } else if log.build_key_copy(stopping) {
+                // A segment's key-sorted copy (a topic keeping them): not
+                // bytes indexed, but work done, so no rest follows.
+                indexed += 1;
             }
         }
     }

@@ -129,6 +129,12 @@ const KEYS: &[KeySpec] = &[
         fixed: None,
     },
     KeySpec {
+        name: "key.sorted.copy",
+        config_type: ConfigType::Boolean,
+        documentation: "Keep a copy of each sealed segment's keyed records sorted by key (lz4-compressed, in a file beside the segment, built in the background once the segment is sealed and indexed), so that an SQL lookup by key reads a block or two per segment rather than every batch holding the key. For topics queried by key; costs the keyed records' size again in disk, compressed. Turning it off deletes the copies.",
+        fixed: None,
+    },
+    KeySpec {
         name: "message.timestamp.type",
         config_type: ConfigType::String,
         documentation: "Record timestamps are the producer's create time.",
@@ -365,6 +371,7 @@ fn default_value(k: &KeySpec, defaults: &LogConfig) -> String {
         "message.priority" => "normal".to_owned(),
         "subject.filters" => "auto".to_owned(),
         "write.caching" => "false".to_owned(),
+        "key.sorted.copy" => defaults.key_copy.to_string(),
         "segment.bytes" => defaults.segment_bytes.to_string(),
         "segment.ms" => millis_or_minus_one(defaults.segment_age),
         _ => String::new(),
@@ -432,6 +439,10 @@ fn apply(config: &mut LogConfig, key: &str, value: &str) -> Result<(), BrokerErr
             parse_limit(key, value)?;
         }
         "write.caching" => one_of(key, value, ["true", "false"])?,
+        "key.sorted.copy" => {
+            one_of(key, value, ["true", "false"])?;
+            config.key_copy = value.trim().eq_ignore_ascii_case("true");
+        }
         "message.priority" => one_of(key, value, ["normal", "high"])?,
         "subject.filters" => {
             if SubjectFilters::parse(value).is_none() {

@@ -51,6 +51,12 @@ pub struct LogConfig {
     /// Oldest sealed segments are deleted while the log is larger than this
     /// (Kafka's `retention.bytes`). `None` means no size limit.
     pub retention_bytes: Option<u64>,
+    /// Keep a key-sorted copy of every sealed segment (`.kcopy` beside
+    /// it, built in the background by [`crate::Log::build_key_copy`]), so
+    /// that a lookup by key reads a block or two per segment instead of
+    /// every batch holding the key; costs disk (the keyed records again,
+    /// lz4-compressed).
+    pub key_copy: bool,
 }
 
 impl Default for LogConfig {
@@ -64,6 +70,7 @@ impl Default for LogConfig {
             flush: FlushPolicy::Never,
             retention_age: Some(Duration::from_secs(7 * 24 * 3600)),
             retention_bytes: None,
+            key_copy: false,
         }
     }
 }

@@ -52,6 +52,8 @@ mod file_region;
 #[cfg(not(herald_loom))]
 mod history;
 #[cfg(not(herald_loom))]
+mod key_copy;
+#[cfg(not(herald_loom))]
 mod log;
 #[cfg(not(herald_loom))]
 mod mapped_file;
@@ -75,6 +77,8 @@ pub use flush_stats::{
     FlushStats, FlushStatsSnapshot, FLUSH_LATENCY_BOUNDS_NANOS, FLUSH_LATENCY_BUCKETS,
 };
 pub use herald_records::{BatchError, ValidBatch};
+#[cfg(not(herald_loom))]
+pub use key_copy::{CopiedRecord, CopiedRecords};
 #[cfg(not(herald_loom))]
 pub use log::{Appended, HistoryProgress, KeyBatches, Log, ReadSlice, TimestampOffset};
 #[cfg(not(herald_loom))]

@@ -21,6 +21,7 @@ use crate::config::LogConfig;
 use crate::error::LogError;
 use crate::extent::Extent;
 use crate::history::keys_file_name;
+use crate::key_copy::key_copy_file_name;
 use crate::persist::{Checkpoint, IndexFile};
 use crate::segment::{index_file_name, log_file_name, Segment};
 use crate::sync::Arc;
@@ -61,7 +62,7 @@ fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -
 }
 
 /// Base offsets of the segment files in `dir`, ascending.
-fn segment_bases(dir: &Path) -> Result<Vec<u64>, LogError> {
+fn segment_bases(dir: &Path, keep_copies: bool) -> Result<Vec<u64>, LogError> {
     let mut bases = Vec::new();
     for entry in fs::read_dir(dir).map_err(io_err("list", dir))? {
         let entry = entry.map_err(io_err("list", dir))?;
@@ -87,20 +88,23 @@ fn segment_bases(dir: &Path) -> Result<Vec<u64>, LogError> {
         }
     }
     bases.sort_unstable();
-    remove_orphan_indexes(dir, &bases)?;
+    remove_orphan_indexes(dir, &bases, keep_copies)?;
     Ok(bases)
 }
 
 /// Deletes index files whose segment is gone (a crash while a segment was
-/// deleted): a later segment of the same base must not take them.
-fn remove_orphan_indexes(dir: &Path, bases: &[u64]) -> Result<(), LogError> {
+/// deleted): a later segment of the same base must not take them. Deletes
+/// every key-sorted copy unless `keep_copies` (the log keeps them no more).
+fn remove_orphan_indexes(dir: &Path, bases: &[u64], keep_copies: bool) -> Result<(), LogError> {
     for entry in fs::read_dir(dir).map_err(io_err("list", dir))? {
         let entry = entry.map_err(io_err("list", dir))?;
         let name = entry.file_name();
         let name = name.to_string_lossy();
+        let copy = name.strip_suffix(".kcopy");
         let Some(stem) = name
             .strip_suffix(".index")
             .or_else(|| name.strip_suffix(".keys"))
+            .or(copy)
         else {
             continue;
         };
@@ -108,7 +112,10 @@ fn remove_orphan_indexes(dir: &Path, bases: &[u64]) -> Result<(), LogError> {
             && stem
                 .parse::<u64>()
                 .is_ok_and(|base| bases.binary_search(&base).is_err());
-        if orphan {
+        if copy.is_some() && !keep_copies && !orphan {
+            tracing::info!(file = %name, "deleting a key-sorted copy the log no longer keeps");
+            fs::remove_file(entry.path()).map_err(io_err("remove", &entry.path()))?;
+        } else if orphan {
             tracing::warn!(file = %name, "deleting an index whose segment is gone");
             fs::remove_file(entry.path()).map_err(io_err("remove", &entry.path()))?;
         }
@@ -192,7 +199,7 @@ fn load_index(dir: &Path, base: u64, file_len: u64, config: &LogConfig) -> Optio
 pub(crate) fn recover(dir: &Path, config: &LogConfig) -> Result<Recovered, LogError> {
     fs::create_dir_all(dir).map_err(io_err("create", dir))?;
     let checkpoint = Checkpoint::read(dir);
-    let bases = segment_bases(dir)?;
+    let bases = segment_bases(dir, config.key_copy)?;
     let mut report = RecoveryReport {
         clean: checkpoint.clean,
         ..RecoveryReport::default()
@@ -289,7 +296,11 @@ pub(crate) fn recover(dir: &Path, config: &LogConfig) -> Result<Recovered, LogEr
             // Appends will make the index file stale; if it survived a crash
             // it would be trusted once this segment is no longer the last.
             // (The log syncs the directory before its first append.)
-            for name in [index_file_name(base), keys_file_name(base)] {
+            for name in [
+                index_file_name(base),
+                keys_file_name(base),
+                key_copy_file_name(base),
+            ] {
                 let side = dir.join(name);
                 if side.exists() {
                     fs::remove_file(&side).map_err(io_err("remove", &side))?;
@@ -343,7 +354,11 @@ fn drop_segments(dir: &Path, bases: &[u64]) -> Result<usize, LogError> {
     for &base in bases {
         let path = dir.join(log_file_name(base));
         tracing::warn!(segment = %path.display(), "deleting segment after torn tail");
-        for name in [index_file_name(base), keys_file_name(base)] {
+        for name in [
+            index_file_name(base),
+            keys_file_name(base),
+            key_copy_file_name(base),
+        ] {
             let side = dir.join(name);
             if side.exists() {
                 fs::remove_file(&side).map_err(io_err("remove", &side))?;

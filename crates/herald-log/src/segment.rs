@@ -11,6 +11,7 @@ use crate::commit::{BatchSizes, CommitTracker};
 use crate::extent::Extent;
 use crate::history::SegmentHistory;
 use crate::index::SegmentIndex;
+use crate::key_copy::KeyCopySlot;
 use crate::mapped_file::MappedFile;
 use crate::provisioner::policy;
 use crate::reserve::{Reservation, ReserveWord};
@@ -82,6 +83,8 @@ pub(crate) struct Segment {
     index: SegmentIndex,
     /// Bucket minima and the key index, built after the fact.
     history: SegmentHistory,
+    /// The key-sorted copy of the sealed segment, once built or found.
+    key_copy: KeyCopySlot,
     next: AtomicPtr<Segment>,
     /// The successor, prepared by the provisioner once this segment is half
     /// full, so that the roll costs a rename instead of a file creation.
@@ -167,6 +170,7 @@ impl Segment {
             commit: CommitTracker::new(capacity, start),
             index: SegmentIndex::new(capacity, interval),
             history: SegmentHistory::default(),
+            key_copy: KeyCopySlot::default(),
             next: AtomicPtr::new(std::ptr::null_mut()),
             successor: ArcSwapOption::empty(),
             successor_requested: AtomicBool::new(false),
@@ -195,6 +199,7 @@ impl Segment {
             commit: CommitTracker::new_complete(end),
             index: SegmentIndex::new(end.bytes, interval),
             history: SegmentHistory::default(),
+            key_copy: KeyCopySlot::default(),
             next: AtomicPtr::new(std::ptr::null_mut()),
             successor: ArcSwapOption::empty(),
             successor_requested: AtomicBool::new(true),
@@ -228,21 +233,36 @@ impl Segment {
         crate::history::keys_path(self.file.path())
     }
 
+    /// Path of the key-sorted copy (`.kcopy`) beside it.
+    pub(crate) fn key_copy_path(&self) -> PathBuf {
+        crate::key_copy::key_copy_path(self.file.path())
+    }
+
     /// The files kept beside the segment file, deleted with it.
-    pub(crate) fn side_files(&self) -> [PathBuf; 2] {
-        [self.index_path(), self.keys_path()]
+    pub(crate) fn side_files(&self) -> [PathBuf; 3] {
+        [self.index_path(), self.keys_path(), self.key_copy_path()]
     }
 
     /// Every file of the segment, its indexes first: deleted in this
     /// order, a crash part way leaves no index of a missing segment that a
     /// later segment of the same base could take for its own.
-    pub(crate) fn files(&self) -> [PathBuf; 3] {
-        [self.index_path(), self.keys_path(), self.path().to_owned()]
+    pub(crate) fn files(&self) -> [PathBuf; 4] {
+        [
+            self.index_path(),
+            self.keys_path(),
+            self.key_copy_path(),
+            self.path().to_owned(),
+        ]
     }
 
     /// Bucket minima and key index, as far as they are built.
     pub(crate) fn history(&self) -> &SegmentHistory {
         &self.history
+    }
+
+    /// The key-sorted copy, as far as it is known.
+    pub(crate) fn key_copy(&self) -> &KeyCopySlot {
+        &self.key_copy
     }
 
     /// Interval of the index buckets, in bytes.

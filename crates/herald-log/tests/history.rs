@@ -166,7 +166,8 @@ fn key_lookups_and_time_bounds_agree_with_the_records() {
         nothing,
         KeyBatches {
             last_offsets: vec![],
-            unindexed_from: 0
+            unindexed_from: 0,
+            copied: Default::default(),
         }
     );
     assert_eq!(log.end_for_timestamps_up_to(1_000_000, 0, end), end);

@@ -56,6 +56,28 @@ pub struct Record<'a> {
 }
 
 impl<'a> Record<'a> {
+    /// A record kept apart from its batch (a copy sorted by key, say):
+    /// `headers` is its header section as [`Record::header_section`] gave
+    /// it, holding `header_count` headers.
+    pub fn from_parts(
+        offset: i64,
+        timestamp: i64,
+        key: Option<&'a [u8]>,
+        value: Option<&'a [u8]>,
+        header_count: u32,
+        headers: &'a [u8],
+    ) -> Self {
+        Self {
+            offset,
+            timestamp,
+            key,
+            value,
+            header_count,
+            headers,
+            index: 0,
+        }
+    }
+
     /// The record's headers, in order, read as they are iterated.
     pub fn headers(&self) -> Headers<'a> {
         Headers {

@@ -4,7 +4,8 @@
 //! records all lie before the earliest timestamp allowed are skipped
 //! without being decoded. A query on keys reads first, one by one, the
 //! batches the key index names, then in full the part of the range the
-//! index has not reached.
+//! index has not reached; before them, the records the log's key-sorted
+//! copies answered (segments whose batches are then not named).
 
 use std::collections::{BTreeSet, VecDeque};
 use std::fmt;
@@ -18,7 +19,7 @@ use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::streaming::PartitionStream;
 use futures::stream;
-use herald_broker::ViewPartition;
+use herald_broker::{CopiedRecords, ViewPartition};
 use herald_records::{batches, RecordBatch as StoredBatch};
 
 use crate::schema::RecordColumns;
@@ -81,6 +82,10 @@ pub(crate) struct PartitionScan {
     /// Where the bulk read starts: `from`, or for a key query where the
     /// key index stops.
     pub(crate) bulk_from: u64,
+    /// For a key query, the records of the keys' hashes read from
+    /// key-sorted copies (segments whose batches are not named above),
+    /// answered first.
+    pub(crate) copied: Arc<CopiedRecords>,
     /// The keys a row must have to match (the query's filters allow no
     /// other): rows with another key are not built at all.
     pub(crate) keys: Option<Arc<BTreeSet<Vec<u8>>>>,
@@ -113,6 +118,8 @@ struct Cursor {
     to: u64,
     batches: VecDeque<u64>,
     bulk_from: u64,
+    /// Copied records not answered yet.
+    copied: Option<Arc<CopiedRecords>>,
     keys: Option<Arc<BTreeSet<Vec<u8>>>>,
     /// Rows the next Arrow batch holds at most.
     batch_rows: usize,
@@ -143,6 +150,7 @@ impl PartitionStream for PartitionScan {
             to: self.to,
             batches: self.batches.iter().copied().collect(),
             bulk_from: self.bulk_from,
+            copied: (!self.copied.is_empty()).then(|| Arc::clone(&self.copied)),
             keys: self.keys.clone(),
             batch_rows: FIRST_BATCH_ROWS,
             read_bytes: FIRST_READ_BYTES,
@@ -192,6 +200,9 @@ impl Cursor {
     /// Reads up to a megabyte of the log, queueing a batch whenever
     /// enough rows or bytes are built, and the rest once the range is read.
     fn read_some(&mut self) -> Result<(), DataFusionError> {
+        if let Some(copied) = self.copied.take() {
+            return self.answer_copied(&copied);
+        }
         // The next batch the key index named, read up to the last offset
         // named in it (one byte: a read answers at least the whole batch
         // holding its offset), or the bulk read. `next` only grows, so no
@@ -298,6 +309,32 @@ impl Cursor {
             Some(stop) if !whole => self.next.max(stop + 1),
             _ => self.next.max(read.next_offset),
         };
+        Ok(())
+    }
+
+    /// Answers the records read from key-sorted copies that match.
+    fn answer_copied(&mut self, copied: &CopiedRecords) -> Result<(), DataFusionError> {
+        self.budget.charge(copied.bytes())?;
+        self.unyielded += copied.bytes();
+        for copy in copied.iter() {
+            if copy.timestamp < self.time_from || copy.timestamp > self.time_to {
+                continue;
+            }
+            if let Some(keys) = &self.keys {
+                if !keys.contains(copy.key) {
+                    continue;
+                }
+            }
+            self.columns.push(self.partition, &copy.record())?;
+            if self.columns.rows() >= self.batch_rows || self.columns.bytes() >= BYTES_PER_BATCH {
+                self.ready.push_back(self.columns.finish()?);
+                self.batch_rows = (self.batch_rows * 2).min(ROWS_PER_BATCH);
+            }
+        }
+        if self.batches.is_empty() && self.bulk_from >= self.to {
+            self.done = true;
+            return self.flush();
+        }
         Ok(())
     }
 

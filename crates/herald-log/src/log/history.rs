@@ -6,6 +6,7 @@ use herald_records::RecordBatch;
 
 use super::*;
 use crate::history::{key_hash, BatchKeys};
+use crate::key_copy::{CopiedRecords, CopyState};
 
 /// What one call to [`Log::index_history`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,6 +34,10 @@ pub struct KeyBatches {
     /// Nothing is indexed from this offset to the end of the range: read
     /// all of it. The range's end when everything is indexed.
     pub unindexed_from: u64,
+    /// The records of the key's hash in the range read from key-sorted
+    /// copies (`LogConfig::key_copy`): the segments they cover name no
+    /// batches above. The reader compares keys.
+    pub copied: CopiedRecords,
 }
 
 impl Log {
@@ -166,6 +171,8 @@ impl Log {
         let hash = key_hash(key);
         let list = self.segments.load_full();
         let mut last_offsets = Vec::new();
+        let mut copied = CopiedRecords::default();
+        let mut scratch = Vec::new();
         for segment in list.iter() {
             let base = segment.base_offset();
             if base >= to || from >= to {
@@ -173,6 +180,26 @@ impl Log {
             }
             let indexed_end = base + u64::from(segment.history().indexed().records);
             if segment.end_offset() > from {
+                if let Some(copy) = segment.key_copy().copy() {
+                    match copy.lookup(hash, from, to, &mut copied, &mut scratch) {
+                        Ok(_) if segment.end_offset() >= to => {
+                            return KeyBatches {
+                                last_offsets,
+                                unindexed_from: to,
+                                copied,
+                            };
+                        }
+                        Ok(_) => continue,
+                        Err(e) => {
+                            // Rows of blocks before the damaged one may
+                            // be in: the entries below name them again,
+                            // and a reader would answer them twice.
+                            copied.retain_below(base);
+                            tracing::warn!(segment = %segment.path().display(), error = %e, "reading the key index instead");
+                            segment.key_copy().set(CopyState::Absent);
+                        }
+                    }
+                }
                 let found = segment.history().batches_with(hash);
                 let relative_from = from.saturating_sub(base);
                 // An entry before `from` is a batch's last record of the
@@ -201,15 +228,19 @@ impl Log {
                         n => last_offsets[n - 1] + 1,
                     };
                     last_offsets.truncate(max_batches);
+                    // The bulk read from there answers them.
+                    copied.retain_below(unindexed_from);
                     return KeyBatches {
                         last_offsets,
                         unindexed_from,
+                        copied,
                     };
                 }
                 if past_end {
                     return KeyBatches {
                         last_offsets,
                         unindexed_from: to,
+                        copied,
                     };
                 }
             }
@@ -217,12 +248,14 @@ impl Log {
                 return KeyBatches {
                     last_offsets,
                     unindexed_from: indexed_end.max(from),
+                    copied,
                 };
             }
         }
         KeyBatches {
             last_offsets,
             unindexed_from: to,
+            copied,
         }
     }
 

@@ -7,6 +7,7 @@
 mod append;
 mod durability;
 mod history;
+mod key_copy;
 mod lifecycle;
 mod read;
 mod rewrite;
@@ -218,7 +219,11 @@ impl Log {
             .store(config.max_batch_bytes, Ordering::Relaxed);
         self.flush_policy
             .store(policy_code(config.flush), Ordering::Relaxed);
+        let dropped_copies = self.config.load().key_copy && !config.key_copy;
         self.config.store(Arc::new(config));
+        if dropped_copies {
+            self.drop_key_copies();
+        }
         Ok(())
     }
 

@@ -17,6 +17,7 @@ pub fn small_config() -> LogConfig {
         retention_age: None,
         retention_bytes: None,
         flush: FlushPolicy::Never,
+        key_copy: false,
     }
 }
 

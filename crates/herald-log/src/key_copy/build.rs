@@ -1,0 +1,250 @@
+//! Sorting a segment's keyed records by key hash in bounded memory: rows
+//! gather in an arena; a full arena is sorted and spilled to a run file
+//! beside the segment; at the end the runs (or the arena alone, when
+//! nothing was spilled) are merged into the `.kcopy` file.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+use herald_records::Record;
+
+use super::file::CopyWriter;
+use super::rows::{measure, put_row, ROW_HEAD};
+use crate::extent::Extent;
+
+/// Bytes of rows held in memory before they are sorted and spilled.
+pub(crate) const ARENA_BYTES: usize = 32 << 20;
+
+/// A row of the arena: sort key and where it lies.
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    hash: u32,
+    offset: u64,
+    start: usize,
+    end: usize,
+}
+
+/// A spilled run, removed with its holder.
+struct RunFile(PathBuf);
+
+impl Drop for RunFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// The rows of one segment being sorted.
+pub(crate) struct CopyBuilder {
+    /// Run files are named this plus a number and `.tmp` (removed at the
+    /// next start if a crash leaves them).
+    run_prefix: PathBuf,
+    arena_limit: usize,
+    arena: Vec<u8>,
+    slots: Vec<Slot>,
+    runs: Vec<RunFile>,
+}
+
+impl CopyBuilder {
+    /// A builder spilling runs named after `run_prefix`, holding about
+    /// `arena_limit` bytes of rows in memory.
+    pub(crate) fn new(run_prefix: PathBuf, arena_limit: usize) -> Self {
+        Self {
+            run_prefix,
+            arena_limit,
+            arena: Vec::new(),
+            slots: Vec::new(),
+            runs: Vec::new(),
+        }
+    }
+
+    /// Adds `record`, whose key is `key` and hashes to `hash`.
+    pub(crate) fn add(
+        &mut self,
+        hash: u32,
+        record: &Record<'_>,
+        key: &[u8],
+    ) -> std::io::Result<()> {
+        let start = self.arena.len();
+        put_row(&mut self.arena, hash, record, key);
+        self.slots.push(Slot {
+            hash,
+            offset: record.offset as u64,
+            start,
+            end: self.arena.len(),
+        });
+        if self.arena.len() >= self.arena_limit {
+            self.spill()?;
+        }
+        Ok(())
+    }
+
+    fn sort(&mut self) {
+        self.slots.sort_unstable_by_key(|s| (s.hash, s.offset));
+    }
+
+    fn spill(&mut self) -> std::io::Result<()> {
+        self.sort();
+        let mut name = self.run_prefix.clone().into_os_string();
+        name.push(format!("{}.tmp", self.runs.len()));
+        let run = RunFile(PathBuf::from(name));
+        let mut out = BufWriter::new(File::create(&run.0)?);
+        for slot in &self.slots {
+            out.write_all(&self.arena[slot.start..slot.end])?;
+        }
+        out.into_inner().map_err(|e| e.into_error())?;
+        self.runs.push(run);
+        self.arena.clear();
+        self.slots.clear();
+        Ok(())
+    }
+
+    /// Writes every row added, sorted, to the `.kcopy` file at `path`
+    /// describing the segment of `base_offset` as far as `end`, synced.
+    pub(crate) fn finish(
+        mut self,
+        path: &Path,
+        base_offset: u64,
+        end: Extent,
+    ) -> std::io::Result<()> {
+        let mut writer = CopyWriter::create(path)?;
+        if self.runs.is_empty() {
+            self.sort();
+            for slot in &self.slots {
+                writer.push(slot.hash, &self.arena[slot.start..slot.end])?;
+            }
+            return writer.finish(base_offset, end);
+        }
+        if !self.slots.is_empty() {
+            self.spill()?;
+        }
+        self.arena = Vec::new();
+        let mut readers = Vec::with_capacity(self.runs.len());
+        for run in &self.runs {
+            readers.push(RunReader::open(&run.0)?);
+        }
+        let mut heads = BinaryHeap::new();
+        for (r, reader) in readers.iter_mut().enumerate() {
+            if let Some((hash, offset)) = reader.advance()? {
+                heads.push(Reverse((hash, offset, r)));
+            }
+        }
+        while let Some(Reverse((hash, _, r))) = heads.pop() {
+            writer.push(hash, &readers[r].row)?;
+            if let Some((hash, offset)) = readers[r].advance()? {
+                heads.push(Reverse((hash, offset, r)));
+            }
+        }
+        writer.finish(base_offset, end)
+    }
+}
+
+/// Reads a run file a row at a time.
+struct RunReader {
+    input: BufReader<File>,
+    /// The current row.
+    row: Vec<u8>,
+}
+
+impl RunReader {
+    fn open(path: &Path) -> std::io::Result<Self> {
+        Ok(Self {
+            input: BufReader::with_capacity(64 << 10, File::open(path)?),
+            row: Vec::new(),
+        })
+    }
+
+    /// Reads the next row; answers its hash and offset, `None` at the end.
+    fn advance(&mut self) -> std::io::Result<Option<(u32, u64)>> {
+        self.row.resize(ROW_HEAD, 0);
+        match self.input.read_exact(&mut self.row) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+            Err(e) => return Err(e),
+        }
+        let head = measure(&self.row).ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "a run row's lengths overflow",
+            )
+        })?;
+        self.row.resize(head.len, 0);
+        self.input.read_exact(&mut self.row[ROW_HEAD..])?;
+        Ok(Some((head.hash, head.offset)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key_copy::{CopiedRecords, KeyCopy};
+
+    /// Rows of 3,000 records over 97 keys, with values of varied length.
+    fn add_rows(builder: &mut CopyBuilder) {
+        for n in 0..3000u64 {
+            let key = format!("key-{}", n * 31 % 97);
+            let value = vec![b'v'; (n % 300) as usize];
+            let record = Record::from_parts(
+                n as i64,
+                1_000 + n as i64,
+                Some(key.as_bytes()),
+                Some(&value),
+                0,
+                &[],
+            );
+            builder
+                .add(crc32c::crc32c(key.as_bytes()), &record, key.as_bytes())
+                .unwrap();
+        }
+    }
+
+    #[test]
+    fn spilled_runs_merge_into_the_file_sorting_in_memory_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut whole = CopyBuilder::new(dir.path().join("whole-run-"), usize::MAX);
+        add_rows(&mut whole);
+        let mut spilling = CopyBuilder::new(dir.path().join("spill-run-"), 4096);
+        add_rows(&mut spilling);
+        assert!(spilling.runs.len() > 50, "{} runs", spilling.runs.len());
+        let end = Extent::new(3000, 1 << 20);
+        whole
+            .finish(&dir.path().join("whole.kcopy"), 0, end)
+            .unwrap();
+        spilling
+            .finish(&dir.path().join("spill.kcopy"), 0, end)
+            .unwrap();
+        let a = std::fs::read(dir.path().join("whole.kcopy")).unwrap();
+        let b = std::fs::read(dir.path().join("spill.kcopy")).unwrap();
+        assert!(a == b, "the two files differ");
+        // The runs are gone; every key's records are found, in order.
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(left.len(), 2);
+        let copy = KeyCopy::open(&dir.path().join("spill.kcopy")).unwrap();
+        let mut scratch = Vec::new();
+        for k in 0..97u64 {
+            let key = format!("key-{k}");
+            let mut found = CopiedRecords::default();
+            copy.lookup(
+                crc32c::crc32c(key.as_bytes()),
+                100,
+                2900,
+                &mut found,
+                &mut scratch,
+            )
+            .unwrap();
+            let offsets: Vec<u64> = found
+                .iter()
+                .filter(|r| r.key == key.as_bytes())
+                .map(|r| r.offset)
+                .collect();
+            let expected: Vec<u64> = (100..2900u64).filter(|n| n * 31 % 97 == k).collect();
+            assert_eq!(offsets, expected, "{key}");
+            for r in found.iter() {
+                assert_eq!(r.timestamp, 1_000 + r.offset as i64);
+                assert_eq!(r.value.map(<[u8]>::len), Some((r.offset % 300) as usize));
+            }
+        }
+    }
+}

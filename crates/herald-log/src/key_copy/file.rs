@@ -1,0 +1,268 @@
+//! The `.kcopy` file: a sealed segment's keyed records as rows
+//! (`rows.rs`) sorted by key hash and offset, in lz4 blocks of about
+//! [`BLOCK_RAW_BYTES`], with a directory naming each block's hash range.
+//!
+//! Layout: magic; the blocks; the directory, [`DIR_ENTRY`] bytes per
+//! block (first hash, last hash, position, compressed length, raw length,
+//! CRC-32C of the compressed bytes); a trailer (the segment's base offset
+//! and end, rows, blocks, where the directory starts, and a CRC-32C of
+//! directory and trailer). Written once under a temporary name and
+//! renamed into place, never changed after: a reader maps it.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use memmap2::Mmap;
+
+use super::rows::{row_head, CopiedRecords};
+use crate::extent::Extent;
+
+const MAGIC: &[u8; 8] = b"HRLDKCP1";
+/// Raw bytes of rows a block holds, about (a longer row has a block of
+/// its own): a lookup inflates a block or two per segment.
+pub(crate) const BLOCK_RAW_BYTES: usize = 16 << 10;
+const DIR_ENTRY: usize = 28;
+const TRAILER: usize = 48;
+
+/// One block as the directory names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct BlockEntry {
+    first_hash: u32,
+    last_hash: u32,
+    position: u64,
+    compressed: u32,
+    raw: u32,
+    crc: u32,
+}
+
+impl BlockEntry {
+    fn put(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.first_hash.to_le_bytes());
+        out.extend_from_slice(&self.last_hash.to_le_bytes());
+        out.extend_from_slice(&self.position.to_le_bytes());
+        out.extend_from_slice(&self.compressed.to_le_bytes());
+        out.extend_from_slice(&self.raw.to_le_bytes());
+        out.extend_from_slice(&self.crc.to_le_bytes());
+    }
+
+    fn read(bytes: &[u8]) -> Self {
+        Self {
+            first_hash: u32_at(bytes, 0),
+            last_hash: u32_at(bytes, 4),
+            position: u64_at(bytes, 8),
+            compressed: u32_at(bytes, 16),
+            raw: u32_at(bytes, 20),
+            crc: u32_at(bytes, 24),
+        }
+    }
+}
+
+fn u32_at(bytes: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap_or_default())
+}
+
+fn u64_at(bytes: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap_or_default())
+}
+
+/// Writes a `.kcopy` file from rows given in sorted order.
+pub(crate) struct CopyWriter {
+    out: BufWriter<File>,
+    position: u64,
+    block: Vec<u8>,
+    first_hash: u32,
+    last_hash: u32,
+    directory: Vec<u8>,
+    blocks: u64,
+    rows: u64,
+}
+
+impl CopyWriter {
+    /// Starts the file at `path` (created or truncated).
+    pub(crate) fn create(path: &Path) -> std::io::Result<Self> {
+        let mut out = BufWriter::new(File::create(path)?);
+        out.write_all(MAGIC)?;
+        Ok(Self {
+            out,
+            position: MAGIC.len() as u64,
+            block: Vec::with_capacity(BLOCK_RAW_BYTES * 2),
+            first_hash: 0,
+            last_hash: 0,
+            directory: Vec::new(),
+            blocks: 0,
+            rows: 0,
+        })
+    }
+
+    /// Adds one whole row (rows come sorted by hash, then offset).
+    pub(crate) fn push(&mut self, hash: u32, row: &[u8]) -> std::io::Result<()> {
+        if !self.block.is_empty() && self.block.len() + row.len() > BLOCK_RAW_BYTES {
+            self.flush_block()?;
+        }
+        if self.block.is_empty() {
+            self.first_hash = hash;
+        }
+        self.last_hash = hash;
+        self.block.extend_from_slice(row);
+        self.rows += 1;
+        Ok(())
+    }
+
+    fn flush_block(&mut self) -> std::io::Result<()> {
+        let compressed = lz4_flex::block::compress(&self.block);
+        let entry = BlockEntry {
+            first_hash: self.first_hash,
+            last_hash: self.last_hash,
+            position: self.position,
+            compressed: compressed.len() as u32,
+            raw: self.block.len() as u32,
+            crc: crc32c::crc32c(&compressed),
+        };
+        self.out.write_all(&compressed)?;
+        self.position += compressed.len() as u64;
+        entry.put(&mut self.directory);
+        self.blocks += 1;
+        self.block.clear();
+        Ok(())
+    }
+
+    /// Writes the directory and the trailer, describing the segment of
+    /// `base_offset` as far as `end`, and syncs the file.
+    pub(crate) fn finish(mut self, base_offset: u64, end: Extent) -> std::io::Result<()> {
+        if !self.block.is_empty() {
+            self.flush_block()?;
+        }
+        let mut tail = std::mem::take(&mut self.directory);
+        tail.extend_from_slice(&base_offset.to_le_bytes());
+        tail.extend_from_slice(&end.pack().to_le_bytes());
+        tail.extend_from_slice(&self.rows.to_le_bytes());
+        tail.extend_from_slice(&self.blocks.to_le_bytes());
+        tail.extend_from_slice(&self.position.to_le_bytes());
+        let crc = crc32c::crc32c(&tail);
+        tail.extend_from_slice(&crc.to_le_bytes());
+        tail.extend_from_slice(&[0; 4]);
+        self.out.write_all(&tail)?;
+        self.out
+            .into_inner()
+            .map_err(|e| e.into_error())?
+            .sync_all()
+    }
+}
+
+/// A block whose bytes do not match the directory: the copy is damaged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("block {block} of a key-sorted copy is damaged")]
+pub(crate) struct DamagedBlock {
+    block: usize,
+}
+
+/// An opened `.kcopy` file.
+pub(crate) struct KeyCopy {
+    map: Mmap,
+    /// Base offset of the segment it copies.
+    pub(crate) base_offset: u64,
+    /// How far into the segment it copies (the whole sealed segment).
+    pub(crate) end: Extent,
+    blocks: usize,
+    directory: usize,
+}
+
+impl KeyCopy {
+    /// Opens the file at `path` if it is whole (magic, directory and
+    /// trailer intact); the blocks are checked as they are read.
+    pub(crate) fn open(path: &Path) -> Option<Self> {
+        let file = File::open(path).ok()?;
+        // SAFETY: the file is replaced only by rename, never written in
+        // place, so the mapped bytes do not change under the reader.
+        let map = unsafe { Mmap::map(&file) }.ok()?;
+        let data: &[u8] = &map;
+        if data.len() < MAGIC.len() + TRAILER || &data[..MAGIC.len()] != MAGIC {
+            return None;
+        }
+        let trailer = data.len() - TRAILER;
+        let blocks = usize::try_from(u64_at(data, trailer + 24)).ok()?;
+        let directory = usize::try_from(u64_at(data, trailer + 32)).ok()?;
+        if directory.checked_add(blocks.checked_mul(DIR_ENTRY)?)? != trailer
+            || directory < MAGIC.len()
+        {
+            return None;
+        }
+        if crc32c::crc32c(&data[directory..trailer + 40]) != u32_at(data, trailer + 40) {
+            return None;
+        }
+        Some(Self {
+            base_offset: u64_at(data, trailer),
+            end: Extent::unpack(u64_at(data, trailer + 8)),
+            blocks,
+            directory,
+            map,
+        })
+    }
+
+    fn entry(&self, block: usize) -> BlockEntry {
+        let at = self.directory + block * DIR_ENTRY;
+        BlockEntry::read(&self.map[at..at + DIR_ENTRY])
+    }
+
+    /// Adds to `found` the rows of key hash `hash` with offsets in
+    /// `from..to`, in offset order; `scratch` holds inflated blocks.
+    /// Answers the bytes inflated.
+    pub(crate) fn lookup(
+        &self,
+        hash: u32,
+        from: u64,
+        to: u64,
+        found: &mut CopiedRecords,
+        scratch: &mut Vec<u8>,
+    ) -> Result<usize, DamagedBlock> {
+        // The first block that can hold the hash: blocks are sorted, and a
+        // hash's rows may run on across several.
+        let (mut low, mut high) = (0, self.blocks);
+        while low < high {
+            let mid = (low + high) / 2;
+            if self.entry(mid).last_hash < hash {
+                low = mid + 1;
+            } else {
+                high = mid;
+            }
+        }
+        let mut inflated = 0;
+        for block in low..self.blocks {
+            let entry = self.entry(block);
+            if entry.first_hash > hash {
+                break;
+            }
+            let damaged = DamagedBlock { block };
+            let start = usize::try_from(entry.position).map_err(|_| damaged)?;
+            let end = start
+                .checked_add(entry.compressed as usize)
+                .filter(|&end| end <= self.directory)
+                .ok_or(damaged)?;
+            let compressed = &self.map[start..end];
+            if crc32c::crc32c(compressed) != entry.crc {
+                return Err(damaged);
+            }
+            scratch.clear();
+            scratch.resize(entry.raw as usize, 0);
+            let raw = lz4_flex::block::decompress_into(compressed, scratch).map_err(|_| damaged)?;
+            if raw != scratch.len() {
+                return Err(damaged);
+            }
+            inflated += raw;
+            let mut rest = scratch.as_slice();
+            while !rest.is_empty() {
+                let head = row_head(rest).ok_or(damaged)?;
+                let (row, after) = rest.split_at(head.len);
+                rest = after;
+                if head.hash > hash {
+                    break;
+                }
+                if head.hash == hash && (from..to).contains(&head.offset) {
+                    found.push_row(row);
+                }
+            }
+        }
+        Ok(inflated)
+    }
+}

@@ -1,0 +1,158 @@
+//! Building the key-sorted copies (`crate::key_copy`) of sealed segments,
+//! and dropping them when the log stops keeping them.
+
+use herald_records::RecordBatch;
+
+use super::*;
+use crate::history::key_hash;
+use crate::key_copy::{CopyBuilder, CopyState, KeyCopy, ARENA_BYTES};
+
+/// How one sealed segment's copy could not be made.
+enum Unbuilt {
+    /// The build stopped (the log or the caller did): try again later.
+    Stopped,
+    /// A batch's records cannot be read: the copy could not hold them.
+    Unreadable,
+    /// Writing the files failed.
+    Io(std::io::Error),
+}
+
+impl From<std::io::Error> for Unbuilt {
+    fn from(e: std::io::Error) -> Self {
+        Unbuilt::Io(e)
+    }
+}
+
+impl Log {
+    /// When the log keeps key-sorted copies (`LogConfig::key_copy`), makes
+    /// the copy of the oldest sealed, wholly indexed segment without one:
+    /// adopts its `.kcopy` file if one describes it, or builds it (seconds
+    /// for a full segment, in about [`ARENA_BYTES`] of memory, spilling
+    /// sorted runs beside the segment). Answers whether it did anything: a
+    /// background task calls it until it answers false. `stop` ends a
+    /// build early (it is taken up again by a later call).
+    pub fn build_key_copy(&self, stop: &AtomicBool) -> bool {
+        if !self.config.load().key_copy {
+            return false;
+        }
+        let list = self.segments.load_full();
+        for segment in list.iter() {
+            if !segment.is_complete() || !segment.history().is_complete() {
+                return false;
+            }
+            if !matches!(segment.key_copy().state(), CopyState::Unknown) {
+                continue;
+            }
+            let path = segment.key_copy_path();
+            let end = segment.committed();
+            if let Some(found) = KeyCopy::open(&path) {
+                if found.base_offset == segment.base_offset() && found.end == end {
+                    segment.key_copy().set(CopyState::Present(Arc::new(found)));
+                    return true;
+                }
+                tracing::warn!(file = %path.display(), "key-sorted copy describes another segment; rebuilding it");
+            }
+            let mut staged = path.clone().into_os_string();
+            staged.push(".new.tmp");
+            let staged = PathBuf::from(staged);
+            let built = self.copy_segment(segment, &staged, stop).and_then(|()| {
+                let _running = self.maintenance.lock().unwrap_or_else(|p| p.into_inner());
+                let current = self.segments.load();
+                // Turned off meanwhile: `drop_key_copies` (after the new
+                // config, under this lock) must not miss this one.
+                if self.stopped()
+                    || !self.config.load().key_copy
+                    || !current.iter().any(|s| Arc::ptr_eq(s, segment))
+                {
+                    return Err(Unbuilt::Stopped);
+                }
+                std::fs::rename(&staged, &path)?;
+                sync_dir(&self.dir)?;
+                Ok(())
+            });
+            match built {
+                Ok(()) => match KeyCopy::open(&path) {
+                    Some(copy) => segment.key_copy().set(CopyState::Present(Arc::new(copy))),
+                    None => {
+                        tracing::warn!(file = %path.display(), "cannot read the key-sorted copy just written");
+                        segment.key_copy().set(CopyState::Absent);
+                    }
+                },
+                Err(Unbuilt::Stopped) => {
+                    let _ = std::fs::remove_file(&staged);
+                    return false;
+                }
+                Err(Unbuilt::Unreadable) => {
+                    let _ = std::fs::remove_file(&staged);
+                    tracing::warn!(segment = %segment.path().display(), "a batch's records cannot be read; the segment keeps no key-sorted copy");
+                    segment.key_copy().set(CopyState::Absent);
+                }
+                Err(Unbuilt::Io(e)) => {
+                    let _ = std::fs::remove_file(&staged);
+                    tracing::warn!(file = %path.display(), error = %e, "cannot write the key-sorted copy; the segment is read through its key index");
+                    segment.key_copy().set(CopyState::Absent);
+                }
+            }
+            return true;
+        }
+        false
+    }
+
+    /// Writes the key-sorted copy of the sealed `segment` to `staged`.
+    fn copy_segment(
+        &self,
+        segment: &Arc<Segment>,
+        staged: &Path,
+        stop: &AtomicBool,
+    ) -> Result<(), Unbuilt> {
+        let mut runs = segment.path().with_extension("").into_os_string();
+        runs.push(".kcopy-run-");
+        let mut builder = CopyBuilder::new(PathBuf::from(runs), ARENA_BYTES);
+        let end = segment.committed();
+        let mut scratch = Vec::new();
+        let mut at = 0u32;
+        while at < end.bytes {
+            if stop.load(Ordering::Relaxed) || self.stopped() {
+                return Err(Unbuilt::Stopped);
+            }
+            let Some((header, len)) = segment.batch_within(at, end.bytes) else {
+                return Err(Unbuilt::Unreadable);
+            };
+            let control = header.is_control();
+            let bytes = segment.bytes(at, at + len);
+            at += len;
+            if control {
+                continue;
+            }
+            let batch = RecordBatch::new(&bytes).map_err(|_| Unbuilt::Unreadable)?;
+            let records = batch
+                .records(&mut scratch)
+                .map_err(|_| Unbuilt::Unreadable)?;
+            for record in records {
+                let record = record.map_err(|_| Unbuilt::Unreadable)?;
+                if let Some(key) = record.key {
+                    builder.add(key_hash(key), &record, key)?;
+                }
+            }
+        }
+        builder.finish(staged, segment.base_offset(), end)?;
+        Ok(())
+    }
+
+    /// Forgets and deletes every key-sorted copy (the log no longer keeps
+    /// them). A lookup holding one reads on from its mapping.
+    pub(crate) fn drop_key_copies(&self) {
+        let _running = self.maintenance.lock().unwrap_or_else(|p| p.into_inner());
+        for segment in self.segments.load().iter() {
+            segment.key_copy().set(CopyState::Unknown);
+            let path = segment.key_copy_path();
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    tracing::warn!(file = %path.display(), error = %e, "cannot delete a key-sorted copy")
+                }
+            }
+        }
+    }
+}
