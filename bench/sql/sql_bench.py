@@ -21,6 +21,10 @@ producer order. Then, medians of --reps runs each:
   loaded keys, p50 and p99 of the whole answer, once the history indexer
   has caught up; medians over --reps such samples (the p99 of 100 would
   be the second slowest, which one stall of a shared machine decides).
+  With `--key-copy on` the topic keeps key-sorted copies of its sealed
+  segments (`key.sorted.copy`; the lookups wait for them to be built);
+  `--key-copy off,on` loads and measures each in turn, in the same run.
+  `--lookups-only` measures the lookups alone.
 
 Timings are printed, never asserted.
 
@@ -71,16 +75,23 @@ def main():
     parser.add_argument("--subset", type=int, default=500_000,
                         help="records the kcat | jq and consumer baselines read")
     parser.add_argument("--lookups", type=int, default=500)
+    parser.add_argument("--key-copy", default="off",
+                        help="off, on, or off,on: whether the topic keeps key-sorted copies")
+    parser.add_argument("--lookups-only", action="store_true",
+                        help="skip the scans, the Parquet export and the last minute")
     args = parser.parse_args()
     procs.raise_on_sigterm()
     need_gb = args.records * 260 / 1e9 * 1.5
     if procs.free_disk_gb() < need_gb + 5:
         sys.exit(f"needs about {need_gb:.0f} GB free disk; {procs.free_disk_gb():.0f} GB free")
     for codec in args.codecs.split(","):
-        run_codec(codec, args)
+        for key_copy in args.key_copy.split(","):
+            if key_copy not in ("off", "on"):
+                sys.exit(f"--key-copy takes off, on or off,on, not {key_copy}")
+            run_codec(codec, args, key_copy == "on")
 
 
-def run_codec(codec, args):
+def run_codec(codec, args, key_copy):
     work = Path(tempfile.mkdtemp(prefix="herald-sql-bench-"))
     node = SingleNode(work)
     bootstrap, admin_port = node.bootstrap, node.admin_port
@@ -89,17 +100,21 @@ def run_codec(codec, args):
         proc = node.proc
         admin = AdminClient({"bootstrap.servers": bootstrap})
         topic = f"events-{codec}"
-        admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS)])[topic].result(60)
-        print(f"\n=== {args.records:,} records, codec {codec} ===", flush=True)
+        config = {"key.sorted.copy": "true"} if key_copy else {}
+        admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS, config=config)])[topic].result(60)
+        copies = ", key-sorted copies" if key_copy else ""
+        print(f"\n=== {args.records:,} records, codec {codec}{copies} ===", flush=True)
         started = time.monotonic()
         keys, end_ms = load(bootstrap, topic, codec, args.records)
         print(f"loaded in {time.monotonic() - started:.1f} s", flush=True)
         sql = Sql(admin_port, proc.pid)
         wait_indexed(sql, topic, keys)
+        if key_copy:
+            wait_copied(work)
         t = f'"{topic}"'
 
         # Full scans: ours, then the baselines on a subset.
-        for name, predicate, jq_filter, py_filter in SCANS:
+        for name, predicate, jq_filter, py_filter in ([] if args.lookups_only else SCANS):
             ours = [sql.timed(f"SELECT count(*) AS n FROM {t} WHERE {predicate}") for _ in range(args.reps)]
             wall = statistics.median(o[0] for o in ours)
             cpu = statistics.median(o[1] for o in ours)
@@ -114,30 +129,31 @@ def run_codec(codec, args):
                   f"-> {rate / kcat:6.1f}x  consumer {consumer / 1e3:7.1f} k/s -> {rate / consumer:6.1f}x",
                   flush=True)
 
-        # A time range: 5 minutes in the middle of the hour.
-        window = (f"timestamp >= to_timestamp_millis({end_ms - 1_800_000}) "
-                  f"AND timestamp < to_timestamp_millis({end_ms - 1_500_000})")
-        ours = [sql.timed(f"SELECT count(*) AS n FROM {t} WHERE {window}") for _ in range(args.reps)]
-        wall = statistics.median(o[0] for o in ours)
-        print(f"scan, 5-minute range {ours[0][2][0]['n']:>10,} rows in {wall * 1000:8.1f} ms "
-              f"({args.records / wall / 1e6:.1f} M topic records/s)", flush=True)
+        if not args.lookups_only:
+            # A time range: 5 minutes in the middle of the hour.
+            window = (f"timestamp >= to_timestamp_millis({end_ms - 1_800_000}) "
+                      f"AND timestamp < to_timestamp_millis({end_ms - 1_500_000})")
+            ours = [sql.timed(f"SELECT count(*) AS n FROM {t} WHERE {window}") for _ in range(args.reps)]
+            wall = statistics.median(o[0] for o in ours)
+            print(f"scan, 5-minute range {ours[0][2][0]['n']:>10,} rows in {wall * 1000:8.1f} ms "
+                  f"({args.records / wall / 1e6:.1f} M topic records/s)", flush=True)
 
-        # DataFusion over a Parquet export.
-        export = work / "export.parquet"
-        began = time.monotonic()
-        sql.download(f"SELECT * FROM {t}", "parquet", export)
-        exported = time.monotonic() - began
-        df_rates = datafusion_rates(export, args.reps, args.records)
-        for (name, _, _, _), (wall, cpu) in zip(SCANS, df_rates):
-            print(f"DataFusion over Parquet, {name:<10} {args.records / wall / 1e6:6.2f} M rec/s "
-                  f"({args.records / cpu / 1e6:5.2f} M/s per core)", flush=True)
-        print(f"(the Parquet export took {exported:.1f} s, {export.stat().st_size / 1e9:.2f} GB)")
-        export.unlink()
+            # DataFusion over a Parquet export.
+            export = work / "export.parquet"
+            began = time.monotonic()
+            sql.download(f"SELECT * FROM {t}", "parquet", export)
+            exported = time.monotonic() - began
+            df_rates = datafusion_rates(export, args.reps, args.records)
+            for (name, _, _, _), (wall, cpu) in zip(SCANS, df_rates):
+                print(f"DataFusion over Parquet, {name:<10} {args.records / wall / 1e6:6.2f} M rec/s "
+                      f"({args.records / cpu / 1e6:5.2f} M/s per core)", flush=True)
+            print(f"(the Parquet export took {exported:.1f} s, {export.stat().st_size / 1e9:.2f} GB)")
+            export.unlink()
 
-        # The last minute of the data: time to the first row.
-        firsts = [sql.first_row_ms(f"SELECT * FROM {t} WHERE timestamp > to_timestamp_millis({end_ms - 60_000})")
-                  for _ in range(max(args.reps, 5))]
-        print(f"last minute: first row in {statistics.median(firsts):.2f} ms (median of {len(firsts)})")
+            # The last minute of the data: time to the first row.
+            firsts = [sql.first_row_ms(f"SELECT * FROM {t} WHERE timestamp > to_timestamp_millis({end_ms - 60_000})")
+                      for _ in range(max(args.reps, 5))]
+            print(f"last minute: first row in {statistics.median(firsts):.2f} ms (median of {len(firsts)})")
 
         # Key lookups: --reps samples of --lookups ids each.
         # The cost of a lookup grows with the records it answers (each in
@@ -271,6 +287,27 @@ def wait_indexed(sql, topic, keys):
                 raise
             time.sleep(1)
     print(f"history index caught up {time.monotonic() - began:.1f} s after the load", flush=True)
+
+
+def wait_copied(work):
+    """Until every sealed segment has its key-sorted copy (`.kcopy`)."""
+    began = time.monotonic()
+    while True:
+        logs = sum(1 for _ in work.rglob("*.log"))
+        copies = sum(1 for _ in work.rglob("*.kcopy"))
+        # Each partition's active segment has none; other logs (group
+        # offsets, say) may hold segments too, so this waits for at least
+        # as many copies as the topic's sealed segments can need.
+        sealed = sum(max(len(list(d.glob("*.log"))) - 1, 0)
+                     for d in work.rglob("*") if d.is_dir() and d.name.startswith("events-"))
+        if copies >= sealed:
+            break
+        if time.monotonic() - began > 1800:
+            sys.exit(f"key-sorted copies not built after 30 minutes ({copies} of {sealed}; {logs} logs)")
+        time.sleep(1)
+    print(f"key-sorted copies ({copies}) built {time.monotonic() - began:.1f} s after the index caught up; "
+          f"{sum(f.stat().st_size for f in work.rglob('*.kcopy')) / 1e9:.2f} GB beside "
+          f"{sum(f.stat().st_size for f in work.rglob('*.log')) / 1e9:.2f} GB of segments", flush=True)
 
 
 def kcat_jq_rate(bootstrap, topic, jq_filter, subset):

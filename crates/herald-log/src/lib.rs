@@ -80,7 +80,9 @@ pub use herald_records::{BatchError, ValidBatch};
 #[cfg(not(herald_loom))]
 pub use key_copy::{CopiedRecord, CopiedRecords};
 #[cfg(not(herald_loom))]
-pub use log::{Appended, HistoryProgress, KeyBatches, Log, ReadSlice, TimestampOffset};
+pub use log::{
+    Appended, HistoryProgress, KeyBatches, KeyCopyStats, Log, ReadSlice, TimestampOffset,
+};
 #[cfg(not(herald_loom))]
 pub use provisioner::start as start_provisioner;
 #[cfg(not(herald_loom))]

@@ -203,8 +203,19 @@ fn lookups_through_copies_answer_every_record_of_the_key() {
     let all = truth(&log);
     let sealed = log.segment_count() - 1;
     assert!(sealed >= 3, "{sealed} sealed segments");
+    while !log.index_history(1 << 20).caught_up {}
+    assert_eq!(log.key_copy_stats().pending_segments, sealed as u64);
     assert_eq!(build_all(&log), sealed);
     assert_eq!(copies(dir.path()).len(), sealed);
+    let stats = log.key_copy_stats();
+    assert_eq!(stats.pending_segments, 0);
+    let on_disk: u64 = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".kcopy"))
+        .map(|e| e.metadata().unwrap().len())
+        .sum();
+    assert_eq!(stats.bytes, on_disk);
     // Sealed segments are answered from copies: the batches named all lie
     // in the active one.
     let found = log.key_batches(b"k0", 0, log.high_watermark(), usize::MAX);

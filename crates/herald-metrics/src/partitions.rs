@@ -37,6 +37,11 @@ pub struct PartitionSample {
     /// Committed records the history index (key index, smallest
     /// timestamps) has not reached yet.
     pub history_lag_records: u64,
+    /// Bytes of the partition's key-sorted copies (`key.sorted.copy`).
+    pub key_copy_bytes: u64,
+    /// Sealed segments still waiting for their key-sorted copy (0 when the
+    /// topic keeps none).
+    pub key_copy_pending_segments: u64,
     /// The partition's storage failed (a failed fsync, a damaged log) and
     /// refuses requests until an operator repairs it.
     pub failed: bool,
@@ -57,6 +62,8 @@ pub struct PartitionMetrics {
     size_bytes: Family<PartitionLabels, Gauge>,
     segments: Family<PartitionLabels, Gauge>,
     history_lag: Family<PartitionLabels, Gauge>,
+    key_copy_bytes: Family<PartitionLabels, Gauge>,
+    key_copy_pending: Family<PartitionLabels, Gauge>,
     failed: Family<PartitionLabels, Gauge>,
     replicas: Family<PartitionLabels, Gauge>,
     in_sync_replicas: Family<PartitionLabels, Gauge>,
@@ -97,6 +104,16 @@ impl PartitionMetrics {
             self.history_lag.clone(),
         );
         partition.register(
+            "key_copy_bytes",
+            "Bytes of the partition's key-sorted copies of sealed segments (topic config key.sorted.copy)",
+            self.key_copy_bytes.clone(),
+        );
+        partition.register(
+            "key_copy_pending_segments",
+            "Sealed segments of the partition whose key-sorted copy is not built yet (0 when the topic keeps none); key lookups read their batches meanwhile",
+            self.key_copy_pending.clone(),
+        );
+        partition.register(
             "storage_failed",
             "1 while the partition's storage has failed (a failed fsync, a damaged log) and refuses requests; 0 otherwise",
             self.failed.clone(),
@@ -126,6 +143,8 @@ impl PartitionMetrics {
         self.size_bytes.clear();
         self.segments.clear();
         self.history_lag.clear();
+        self.key_copy_bytes.clear();
+        self.key_copy_pending.clear();
         self.failed.clear();
         self.replicas.clear();
         self.in_sync_replicas.clear();
@@ -140,6 +159,12 @@ impl PartitionMetrics {
             set(&self.size_bytes, &labels, sample.size_bytes);
             set(&self.segments, &labels, sample.segment_count);
             set(&self.history_lag, &labels, sample.history_lag_records);
+            set(&self.key_copy_bytes, &labels, sample.key_copy_bytes);
+            set(
+                &self.key_copy_pending,
+                &labels,
+                sample.key_copy_pending_segments,
+            );
             set(&self.failed, &labels, u64::from(sample.failed));
             set(&self.replicas, &labels, u64::from(sample.replicas));
             set(

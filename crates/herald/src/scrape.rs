@@ -145,6 +145,8 @@ pub fn partition_samples(broker: &Broker) -> Vec<PartitionSample> {
                 } else {
                     0
                 },
+                key_copy_bytes: stats.key_copy_bytes,
+                key_copy_pending_segments: stats.key_copy_pending_segments,
                 failed: partition.failure().is_some(),
                 replicas: view.replicas.len() as u32,
                 in_sync_replicas: view.isr.len() as u32,
@@ -244,6 +246,8 @@ mod tests {
             size_bytes: 0,
             segment_count: 1,
             history_lag_records: 0,
+            key_copy_bytes: 0,
+            key_copy_pending_segments: 0,
             failed: false,
             replicas: 1,
             in_sync_replicas: 1,

@@ -183,6 +183,13 @@ fn metrics_count_requests_bytes_and_partition_state_of_a_workload() {
         value(&after, "herald_partition_under_replicated", &partition),
         0.0
     );
+    // The topic keeps no key-sorted copies: none on disk, none waited for.
+    for name in [
+        "herald_partition_key_copy_bytes",
+        "herald_partition_key_copy_pending_segments",
+    ] {
+        assert_eq!(value(&after, name, &partition), 0.0, "{name}");
+    }
     // The history indexer reaches the tail: its lag falls to nothing.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {

@@ -212,11 +212,14 @@ impl PartitionStorage for LocalStorage {
     }
 
     fn stats(&self) -> StorageStats {
+        let copies = self.log.key_copy_stats();
         StorageStats {
             size_bytes: self.log.size_bytes(),
             segment_count: self.log.segment_count(),
             flushes: Some(self.log.flush_stats()),
             history_lag_records: self.log.history_lag(),
+            key_copy_bytes: copies.bytes,
+            key_copy_pending_segments: copies.pending_segments,
         }
     }
 

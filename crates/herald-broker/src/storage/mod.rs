@@ -136,6 +136,11 @@ pub struct StorageStats {
     /// Committed records the history index has not reached yet (an
     /// embedded log; 0 for other backends, which have none).
     pub history_lag_records: u64,
+    /// Bytes of key-sorted copies of sealed segments (an embedded log of a
+    /// topic keeping them).
+    pub key_copy_bytes: u64,
+    /// Sealed segments whose key-sorted copy is not built yet.
+    pub key_copy_pending_segments: u64,
 }
 
 /// The contract every partition backend honours. See the module docs for

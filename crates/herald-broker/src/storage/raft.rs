@@ -324,6 +324,8 @@ impl PartitionStorage for RaftStorage {
             flushes: Some(log.flush_stats()),
             // The history indexer reads embedded logs only.
             history_lag_records: 0,
+            key_copy_bytes: 0,
+            key_copy_pending_segments: 0,
         }
     }
 

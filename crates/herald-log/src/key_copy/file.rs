@@ -200,6 +200,11 @@ impl KeyCopy {
         })
     }
 
+    /// Bytes of the file.
+    pub(crate) fn file_bytes(&self) -> u64 {
+        self.map.len() as u64
+    }
+
     fn entry(&self, block: usize) -> BlockEntry {
         let at = self.directory + block * DIR_ENTRY;
         BlockEntry::read(&self.map[at..at + DIR_ENTRY])

@@ -23,7 +23,31 @@ impl From<std::io::Error> for Unbuilt {
     }
 }
 
+/// The key-sorted copies of a log, from [`Log::key_copy_stats`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KeyCopyStats {
+    /// Bytes of the copies in use.
+    pub bytes: u64,
+    /// Sealed segments not copied yet, while the log keeps copies.
+    pub pending_segments: u64,
+}
+
 impl Log {
+    /// Bytes of the key-sorted copies and the sealed segments waiting for
+    /// one (a segment whose copy could not be made is not waiting).
+    pub fn key_copy_stats(&self) -> KeyCopyStats {
+        let keeps = self.config.load().key_copy;
+        let mut stats = KeyCopyStats::default();
+        for segment in self.segments.load().iter() {
+            match segment.key_copy().state() {
+                CopyState::Present(copy) => stats.bytes += copy.file_bytes(),
+                CopyState::Unknown if keeps && segment.is_complete() => stats.pending_segments += 1,
+                _ => {}
+            }
+        }
+        stats
+    }
+
     /// When the log keeps key-sorted copies (`LogConfig::key_copy`), makes
     /// the copy of the oldest sealed, wholly indexed segment without one:
     /// adopts its `.kcopy` file if one describes it, or builds it (seconds

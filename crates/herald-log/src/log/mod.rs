@@ -34,6 +34,7 @@ use crate::segment::Segment;
 use crate::sync::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 pub use history::{HistoryProgress, KeyBatches};
+pub use key_copy::KeyCopyStats;
 
 /// Result of a successful append.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
