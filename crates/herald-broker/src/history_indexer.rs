@@ -7,9 +7,9 @@
 //! It sweeps the partitions: one with nothing new costs two loads; one
 //! with new records gets up to [`SLICE_BYTES`] indexed before the sweep
 //! moves on, so a busy partition cannot starve the others. A partition
-//! wholly indexed whose topic keeps key-sorted copies (`key.sorted.copy`)
-//! gets the copy of one sealed segment made (a few seconds for a full
-//! one; see `herald_log::Log::build_key_copy`). When a sweep
+//! whose topic keeps key-sorted copies (`key.sorted.copy`) then gets the
+//! copy of one sealed, indexed segment made (a few seconds for a full
+//! one; see `herald_log::Log::build_key_copy`), however busy its tail. When a sweep
 //! finds nothing to do the thread rests [`IDLE_REST`]; produce never waits
 //! for it, and when the cores are contended it falls behind (queries then
 //! read the unindexed rest in full).
@@ -124,9 +124,12 @@ fn sweep_until(broker: &Broker, stopping: &AtomicBool) -> u64 {
             };
             if log.history_lag() > 0 {
                 indexed += log.index_history(SLICE_BYTES).bytes;
-            } else if log.build_key_copy(stopping) {
-                // A segment's key-sorted copy (a topic keeping them): not
-                // bytes indexed, but work done, so no rest follows.
+            }
+            // Sealed segments are copied while the tail keeps moving (a
+            // busy partition is never caught up); free when the topic
+            // keeps no copies or every sealed one is settled.
+            if log.build_key_copy(stopping) {
+                // Not bytes indexed, but work done: no rest follows.
                 indexed += 1;
             }
         }

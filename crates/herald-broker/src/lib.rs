@@ -62,7 +62,9 @@ pub use broker::{Broker, ConfigChange, NodeAddress, TopicRestore, TopicSummary};
 pub use config::BrokerConfig;
 pub use error::{BrokerError, ProduceError};
 pub use groups::{CoordinatorLocation, GroupCall, GroupReply, GroupService, Groups, OFFSETS_TOPIC};
-pub use herald_log::{BatchError, CopiedRecords, FlushPolicy, KeyBatches};
+pub use herald_log::{
+    BatchError, CopiedRecords, CopiedRun, FlushPolicy, KeyBatches, KeyCopyDamaged,
+};
 pub use history_indexer::HistoryIndexer;
 pub use maintenance::Maintenance;
 pub use partition::{

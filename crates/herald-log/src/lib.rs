@@ -78,7 +78,7 @@ pub use flush_stats::{
 };
 pub use herald_records::{BatchError, ValidBatch};
 #[cfg(not(herald_loom))]
-pub use key_copy::{CopiedRecord, CopiedRecords};
+pub use key_copy::{CopiedRecord, CopiedRecords, CopiedRun, KeyCopyDamaged};
 #[cfg(not(herald_loom))]
 pub use log::{
     Appended, HistoryProgress, KeyBatches, KeyCopyStats, Log, ReadSlice, TimestampOffset,

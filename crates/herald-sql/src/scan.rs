@@ -4,8 +4,9 @@
 //! records all lie before the earliest timestamp allowed are skipped
 //! without being decoded. A query on keys reads first, one by one, the
 //! batches the key index names, then in full the part of the range the
-//! index has not reached; before them, the records the log's key-sorted
-//! copies answered (segments whose batches are then not named).
+//! index has not reached; before them, a block at a time, the runs of the
+//! log's key-sorted copies holding the keys (segments whose batches are
+//! then not named).
 
 use std::collections::{BTreeSet, VecDeque};
 use std::fmt;
@@ -19,7 +20,7 @@ use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::streaming::PartitionStream;
 use futures::stream;
-use herald_broker::{CopiedRecords, ViewPartition};
+use herald_broker::{CopiedRecords, CopiedRun, ViewPartition};
 use herald_records::{batches, RecordBatch as StoredBatch};
 
 use crate::schema::RecordColumns;
@@ -82,10 +83,10 @@ pub(crate) struct PartitionScan {
     /// Where the bulk read starts: `from`, or for a key query where the
     /// key index stops.
     pub(crate) bulk_from: u64,
-    /// For a key query, the records of the keys' hashes read from
-    /// key-sorted copies (segments whose batches are not named above),
-    /// answered first.
-    pub(crate) copied: Arc<CopiedRecords>,
+    /// For a key query, the runs of key-sorted copies holding the keys'
+    /// records (segments whose batches are not named above), read first,
+    /// a block at a time.
+    pub(crate) copied: Vec<CopiedRun>,
     /// The keys a row must have to match (the query's filters allow no
     /// other): rows with another key are not built at all.
     pub(crate) keys: Option<Arc<BTreeSet<Vec<u8>>>>,
@@ -118,8 +119,10 @@ struct Cursor {
     to: u64,
     batches: VecDeque<u64>,
     bulk_from: u64,
-    /// Copied records not answered yet.
-    copied: Option<Arc<CopiedRecords>>,
+    /// Runs of key-sorted copies not read yet.
+    copied: VecDeque<CopiedRun>,
+    /// The records of the block last read from a run.
+    copied_block: CopiedRecords,
     keys: Option<Arc<BTreeSet<Vec<u8>>>>,
     /// Rows the next Arrow batch holds at most.
     batch_rows: usize,
@@ -150,7 +153,8 @@ impl PartitionStream for PartitionScan {
             to: self.to,
             batches: self.batches.iter().copied().collect(),
             bulk_from: self.bulk_from,
-            copied: (!self.copied.is_empty()).then(|| Arc::clone(&self.copied)),
+            copied: self.copied.iter().cloned().collect(),
+            copied_block: CopiedRecords::default(),
             keys: self.keys.clone(),
             batch_rows: FIRST_BATCH_ROWS,
             read_bytes: FIRST_READ_BYTES,
@@ -200,8 +204,8 @@ impl Cursor {
     /// Reads up to a megabyte of the log, queueing a batch whenever
     /// enough rows or bytes are built, and the rest once the range is read.
     fn read_some(&mut self) -> Result<(), DataFusionError> {
-        if let Some(copied) = self.copied.take() {
-            return self.answer_copied(&copied);
+        if !self.copied.is_empty() {
+            return self.read_copied();
         }
         // The next batch the key index named, read up to the last offset
         // named in it (one byte: a read answers at least the whole batch
@@ -312,11 +316,23 @@ impl Cursor {
         Ok(())
     }
 
-    /// Answers the records read from key-sorted copies that match.
-    fn answer_copied(&mut self, copied: &CopiedRecords) -> Result<(), DataFusionError> {
-        self.budget.charge(copied.bytes())?;
-        self.unyielded += copied.bytes();
-        for copy in copied.iter() {
+    /// Reads the next block of the first copied run, answering its
+    /// records that match.
+    fn read_copied(&mut self) -> Result<(), DataFusionError> {
+        let Some(run) = self.copied.front_mut() else {
+            return Ok(());
+        };
+        self.copied_block.clear();
+        let inflated = run
+            .read_block(&mut self.copied_block, &mut self.scratch)
+            .map_err(external)?;
+        if run.is_done() {
+            self.copied.pop_front();
+        }
+        self.budget.charge(inflated)?;
+        self.unyielded += inflated;
+        let block = std::mem::take(&mut self.copied_block);
+        for copy in block.iter() {
             if copy.timestamp < self.time_from || copy.timestamp > self.time_to {
                 continue;
             }
@@ -331,7 +347,8 @@ impl Cursor {
                 self.batch_rows = (self.batch_rows * 2).min(ROWS_PER_BATCH);
             }
         }
-        if self.batches.is_empty() && self.bulk_from >= self.to {
+        self.copied_block = block;
+        if self.copied.is_empty() && self.batches.is_empty() && self.bulk_from >= self.to {
             self.done = true;
             return self.flush();
         }

@@ -15,7 +15,7 @@ use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::empty::EmptyExec;
 use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
 use datafusion::physical_plan::ExecutionPlan;
-use herald_broker::{CopiedRecords, OffsetSpec, ViewPartition};
+use herald_broker::{CopiedRun, OffsetSpec, ViewPartition};
 
 use crate::pushdown;
 use crate::scan::{PartitionScan, ScanBudget};
@@ -129,7 +129,7 @@ impl TableProvider for TopicTable {
             }
             let (batches, bulk_from, copied) = match &bounds.keys {
                 Some(keys) => key_batches(view, keys, from, to),
-                None => (Vec::new(), from, CopiedRecords::default()),
+                None => (Vec::new(), from, Vec::new()),
             };
             if batches.is_empty() && bulk_from >= to && copied.is_empty() {
                 continue;
@@ -140,7 +140,7 @@ impl TableProvider for TopicTable {
                 to,
                 batches,
                 bulk_from,
-                copied: Arc::new(copied),
+                copied,
                 keys: bounds.keys.clone().map(Arc::new),
                 time_from: bounds.times.0,
                 time_to: bounds.times.1,
@@ -171,34 +171,15 @@ const MAX_NAMED_BATCHES: usize = 10_000;
 
 /// The batches of `from..to` the key index names for any of `keys`, each
 /// by the last offset worth reading in it, ascending; where the part it
-/// has not indexed begins; and the records of the keys' hashes read from
-/// key-sorted copies, all before that part.
+/// has not indexed begins; and the runs of key-sorted copies holding the
+/// keys' records before that part.
 fn key_batches(
     view: &ViewPartition,
     keys: &std::collections::BTreeSet<Vec<u8>>,
     from: u64,
     to: u64,
-) -> (Vec<u64>, u64, CopiedRecords) {
-    let mut batches = Vec::new();
-    let mut bulk_from = to;
-    let mut copied = CopiedRecords::default();
-    // Two keys of one hash find the same records in the copies (a lookup
-    // answers every record of the hash in the range): their first
-    // offset tells.
-    let mut firsts = std::collections::HashSet::new();
-    for key in keys {
-        let found = view.key_batches(key, from, to, MAX_NAMED_BATCHES);
-        batches.extend(found.last_offsets);
-        bulk_from = bulk_from.min(found.unindexed_from);
-        let first = found.copied.iter().next().map(|r| r.offset);
-        if first.is_some_and(|first| firsts.insert(first)) {
-            copied.append(&found.copied);
-        }
-    }
-    batches.sort_unstable();
-    batches.dedup();
-    batches.retain(|&last| last < bulk_from);
-    // The bulk read answers what lies in its part.
-    copied.retain_below(bulk_from);
-    (batches, bulk_from, copied)
+) -> (Vec<u64>, u64, Vec<CopiedRun>) {
+    let keys: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+    let found = view.keys_batches(&keys, from, to, MAX_NAMED_BATCHES);
+    (found.last_offsets, found.unindexed_from, found.copied)
 }

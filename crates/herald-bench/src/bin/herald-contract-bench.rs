@@ -46,7 +46,7 @@ struct Args {
 
 /// One system under test: the log itself, or the partition in front of it.
 enum Path {
-    Direct(Log),
+    Direct(Box<Log>),
     Contract(Arc<Partition>),
 }
 
@@ -190,7 +190,7 @@ fn open_path(
 ) -> anyhow::Result<(Path, Option<Arc<Broker>>)> {
     if !contract {
         let log = Log::open(root.join("direct"), log_config()).context("open the log")?;
-        return Ok((Path::Direct(log), None));
+        return Ok((Path::Direct(Box::new(log)), None));
     }
     let mut config = BrokerConfig::new(root.join("broker"));
     config.log_defaults = log_config();

@@ -204,6 +204,20 @@ impl ViewPartition {
             .key_batches(key, from.max(self.start), to.min(self.end), max_batches)
     }
 
+    /// [`ViewPartition::key_batches`] for several keys at once, with the
+    /// runs of the log's key-sorted copies that hold them (see
+    /// [`Log::keys_batches`]).
+    pub fn keys_batches(
+        &self,
+        keys: &[&[u8]],
+        from: u64,
+        to: u64,
+        max_batches: usize,
+    ) -> KeyBatches {
+        self.log
+            .keys_batches(keys, from.max(self.start), to.min(self.end), max_batches)
+    }
+
     /// Where in `from..to` (within the view) records stop being able to be
     /// stamped at or before `latest`, through the smallest timestamps the
     /// history index keeps (see [`Log::end_for_timestamps_up_to`]).

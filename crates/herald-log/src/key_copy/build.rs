@@ -1,7 +1,7 @@
 //! Sorting a segment's keyed records by key hash in bounded memory: rows
-//! gather in an arena; a full arena is sorted and spilled to a run file
-//! beside the segment; at the end the runs (or the arena alone, when
-//! nothing was spilled) are merged into the `.kcopy` file.
+//! gather in an arena; a full arena is sorted and spilled, lz4-framed, to
+//! a run file beside the segment; at the end the runs (or the arena
+//! alone, when nothing was spilled) are merged into the `.kcopy` file.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -12,11 +12,15 @@ use std::path::{Path, PathBuf};
 use herald_records::Record;
 
 use super::file::CopyWriter;
-use super::rows::{measure, put_row, ROW_HEAD};
+use super::rows::{measure, put_row, row_len, ROW_HEAD};
 use crate::extent::Extent;
 
-/// Bytes of rows held in memory before they are sorted and spilled.
+/// Bytes of memory the rows held (and their sort keys) take before they
+/// are sorted and spilled.
 pub(crate) const ARENA_BYTES: usize = 32 << 20;
+
+/// Rows merged between two looks at the stop flag.
+const ROWS_PER_STOP_CHECK: u64 = 4096;
 
 /// A row of the arena: sort key and where it lies.
 #[derive(Debug, Clone, Copy)]
@@ -36,12 +40,28 @@ impl Drop for RunFile {
     }
 }
 
+/// Why a copy was not finished.
+#[derive(Debug)]
+pub(crate) enum BuildError {
+    /// The caller asked it to stop.
+    Stopped,
+    /// A file could not be written or read.
+    Io(std::io::Error),
+}
+
+impl From<std::io::Error> for BuildError {
+    fn from(e: std::io::Error) -> Self {
+        BuildError::Io(e)
+    }
+}
+
 /// The rows of one segment being sorted.
 pub(crate) struct CopyBuilder {
     /// Run files are named this plus a number and `.tmp` (removed at the
     /// next start if a crash leaves them).
     run_prefix: PathBuf,
-    arena_limit: usize,
+    /// Bytes the arena and its slots may take.
+    limit: usize,
     arena: Vec<u8>,
     slots: Vec<Slot>,
     runs: Vec<RunFile>,
@@ -49,15 +69,20 @@ pub(crate) struct CopyBuilder {
 
 impl CopyBuilder {
     /// A builder spilling runs named after `run_prefix`, holding about
-    /// `arena_limit` bytes of rows in memory.
-    pub(crate) fn new(run_prefix: PathBuf, arena_limit: usize) -> Self {
+    /// `limit` bytes of rows and sort keys in memory (a row larger than
+    /// that is held alone).
+    pub(crate) fn new(run_prefix: PathBuf, limit: usize) -> Self {
         Self {
             run_prefix,
-            arena_limit,
+            limit,
             arena: Vec::new(),
             slots: Vec::new(),
             runs: Vec::new(),
         }
+    }
+
+    fn held(&self) -> usize {
+        self.arena.len() + self.slots.len() * std::mem::size_of::<Slot>()
     }
 
     /// Adds `record`, whose key is `key` and hashes to `hash`.
@@ -67,6 +92,15 @@ impl CopyBuilder {
         record: &Record<'_>,
         key: &[u8],
     ) -> std::io::Result<()> {
+        let len = row_len(record, key);
+        if !self.slots.is_empty() && self.held() + len + std::mem::size_of::<Slot>() > self.limit {
+            self.spill()?;
+        }
+        if self.arena.capacity() == 0 {
+            // Once, whole: growing by doubling would pass the limit.
+            self.arena
+                .reserve_exact(self.limit.min(ARENA_BYTES).max(len));
+        }
         let start = self.arena.len();
         put_row(&mut self.arena, hash, record, key);
         self.slots.push(Slot {
@@ -75,9 +109,6 @@ impl CopyBuilder {
             start,
             end: self.arena.len(),
         });
-        if self.arena.len() >= self.arena_limit {
-            self.spill()?;
-        }
         Ok(())
     }
 
@@ -90,11 +121,17 @@ impl CopyBuilder {
         let mut name = self.run_prefix.clone().into_os_string();
         name.push(format!("{}.tmp", self.runs.len()));
         let run = RunFile(PathBuf::from(name));
-        let mut out = BufWriter::new(File::create(&run.0)?);
+        // Compressed: a segment of compressed batches may inflate to many
+        // times its size, and the runs share the log's disk.
+        let file = BufWriter::with_capacity(256 << 10, File::create(&run.0)?);
+        let mut out = lz4_flex::frame::FrameEncoder::new(file);
         for slot in &self.slots {
             out.write_all(&self.arena[slot.start..slot.end])?;
         }
-        out.into_inner().map_err(|e| e.into_error())?;
+        out.finish()
+            .map_err(std::io::Error::other)?
+            .into_inner()
+            .map_err(|e| e.into_error())?;
         self.runs.push(run);
         self.arena.clear();
         self.slots.clear();
@@ -102,25 +139,31 @@ impl CopyBuilder {
     }
 
     /// Writes every row added, sorted, to the `.kcopy` file at `path`
-    /// describing the segment of `base_offset` as far as `end`, synced.
+    /// describing the segment of `base_offset` as far as `end`, synced;
+    /// gives up when `stop` answers true.
     pub(crate) fn finish(
         mut self,
         path: &Path,
         base_offset: u64,
         end: Extent,
-    ) -> std::io::Result<()> {
+        stop: &dyn Fn() -> bool,
+    ) -> Result<(), BuildError> {
         let mut writer = CopyWriter::create(path)?;
         if self.runs.is_empty() {
             self.sort();
-            for slot in &self.slots {
+            for (n, slot) in self.slots.iter().enumerate() {
+                if (n as u64).is_multiple_of(ROWS_PER_STOP_CHECK) && stop() {
+                    return Err(BuildError::Stopped);
+                }
                 writer.push(slot.hash, &self.arena[slot.start..slot.end])?;
             }
-            return writer.finish(base_offset, end);
+            return Ok(writer.finish(base_offset, end)?);
         }
         if !self.slots.is_empty() {
             self.spill()?;
         }
         self.arena = Vec::new();
+        self.slots = Vec::new();
         let mut readers = Vec::with_capacity(self.runs.len());
         for run in &self.runs {
             readers.push(RunReader::open(&run.0)?);
@@ -131,27 +174,33 @@ impl CopyBuilder {
                 heads.push(Reverse((hash, offset, r)));
             }
         }
+        let mut merged = 0u64;
         while let Some(Reverse((hash, _, r))) = heads.pop() {
+            if merged.is_multiple_of(ROWS_PER_STOP_CHECK) && stop() {
+                return Err(BuildError::Stopped);
+            }
+            merged += 1;
             writer.push(hash, &readers[r].row)?;
             if let Some((hash, offset)) = readers[r].advance()? {
                 heads.push(Reverse((hash, offset, r)));
             }
         }
-        writer.finish(base_offset, end)
+        Ok(writer.finish(base_offset, end)?)
     }
 }
 
 /// Reads a run file a row at a time.
 struct RunReader {
-    input: BufReader<File>,
+    input: lz4_flex::frame::FrameDecoder<BufReader<File>>,
     /// The current row.
     row: Vec<u8>,
 }
 
 impl RunReader {
     fn open(path: &Path) -> std::io::Result<Self> {
+        let file = BufReader::with_capacity(64 << 10, File::open(path)?);
         Ok(Self {
-            input: BufReader::with_capacity(64 << 10, File::open(path)?),
+            input: lz4_flex::frame::FrameDecoder::new(file),
             row: Vec::new(),
         })
     }
@@ -209,11 +258,12 @@ mod tests {
         add_rows(&mut spilling);
         assert!(spilling.runs.len() > 50, "{} runs", spilling.runs.len());
         let end = Extent::new(3000, 1 << 20);
+        let never = || false;
         whole
-            .finish(&dir.path().join("whole.kcopy"), 0, end)
+            .finish(&dir.path().join("whole.kcopy"), 0, end, &never)
             .unwrap();
         spilling
-            .finish(&dir.path().join("spill.kcopy"), 0, end)
+            .finish(&dir.path().join("spill.kcopy"), 0, end, &never)
             .unwrap();
         let a = std::fs::read(dir.path().join("whole.kcopy")).unwrap();
         let b = std::fs::read(dir.path().join("spill.kcopy")).unwrap();
@@ -225,15 +275,18 @@ mod tests {
         let mut scratch = Vec::new();
         for k in 0..97u64 {
             let key = format!("key-{k}");
+            let hash = crc32c::crc32c(key.as_bytes());
             let mut found = CopiedRecords::default();
-            copy.lookup(
-                crc32c::crc32c(key.as_bytes()),
-                100,
-                2900,
-                &mut found,
-                &mut scratch,
-            )
-            .unwrap();
+            let mut block = copy.first_block(hash);
+            loop {
+                let (_, more) = copy
+                    .read_block(block, hash, 100..2900, &mut found, &mut scratch)
+                    .unwrap();
+                if !more {
+                    break;
+                }
+                block += 1;
+            }
             let offsets: Vec<u64> = found
                 .iter()
                 .filter(|r| r.key == key.as_bytes())

@@ -154,7 +154,7 @@ impl CopyWriter {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("block {block} of a key-sorted copy is damaged")]
 pub(crate) struct DamagedBlock {
-    block: usize,
+    pub(crate) block: usize,
 }
 
 /// An opened `.kcopy` file.
@@ -210,19 +210,10 @@ impl KeyCopy {
         BlockEntry::read(&self.map[at..at + DIR_ENTRY])
     }
 
-    /// Adds to `found` the rows of key hash `hash` with offsets in
-    /// `from..to`, in offset order; `scratch` holds inflated blocks.
-    /// Answers the bytes inflated.
-    pub(crate) fn lookup(
-        &self,
-        hash: u32,
-        from: u64,
-        to: u64,
-        found: &mut CopiedRecords,
-        scratch: &mut Vec<u8>,
-    ) -> Result<usize, DamagedBlock> {
-        // The first block that can hold the hash: blocks are sorted, and a
-        // hash's rows may run on across several.
+    /// The first block that can hold rows of `hash` (blocks are sorted,
+    /// and a hash's rows may run on across several); the block count if
+    /// none can.
+    pub(crate) fn first_block(&self, hash: u32) -> usize {
         let (mut low, mut high) = (0, self.blocks);
         while low < high {
             let mid = (low + high) / 2;
@@ -232,42 +223,66 @@ impl KeyCopy {
                 high = mid;
             }
         }
-        let mut inflated = 0;
-        for block in low..self.blocks {
-            let entry = self.entry(block);
-            if entry.first_hash > hash {
-                break;
+        low
+    }
+
+    /// Adds to `found` the rows of block `block` of key hash `hash` with
+    /// offsets in `from..to`, in offset order; `scratch` holds the
+    /// inflated block. Answers the bytes inflated and whether the next
+    /// block may hold more of the hash (`false` also past the last block
+    /// or before a block of later hashes).
+    pub(crate) fn read_block(
+        &self,
+        block: usize,
+        hash: u32,
+        range: std::ops::Range<u64>,
+        found: &mut CopiedRecords,
+        scratch: &mut Vec<u8>,
+    ) -> Result<(usize, bool), DamagedBlock> {
+        if block >= self.blocks || self.entry(block).first_hash > hash {
+            return Ok((0, false));
+        }
+        let entry = self.entry(block);
+        let damaged = DamagedBlock { block };
+        let start = usize::try_from(entry.position).map_err(|_| damaged)?;
+        let end = start
+            .checked_add(entry.compressed as usize)
+            .filter(|&end| end <= self.directory)
+            .ok_or(damaged)?;
+        // lz4 expands at most 255-fold: a larger raw length is not one
+        // this file's writer recorded.
+        let raw = entry.raw as usize;
+        if raw
+            > (entry.compressed as usize)
+                .saturating_mul(255)
+                .saturating_add(16)
+        {
+            return Err(damaged);
+        }
+        let compressed = &self.map[start..end];
+        if crc32c::crc32c(compressed) != entry.crc {
+            return Err(damaged);
+        }
+        scratch.clear();
+        scratch.resize(raw, 0);
+        let inflated =
+            lz4_flex::block::decompress_into(compressed, scratch).map_err(|_| damaged)?;
+        if inflated != raw {
+            return Err(damaged);
+        }
+        let mut rest = scratch.as_slice();
+        while !rest.is_empty() {
+            let head = row_head(rest).ok_or(damaged)?;
+            let (row, after) = rest.split_at(head.len);
+            rest = after;
+            if head.hash > hash {
+                return Ok((inflated, false));
             }
-            let damaged = DamagedBlock { block };
-            let start = usize::try_from(entry.position).map_err(|_| damaged)?;
-            let end = start
-                .checked_add(entry.compressed as usize)
-                .filter(|&end| end <= self.directory)
-                .ok_or(damaged)?;
-            let compressed = &self.map[start..end];
-            if crc32c::crc32c(compressed) != entry.crc {
-                return Err(damaged);
-            }
-            scratch.clear();
-            scratch.resize(entry.raw as usize, 0);
-            let raw = lz4_flex::block::decompress_into(compressed, scratch).map_err(|_| damaged)?;
-            if raw != scratch.len() {
-                return Err(damaged);
-            }
-            inflated += raw;
-            let mut rest = scratch.as_slice();
-            while !rest.is_empty() {
-                let head = row_head(rest).ok_or(damaged)?;
-                let (row, after) = rest.split_at(head.len);
-                rest = after;
-                if head.hash > hash {
-                    break;
-                }
-                if head.hash == hash && (from..to).contains(&head.offset) {
-                    found.push_row(row);
-                }
+            if head.hash == hash && range.contains(&head.offset) {
+                found.push_row(row);
             }
         }
-        Ok(inflated)
+        let more = block + 1 < self.blocks && self.entry(block + 1).first_hash <= hash;
+        Ok((inflated, more))
     }
 }

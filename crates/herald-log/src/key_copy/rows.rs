@@ -22,6 +22,11 @@ pub(crate) struct RowHead {
     pub(crate) len: usize,
 }
 
+/// Bytes of the row [`put_row`] makes of `record`.
+pub(crate) fn row_len(record: &Record<'_>, key: &[u8]) -> usize {
+    ROW_HEAD + key.len() + record.value.map_or(0, <[u8]>::len) + record.header_section().len()
+}
+
 /// Appends the row of `record` (whose key hashes to `hash`) to `out`.
 pub(crate) fn put_row(out: &mut Vec<u8>, hash: u32, record: &Record<'_>, key: &[u8]) {
     let value_len = record
@@ -144,27 +149,10 @@ impl CopiedRecords {
         self.count += 1;
     }
 
-    /// Adds every record of `other`.
-    pub fn append(&mut self, other: &CopiedRecords) {
-        self.rows.extend_from_slice(&other.rows);
-        self.count += other.count;
-    }
-
-    /// Keeps only the records below offset `end`.
-    pub fn retain_below(&mut self, end: u64) {
-        if self.iter().all(|r| r.offset < end) {
-            return;
-        }
-        let mut kept = CopiedRecords::default();
-        let mut rest = self.rows.as_slice();
-        while let Some(head) = row_head(rest) {
-            let (row, after) = rest.split_at(head.len);
-            rest = after;
-            if head.offset < end {
-                kept.push_row(row);
-            }
-        }
-        *self = kept;
+    /// Forgets every record (keeping the memory for more).
+    pub fn clear(&mut self) {
+        self.rows.clear();
+        self.count = 0;
     }
 
     /// How many records.

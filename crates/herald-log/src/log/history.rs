@@ -6,7 +6,7 @@ use herald_records::RecordBatch;
 
 use super::*;
 use crate::history::{key_hash, BatchKeys};
-use crate::key_copy::{CopiedRecords, CopyState};
+use crate::key_copy::{CopiedRun, KeyCopy};
 
 /// What one call to [`Log::index_history`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,10 +34,11 @@ pub struct KeyBatches {
     /// Nothing is indexed from this offset to the end of the range: read
     /// all of it. The range's end when everything is indexed.
     pub unindexed_from: u64,
-    /// The records of the key's hash in the range read from key-sorted
-    /// copies (`LogConfig::key_copy`): the segments they cover name no
-    /// batches above. The reader compares keys.
-    pub copied: CopiedRecords,
+    /// For segments with a key-sorted copy (`LogConfig::key_copy`), which
+    /// name no batches above: a run of the copy's records of the key's
+    /// hash in the range, to read a block at a time. The reader compares
+    /// keys.
+    pub copied: Vec<CopiedRun>,
 }
 
 impl Log {
@@ -164,99 +165,53 @@ impl Log {
 
     /// The batches of `from..to` that may hold records with `key`, each by
     /// the last offset worth reading in it, as far as the history index
-    /// reaches, and where the unindexed rest begins. Past `max_batches`
+    /// reaches, and where the unindexed rest begins; segments with a
+    /// key-sorted copy give a run of the copy instead. Past `max_batches`
     /// named, the rest of the range counts as unindexed: a key in most
     /// batches is read faster in bulk than batch by batch.
     pub fn key_batches(&self, key: &[u8], from: u64, to: u64, max_batches: usize) -> KeyBatches {
-        let hash = key_hash(key);
+        self.keys_batches(&[key], from, to, max_batches)
+    }
+
+    /// [`Log::key_batches`] for several keys at once, over one view of the
+    /// segments and their copies (so no record is both in a copied run
+    /// and in a batch named): the batches named for any key (ascending,
+    /// each once, all before `unindexed_from`), the earliest place any
+    /// key's index stops, and one copied run per segment and key hash
+    /// (keys sharing a hash share it), each ending where the index stops.
+    /// `max_batches` applies to each key.
+    pub fn keys_batches(
+        &self,
+        keys: &[&[u8]],
+        from: u64,
+        to: u64,
+        max_batches: usize,
+    ) -> KeyBatches {
         let list = self.segments.load_full();
-        let mut last_offsets = Vec::new();
-        let mut copied = CopiedRecords::default();
-        let mut scratch = Vec::new();
-        for segment in list.iter() {
-            let base = segment.base_offset();
-            if base >= to || from >= to {
-                break;
-            }
-            let indexed_end = base + u64::from(segment.history().indexed().records);
-            if segment.end_offset() > from {
-                if let Some(copy) = segment.key_copy().copy() {
-                    match copy.lookup(hash, from, to, &mut copied, &mut scratch) {
-                        Ok(_) if segment.end_offset() >= to => {
-                            return KeyBatches {
-                                last_offsets,
-                                unindexed_from: to,
-                                copied,
-                            };
-                        }
-                        Ok(_) => continue,
-                        Err(e) => {
-                            // Rows of blocks before the damaged one may
-                            // be in: the entries below name them again,
-                            // and a reader would answer them twice.
-                            copied.retain_below(base);
-                            tracing::warn!(segment = %segment.path().display(), error = %e, "reading the key index instead");
-                            segment.key_copy().set(CopyState::Absent);
-                        }
-                    }
-                }
-                let found = segment.history().batches_with(hash);
-                let relative_from = from.saturating_sub(base);
-                // An entry before `from` is a batch's last record of the
-                // key: nothing of the key in that batch is in the range.
-                let first = found.partition_point(|&r| u64::from(r) < relative_from);
-                let mut past_end = false;
-                for offset in found[first..].iter().map(|&r| base + u64::from(r)) {
-                    if offset < to {
-                        last_offsets.push(offset);
-                    } else {
-                        past_end = true;
-                        break;
-                    }
-                }
-                // The batch holding the first entry past the range may
-                // begin inside it: its part in the range is read up to the
-                // range's last offset (the batch holding that one).
-                if past_end && last_offsets.last() != Some(&(to - 1)) {
-                    last_offsets.push(to - 1);
-                }
-                if last_offsets.len() > max_batches {
-                    // The key's records after the last batch named are
-                    // all past its last offset named.
-                    let unindexed_from = match max_batches {
-                        0 => from,
-                        n => last_offsets[n - 1] + 1,
-                    };
-                    last_offsets.truncate(max_batches);
-                    // The bulk read from there answers them.
-                    copied.retain_below(unindexed_from);
-                    return KeyBatches {
-                        last_offsets,
-                        unindexed_from,
-                        copied,
-                    };
-                }
-                if past_end {
-                    return KeyBatches {
-                        last_offsets,
-                        unindexed_from: to,
-                        copied,
-                    };
-                }
-            }
-            if indexed_end < segment.end_offset().min(to) {
-                return KeyBatches {
-                    last_offsets,
-                    unindexed_from: indexed_end.max(from),
-                    copied,
-                };
-            }
-        }
-        KeyBatches {
-            last_offsets,
+        let copies: Vec<Option<Arc<KeyCopy>>> = list.iter().map(|s| s.key_copy().copy()).collect();
+        let mut hashes: Vec<u32> = keys.iter().map(|k| key_hash(k)).collect();
+        hashes.sort_unstable();
+        hashes.dedup();
+        let mut all = KeyBatches {
+            last_offsets: Vec::new(),
             unindexed_from: to,
-            copied,
+            copied: Vec::new(),
+        };
+        for hash in hashes {
+            let one = hash_batches(&list, &copies, hash, from, to, max_batches);
+            all.last_offsets.extend(one.last_offsets);
+            all.unindexed_from = all.unindexed_from.min(one.unindexed_from);
+            all.copied.extend(one.copied);
         }
+        all.last_offsets.sort_unstable();
+        all.last_offsets.dedup();
+        let end = all.unindexed_from;
+        all.last_offsets.retain(|&last| last < end);
+        for run in &mut all.copied {
+            run.end_at(end);
+        }
+        all.copied.retain(|run| !run.is_done());
+        all
     }
 
     /// The end of the part of `from..to` that can hold a record stamped at
@@ -304,6 +259,92 @@ impl Log {
             }
         }
         from
+    }
+}
+
+/// [`Log::key_batches`] for one key hash, over `list` and the copies its
+/// segments had (`copies`, one per segment).
+fn hash_batches(
+    list: &[Arc<Segment>],
+    copies: &[Option<Arc<KeyCopy>>],
+    hash: u32,
+    from: u64,
+    to: u64,
+    max_batches: usize,
+) -> KeyBatches {
+    let mut last_offsets = Vec::new();
+    let mut copied = Vec::new();
+    for (segment, copy) in list.iter().zip(copies) {
+        let base = segment.base_offset();
+        if base >= to || from >= to {
+            break;
+        }
+        let indexed_end = base + u64::from(segment.history().indexed().records);
+        if segment.end_offset() > from {
+            if let Some(copy) = copy {
+                // A copy is of a sealed, wholly indexed segment.
+                let range = from.max(base)..to.min(segment.end_offset());
+                copied.push(CopiedRun::new(
+                    Arc::clone(segment),
+                    Arc::clone(copy),
+                    hash,
+                    range,
+                ));
+                if segment.end_offset() >= to {
+                    break;
+                }
+                continue;
+            }
+            let found = segment.history().batches_with(hash);
+            let relative_from = from.saturating_sub(base);
+            // An entry before `from` is a batch's last record of the
+            // key: nothing of the key in that batch is in the range.
+            let first = found.partition_point(|&r| u64::from(r) < relative_from);
+            let mut past_end = false;
+            for offset in found[first..].iter().map(|&r| base + u64::from(r)) {
+                if offset < to {
+                    last_offsets.push(offset);
+                } else {
+                    past_end = true;
+                    break;
+                }
+            }
+            // The batch holding the first entry past the range may
+            // begin inside it: its part in the range is read up to the
+            // range's last offset (the batch holding that one).
+            if past_end && last_offsets.last() != Some(&(to - 1)) {
+                last_offsets.push(to - 1);
+            }
+            if last_offsets.len() > max_batches {
+                // The key's records after the last batch named are
+                // all past its last offset named.
+                let unindexed_from = match max_batches {
+                    0 => from,
+                    n => last_offsets[n - 1] + 1,
+                };
+                last_offsets.truncate(max_batches);
+                return KeyBatches {
+                    last_offsets,
+                    unindexed_from,
+                    copied,
+                };
+            }
+            if past_end {
+                break;
+            }
+        }
+        if indexed_end < segment.end_offset().min(to) {
+            return KeyBatches {
+                last_offsets,
+                unindexed_from: indexed_end.max(from),
+                copied,
+            };
+        }
+    }
+    KeyBatches {
+        last_offsets,
+        unindexed_from: to,
+        copied,
     }
 }
 

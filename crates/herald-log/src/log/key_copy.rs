@@ -5,7 +5,7 @@ use herald_records::RecordBatch;
 
 use super::*;
 use crate::history::key_hash;
-use crate::key_copy::{CopyBuilder, CopyState, KeyCopy, ARENA_BYTES};
+use crate::key_copy::{BuildError, CopyBuilder, CopyState, KeyCopy, ARENA_BYTES};
 
 /// How one sealed segment's copy could not be made.
 enum Unbuilt {
@@ -54,72 +54,104 @@ impl Log {
     /// for a full segment, in about [`ARENA_BYTES`] of memory, spilling
     /// sorted runs beside the segment). Answers whether it did anything: a
     /// background task calls it until it answers false. `stop` ends a
-    /// build early (it is taken up again by a later call).
+    /// build early (it is taken up again by a later call). Segments known
+    /// to be settled are passed over without a lock.
     pub fn build_key_copy(&self, stop: &AtomicBool) -> bool {
         if !self.config.load().key_copy {
             return false;
         }
         let list = self.segments.load_full();
+        let settled = self.key_copies_through.load(Ordering::Acquire);
         for segment in list.iter() {
+            if segment.end_offset() <= settled && segment.is_complete() {
+                continue;
+            }
             if !segment.is_complete() || !segment.history().is_complete() {
                 return false;
             }
             if !matches!(segment.key_copy().state(), CopyState::Unknown) {
+                self.key_copies_through
+                    .fetch_max(segment.end_offset(), Ordering::AcqRel);
                 continue;
             }
             let path = segment.key_copy_path();
             let end = segment.committed();
-            if let Some(found) = KeyCopy::open(&path) {
-                if found.base_offset == segment.base_offset() && found.end == end {
-                    segment.key_copy().set(CopyState::Present(Arc::new(found)));
-                    return true;
-                }
-                tracing::warn!(file = %path.display(), "key-sorted copy describes another segment; rebuilding it");
+            let adopted = self.install(segment, || {
+                KeyCopy::open(&path)
+                    .filter(|found| found.base_offset == segment.base_offset() && found.end == end)
+            });
+            if adopted {
+                return true;
             }
             let mut staged = path.clone().into_os_string();
             staged.push(".new.tmp");
             let staged = PathBuf::from(staged);
-            let built = self.copy_segment(segment, &staged, stop).and_then(|()| {
-                let _running = self.maintenance.lock().unwrap_or_else(|p| p.into_inner());
-                let current = self.segments.load();
-                // Turned off meanwhile: `drop_key_copies` (after the new
-                // config, under this lock) must not miss this one.
-                if self.stopped()
-                    || !self.config.load().key_copy
-                    || !current.iter().any(|s| Arc::ptr_eq(s, segment))
-                {
-                    return Err(Unbuilt::Stopped);
-                }
-                std::fs::rename(&staged, &path)?;
-                sync_dir(&self.dir)?;
-                Ok(())
-            });
-            match built {
-                Ok(()) => match KeyCopy::open(&path) {
-                    Some(copy) => segment.key_copy().set(CopyState::Present(Arc::new(copy))),
-                    None => {
-                        tracing::warn!(file = %path.display(), "cannot read the key-sorted copy just written");
-                        segment.key_copy().set(CopyState::Absent);
+            let why = match self.copy_segment(segment, &staged, stop) {
+                Ok(()) => {
+                    let mut failed = None;
+                    let installed = self.install(segment, || {
+                        let moved = std::fs::rename(&staged, &path)
+                            .and_then(|()| sync_dir(&self.dir))
+                            .map_err(|e| failed = Some(e));
+                        moved.ok().and_then(|()| {
+                            let copy = KeyCopy::open(&path);
+                            if copy.is_none() {
+                                failed = Some(std::io::Error::other(
+                                    "the copy just written cannot be read",
+                                ));
+                            }
+                            copy
+                        })
+                    });
+                    if installed {
+                        return true;
                     }
-                },
-                Err(Unbuilt::Stopped) => {
-                    let _ = std::fs::remove_file(&staged);
-                    return false;
+                    match failed {
+                        Some(e) => Unbuilt::Io(e),
+                        // Stopped, left the log, or turned off meanwhile.
+                        None => Unbuilt::Stopped,
+                    }
                 }
-                Err(Unbuilt::Unreadable) => {
-                    let _ = std::fs::remove_file(&staged);
+                Err(why) => why,
+            };
+            let _ = std::fs::remove_file(&staged);
+            match why {
+                Unbuilt::Stopped => return false,
+                Unbuilt::Unreadable => {
                     tracing::warn!(segment = %segment.path().display(), "a batch's records cannot be read; the segment keeps no key-sorted copy");
-                    segment.key_copy().set(CopyState::Absent);
                 }
-                Err(Unbuilt::Io(e)) => {
-                    let _ = std::fs::remove_file(&staged);
+                Unbuilt::Io(e) => {
+                    let _ = std::fs::remove_file(&path);
                     tracing::warn!(file = %path.display(), error = %e, "cannot write the key-sorted copy; the segment is read through its key index");
-                    segment.key_copy().set(CopyState::Absent);
                 }
             }
+            segment.key_copy().set(CopyState::Absent);
             return true;
         }
         false
+    }
+
+    /// Under the maintenance lock (which retention, rewrites and
+    /// `drop_key_copies` hold), and only while the log is open, keeps
+    /// copies and still holds `segment`: runs `open` and makes what it
+    /// answers the segment's copy. Answers whether it did. A file `open`
+    /// placed and could not read is deleted.
+    fn install(&self, segment: &Arc<Segment>, open: impl FnOnce() -> Option<KeyCopy>) -> bool {
+        let _running = self.maintenance.lock().unwrap_or_else(|p| p.into_inner());
+        let current = self.segments.load();
+        if self.stopped()
+            || !self.config.load().key_copy
+            || !current.iter().any(|s| Arc::ptr_eq(s, segment))
+        {
+            return false;
+        }
+        match open() {
+            Some(copy) => {
+                segment.key_copy().set(CopyState::Present(Arc::new(copy)));
+                true
+            }
+            None => false,
+        }
     }
 
     /// Writes the key-sorted copy of the sealed `segment` to `staged`.
@@ -159,14 +191,20 @@ impl Log {
                 }
             }
         }
-        builder.finish(staged, segment.base_offset(), end)?;
-        Ok(())
+        let stopped = || stop.load(Ordering::Relaxed) || self.stopped();
+        builder
+            .finish(staged, segment.base_offset(), end, &stopped)
+            .map_err(|e| match e {
+                BuildError::Stopped => Unbuilt::Stopped,
+                BuildError::Io(e) => Unbuilt::Io(e),
+            })
     }
 
     /// Forgets and deletes every key-sorted copy (the log no longer keeps
     /// them). A lookup holding one reads on from its mapping.
     pub(crate) fn drop_key_copies(&self) {
         let _running = self.maintenance.lock().unwrap_or_else(|p| p.into_inner());
+        self.key_copies_through.store(0, Ordering::Release);
         for segment in self.segments.load().iter() {
             segment.key_copy().set(CopyState::Unknown);
             let path = segment.key_copy_path();

@@ -130,6 +130,11 @@ pub struct Log {
     /// Every record below this offset is in the history index, as the
     /// last [`Log::index_history`] call left it.
     history_indexed_to: AtomicU64,
+    /// Every complete segment ending at or below this offset has its
+    /// key-sorted copy settled (made, or known not to be): the builder
+    /// passes over them without a lock. Reset when segments are replaced
+    /// or copies dropped.
+    key_copies_through: AtomicU64,
 }
 
 /// `retention_floor` when nothing is pinned.
@@ -185,6 +190,7 @@ impl Log {
             log_start: AtomicU64::new(first_base),
             retention_floor: AtomicU64::new(NO_FLOOR),
             history_indexed_to: AtomicU64::new(0),
+            key_copies_through: AtomicU64::new(0),
             dir,
         };
         // Never past the high watermark: a start recovered from disk may lie

@@ -170,6 +170,7 @@ impl Log {
         self.visible.store(last);
         // New segments, with histories not built yet.
         self.history_indexed_to.store(0, Ordering::Relaxed);
+        self.key_copies_through.store(0, Ordering::Release);
         let floor = LogStartFile::read(&self.dir).map_err(|e| {
             RewriteError::Storage(format!("reading the log start offset: {e}").into())
         })?;
