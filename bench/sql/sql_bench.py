@@ -77,6 +77,9 @@ def main():
     parser.add_argument("--lookups", type=int, default=500)
     parser.add_argument("--key-copy", default="off",
                         help="off, on, or off,on: whether the topic keeps key-sorted copies")
+    parser.add_argument("--segment-bytes", type=int, default=None,
+                        help="the topic's segment.bytes (default: the broker's, 1 GiB); only sealed "
+                             "segments get key-sorted copies")
     parser.add_argument("--lookups-only", action="store_true",
                         help="skip the scans, the Parquet export and the last minute")
     args = parser.parse_args()
@@ -101,8 +104,12 @@ def run_codec(codec, args, key_copy):
         admin = AdminClient({"bootstrap.servers": bootstrap})
         topic = f"events-{codec}"
         config = {"key.sorted.copy": "true"} if key_copy else {}
+        if args.segment_bytes:
+            config["segment.bytes"] = str(args.segment_bytes)
         admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS, config=config)])[topic].result(60)
         copies = ", key-sorted copies" if key_copy else ""
+        if args.segment_bytes:
+            copies += f", segments of {args.segment_bytes >> 20} MiB"
         print(f"\n=== {args.records:,} records, codec {codec}{copies} ===", flush=True)
         started = time.monotonic()
         keys, end_ms = load(bootstrap, topic, codec, args.records)
