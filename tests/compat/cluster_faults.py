@@ -4,7 +4,8 @@ Runs inside a private network namespace (`unshare -rn`, so no root and
 nothing of the host's network is touched): three `herald serve` nodes on
 127.0.0.2, .3 and .4; Kafka's VerifiableProducer (acks=all, one request in
 flight, so retries cannot reorder) writes increasing integers while a
-nemesis, every few seconds, does one of:
+nemesis, every few seconds, does one of (each once per round, in a random
+order):
 
 - SIGKILL a partition leader, and restart it a little later;
 - SIGSTOP a node for longer than an election takes, then SIGCONT it;
@@ -78,6 +79,9 @@ class Node:
             "--node-id", str(self.id),
             "--cluster-listen", f"{self.ip}:{RAFT_PORT}",
             "--cluster-nodes", nodes,
+            # The checking consumer's group forms in half a second rather
+            # than the default 3 s (and 3 s more as members keep arriving).
+            "--group-initial-rebalance-delay-ms", "500",
         ]
 
     def start(self):
@@ -178,11 +182,19 @@ def wait_for_leaders(admin, timeout=60):
     raise RuntimeError("partitions without a leader")
 
 
+FAULTS = ["kill-leader", "pause", "isolate"]
+
+
 def nemesis(nodes, network, admin, rng, until, events):
-    """Injects faults until `until`, one at a time, each healed before the next."""
+    """Injects faults until `until`, one at a time, each healed before the next.
+    The kinds come in rounds, each kind once per round in a random order, so
+    that a short run (two or three faults) still has as many kinds as faults."""
+    kinds = []
     while time.monotonic() < until - 6:
         time.sleep(rng.uniform(1.0, 2.5))
-        kind = rng.choice(["kill-leader", "pause", "isolate"])
+        if not kinds:
+            kinds = rng.sample(FAULTS, len(FAULTS))
+        kind = kinds.pop()
         try:
             led = leaders(admin)
         except Exception:

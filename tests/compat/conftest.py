@@ -14,6 +14,10 @@ Reference runs against Apache Kafka, to check the tests themselves:
   `herald_args` are ignored then, and tests marked `restarts_broker` or
   `needs_server_flags` are skipped.
 Set HERALD_BIN to use another herald binary.
+
+HERALD_COMPAT_LONG=1 runs the long versions of the tests that have one
+(test_cluster_faults.py, test_request_quotas.py): CI runs the short ones;
+each test's docstring says what its long version does more.
 """
 
 import os
@@ -27,6 +31,17 @@ from broker import ExternalBroker, HeraldBroker, KafkaBroker, serve_for_test
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXTERNAL_BOOTSTRAP = os.environ.get("HERALD_COMPAT_BOOTSTRAP", "").strip()
 KAFKA_LIB = os.environ.get("HERALD_COMPAT_KAFKA_LIB", "").strip()
+LONG = os.environ.get("HERALD_COMPAT_LONG", "").strip() not in ("", "0")
+# JVM flags for Kafka's command-line tools (kafka-configs, kafka-acls, ...):
+# each runs for a second or so, most of it starting up, which the JIT's
+# first tier alone makes a third shorter. What the tools send is the same.
+KAFKA_TOOL_JVM_FLAGS = ["-XX:TieredStopAtLevel=1"]
+# `herald serve` flags for the tests whose consumer groups form and re-form:
+# an empty group's first rebalance waits for more members (3 s by default,
+# as long again while members keep arriving), which no test checks.
+# docs/configuration.md has 0 suit tests; half a second still takes the
+# delayed path and merges members started together, seconds sooner.
+QUICK_GROUP_START = ("--group-initial-rebalance-delay-ms", "500")
 DEPS_DIR = Path(__file__).resolve().parent / ".deps"
 
 

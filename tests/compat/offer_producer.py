@@ -37,7 +37,10 @@ def offer_with_kcat(kcat_args, rate, seconds, record_bytes, log):
             started = time.monotonic()
             while (now := time.monotonic()) - started < seconds:
                 due = int((now - started) * rate / record_bytes)
-                while sent < due:
+                # A write blocks while kcat is held back by the broker: the
+                # offer stops at `seconds`, not only once caught up to `due`
+                # (which, above the quota, takes longer than falling behind).
+                while sent < due and time.monotonic() - started < seconds:
                     kcat.stdin.write(line)
                     sent += 1
                 kcat.stdin.flush()

@@ -43,7 +43,8 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker import HeraldBroker, PortTaken, environment, free_port
-from conftest import EXTERNAL_BOOTSTRAP, KAFKA_LIB, herald_binary_path
+from conftest import (EXTERNAL_BOOTSTRAP, KAFKA_LIB, KAFKA_TOOL_JVM_FLAGS, QUICK_GROUP_START,
+                      herald_binary_path)
 
 pytestmark = pytest.mark.skipif(
     bool(EXTERNAL_BOOTSTRAP or KAFKA_LIB), reason="starts herald nodes of its own"
@@ -73,6 +74,9 @@ class ClusterNode(HeraldBroker):
             # Kafka's 30 s would make the in-sync test slow; nothing else
             # depends on it.
             "--replica-lag-time-max-ms", str(REPLICA_LAG_MS),
+            # The groups of test_cluster_groups.py and test_cluster_push.py
+            # form sooner.
+            *QUICK_GROUP_START,
         ]
 
 
@@ -237,7 +241,9 @@ def consume_all(boot, topic, partitions, expected):
     deadline = time.monotonic() + 60
     try:
         while len(seen) < expected and time.monotonic() < deadline:
-            for msg in consumer.consume(1000, 1.0):
+            # consume() waits for all 1000 or its timeout: a short one, so
+            # that the last (partial) batch does not cost a second.
+            for msg in consumer.consume(1000, 0.2):
                 if msg.error() is None:
                     seen[msg.value()] = (msg.partition(), msg.offset())
     finally:
@@ -826,7 +832,8 @@ def kafka_tool(main, *args):
 
     assert any(KAFKA_TOOLS.glob("kafka-tools-*.jar")), f"run scripts/install-test-deps.sh: no Kafka tools in {KAFKA_TOOLS}"
     return subprocess.run(
-        ["java", "-Xms64m", "-Xmx256m", "-cp", f"{KAFKA_TOOLS}/*", f"org.apache.kafka.tools.{main}", *args],
+        ["java", *KAFKA_TOOL_JVM_FLAGS, "-Xms64m", "-Xmx256m", "-cp", f"{KAFKA_TOOLS}/*",
+         f"org.apache.kafka.tools.{main}", *args],
         capture_output=True, text=True, timeout=120,
     )
 
@@ -1157,7 +1164,8 @@ def kafka_tool_config(boot, *args):
     import subprocess
 
     return subprocess.run(
-        ["java", "-Xmx256m", "-cp", f"{KAFKA_TOOLS}/*", "kafka.admin.ConfigCommand", "--bootstrap-server", boot, *args],
+        ["java", *KAFKA_TOOL_JVM_FLAGS, "-Xmx256m", "-cp", f"{KAFKA_TOOLS}/*", "kafka.admin.ConfigCommand",
+         "--bootstrap-server", boot, *args],
         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
     )
 
@@ -1327,7 +1335,7 @@ def test_users_acls_and_quotas_changed_on_one_node_hold_on_every_node(secure_clu
         import subprocess
 
         run = subprocess.run(
-            ["java", "-Xmx256m", "-cp", f"{KAFKA_TOOLS}/*", "kafka.admin.ConfigCommand",
+            ["java", *KAFKA_TOOL_JVM_FLAGS, "-Xmx256m", "-cp", f"{KAFKA_TOOLS}/*", "kafka.admin.ConfigCommand",
              "--bootstrap-server", f"127.0.0.1:{node.sasl_port}", "--command-config", str(command_config),
              *args],
             stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,

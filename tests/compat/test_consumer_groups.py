@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from clients import eventually
+from conftest import QUICK_GROUP_START
 from group_helpers import ContinuousProducer, MemberProcess
 
 PARTITIONS = 6
@@ -33,6 +34,8 @@ PRODUCE_RATE_PER_S = 300
 PRODUCE_COUNT_MAX = 100_000
 STEP_TIMEOUT_S = 60.0
 MEMBER_EXIT_TIMEOUT_S = 30.0
+
+pytestmark = pytest.mark.herald_args(*QUICK_GROUP_START)
 
 
 # --- the member process -------------------------------------------------------
@@ -136,6 +139,20 @@ def partitions_spread_over(members):
         owned = ownership(members)
         counted = sorted(p for ps in owned.values() for p in ps)
         return counted == list(range(PARTITIONS)) and all(owned.values()) and owned
+    return check
+
+
+def owners_processing(members, since):
+    """True once every member has processed, after `since` (time.time()),
+    a message of each partition it owns: the group is not only formed but
+    consuming. Waited for instead of a fixed pause (at the producer's rate
+    every partition gets a message every few tens of milliseconds)."""
+    def check():
+        for m in members:
+            fresh = {p for t, p, _, _ in m.processed() if t > since}
+            if not m.owned() <= fresh:
+                return False
+        return True
     return check
 
 
@@ -252,7 +269,8 @@ def test_members_share_partitions_and_a_killed_members_partitions_move(group_run
     members = [group_run.member(strategy) for _ in range(3)]
     producer = group_run.produce()
     wait_until(partitions_spread_over(members), "6 partitions spread over 3 members")
-    time.sleep(3)
+    spread_at = time.time()
+    wait_until(owners_processing(members, spread_at), "each member processing its partitions")
 
     victim = members[0]
     victim_partitions = victim.owned()
@@ -263,7 +281,11 @@ def test_members_share_partitions_and_a_killed_members_partitions_move(group_run
                        timeout_s=SESSION_TIMEOUT_MS / 1000 + STEP_TIMEOUT_S)
     taken_over = [p for p in victim_partitions for m in survivors if p in owned[m.name]]
     assert sorted(taken_over) == sorted(victim_partitions)
-    time.sleep(3)
+    taken_over_at = time.time()
+    # The new owners read on from the killed member's commits while the
+    # producer still writes.
+    wait_until(owners_processing(survivors, taken_over_at),
+               "the survivors processing every partition, the moved ones included")
 
     producer.stop()
     assert producer.sent > 0
@@ -301,23 +323,29 @@ def test_group_resumes_from_committed_offsets_after_a_broker_restart(broker, gro
     wait_until(partitions_spread_over(members), "6 partitions spread over 2 members")
     wait_until(lambda: {p for m in members for _, p, _, _ in m.processed()}
                == set(range(PARTITIONS)), "messages processed on every partition")
-    time.sleep(2)
 
-    reader = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group_run.group})
-    try:
-        committed = reader.committed([TopicPartition(group_run.topic, p)
-                                      for p in range(PARTITIONS)], timeout=30)
-    finally:
-        reader.close()
-    floor = {tp.partition: tp.offset for tp in committed}
-    assert all(offset > 0 for offset in floor.values()), f"nothing committed yet: {floor}"
+    def committed_floor():
+        reader = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group_run.group})
+        try:
+            committed = reader.committed([TopicPartition(group_run.topic, p)
+                                          for p in range(PARTITIONS)], timeout=30)
+        finally:
+            reader.close()
+        floor = {tp.partition: tp.offset for tp in committed}
+        return all(offset > 0 for offset in floor.values()) and floor
+
+    # Each member commits right after recording what it processed: polled
+    # until every partition has a commit, rather than a fixed pause.
+    floor = wait_until(committed_floor, "a commit on every partition")
 
     stopped_at = time.time()
     code = broker.restart(sig)
     assert code == (0 if sig == signal.SIGTERM else -signal.SIGKILL)
     wait_until(partitions_spread_over(members), "the group formed again after the restart",
                timeout_s=STEP_TIMEOUT_S * 2)
-    time.sleep(3)
+    # Consumption resumed on every partition before production stops.
+    wait_until(lambda: {p for m in members for t, p, _, _ in m.processed() if t > stopped_at}
+               == set(range(PARTITIONS)), "messages processed on every partition after the restart")
     producer.stop()
     wait_until(all_processed(members, producer), "every acknowledged message processed")
     for m in members:

@@ -33,6 +33,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from clients import create_topic, eventually, watermarks
+from conftest import QUICK_GROUP_START
 from group_helpers import ContinuousProducer, MemberProcess
 
 PARTITIONS = 6
@@ -42,6 +43,8 @@ PRODUCE_COUNT_MAX = 50_000
 STEP_TIMEOUT_S = 60.0
 MEMBER_EXIT_TIMEOUT_S = 40.0
 MEMBER_CLASS = "HeraldGroupMember"
+
+pytestmark = pytest.mark.herald_args(*QUICK_GROUP_START)
 
 
 class JavaMember(MemberProcess):

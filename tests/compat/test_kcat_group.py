@@ -39,11 +39,14 @@ from confluent_kafka import (Consumer, ConsumerGroupState, ConsumerGroupTopicPar
                              TopicPartition)
 
 from clients import admin_client, create_topic, eventually, producer, watermarks
+from conftest import QUICK_GROUP_START
 
 PARTITIONS = 6
 BATCH = 2_000
 STEP_TIMEOUT_S = 60.0
 EXIT_TIMEOUT_S = 30.0
+
+pytestmark = pytest.mark.herald_args(*QUICK_GROUP_START)
 
 
 class KcatMember:

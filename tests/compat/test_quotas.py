@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from conftest import KAFKA_LIB
+from conftest import KAFKA_LIB, KAFKA_TOOL_JVM_FLAGS
 
 KAFKA_LIB_DIR = Path(__file__).resolve().parents[2] / "bench" / "kafka" / "lib"
 
@@ -18,7 +18,8 @@ KAFKA_LIB_DIR = Path(__file__).resolve().parents[2] / "bench" / "kafka" / "lib"
 def configs(broker, *args):
     """kafka-configs.sh against the broker; answers (exit code, output)."""
     run = subprocess.run(
-        ["java", "-Xmx256m", "-cp", f"{KAFKA_LIB_DIR}/*", "kafka.admin.ConfigCommand",
+        ["java", *KAFKA_TOOL_JVM_FLAGS, "-Xmx256m", "-cp", f"{KAFKA_LIB_DIR}/*",
+         "kafka.admin.ConfigCommand",
          "--bootstrap-server", broker.bootstrap, *args],
         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
     return run.returncode, run.stdout + run.stderr

@@ -106,7 +106,12 @@ class BackgroundProducer:
         return on_delivery
 
     def _run(self):
-        prod = producer(self.bootstrap, acks="all", linger_ms=1, message_timeout_ms=10_000,
+        # After the broker's SIGKILL the producer ends once every pending
+        # message has failed with this timeout: short, so the test does not
+        # wait on it (acknowledgements before the kill take well under a
+        # second; a message that timed out before it would count as failed,
+        # which the checks allow).
+        prod = producer(self.bootstrap, acks="all", linger_ms=1, message_timeout_ms=5_000,
                         retries=2)
         i = 0
         while not self.stop.is_set() and i < self.MAX_MESSAGES:

@@ -42,7 +42,8 @@ from confluent_kafka.admin import (
 from broker import HeraldBroker, KafkaBroker, environment, free_port, serve_for_test
 from pki import make_pki
 from secure_clients import consume, produce
-from conftest import EXTERNAL_BOOTSTRAP, KAFKA_LIB, herald_binary_path
+from conftest import (EXTERNAL_BOOTSTRAP, KAFKA_LIB, KAFKA_TOOL_JVM_FLAGS, QUICK_GROUP_START,
+                      herald_binary_path)
 
 pytestmark = pytest.mark.skipif(
     bool(EXTERNAL_BOOTSTRAP),
@@ -60,7 +61,10 @@ class SecureHerald(HeraldBroker):
     """herald with a config file adding the security listeners."""
 
     def __init__(self, binary, data_dir, log_path, config_path):
-        super().__init__(binary, data_dir, log_path, ["--config", str(config_path)])
+        # The tests' consumers join groups (to check group ACLs), each
+        # formed sooner with a short initial rebalance delay.
+        super().__init__(binary, data_dir, log_path,
+                         ["--config", str(config_path), *QUICK_GROUP_START])
 
 
 class SecureKafka(KafkaBroker):
@@ -492,7 +496,7 @@ def kafka_tool(main_class, *args):
     """Runs one of Apache Kafka's command-line tools (the class behind
     kafka-acls.sh, kafka-configs.sh); answers (exit code, output)."""
     run = subprocess.run(
-        ["java", "-Xmx256m", "-cp", f"{KAFKA_LIB_DIR}/*", main_class, *args],
+        ["java", *KAFKA_TOOL_JVM_FLAGS, "-Xmx256m", "-cp", f"{KAFKA_LIB_DIR}/*", main_class, *args],
         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
     )
     return run.returncode, run.stdout + run.stderr
