@@ -15,7 +15,7 @@ use std::path::Path;
 
 use memmap2::Mmap;
 
-use super::rows::{row_head, CopiedRecords};
+use super::rows::{row_head, u32_at, u64_at, CopiedRecords};
 use crate::extent::Extent;
 
 const MAGIC: &[u8; 8] = b"HRLDKCP1";
@@ -56,14 +56,6 @@ impl BlockEntry {
             crc: u32_at(bytes, 24),
         }
     }
-}
-
-fn u32_at(bytes: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap_or_default())
-}
-
-fn u64_at(bytes: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap_or_default())
 }
 
 /// Writes a `.kcopy` file from rows given in sorted order.

@@ -47,11 +47,13 @@ pub(crate) fn put_row(out: &mut Vec<u8>, hash: u32, record: &Record<'_>, key: &[
     out.extend_from_slice(headers);
 }
 
-fn u32_at(bytes: &[u8], at: usize) -> u32 {
+/// The little-endian `u32` at `at` (callers check the length).
+pub(crate) fn u32_at(bytes: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap_or_default())
 }
 
-fn u64_at(bytes: &[u8], at: usize) -> u64 {
+/// The little-endian `u64` at `at` (callers check the length).
+pub(crate) fn u64_at(bytes: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap_or_default())
 }
 
@@ -139,35 +141,17 @@ fn copied_record(bytes: &[u8]) -> CopiedRecord<'_> {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CopiedRecords {
     rows: Vec<u8>,
-    count: usize,
 }
 
 impl CopiedRecords {
     /// Adds a whole row.
     pub(crate) fn push_row(&mut self, row: &[u8]) {
         self.rows.extend_from_slice(row);
-        self.count += 1;
     }
 
     /// Forgets every record (keeping the memory for more).
     pub fn clear(&mut self) {
         self.rows.clear();
-        self.count = 0;
-    }
-
-    /// How many records.
-    pub fn len(&self) -> usize {
-        self.count
-    }
-
-    /// True when there are none.
-    pub fn is_empty(&self) -> bool {
-        self.count == 0
-    }
-
-    /// Bytes held.
-    pub fn bytes(&self) -> usize {
-        self.rows.len()
     }
 
     /// The records, in the order they were added.
