@@ -9,7 +9,8 @@
 //! moves on, so a busy partition cannot starve the others. A partition
 //! whose topic keeps key-sorted copies (`key.sorted.copy`) then gets the
 //! copy of one sealed, indexed segment made (a few seconds for a full
-//! one; see `herald_log::Log::build_key_copy`), however busy its tail. When a sweep
+//! one), or else of its active segment's next indexed stretch (see
+//! `herald_log::Log::build_key_copy`), however busy its tail. When a sweep
 //! finds nothing to do the thread rests [`IDLE_REST`]; produce never waits
 //! for it, and when the cores are contended it falls behind (queries then
 //! read the unindexed rest in full).

@@ -94,12 +94,21 @@ fn segment_bases(dir: &Path, keep_copies: bool) -> Result<Vec<u64>, LogError> {
 
 /// Deletes index files whose segment is gone (a crash while a segment was
 /// deleted): a later segment of the same base must not take them. Deletes
-/// every key-sorted copy unless `keep_copies` (the log keeps them no more).
+/// every key-sorted copy unless `keep_copies` (the log keeps them no more),
+/// and every copy of an active segment's stretch (made again as the
+/// segment is indexed again).
 fn remove_orphan_indexes(dir: &Path, bases: &[u64], keep_copies: bool) -> Result<(), LogError> {
     for entry in fs::read_dir(dir).map_err(io_err("list", dir))? {
         let entry = entry.map_err(io_err("list", dir))?;
         let name = entry.file_name();
         let name = name.to_string_lossy();
+        if name
+            .strip_suffix(crate::key_copy::PART_EXTENSION)
+            .is_some_and(|stem| stem.ends_with('.'))
+        {
+            fs::remove_file(entry.path()).map_err(io_err("remove", &entry.path()))?;
+            continue;
+        }
         let copy = name.strip_suffix(".kcopy");
         let Some(stem) = name
             .strip_suffix(".index")

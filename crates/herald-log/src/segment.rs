@@ -238,21 +238,26 @@ impl Segment {
         crate::key_copy::key_copy_path(self.file.path())
     }
 
+    /// Path of the copy of the stretch starting at offset `start`
+    /// (`.kpart`) beside it.
+    pub(crate) fn key_part_path(&self, start: u64) -> PathBuf {
+        crate::key_copy::key_part_path(self.file.path(), self.base_offset, start)
+    }
+
     /// The files kept beside the segment file, deleted with it.
-    pub(crate) fn side_files(&self) -> [PathBuf; 3] {
-        [self.index_path(), self.keys_path(), self.key_copy_path()]
+    pub(crate) fn side_files(&self) -> Vec<PathBuf> {
+        let mut files = vec![self.index_path(), self.keys_path(), self.key_copy_path()];
+        files.extend(self.key_copy.part_paths());
+        files
     }
 
     /// Every file of the segment, its indexes first: deleted in this
     /// order, a crash part way leaves no index of a missing segment that a
     /// later segment of the same base could take for its own.
-    pub(crate) fn files(&self) -> [PathBuf; 4] {
-        [
-            self.index_path(),
-            self.keys_path(),
-            self.key_copy_path(),
-            self.path().to_owned(),
-        ]
+    pub(crate) fn files(&self) -> Vec<PathBuf> {
+        let mut files = self.side_files();
+        files.push(self.path().to_owned());
+        files
     }
 
     /// Bucket minima and key index, as far as they are built.

@@ -227,11 +227,21 @@ fn build_all(log: &Log) -> usize {
     made
 }
 
+/// The whole segments' copies (name, modified).
 fn copies(dir: &Path) -> Vec<(String, std::time::SystemTime)> {
+    files_ending(dir, ".kcopy")
+}
+
+/// The copies of the active segment's stretches.
+fn parts(dir: &Path) -> Vec<(String, std::time::SystemTime)> {
+    files_ending(dir, ".kpart")
+}
+
+fn files_ending(dir: &Path, ending: &str) -> Vec<(String, std::time::SystemTime)> {
     let mut found: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap())
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".kcopy"))
+        .filter(|e| e.file_name().to_string_lossy().ends_with(ending))
         .map(|e| {
             (
                 e.file_name().to_string_lossy().into_owned(),
@@ -253,23 +263,30 @@ fn lookups_through_copies_answer_every_record_of_the_key() {
     assert!(sealed >= 3, "{sealed} sealed segments");
     while !log.index_history(1 << 20).caught_up {}
     assert_eq!(log.key_copy_stats().pending_segments, sealed as u64);
-    assert_eq!(build_all(&log), sealed);
+    let made = build_all(&log);
     assert_eq!(copies(dir.path()).len(), sealed);
+    // The active segment's indexed stretch is copied too (at least a
+    // sixteenth of a segment is indexed there).
+    let parts = parts(dir.path()).len();
+    assert_eq!(parts, 1);
+    assert_eq!(made, sealed + parts);
     let stats = log.key_copy_stats();
     assert_eq!(stats.pending_segments, 0);
     let on_disk: u64 = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap())
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".kcopy"))
+        .filter(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.ends_with(".kcopy") || name.ends_with(".kpart")
+        })
         .map(|e| e.metadata().unwrap().len())
         .sum();
     assert_eq!(stats.bytes, on_disk);
-    // Sealed segments are answered from copies: the batches named all lie
-    // in the active one.
+    // Sealed segments are answered from copies, and so is the active one
+    // as far as it was indexed: no batch is named.
     let found = log.key_batches(b"k0", 0, log.high_watermark(), usize::MAX);
-    assert_eq!(found.copied.len(), sealed);
-    let active_base = found.copied.last().unwrap().segment_base();
-    assert!(found.last_offsets.iter().all(|&last| last > active_base));
+    assert_eq!(found.copied.len(), sealed + parts);
+    assert!(found.last_offsets.is_empty(), "{:?}", found.last_offsets);
     check_every_key(&log, &all);
 }
 
@@ -284,11 +301,15 @@ fn copies_are_found_again_after_a_restart_and_deleted_when_turned_off() {
     };
     let built = copies(dir.path());
     assert!(built.len() >= 3);
+    let built_parts = parts(dir.path()).len();
     {
         let log = Log::open(dir.path(), config()).unwrap();
-        // Adopted, not rewritten.
-        assert_eq!(build_all(&log), built.len());
+        // The active segment's parts are not kept across a restart.
+        assert!(parts(dir.path()).is_empty());
+        // Adopted, not rewritten; the parts made again.
+        assert_eq!(build_all(&log), built.len() + built_parts);
         assert_eq!(copies(dir.path()), built);
+        assert_eq!(parts(dir.path()).len(), built_parts);
         check_every_key(&log, &all);
         log.update_config(LogConfig {
             key_copy: false,
@@ -296,17 +317,31 @@ fn copies_are_found_again_after_a_restart_and_deleted_when_turned_off() {
         })
         .unwrap();
         assert!(copies(dir.path()).is_empty());
+        assert!(parts(dir.path()).is_empty());
         assert_eq!(build_all(&log), 0);
         check_every_key(&log, &all);
         log.update_config(config()).unwrap();
-        assert_eq!(build_all(&log), built.len());
+        assert_eq!(build_all(&log), built.len() + built_parts);
         assert_eq!(copies(dir.path()).len(), built.len());
     }
     // Opened by a log that keeps none, they are deleted.
     let log = Log::open(dir.path(), small_config()).unwrap();
     assert!(copies(dir.path()).is_empty());
+    assert!(parts(dir.path()).is_empty());
     build_all(&log);
     check_every_key(&log, &all);
+}
+
+/// Flips bits of the middle byte of each file named (in place: a log that
+/// mapped one sees it).
+fn damage_middles(dir: &Path, files: &[(String, std::time::SystemTime)]) {
+    for (name, _) in files {
+        let path = dir.join(name);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let middle = bytes.len() / 2;
+        bytes[middle] ^= 0x55;
+        std::fs::write(&path, bytes).unwrap();
+    }
 }
 
 #[test]
@@ -326,13 +361,7 @@ fn a_damaged_copy_fails_one_lookup_and_is_set_aside() {
     };
     let built = copies(dir.path());
     assert!(built.len() >= 3);
-    for (name, _) in &built {
-        let path = dir.path().join(name);
-        let mut bytes = std::fs::read(&path).unwrap();
-        let middle = bytes.len() / 2;
-        bytes[middle] ^= 0x55;
-        std::fs::write(&path, bytes).unwrap();
-    }
+    damage_middles(dir.path(), &built);
     let log = Log::open(dir.path(), config).unwrap();
     build_all(&log);
     let end = log.high_watermark();
@@ -412,4 +441,77 @@ fn keys_sharing_a_hash_are_answered_apart_and_together_once() {
             "{keys:?}"
         );
     }
+}
+
+/// The active segment is copied a stretch at a time as it is indexed:
+/// lookups answer from the parts and the short unindexed tail, the whole
+/// copy replaces the parts once the segment is sealed, and a damaged part
+/// fails one lookup and ends the segment's parts.
+#[test]
+fn the_active_segment_is_copied_a_stretch_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    // Parts of 8 KiB.
+    let config = LogConfig {
+        segment_bytes: 128 * 1024,
+        ..config()
+    };
+    let log = Log::open(dir.path(), config).unwrap();
+    let mut most_parts = 0;
+    let mut replaced = false;
+    for _ in 0..12 {
+        let sealed_before = log.segment_count() - 1;
+        let parts_before = parts(dir.path());
+        fill(&log, 150);
+        build_all(&log);
+        let sealed = log.segment_count() - 1;
+        let parts_now = parts(dir.path());
+        assert_eq!(copies(dir.path()).len(), sealed);
+        most_parts = most_parts.max(parts_now.len());
+        if sealed > sealed_before && !parts_before.is_empty() {
+            // The sealed segment's parts gave way to its whole copy.
+            assert!(parts_before.iter().all(|p| !parts_now.contains(p)));
+            replaced = true;
+        }
+        let found = log.key_batches(b"k0", 0, log.high_watermark(), usize::MAX);
+        assert_eq!(found.copied.len(), sealed + parts_now.len());
+        // A stretch too short for a part, indexed, and one not indexed
+        // yet: read through the key index and in bulk.
+        fill(&log, 10);
+        while !log.index_history(1 << 20).caught_up {}
+        fill(&log, 5);
+        assert!(!log.build_key_copy(&AtomicBool::new(false)));
+        let all = truth(&log);
+        check_every_key(&log, &all);
+    }
+    assert!(most_parts >= 3, "at most {most_parts} parts");
+    assert!(replaced, "no segment sealed with parts");
+
+    // A damaged part: one lookup fails, then the active segment is read
+    // through its key index, and gets no more parts.
+    fill(&log, 60);
+    build_all(&log);
+    let damaged = parts(dir.path());
+    assert!(!damaged.is_empty());
+    damage_middles(dir.path(), &damaged);
+    let all = truth(&log);
+    let end = log.high_watermark();
+    let mut failed = 0;
+    for k in 0..17 {
+        let key = format!("k{k}");
+        let rows = look_up_many(&log, &[&key], 0, end, usize::MAX).or_else(|e| {
+            failed += 1;
+            assert!(e.to_string().contains(".kpart"), "{e}");
+            look_up_many(&log, &[&key], 0, end, usize::MAX)
+        });
+        assert_eq!(rows.unwrap(), expected(&all, &key, 0, end), "{key}");
+    }
+    assert_eq!(failed, 1, "one lookup meets the damage");
+    assert!(parts(dir.path()).is_empty());
+    let sealed = log.segment_count() - 1;
+    fill(&log, 20);
+    build_all(&log);
+    if log.segment_count() - 1 == sealed {
+        assert!(parts(dir.path()).is_empty(), "parts made after the damage");
+    }
+    check_every_key(&log, &truth(&log));
 }

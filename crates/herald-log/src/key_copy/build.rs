@@ -138,13 +138,14 @@ impl CopyBuilder {
         Ok(())
     }
 
-    /// Writes every row added, sorted, to the `.kcopy` file at `path`
-    /// describing the segment of `base_offset` as far as `end`, synced;
-    /// gives up when `stop` answers true.
+    /// Writes every row added, sorted, to the copy file at `path`
+    /// describing the stretch `start..end` of the segment of
+    /// `base_offset`, synced; gives up when `stop` answers true.
     pub(crate) fn finish(
         mut self,
         path: &Path,
         base_offset: u64,
+        start: Extent,
         end: Extent,
         stop: &dyn Fn() -> bool,
     ) -> Result<(), BuildError> {
@@ -157,7 +158,7 @@ impl CopyBuilder {
                 }
                 writer.push(slot.hash, &self.arena[slot.start..slot.end])?;
             }
-            return Ok(writer.finish(base_offset, end)?);
+            return Ok(writer.finish(base_offset, start, end)?);
         }
         if !self.slots.is_empty() {
             self.spill()?;
@@ -185,7 +186,7 @@ impl CopyBuilder {
                 heads.push(Reverse((hash, offset, r)));
             }
         }
-        Ok(writer.finish(base_offset, end)?)
+        Ok(writer.finish(base_offset, start, end)?)
     }
 }
 
@@ -260,10 +261,22 @@ mod tests {
         let end = Extent::new(3000, 1 << 20);
         let never = || false;
         whole
-            .finish(&dir.path().join("whole.kcopy"), 0, end, &never)
+            .finish(
+                &dir.path().join("whole.kcopy"),
+                0,
+                Extent::default(),
+                end,
+                &never,
+            )
             .unwrap();
         spilling
-            .finish(&dir.path().join("spill.kcopy"), 0, end, &never)
+            .finish(
+                &dir.path().join("spill.kcopy"),
+                0,
+                Extent::default(),
+                end,
+                &never,
+            )
             .unwrap();
         let a = std::fs::read(dir.path().join("whole.kcopy")).unwrap();
         let b = std::fs::read(dir.path().join("spill.kcopy")).unwrap();

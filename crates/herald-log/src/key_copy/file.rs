@@ -1,29 +1,30 @@
-//! The `.kcopy` file: a sealed segment's keyed records as rows
-//! (`rows.rs`) sorted by key hash and offset, in lz4 blocks of about
+//! The `.kcopy` (and `.kpart`) file: the keyed records of a segment, or of
+//! a stretch of one, as rows (`rows.rs`) sorted by key hash and offset, in lz4 blocks of about
 //! [`BLOCK_RAW_BYTES`], with a directory naming each block's hash range.
 //!
 //! Layout: magic; the blocks; the directory, [`DIR_ENTRY`] bytes per
 //! block (first hash, last hash, position, compressed length, raw length,
-//! CRC-32C of the compressed bytes); a trailer (the segment's base offset
-//! and end, rows, blocks, where the directory starts, and a CRC-32C of
-//! directory and trailer). Written once under a temporary name and
+//! CRC-32C of the compressed bytes); a trailer (the segment's base offset,
+//! the stretch copied as two extents, rows, blocks, where the directory
+//! starts, and a CRC-32C of directory and trailer). Written once under a temporary name and
 //! renamed into place, never changed after: a reader maps it.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
 
 use super::rows::{row_head, u32_at, u64_at, CopiedRecords};
 use crate::extent::Extent;
 
-const MAGIC: &[u8; 8] = b"HRLDKCP1";
+// Version 1 (no start extent) is not read: such a copy is built again.
+const MAGIC: &[u8; 8] = b"HRLDKCP2";
 /// Raw bytes of rows a block holds, about (a longer row has a block of
 /// its own): a lookup inflates a block or two per segment.
 pub(crate) const BLOCK_RAW_BYTES: usize = 16 << 10;
 const DIR_ENTRY: usize = 28;
-const TRAILER: usize = 48;
+const TRAILER: usize = 56;
 
 /// One block as the directory names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,14 +120,20 @@ impl CopyWriter {
         Ok(())
     }
 
-    /// Writes the directory and the trailer, describing the segment of
-    /// `base_offset` as far as `end`, and syncs the file.
-    pub(crate) fn finish(mut self, base_offset: u64, end: Extent) -> std::io::Result<()> {
+    /// Writes the directory and the trailer, describing the stretch
+    /// `start..end` of the segment of `base_offset`, and syncs the file.
+    pub(crate) fn finish(
+        mut self,
+        base_offset: u64,
+        start: Extent,
+        end: Extent,
+    ) -> std::io::Result<()> {
         if !self.block.is_empty() {
             self.flush_block()?;
         }
         let mut tail = std::mem::take(&mut self.directory);
         tail.extend_from_slice(&base_offset.to_le_bytes());
+        tail.extend_from_slice(&start.pack().to_le_bytes());
         tail.extend_from_slice(&end.pack().to_le_bytes());
         tail.extend_from_slice(&self.rows.to_le_bytes());
         tail.extend_from_slice(&self.blocks.to_le_bytes());
@@ -149,12 +156,17 @@ pub(crate) struct DamagedBlock {
     pub(crate) block: usize,
 }
 
-/// An opened `.kcopy` file.
+/// An opened `.kcopy` or `.kpart` file.
 pub(crate) struct KeyCopy {
     map: Mmap,
+    /// Where it lies (deleted from there when found damaged).
+    pub(crate) path: PathBuf,
     /// Base offset of the segment it copies.
     pub(crate) base_offset: u64,
-    /// How far into the segment it copies (the whole sealed segment).
+    /// Where in the segment the stretch copied starts (the segment's start
+    /// for a whole copy).
+    pub(crate) start: Extent,
+    /// Where it ends (the sealed segment's end for a whole copy).
     pub(crate) end: Extent,
     blocks: usize,
     directory: usize,
@@ -173,19 +185,26 @@ impl KeyCopy {
             return None;
         }
         let trailer = data.len() - TRAILER;
-        let blocks = usize::try_from(u64_at(data, trailer + 24)).ok()?;
-        let directory = usize::try_from(u64_at(data, trailer + 32)).ok()?;
+        let blocks = usize::try_from(u64_at(data, trailer + 32)).ok()?;
+        let directory = usize::try_from(u64_at(data, trailer + 40)).ok()?;
         if directory.checked_add(blocks.checked_mul(DIR_ENTRY)?)? != trailer
             || directory < MAGIC.len()
         {
             return None;
         }
-        if crc32c::crc32c(&data[directory..trailer + 40]) != u32_at(data, trailer + 40) {
+        if crc32c::crc32c(&data[directory..trailer + 48]) != u32_at(data, trailer + 48) {
+            return None;
+        }
+        let start = Extent::unpack(u64_at(data, trailer + 8));
+        let end = Extent::unpack(u64_at(data, trailer + 16));
+        if start.records > end.records || start.bytes > end.bytes {
             return None;
         }
         Some(Self {
+            path: path.to_owned(),
             base_offset: u64_at(data, trailer),
-            end: Extent::unpack(u64_at(data, trailer + 8)),
+            start,
+            end,
             blocks,
             directory,
             map,
@@ -195,6 +214,12 @@ impl KeyCopy {
     /// Bytes of the file.
     pub(crate) fn file_bytes(&self) -> u64 {
         self.map.len() as u64
+    }
+
+    /// The offsets copied.
+    pub(crate) fn offsets(&self) -> std::ops::Range<u64> {
+        self.base_offset + u64::from(self.start.records)
+            ..self.base_offset + u64::from(self.end.records)
     }
 
     fn entry(&self, block: usize) -> BlockEntry {

@@ -10,7 +10,12 @@
 //! Built by [`crate::Log::build_key_copy`] from a sealed segment once its
 //! history index is complete, off the append path; a segment without one
 //! (not built yet, the topic does not keep them, or its copy is damaged)
-//! is read through the key index as before.
+//! is read through the key index as before. The active segment gets
+//! copies of its stretches as the index passes them (`.kpart` files, about
+//! a sixteenth of the segment each), so only the stretch after the last
+//! one is read batch by batch; once the segment is sealed its whole copy
+//! replaces them. Parts are not kept across a restart (the active
+//! segment's index is rebuilt, and its parts with it).
 
 mod build;
 mod file;
@@ -26,6 +31,7 @@ pub(crate) use build::{BuildError, CopyBuilder, ARENA_BYTES};
 pub(crate) use file::KeyCopy;
 pub use rows::{CopiedRecord, CopiedRecords};
 
+use crate::extent::Extent;
 use crate::segment::Segment;
 
 /// File name of the key-sorted copy of the segment starting at
@@ -37,6 +43,25 @@ pub(crate) fn key_copy_file_name(base_offset: u64) -> String {
 /// Path of the key-sorted copy beside the segment file at `segment_path`.
 pub(crate) fn key_copy_path(segment_path: &Path) -> PathBuf {
     segment_path.with_extension("kcopy")
+}
+
+/// Extension of the copies of an active segment's stretches.
+pub(crate) const PART_EXTENSION: &str = "kpart";
+
+/// Path of the copy of the stretch starting at offset `start` of the
+/// segment at `segment_path` (base offset `base`).
+pub(crate) fn key_part_path(segment_path: &Path, base: u64, start: u64) -> PathBuf {
+    segment_path.with_file_name(format!("{base:020}-{start:020}.{PART_EXTENSION}"))
+}
+
+fn remove_copy_file(path: &Path) {
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => {
+            tracing::warn!(file = %path.display(), error = %e, "cannot delete a key-sorted copy")
+        }
+    }
 }
 
 /// Where a segment stands with its key-sorted copy.
@@ -52,41 +77,119 @@ pub(crate) enum CopyState {
     Present(Arc<KeyCopy>),
 }
 
-/// The key-sorted copy of one segment, as far as it is known.
+#[derive(Default)]
+struct SlotState {
+    /// The copy of the whole sealed segment.
+    whole: CopyState,
+    /// Until the whole copy is present: copies of consecutive stretches
+    /// from the segment's start, oldest first, made while it was active.
+    parts: Vec<Arc<KeyCopy>>,
+    /// A part was found damaged: no part is made or read any more.
+    parts_failed: bool,
+}
+
+/// The key-sorted copies of one segment, as far as they are known.
 #[derive(Default)]
 pub(crate) struct KeyCopySlot {
-    state: Mutex<CopyState>,
+    state: Mutex<SlotState>,
 }
 
 impl KeyCopySlot {
-    /// The state now.
+    /// Where the whole copy stands.
     pub(crate) fn state(&self) -> CopyState {
-        self.state.lock().clone()
+        self.state.lock().whole.clone()
     }
 
-    /// The copy to read, if there is one.
-    pub(crate) fn copy(&self) -> Option<Arc<KeyCopy>> {
-        match &*self.state.lock() {
-            CopyState::Present(copy) => Some(Arc::clone(copy)),
-            _ => None,
+    /// The copies to read, covering consecutive stretches from the
+    /// segment's start: the whole copy, or the parts made so far.
+    pub(crate) fn copies(&self) -> Vec<Arc<KeyCopy>> {
+        let state = self.state.lock();
+        match &state.whole {
+            CopyState::Present(copy) => vec![Arc::clone(copy)],
+            _ => state.parts.clone(),
         }
     }
 
-    /// Records what is known now.
-    pub(crate) fn set(&self, state: CopyState) {
-        *self.state.lock() = state;
+    /// Records where the whole copy stands. Once it is present, the parts
+    /// are deleted (a lookup holding one reads on from its mapping).
+    pub(crate) fn set(&self, whole: CopyState) {
+        let mut state = self.state.lock();
+        if matches!(whole, CopyState::Present(_)) {
+            for part in state.parts.drain(..) {
+                remove_copy_file(&part.path);
+            }
+        }
+        state.whole = whole;
     }
 
-    /// Sets `copy` aside, found damaged: unless another took its place,
-    /// the segment is read through its key index from now on and the file
-    /// (at `path`) is deleted, so the next start builds it again.
-    fn discard(&self, copy: &Arc<KeyCopy>, path: &Path) {
+    /// Forgets every copy and deletes the parts' files (the caller deletes
+    /// the whole copy's file).
+    pub(crate) fn clear(&self) {
         let mut state = self.state.lock();
-        if matches!(&*state, CopyState::Present(current) if Arc::ptr_eq(current, copy)) {
-            *state = CopyState::Absent;
-            if let Err(e) = std::fs::remove_file(path) {
-                tracing::warn!(file = %path.display(), error = %e, "cannot delete a damaged key-sorted copy");
+        for part in state.parts.drain(..) {
+            remove_copy_file(&part.path);
+        }
+        *state = SlotState::default();
+    }
+
+    /// Where the next part starts (the end of the last one, the segment's
+    /// start before the first); `None` when no more parts are made (the
+    /// whole copy is present or a part was damaged).
+    pub(crate) fn parts_end(&self) -> Option<Extent> {
+        let state = self.state.lock();
+        if state.parts_failed || matches!(state.whole, CopyState::Present(_)) {
+            return None;
+        }
+        Some(state.parts.last().map_or(Extent::default(), |p| p.end))
+    }
+
+    /// Adds `part` after the others if it starts where they end; answers
+    /// whether it did.
+    pub(crate) fn add_part(&self, part: Arc<KeyCopy>) -> bool {
+        let mut state = self.state.lock();
+        let end = state.parts.last().map_or(Extent::default(), |p| p.end);
+        if state.parts_failed || matches!(state.whole, CopyState::Present(_)) || part.start != end {
+            return false;
+        }
+        state.parts.push(part);
+        true
+    }
+
+    /// Makes no more parts (one could not be made): those made are kept
+    /// and read.
+    pub(crate) fn give_up_parts(&self) {
+        self.state.lock().parts_failed = true;
+    }
+
+    /// Paths of the parts' files.
+    pub(crate) fn part_paths(&self) -> Vec<PathBuf> {
+        self.state
+            .lock()
+            .parts
+            .iter()
+            .map(|p| p.path.clone())
+            .collect()
+    }
+
+    /// Bytes of the files in use.
+    pub(crate) fn bytes(&self) -> u64 {
+        self.copies().iter().map(|c| c.file_bytes()).sum()
+    }
+
+    /// Sets `copy` aside, found damaged: the segment is read through its
+    /// key index from now on and the file is deleted, so the next start
+    /// builds it again. A damaged part takes the other parts with it (the
+    /// parts must cover the segment from its start).
+    fn discard(&self, copy: &Arc<KeyCopy>) {
+        let mut state = self.state.lock();
+        if matches!(&state.whole, CopyState::Present(current) if Arc::ptr_eq(current, copy)) {
+            state.whole = CopyState::Absent;
+            remove_copy_file(&copy.path);
+        } else if state.parts.iter().any(|p| Arc::ptr_eq(p, copy)) {
+            for part in state.parts.drain(..) {
+                remove_copy_file(&part.path);
             }
+            state.parts_failed = true;
         }
     }
 }
@@ -171,9 +274,9 @@ impl CopiedRun {
             }
             Err(damaged) => {
                 self.next = None;
-                let path = self.segment.key_copy_path();
+                let path = self.copy.path.clone();
                 tracing::warn!(file = %path.display(), block = damaged.block, "a key-sorted copy is damaged; reading its segment through the key index from now on");
-                self.segment.key_copy().discard(&self.copy, &path);
+                self.segment.key_copy().discard(&self.copy);
                 Err(KeyCopyDamaged {
                     path,
                     block: damaged.block,

@@ -35,9 +35,9 @@ pub struct KeyBatches {
     /// all of it. The range's end when everything is indexed.
     pub unindexed_from: u64,
     /// For segments with a key-sorted copy (`LogConfig::key_copy`), which
-    /// name no batches above: a run of the copy's records of the key's
-    /// hash in the range, to read a block at a time. The reader compares
-    /// keys.
+    /// name no batches above, and for the active segment's stretches
+    /// copied: a run of each copy's records of the key's hash in the
+    /// range, to read a block at a time. The reader compares keys.
     pub copied: Vec<CopiedRun>,
 }
 
@@ -188,7 +188,7 @@ impl Log {
         max_batches: usize,
     ) -> KeyBatches {
         let list = self.segments.load_full();
-        let copies: Vec<Option<Arc<KeyCopy>>> = list.iter().map(|s| s.key_copy().copy()).collect();
+        let copies: Vec<Vec<Arc<KeyCopy>>> = list.iter().map(|s| s.key_copy().copies()).collect();
         let mut hashes: Vec<u32> = keys.iter().map(|k| key_hash(k)).collect();
         hashes.sort_unstable();
         hashes.dedup();
@@ -263,10 +263,11 @@ impl Log {
 }
 
 /// [`Log::key_batches`] for one key hash, over `list` and the copies its
-/// segments had (`copies`, one per segment).
+/// segments had (`copies`, per segment: consecutive stretches from its
+/// start, the whole segment or the active one's parts).
 fn hash_batches(
     list: &[Arc<Segment>],
-    copies: &[Option<Arc<KeyCopy>>],
+    copies: &[Vec<Arc<KeyCopy>>],
     hash: u32,
     from: u64,
     to: u64,
@@ -281,22 +282,29 @@ fn hash_batches(
         }
         let indexed_end = base + u64::from(segment.history().indexed().records);
         if segment.end_offset() > from {
-            if let Some(copy) = copy {
-                // A copy is of a sealed, wholly indexed segment.
-                let range = from.max(base)..to.min(segment.end_offset());
-                copied.push(CopiedRun::new(
-                    Arc::clone(segment),
-                    Arc::clone(copy),
-                    hash,
-                    range,
-                ));
+            let mut copied_to = base;
+            for copy in copy {
+                let stretch = copy.offsets();
+                copied_to = stretch.end;
+                let range = from.max(stretch.start)..to.min(stretch.end);
+                if !range.is_empty() {
+                    copied.push(CopiedRun::new(
+                        Arc::clone(segment),
+                        Arc::clone(copy),
+                        hash,
+                        range,
+                    ));
+                }
+            }
+            // Copies end at a batch boundary, the whole segment's at its end.
+            if copied_to >= segment.end_offset().min(to) {
                 if segment.end_offset() >= to {
                     break;
                 }
                 continue;
             }
             let found = segment.history().batches_with(hash);
-            let relative_from = from.saturating_sub(base);
+            let relative_from = from.max(copied_to).saturating_sub(base);
             // An entry before `from` is a batch's last record of the
             // key: nothing of the key in that batch is in the range.
             let first = found.partition_point(|&r| u64::from(r) < relative_from);

@@ -1,11 +1,17 @@
-//! Building the key-sorted copies (`crate::key_copy`) of sealed segments,
-//! and dropping them when the log stops keeping them.
+//! Building the key-sorted copies (`crate::key_copy`) of sealed segments
+//! and of the active segment's indexed stretches, and dropping them when
+//! the log stops keeping them.
 
 use herald_records::RecordBatch;
 
 use super::*;
 use crate::history::key_hash;
 use crate::key_copy::{BuildError, CopyBuilder, CopyState, KeyCopy, ARENA_BYTES};
+
+/// The active segment gets a copy of each stretch of about this fraction
+/// of `segment.bytes` once indexed: a lookup reads at most this much of it
+/// batch by batch, and at most this many parts.
+const PARTS_PER_SEGMENT: u32 = 16;
 
 /// How one sealed segment's copy could not be made.
 enum Unbuilt {
@@ -26,7 +32,7 @@ impl From<std::io::Error> for Unbuilt {
 /// The key-sorted copies of a log, from [`Log::key_copy_stats`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct KeyCopyStats {
-    /// Bytes of the copies in use.
+    /// Bytes of the copies in use (the active segment's parts included).
     pub bytes: u64,
     /// Sealed segments not copied yet, while the log keeps copies.
     pub pending_segments: u64,
@@ -39,10 +45,12 @@ impl Log {
         let keeps = self.config.load().key_copy;
         let mut stats = KeyCopyStats::default();
         for segment in self.segments.load().iter() {
-            match segment.key_copy().state() {
-                CopyState::Present(copy) => stats.bytes += copy.file_bytes(),
-                CopyState::Unknown if keeps && segment.is_complete() => stats.pending_segments += 1,
-                _ => {}
+            stats.bytes += segment.key_copy().bytes();
+            if keeps
+                && segment.is_complete()
+                && matches!(segment.key_copy().state(), CopyState::Unknown)
+            {
+                stats.pending_segments += 1;
             }
         }
         stats
@@ -52,21 +60,26 @@ impl Log {
     /// the copy of the oldest sealed, wholly indexed segment without one:
     /// adopts its `.kcopy` file if one describes it, or builds it (seconds
     /// for a full segment, in about [`ARENA_BYTES`] of memory, spilling
-    /// sorted runs beside the segment). Answers whether it did anything: a
-    /// background task calls it until it answers false. `stop` ends a
-    /// build early (it is taken up again by a later call). Segments known
-    /// to be settled are passed over without a lock.
+    /// sorted runs beside the segment). With every sealed segment copied,
+    /// copies the active segment's next indexed stretch once it reaches a
+    /// [`PARTS_PER_SEGMENT`]th of `segment.bytes`. Answers whether it did
+    /// anything: a background task calls it until it answers false. `stop`
+    /// ends a build early (it is taken up again by a later call). Segments
+    /// known to be settled are passed over without a lock.
     pub fn build_key_copy(&self, stop: &AtomicBool) -> bool {
         if !self.config.load().key_copy {
             return false;
         }
         let list = self.segments.load_full();
         let settled = self.key_copies_through.load(Ordering::Acquire);
-        for segment in list.iter() {
+        for (n, segment) in list.iter().enumerate() {
             if segment.end_offset() <= settled && segment.is_complete() {
                 continue;
             }
-            if !segment.is_complete() || !segment.history().is_complete() {
+            if !segment.is_complete() {
+                return n + 1 == list.len() && self.build_key_part(segment, stop);
+            }
+            if !segment.history().is_complete() {
                 return false;
             }
             if !matches!(segment.key_copy().state(), CopyState::Unknown) {
@@ -77,16 +90,17 @@ impl Log {
             let path = segment.key_copy_path();
             let end = segment.committed();
             let adopted = self.install(segment, || {
-                KeyCopy::open(&path)
-                    .filter(|found| found.base_offset == segment.base_offset() && found.end == end)
+                KeyCopy::open(&path).filter(|found| {
+                    found.base_offset == segment.base_offset()
+                        && found.start == Extent::default()
+                        && found.end == end
+                })
             });
             if adopted {
                 return true;
             }
-            let mut staged = path.clone().into_os_string();
-            staged.push(".new.tmp");
-            let staged = PathBuf::from(staged);
-            let why = match self.copy_segment(segment, &staged, stop) {
+            let staged = staged_path(&path);
+            let why = match self.copy_stretch(segment, Extent::default(), end, &staged, stop) {
                 Ok(()) => {
                     let mut failed = None;
                     let installed = self.install(segment, || {
@@ -131,42 +145,105 @@ impl Log {
         false
     }
 
-    /// Under the maintenance lock (which retention, rewrites and
+    /// Copies the active `segment`'s indexed stretch after its last part
+    /// (a `.kpart` file) once it is long enough. Answers whether it did
+    /// anything. A stretch that cannot be copied ends the parts of the
+    /// segment: it is read through its key index until its whole copy.
+    fn build_key_part(&self, segment: &Arc<Segment>, stop: &AtomicBool) -> bool {
+        let Some(start) = segment.key_copy().parts_end() else {
+            return false;
+        };
+        let end = segment.history().indexed();
+        let part_bytes = self.config.load().segment_bytes / PARTS_PER_SEGMENT;
+        if end.bytes.saturating_sub(start.bytes) < part_bytes.max(1) {
+            return false;
+        }
+        let path = segment.key_part_path(segment.base_offset() + u64::from(start.records));
+        let staged = staged_path(&path);
+        let why = match self.copy_stretch(segment, start, end, &staged, stop) {
+            Ok(()) => {
+                let mut failed = None;
+                let placed = self.maintaining(segment, || {
+                    let moved = std::fs::rename(&staged, &path).and_then(|()| sync_dir(&self.dir));
+                    if let Err(e) = moved {
+                        failed = Some(e);
+                        return false;
+                    }
+                    let added = KeyCopy::open(&path)
+                        .is_some_and(|part| segment.key_copy().add_part(Arc::new(part)));
+                    if !added {
+                        let _ = std::fs::remove_file(&path);
+                    }
+                    added
+                });
+                match (placed, failed) {
+                    (Some(true), _) => return true,
+                    (_, Some(e)) => Unbuilt::Io(e),
+                    // Left the log, turned off, or another part took
+                    // its place meanwhile.
+                    _ => Unbuilt::Stopped,
+                }
+            }
+            Err(why) => why,
+        };
+        let _ = std::fs::remove_file(&staged);
+        match why {
+            Unbuilt::Stopped => return false,
+            Unbuilt::Unreadable => {
+                tracing::warn!(segment = %segment.path().display(), "a batch's records cannot be read; the active segment's stretches get no key-sorted copies");
+            }
+            Unbuilt::Io(e) => {
+                tracing::warn!(file = %path.display(), error = %e, "cannot write the key-sorted copy of a stretch; the active segment is read through its key index");
+            }
+        }
+        segment.key_copy().give_up_parts();
+        true
+    }
+
+    /// Runs `f` under the maintenance lock (which retention, rewrites and
     /// `drop_key_copies` hold), and only while the log is open, keeps
-    /// copies and still holds `segment`: runs `open` and makes what it
-    /// answers the segment's copy. Answers whether it did. A file `open`
-    /// placed and could not read is deleted.
-    fn install(&self, segment: &Arc<Segment>, open: impl FnOnce() -> Option<KeyCopy>) -> bool {
+    /// copies and still holds `segment`; `None` when it did not run.
+    fn maintaining<R>(&self, segment: &Arc<Segment>, f: impl FnOnce() -> R) -> Option<R> {
         let _running = self.maintenance.lock().unwrap_or_else(|p| p.into_inner());
         let current = self.segments.load();
         if self.stopped()
             || !self.config.load().key_copy
             || !current.iter().any(|s| Arc::ptr_eq(s, segment))
         {
-            return false;
+            return None;
         }
-        match open() {
+        Some(f())
+    }
+
+    /// Under [`Log::maintaining`]: runs `open` and makes what it answers
+    /// the segment's whole copy. Answers whether it did. A file `open`
+    /// placed and could not read is deleted.
+    fn install(&self, segment: &Arc<Segment>, open: impl FnOnce() -> Option<KeyCopy>) -> bool {
+        self.maintaining(segment, || match open() {
             Some(copy) => {
                 segment.key_copy().set(CopyState::Present(Arc::new(copy)));
                 true
             }
             None => false,
-        }
+        })
+        .unwrap_or(false)
     }
 
-    /// Writes the key-sorted copy of the sealed `segment` to `staged`.
-    fn copy_segment(
+    /// Writes the key-sorted copy of the stretch `start..end` of `segment`
+    /// (committed, beginning and ending at batch boundaries) to `staged`.
+    fn copy_stretch(
         &self,
         segment: &Arc<Segment>,
+        start: Extent,
+        end: Extent,
         staged: &Path,
         stop: &AtomicBool,
     ) -> Result<(), Unbuilt> {
         let mut runs = segment.path().with_extension("").into_os_string();
         runs.push(".kcopy-run-");
         let mut builder = CopyBuilder::new(PathBuf::from(runs), ARENA_BYTES);
-        let end = segment.committed();
         let mut scratch = Vec::new();
-        let mut at = 0u32;
+        let mut at = start.bytes;
         while at < end.bytes {
             if stop.load(Ordering::Relaxed) || self.stopped() {
                 return Err(Unbuilt::Stopped);
@@ -193,7 +270,7 @@ impl Log {
         }
         let stopped = || stop.load(Ordering::Relaxed) || self.stopped();
         builder
-            .finish(staged, segment.base_offset(), end, &stopped)
+            .finish(staged, segment.base_offset(), start, end, &stopped)
             .map_err(|e| match e {
                 BuildError::Stopped => Unbuilt::Stopped,
                 BuildError::Io(e) => Unbuilt::Io(e),
@@ -206,7 +283,7 @@ impl Log {
         let _running = self.maintenance.lock().unwrap_or_else(|p| p.into_inner());
         self.key_copies_through.store(0, Ordering::Release);
         for segment in self.segments.load().iter() {
-            segment.key_copy().set(CopyState::Unknown);
+            segment.key_copy().clear();
             let path = segment.key_copy_path();
             match std::fs::remove_file(&path) {
                 Ok(()) => {}
@@ -217,4 +294,11 @@ impl Log {
             }
         }
     }
+}
+
+/// Where a copy bound for `path` is written before it is renamed there.
+fn staged_path(path: &Path) -> PathBuf {
+    let mut staged = path.to_owned().into_os_string();
+    staged.push(".new.tmp");
+    PathBuf::from(staged)
 }
