@@ -106,7 +106,14 @@ fn remove_orphan_indexes(dir: &Path, bases: &[u64], keep_copies: bool) -> Result
             .strip_suffix(crate::key_copy::PART_EXTENSION)
             .is_some_and(|stem| stem.ends_with('.'))
         {
-            fs::remove_file(entry.path()).map_err(io_err("remove", &entry.path()))?;
+            // A lookup may be deleting a damaged one meanwhile (truncation
+            // runs this on a live log).
+            match fs::remove_file(entry.path()) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(io_err("remove", &entry.path())(e));
+                }
+                _ => {}
+            }
             continue;
         }
         let copy = name.strip_suffix(".kcopy");

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use herald_records::Record;
 
-use super::file::CopyWriter;
+use super::file::{CopyWriter, Durability};
 use super::rows::{measure, put_row, row_len, ROW_HEAD};
 use crate::extent::Extent;
 
@@ -140,13 +140,15 @@ impl CopyBuilder {
 
     /// Writes every row added, sorted, to the copy file at `path`
     /// describing the stretch `start..end` of the segment of
-    /// `base_offset`, synced; gives up when `stop` answers true.
+    /// `base_offset`, synced if `durability` asks; gives up when `stop`
+    /// answers true.
     pub(crate) fn finish(
         mut self,
         path: &Path,
         base_offset: u64,
         start: Extent,
         end: Extent,
+        durability: Durability,
         stop: &dyn Fn() -> bool,
     ) -> Result<(), BuildError> {
         let mut writer = CopyWriter::create(path)?;
@@ -158,7 +160,7 @@ impl CopyBuilder {
                 }
                 writer.push(slot.hash, &self.arena[slot.start..slot.end])?;
             }
-            return Ok(writer.finish(base_offset, start, end)?);
+            return Ok(writer.finish(base_offset, start, end, durability)?);
         }
         if !self.slots.is_empty() {
             self.spill()?;
@@ -186,7 +188,7 @@ impl CopyBuilder {
                 heads.push(Reverse((hash, offset, r)));
             }
         }
-        Ok(writer.finish(base_offset, start, end)?)
+        Ok(writer.finish(base_offset, start, end, durability)?)
     }
 }
 
@@ -266,6 +268,7 @@ mod tests {
                 0,
                 Extent::default(),
                 end,
+                Durability::Synced,
                 &never,
             )
             .unwrap();
@@ -275,6 +278,7 @@ mod tests {
                 0,
                 Extent::default(),
                 end,
+                Durability::Synced,
                 &never,
             )
             .unwrap();

@@ -121,12 +121,14 @@ impl CopyWriter {
     }
 
     /// Writes the directory and the trailer, describing the stretch
-    /// `start..end` of the segment of `base_offset`, and syncs the file.
+    /// `start..end` of the segment of `base_offset`, and syncs the file
+    /// if `durability` asks.
     pub(crate) fn finish(
         mut self,
         base_offset: u64,
         start: Extent,
         end: Extent,
+        durability: Durability,
     ) -> std::io::Result<()> {
         if !self.block.is_empty() {
             self.flush_block()?;
@@ -142,11 +144,22 @@ impl CopyWriter {
         tail.extend_from_slice(&crc.to_le_bytes());
         tail.extend_from_slice(&[0; 4]);
         self.out.write_all(&tail)?;
-        self.out
-            .into_inner()
-            .map_err(|e| e.into_error())?
-            .sync_all()
+        let file = self.out.into_inner().map_err(|e| e.into_error())?;
+        match durability {
+            Durability::Synced => file.sync_all(),
+            Durability::Scratch => Ok(()),
+        }
     }
+}
+
+/// Whether a copy file must outlive a crash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Durability {
+    /// Synced before it is put in place: a whole segment's copy, adopted
+    /// after a restart.
+    Synced,
+    /// Not synced: a part, deleted at every start.
+    Scratch,
 }
 
 /// A block whose bytes do not match the directory: the copy is damaged.

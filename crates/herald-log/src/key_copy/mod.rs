@@ -28,7 +28,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 pub(crate) use build::{BuildError, CopyBuilder, ARENA_BYTES};
-pub(crate) use file::KeyCopy;
+pub(crate) use file::{Durability, KeyCopy};
 pub use rows::{CopiedRecord, CopiedRecords};
 
 use crate::extent::Extent;

@@ -6,7 +6,7 @@ use herald_records::RecordBatch;
 
 use super::*;
 use crate::history::key_hash;
-use crate::key_copy::{BuildError, CopyBuilder, CopyState, KeyCopy, ARENA_BYTES};
+use crate::key_copy::{BuildError, CopyBuilder, CopyState, Durability, KeyCopy, ARENA_BYTES};
 
 /// The active segment gets a copy of each stretch of about this fraction
 /// of `segment.bytes` once indexed: a lookup reads at most this much of it
@@ -100,7 +100,14 @@ impl Log {
                 return true;
             }
             let staged = staged_path(&path);
-            let why = match self.copy_stretch(segment, Extent::default(), end, &staged, stop) {
+            let why = match self.copy_stretch(
+                segment,
+                Extent::default(),
+                end,
+                &staged,
+                Durability::Synced,
+                stop,
+            ) {
                 Ok(()) => {
                     let mut failed = None;
                     let installed = self.install(segment, || {
@@ -160,17 +167,24 @@ impl Log {
         }
         let path = segment.key_part_path(segment.base_offset() + u64::from(start.records));
         let staged = staged_path(&path);
-        let why = match self.copy_stretch(segment, start, end, &staged, stop) {
+        // Parts are deleted at every start: neither the file nor its name
+        // is synced.
+        let why = match self.copy_stretch(segment, start, end, &staged, Durability::Scratch, stop) {
             Ok(()) => {
                 let mut failed = None;
                 let placed = self.maintaining(segment, || {
-                    let moved = std::fs::rename(&staged, &path).and_then(|()| sync_dir(&self.dir));
-                    if let Err(e) = moved {
+                    if let Err(e) = std::fs::rename(&staged, &path) {
                         failed = Some(e);
                         return false;
                     }
-                    let added = KeyCopy::open(&path)
-                        .is_some_and(|part| segment.key_copy().add_part(Arc::new(part)));
+                    let Some(part) = KeyCopy::open(&path) else {
+                        let _ = std::fs::remove_file(&path);
+                        failed = Some(std::io::Error::other(
+                            "the part just written cannot be read",
+                        ));
+                        return false;
+                    };
+                    let added = segment.key_copy().add_part(Arc::new(part));
                     if !added {
                         let _ = std::fs::remove_file(&path);
                     }
@@ -196,7 +210,8 @@ impl Log {
                 tracing::warn!(file = %path.display(), error = %e, "cannot write the key-sorted copy of a stretch; the active segment is read through its key index");
             }
         }
-        segment.key_copy().give_up_parts();
+        // Under the lock: copies turned off and on meanwhile start afresh.
+        self.maintaining(segment, || segment.key_copy().give_up_parts());
         true
     }
 
@@ -237,6 +252,7 @@ impl Log {
         start: Extent,
         end: Extent,
         staged: &Path,
+        durability: Durability,
         stop: &AtomicBool,
     ) -> Result<(), Unbuilt> {
         let mut runs = segment.path().with_extension("").into_os_string();
@@ -270,7 +286,14 @@ impl Log {
         }
         let stopped = || stop.load(Ordering::Relaxed) || self.stopped();
         builder
-            .finish(staged, segment.base_offset(), start, end, &stopped)
+            .finish(
+                staged,
+                segment.base_offset(),
+                start,
+                end,
+                durability,
+                &stopped,
+            )
             .map_err(|e| match e {
                 BuildError::Stopped => Unbuilt::Stopped,
                 BuildError::Io(e) => Unbuilt::Io(e),
