@@ -312,7 +312,8 @@ def wait_indexed(sql, topic, keys):
 
 
 def wait_copied(work):
-    """Until every sealed segment has its key-sorted copy (`.kcopy`)."""
+    """Until every sealed segment has its key-sorted copy (`.kcopy`) and the
+    active segments' parts (`.kpart`) have caught up."""
     began = time.monotonic()
     while True:
         logs = sum(1 for _ in work.rglob("*.log"))
@@ -327,8 +328,20 @@ def wait_copied(work):
         if time.monotonic() - began > 1800:
             sys.exit(f"key-sorted copies not built after 30 minutes ({copies} of {sealed}; {logs} logs)")
         time.sleep(1)
-    print(f"key-sorted copies ({copies}) built {time.monotonic() - began:.1f} s after the index caught up; "
-          f"{sum(f.stat().st_size for f in work.rglob('*.kcopy')) / 1e9:.2f} GB beside "
+    # The active segments' stretches (`.kpart`) follow the index: settled
+    # once their bytes stop changing for three seconds.
+    def copy_bytes():
+        return sum(f.stat().st_size for pattern in ("*.kcopy", "*.kpart") for f in work.rglob(pattern))
+    last, steady = copy_bytes(), 0
+    while steady < 3 and time.monotonic() - began < 1800:
+        time.sleep(1)
+        now = copy_bytes()
+        steady = steady + 1 if now == last else 0
+        last = now
+    parts = sum(1 for _ in work.rglob("*.kpart"))
+    print(f"key-sorted copies ({copies}, and {parts} parts of active segments) settled "
+          f"{time.monotonic() - began:.1f} s after the index caught up; "
+          f"{last / 1e9:.2f} GB beside "
           f"{sum(f.stat().st_size for f in work.rglob('*.log')) / 1e9:.2f} GB of segments", flush=True)
 
 

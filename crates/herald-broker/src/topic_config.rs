@@ -131,7 +131,7 @@ const KEYS: &[KeySpec] = &[
     KeySpec {
         name: "key.sorted.copy",
         config_type: ConfigType::Boolean,
-        documentation: "Keep a copy of each sealed segment's keyed records sorted by key (lz4-compressed, in a file beside the segment, built in the background once the segment is sealed and indexed, and for the segment being written a sixteenth of segment.bytes at a time), so that an SQL lookup by key reads a block or two per copy rather than every batch holding the key. For topics queried by key; costs the keyed records' size again in disk, compressed. Turning it off deletes the copies.",
+        documentation: "Keep a copy of each sealed segment's keyed records sorted by key (lz4-compressed, in a file beside the segment, built in the background once the segment is sealed and indexed, and for the segment being written a sixty-fourth of segment.bytes at a time, merged as they accumulate), so that an SQL lookup by key reads a block or two per copy rather than every batch holding the key. For topics queried by key; costs the keyed records' size again in disk, compressed. Turning it off deletes the copies.",
         fixed: None,
     },
     KeySpec {

@@ -238,10 +238,10 @@ impl Segment {
         crate::key_copy::key_copy_path(self.file.path())
     }
 
-    /// Path of the copy of the stretch starting at offset `start`
-    /// (`.kpart`) beside it.
-    pub(crate) fn key_part_path(&self, start: u64) -> PathBuf {
-        crate::key_copy::key_part_path(self.file.path(), self.base_offset, start)
+    /// Path of the copy of its stretch of offsets `start..end` (`.kpart`)
+    /// beside it.
+    pub(crate) fn key_part_path(&self, start: u64, end: u64) -> PathBuf {
+        crate::key_copy::key_part_path(self.file.path(), self.base_offset, start, end)
     }
 
     /// The files kept beside the segment file, deleted with it.

@@ -515,3 +515,42 @@ fn the_active_segment_is_copied_a_stretch_at_a_time() {
     }
     check_every_key(&log, &truth(&log));
 }
+
+/// Parts merge four of a size class at a time: however long the active
+/// segment grows, it has few parts, and lookups answer through the merged
+/// ones exactly as through the parts they replaced.
+#[test]
+fn the_active_segment_s_parts_merge_and_stay_few() {
+    let dir = tempfile::tempdir().unwrap();
+    // Parts from 16 KiB on: classes of 1-3, 4-15 and 16-63 units.
+    let config = LogConfig {
+        segment_bytes: 1024 * 1024,
+        ..config()
+    };
+    let log = Log::open(dir.path(), config).unwrap();
+    let mut seen = std::collections::BTreeSet::new();
+    let mut most = 0;
+    let mut steps = 0;
+    // Steps of about one unit, until the segment is sealed.
+    while log.segment_count() == 1 {
+        fill(&log, 110);
+        build_all(&log);
+        steps += 1;
+        let now = parts(dir.path());
+        most = most.max(now.len());
+        assert!(now.len() <= 9, "step {steps}: {} parts", now.len());
+        seen.extend(now.into_iter().map(|(name, _)| name));
+        if steps % 6 == 0 {
+            check_every_key(&log, &truth(&log));
+        }
+    }
+    assert!(steps >= 30, "sealed after {steps} steps");
+    assert!(
+        seen.len() >= 4 * most,
+        "{} parts made, at most {most} at once",
+        seen.len()
+    );
+    // The sealed segment's parts gave way to its whole copy.
+    assert_eq!(copies(dir.path()).len(), 1);
+    check_every_key(&log, &truth(&log));
+}

@@ -8,10 +8,11 @@ use std::collections::BinaryHeap;
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use herald_records::Record;
 
-use super::file::{CopyWriter, Durability};
+use super::file::{CopyRows, CopyWriter, Durability, KeyCopy};
 use super::rows::{measure, put_row, row_len, ROW_HEAD};
 use crate::extent::Extent;
 
@@ -171,25 +172,77 @@ impl CopyBuilder {
         for run in &self.runs {
             readers.push(RunReader::open(&run.0)?);
         }
-        let mut heads = BinaryHeap::new();
-        for (r, reader) in readers.iter_mut().enumerate() {
-            if let Some((hash, offset)) = reader.advance()? {
-                heads.push(Reverse((hash, offset, r)));
-            }
-        }
-        let mut merged = 0u64;
-        while let Some(Reverse((hash, _, r))) = heads.pop() {
-            if merged.is_multiple_of(ROWS_PER_STOP_CHECK) && stop() {
-                return Err(BuildError::Stopped);
-            }
-            merged += 1;
-            writer.push(hash, &readers[r].row)?;
-            if let Some((hash, offset)) = readers[r].advance()? {
-                heads.push(Reverse((hash, offset, r)));
-            }
-        }
+        merge_into(&mut readers, &mut writer, stop)?;
         Ok(writer.finish(base_offset, start, end, durability)?)
     }
+}
+
+/// Rows in (hash, offset) order, one at a time: a spilled run or a copy.
+trait SortedRows {
+    /// Moves to the next row; answers its hash and offset, `None` past the
+    /// last.
+    fn advance(&mut self) -> std::io::Result<Option<(u32, u64)>>;
+    /// The current row.
+    fn row(&self) -> &[u8];
+}
+
+impl SortedRows for CopyRows<'_> {
+    fn advance(&mut self) -> std::io::Result<Option<(u32, u64)>> {
+        CopyRows::advance(self).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+    }
+
+    fn row(&self) -> &[u8] {
+        CopyRows::row(self)
+    }
+}
+
+/// Pushes every row of `readers` to `writer` in (hash, offset) order;
+/// gives up when `stop` answers true.
+fn merge_into(
+    readers: &mut [impl SortedRows],
+    writer: &mut CopyWriter,
+    stop: &dyn Fn() -> bool,
+) -> Result<(), BuildError> {
+    let mut heads = BinaryHeap::new();
+    for (r, reader) in readers.iter_mut().enumerate() {
+        if let Some((hash, offset)) = reader.advance()? {
+            heads.push(Reverse((hash, offset, r)));
+        }
+    }
+    let mut merged = 0u64;
+    while let Some(Reverse((hash, _, r))) = heads.pop() {
+        if merged.is_multiple_of(ROWS_PER_STOP_CHECK) && stop() {
+            return Err(BuildError::Stopped);
+        }
+        merged += 1;
+        writer.push(hash, readers[r].row())?;
+        if let Some((hash, offset)) = readers[r].advance()? {
+            heads.push(Reverse((hash, offset, r)));
+        }
+    }
+    Ok(())
+}
+
+/// Writes one copy holding the rows of `copies` (of consecutive stretches
+/// of one segment, in order) to `path`, not synced; gives up when `stop`
+/// answers true. A damaged block fails it with `InvalidData`.
+pub(crate) fn merge_copies(
+    copies: &[Arc<KeyCopy>],
+    path: &Path,
+    stop: &dyn Fn() -> bool,
+) -> Result<(), BuildError> {
+    let (Some(first), Some(last)) = (copies.first(), copies.last()) else {
+        return Ok(());
+    };
+    let mut writer = CopyWriter::create(path)?;
+    let mut readers: Vec<CopyRows<'_>> = copies.iter().map(|c| CopyRows::new(c)).collect();
+    merge_into(&mut readers, &mut writer, stop)?;
+    Ok(writer.finish(
+        first.base_offset,
+        first.start,
+        last.end,
+        Durability::Scratch,
+    )?)
 }
 
 /// Reads a run file a row at a time.
@@ -207,8 +260,9 @@ impl RunReader {
             row: Vec::new(),
         })
     }
+}
 
-    /// Reads the next row; answers its hash and offset, `None` at the end.
+impl SortedRows for RunReader {
     fn advance(&mut self) -> std::io::Result<Option<(u32, u64)>> {
         self.row.resize(ROW_HEAD, 0);
         match self.input.read_exact(&mut self.row) {
@@ -225,6 +279,10 @@ impl RunReader {
         self.row.resize(head.len, 0);
         self.input.read_exact(&mut self.row[ROW_HEAD..])?;
         Ok(Some((head.hash, head.offset)))
+    }
+
+    fn row(&self) -> &[u8] {
+        &self.row
     }
 }
 

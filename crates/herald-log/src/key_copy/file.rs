@@ -272,6 +272,27 @@ impl KeyCopy {
         if block >= self.blocks || self.entry(block).first_hash > hash {
             return Ok((0, false));
         }
+        let inflated = self.inflate(block, scratch)?;
+        let damaged = DamagedBlock { block };
+        let mut rest = scratch.as_slice();
+        while !rest.is_empty() {
+            let head = row_head(rest).ok_or(damaged)?;
+            let (row, after) = rest.split_at(head.len);
+            rest = after;
+            if head.hash > hash {
+                return Ok((inflated, false));
+            }
+            if head.hash == hash && range.contains(&head.offset) {
+                found.push_row(row);
+            }
+        }
+        let more = block + 1 < self.blocks && self.entry(block + 1).first_hash <= hash;
+        Ok((inflated, more))
+    }
+
+    /// Checks block `block` against the directory and inflates it into
+    /// `scratch`; answers its raw length.
+    fn inflate(&self, block: usize, scratch: &mut Vec<u8>) -> Result<usize, DamagedBlock> {
         let entry = self.entry(block);
         let damaged = DamagedBlock { block };
         let start = usize::try_from(entry.position).map_err(|_| damaged)?;
@@ -300,19 +321,60 @@ impl KeyCopy {
         if inflated != raw {
             return Err(damaged);
         }
-        let mut rest = scratch.as_slice();
-        while !rest.is_empty() {
-            let head = row_head(rest).ok_or(damaged)?;
-            let (row, after) = rest.split_at(head.len);
-            rest = after;
-            if head.hash > hash {
-                return Ok((inflated, false));
-            }
-            if head.hash == hash && range.contains(&head.offset) {
-                found.push_row(row);
-            }
+        Ok(inflated)
+    }
+
+    /// Bytes of the segment the stretch copied spans.
+    pub(crate) fn span(&self) -> u32 {
+        self.end.bytes - self.start.bytes
+    }
+}
+
+/// Reads a copy's rows in order, a block at a time (to merge copies).
+pub(crate) struct CopyRows<'a> {
+    copy: &'a KeyCopy,
+    /// The next block to inflate.
+    next_block: usize,
+    block: Vec<u8>,
+    /// Where the current row starts in `block`, and its length.
+    at: usize,
+    len: usize,
+}
+
+impl<'a> CopyRows<'a> {
+    pub(crate) fn new(copy: &'a KeyCopy) -> Self {
+        Self {
+            copy,
+            next_block: 0,
+            block: Vec::new(),
+            at: 0,
+            len: 0,
         }
-        let more = block + 1 < self.blocks && self.entry(block + 1).first_hash <= hash;
-        Ok((inflated, more))
+    }
+
+    /// Moves to the next row; answers its hash and offset, `None` past the
+    /// last.
+    pub(crate) fn advance(&mut self) -> Result<Option<(u32, u64)>, DamagedBlock> {
+        self.at += self.len;
+        self.len = 0;
+        while self.at == self.block.len() {
+            if self.next_block == self.copy.blocks {
+                return Ok(None);
+            }
+            self.copy.inflate(self.next_block, &mut self.block)?;
+            self.next_block += 1;
+            self.at = 0;
+        }
+        let damaged = DamagedBlock {
+            block: self.next_block - 1,
+        };
+        let head = row_head(&self.block[self.at..]).ok_or(damaged)?;
+        self.len = head.len;
+        Ok(Some((head.hash, head.offset)))
+    }
+
+    /// The current row.
+    pub(crate) fn row(&self) -> &[u8] {
+        &self.block[self.at..self.at + self.len]
     }
 }

@@ -11,10 +11,10 @@
 //! history index is complete, off the append path; a segment without one
 //! (not built yet, the topic does not keep them, or its copy is damaged)
 //! is read through the key index as before. The active segment gets
-//! copies of its stretches as the index passes them (`.kpart` files, about
-//! a sixteenth of the segment each), so only the stretch after the last
-//! one is read batch by batch; once the segment is sealed its whole copy
-//! replaces them. Parts are not kept across a restart (the active
+//! copies of its stretches as the index passes them (`.kpart` files, from
+//! a sixty-fourth of the segment each, merged four of a size at a time),
+//! so only the stretch after the last one is read batch by batch; once the
+//! segment is sealed its whole copy replaces them. Parts are not kept across a restart (the active
 //! segment's index is rebuilt, and its parts with it).
 
 mod build;
@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-pub(crate) use build::{BuildError, CopyBuilder, ARENA_BYTES};
+pub(crate) use build::{merge_copies, BuildError, CopyBuilder, ARENA_BYTES};
 pub(crate) use file::{Durability, KeyCopy};
 pub use rows::{CopiedRecord, CopiedRecords};
 
@@ -48,10 +48,26 @@ pub(crate) fn key_copy_path(segment_path: &Path) -> PathBuf {
 /// Extension of the copies of an active segment's stretches.
 pub(crate) const PART_EXTENSION: &str = "kpart";
 
-/// Path of the copy of the stretch starting at offset `start` of the
-/// segment at `segment_path` (base offset `base`).
-pub(crate) fn key_part_path(segment_path: &Path, base: u64, start: u64) -> PathBuf {
-    segment_path.with_file_name(format!("{base:020}-{start:020}.{PART_EXTENSION}"))
+/// Path of the copy of the stretch of offsets `start..end` of the segment
+/// at `segment_path` (base offset `base`).
+pub(crate) fn key_part_path(segment_path: &Path, base: u64, start: u64, end: u64) -> PathBuf {
+    segment_path.with_file_name(format!("{base:020}-{start:020}-{end:020}.{PART_EXTENSION}"))
+}
+
+/// Parts merged into one at a time.
+pub(crate) const PART_MERGE_FANIN: usize = 4;
+
+/// The size class of a part spanning `span` bytes of its segment, parts
+/// being made once `unit` bytes are indexed: `FANIN` parts of one class
+/// merge into one of the next.
+fn part_level(span: u32, unit: u32) -> u32 {
+    let mut units = span / unit.max(1);
+    let mut level = 0;
+    while units >= PART_MERGE_FANIN as u32 {
+        units /= PART_MERGE_FANIN as u32;
+        level += 1;
+    }
+    level
 }
 
 fn remove_copy_file(path: &Path) {
@@ -159,6 +175,48 @@ impl KeyCopySlot {
     /// and read.
     pub(crate) fn give_up_parts(&self) {
         self.state.lock().parts_failed = true;
+    }
+
+    /// The last [`PART_MERGE_FANIN`] parts when they are of one size
+    /// class (parts made once `unit` bytes are indexed): merged into one,
+    /// they keep the parts of a segment few (about `FANIN - 1` per class).
+    pub(crate) fn parts_to_merge(&self, unit: u32) -> Option<Vec<Arc<KeyCopy>>> {
+        let state = self.state.lock();
+        if state.parts_failed || matches!(state.whole, CopyState::Present(_)) {
+            return None;
+        }
+        let last = state.parts.len().checked_sub(PART_MERGE_FANIN)?;
+        let tail = &state.parts[last..];
+        let level = part_level(tail[0].span(), unit);
+        tail.iter()
+            .all(|p| part_level(p.span(), unit) == level)
+            .then(|| tail.to_vec())
+    }
+
+    /// Puts `merged` in the place of the consecutive parts `old` and
+    /// deletes their files, if they are all still there; answers whether
+    /// it did.
+    pub(crate) fn replace_parts(&self, old: &[Arc<KeyCopy>], merged: Arc<KeyCopy>) -> bool {
+        let mut state = self.state.lock();
+        let Some(first) = old.first() else {
+            return false;
+        };
+        let Some(at) = state.parts.iter().position(|p| Arc::ptr_eq(p, first)) else {
+            return false;
+        };
+        let still = state.parts[at..]
+            .iter()
+            .take(old.len())
+            .zip(old)
+            .filter(|(a, b)| Arc::ptr_eq(a, b))
+            .count();
+        if still != old.len() || merged.start != first.start {
+            return false;
+        }
+        for part in state.parts.splice(at..at + old.len(), [merged]) {
+            remove_copy_file(&part.path);
+        }
+        true
     }
 
     /// Paths of the parts' files.

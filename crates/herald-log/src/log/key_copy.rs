@@ -6,12 +6,15 @@ use herald_records::RecordBatch;
 
 use super::*;
 use crate::history::key_hash;
-use crate::key_copy::{BuildError, CopyBuilder, CopyState, Durability, KeyCopy, ARENA_BYTES};
+use crate::key_copy::{
+    merge_copies, BuildError, CopyBuilder, CopyState, Durability, KeyCopy, ARENA_BYTES,
+};
 
 /// The active segment gets a copy of each stretch of about this fraction
-/// of `segment.bytes` once indexed: a lookup reads at most this much of it
-/// batch by batch, and at most this many parts.
-const PARTS_PER_SEGMENT: u32 = 16;
+/// of `segment.bytes` once indexed (a lookup reads at most this much of it
+/// batch by batch); merged [`PART_MERGE_FANIN`](crate::key_copy::PART_MERGE_FANIN) at a time, they are at
+/// most about 3 per size class, 9 in all.
+const PART_UNITS_PER_SEGMENT: u32 = 64;
 
 /// How one sealed segment's copy could not be made.
 enum Unbuilt {
@@ -26,6 +29,15 @@ enum Unbuilt {
 impl From<std::io::Error> for Unbuilt {
     fn from(e: std::io::Error) -> Self {
         Unbuilt::Io(e)
+    }
+}
+
+impl From<BuildError> for Unbuilt {
+    fn from(e: BuildError) -> Self {
+        match e {
+            BuildError::Stopped => Unbuilt::Stopped,
+            BuildError::Io(e) => Unbuilt::Io(e),
+        }
     }
 }
 
@@ -61,8 +73,7 @@ impl Log {
     /// adopts its `.kcopy` file if one describes it, or builds it (seconds
     /// for a full segment, in about [`ARENA_BYTES`] of memory, spilling
     /// sorted runs beside the segment). With every sealed segment copied,
-    /// copies the active segment's next indexed stretch once it reaches a
-    /// [`PARTS_PER_SEGMENT`]th of `segment.bytes`. Answers whether it did
+    /// works on the active segment's parts (`build_key_part`). Answers whether it did
     /// anything: a background task calls it until it answers false. `stop`
     /// ends a build early (it is taken up again by a later call). Segments
     /// known to be settled are passed over without a lock.
@@ -152,24 +163,50 @@ impl Log {
         false
     }
 
-    /// Copies the active `segment`'s indexed stretch after its last part
-    /// (a `.kpart` file) once it is long enough. Answers whether it did
-    /// anything. A stretch that cannot be copied ends the parts of the
-    /// segment: it is read through its key index until its whole copy.
+    /// For the active `segment`: merges its last parts when
+    /// [`PART_MERGE_FANIN`](crate::key_copy::PART_MERGE_FANIN) of them are of one size class, or else copies
+    /// its indexed stretch after the last part (a `.kpart` file) once it
+    /// spans a [`PART_UNITS_PER_SEGMENT`]th of `segment.bytes`. Answers
+    /// whether it did anything. A part that cannot be made ends the parts
+    /// of the segment: those made stay in use, the rest is read through
+    /// its key index until the whole copy.
     fn build_key_part(&self, segment: &Arc<Segment>, stop: &AtomicBool) -> bool {
-        let Some(start) = segment.key_copy().parts_end() else {
-            return false;
+        let slot = segment.key_copy();
+        let unit = (self.config.load().segment_bytes / PART_UNITS_PER_SEGMENT).max(1);
+        let base = segment.base_offset();
+        let merging = slot.parts_to_merge(unit);
+        let (path, staged, built) = match &merging {
+            Some(parts) => {
+                let (Some(first), Some(last)) = (parts.first(), parts.last()) else {
+                    return false;
+                };
+                let path = segment.key_part_path(first.offsets().start, last.offsets().end);
+                let staged = staged_path(&path);
+                let stopped = || stop.load(Ordering::Relaxed) || self.stopped();
+                let built = merge_copies(parts, &staged, &stopped).map_err(Unbuilt::from);
+                (path, staged, built)
+            }
+            None => {
+                let Some(start) = slot.parts_end() else {
+                    return false;
+                };
+                let end = segment.history().indexed();
+                if end.bytes.saturating_sub(start.bytes) < unit {
+                    return false;
+                }
+                let path = segment.key_part_path(
+                    base + u64::from(start.records),
+                    base + u64::from(end.records),
+                );
+                let staged = staged_path(&path);
+                // Parts are deleted at every start: neither the file nor
+                // its name is synced.
+                let built =
+                    self.copy_stretch(segment, start, end, &staged, Durability::Scratch, stop);
+                (path, staged, built)
+            }
         };
-        let end = segment.history().indexed();
-        let part_bytes = self.config.load().segment_bytes / PARTS_PER_SEGMENT;
-        if end.bytes.saturating_sub(start.bytes) < part_bytes.max(1) {
-            return false;
-        }
-        let path = segment.key_part_path(segment.base_offset() + u64::from(start.records));
-        let staged = staged_path(&path);
-        // Parts are deleted at every start: neither the file nor its name
-        // is synced.
-        let why = match self.copy_stretch(segment, start, end, &staged, Durability::Scratch, stop) {
+        let why = match built {
             Ok(()) => {
                 let mut failed = None;
                 let placed = self.maintaining(segment, || {
@@ -177,24 +214,27 @@ impl Log {
                         failed = Some(e);
                         return false;
                     }
-                    let Some(part) = KeyCopy::open(&path) else {
+                    let Some(part) = KeyCopy::open(&path).map(Arc::new) else {
                         let _ = std::fs::remove_file(&path);
                         failed = Some(std::io::Error::other(
                             "the part just written cannot be read",
                         ));
                         return false;
                     };
-                    let added = segment.key_copy().add_part(Arc::new(part));
-                    if !added {
+                    let placed = match &merging {
+                        Some(parts) => slot.replace_parts(parts, part),
+                        None => slot.add_part(part),
+                    };
+                    if !placed {
                         let _ = std::fs::remove_file(&path);
                     }
-                    added
+                    placed
                 });
                 match (placed, failed) {
                     (Some(true), _) => return true,
                     (_, Some(e)) => Unbuilt::Io(e),
-                    // Left the log, turned off, or another part took
-                    // its place meanwhile.
+                    // Left the log, turned off, sealed and copied whole,
+                    // or the parts set aside meanwhile.
                     _ => Unbuilt::Stopped,
                 }
             }
@@ -211,7 +251,7 @@ impl Log {
             }
         }
         // Under the lock: copies turned off and on meanwhile start afresh.
-        self.maintaining(segment, || segment.key_copy().give_up_parts());
+        self.maintaining(segment, || slot.give_up_parts());
         true
     }
 
@@ -294,10 +334,7 @@ impl Log {
                 durability,
                 &stopped,
             )
-            .map_err(|e| match e {
-                BuildError::Stopped => Unbuilt::Stopped,
-                BuildError::Io(e) => Unbuilt::Io(e),
-            })
+            .map_err(Unbuilt::from)
     }
 
     /// Forgets and deletes every key-sorted copy (the log no longer keeps
