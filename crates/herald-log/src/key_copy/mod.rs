@@ -177,20 +177,34 @@ impl KeyCopySlot {
         self.state.lock().parts_failed = true;
     }
 
-    /// The last [`PART_MERGE_FANIN`] parts when they are of one size
-    /// class (parts made once `unit` bytes are indexed): merged into one,
-    /// they keep the parts of a segment few (about `FANIN - 1` per class).
+    /// The parts to merge into one next, if any (parts made once `unit`
+    /// bytes are indexed). Size classes do not grow from the first part to
+    /// the last, with fewer than [`PART_MERGE_FANIN`] parts of a class, so a
+    /// segment has few parts: a last part of a larger class than the one
+    /// before it (made late, or just merged) is merged with the smaller
+    /// ones before it; else the last `FANIN` parts, if of one class. Each
+    /// call of the builder merges before it makes a part, so only the last
+    /// part can break the order.
     pub(crate) fn parts_to_merge(&self, unit: u32) -> Option<Vec<Arc<KeyCopy>>> {
         let state = self.state.lock();
         if state.parts_failed || matches!(state.whole, CopyState::Present(_)) {
             return None;
         }
-        let last = state.parts.len().checked_sub(PART_MERGE_FANIN)?;
-        let tail = &state.parts[last..];
-        let level = part_level(tail[0].span(), unit);
-        tail.iter()
-            .all(|p| part_level(p.span(), unit) == level)
-            .then(|| tail.to_vec())
+        let levels: Vec<u32> = state
+            .parts
+            .iter()
+            .map(|p| part_level(p.span(), unit))
+            .collect();
+        let (&last_level, before) = levels.split_last()?;
+        let smaller = before.iter().rev().take_while(|&&l| l < last_level).count();
+        if smaller > 0 {
+            return Some(state.parts[before.len() - smaller..].to_vec());
+        }
+        let from = levels.len().checked_sub(PART_MERGE_FANIN)?;
+        levels[from..]
+            .iter()
+            .all(|&l| l == last_level)
+            .then(|| state.parts[from..].to_vec())
     }
 
     /// Puts `merged` in the place of the consecutive parts `old` and
@@ -238,7 +252,7 @@ impl KeyCopySlot {
     /// key index from now on and the file is deleted, so the next start
     /// builds it again. A damaged part takes the other parts with it (the
     /// parts must cover the segment from its start).
-    fn discard(&self, copy: &Arc<KeyCopy>) {
+    pub(crate) fn discard(&self, copy: &Arc<KeyCopy>) {
         let mut state = self.state.lock();
         if matches!(&state.whole, CopyState::Present(current) if Arc::ptr_eq(current, copy)) {
             state.whole = CopyState::Absent;

@@ -81,6 +81,11 @@ impl Log {
         if !self.config.load().key_copy {
             return false;
         }
+        // One builder at a time (staged files have fixed names); another
+        // caller finds nothing to do.
+        let Ok(_building) = self.key_copy_builder.try_lock() else {
+            return false;
+        };
         let list = self.segments.load_full();
         let settled = self.key_copies_through.load(Ordering::Acquire);
         for (n, segment) in list.iter().enumerate() {
@@ -241,7 +246,7 @@ impl Log {
             Err(why) => why,
         };
         let _ = std::fs::remove_file(&staged);
-        match why {
+        match &why {
             Unbuilt::Stopped => return false,
             Unbuilt::Unreadable => {
                 tracing::warn!(segment = %segment.path().display(), "a batch's records cannot be read; the active segment's stretches get no key-sorted copies");
@@ -251,7 +256,16 @@ impl Log {
             }
         }
         // Under the lock: copies turned off and on meanwhile start afresh.
-        self.maintaining(segment, || slot.give_up_parts());
+        self.maintaining(segment, || match (&merging, &why) {
+            // Only a part read for the merge is found damaged: set aside
+            // now, not by the next lookup reaching it.
+            (Some(parts), Unbuilt::Io(e)) if e.kind() == std::io::ErrorKind::InvalidData => {
+                if let Some(part) = parts.first() {
+                    slot.discard(part);
+                }
+            }
+            _ => slot.give_up_parts(),
+        });
         true
     }
 

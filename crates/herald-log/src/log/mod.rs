@@ -109,6 +109,8 @@ pub struct Log {
     /// touches the directory (which a deleted topic's successor of the same
     /// name may already own).
     maintenance: Mutex<()>,
+    /// Held while key-sorted copies are built (`build_key_copy`).
+    key_copy_builder: Mutex<()>,
     /// Flush counts and latencies; boxed, so the flush path's writes stay
     /// off the cache lines appenders read.
     flush_stats: Box<FlushStats>,
@@ -182,6 +184,7 @@ impl Log {
             dir_dirty: AtomicBool::new(true),
             flush_lock: Mutex::new(Instant::now()),
             maintenance: Mutex::new(()),
+            key_copy_builder: Mutex::new(()),
             flush_stats: Box::new(FlushStats::new()),
             poison: OnceLock::new(),
             poisoned: AtomicBool::new(false),
