@@ -14,8 +14,9 @@
 //! copies of its stretches as the index passes them (`.kpart` files, from
 //! a sixty-fourth of the segment each, merged four of a size at a time),
 //! so only the stretch after the last one is read batch by batch; once the
-//! segment is sealed its whole copy replaces them. Parts are not kept across a restart (the active
-//! segment's index is rebuilt, and its parts with it).
+//! segment is sealed its whole copy replaces them. Parts are not kept
+//! across a restart (the active segment's index is rebuilt, and its parts
+//! with it).
 
 mod build;
 mod file;
@@ -100,7 +101,8 @@ struct SlotState {
     /// Until the whole copy is present: copies of consecutive stretches
     /// from the segment's start, oldest first, made while it was active.
     parts: Vec<Arc<KeyCopy>>,
-    /// A part was found damaged: no part is made or read any more.
+    /// No more parts are made: one could not be made (those made are
+    /// read), or they were found damaged (and set aside).
     parts_failed: bool,
 }
 
