@@ -73,8 +73,9 @@ impl Log {
     /// adopts its `.kcopy` file if one describes it, or builds it (seconds
     /// for a full segment, in about [`ARENA_BYTES`] of memory, spilling
     /// sorted runs beside the segment). With every sealed segment copied,
-    /// works on the active segment's parts (`build_key_part`). Answers whether it did
-    /// anything: a background task calls it until it answers false. `stop`
+    /// works on the active segment's parts (`build_key_part`). Answers
+    /// whether it did anything: a background task calls it until it
+    /// answers false. `stop`
     /// ends a build early (it is taken up again by a later call). Segments
     /// known to be settled are passed over without a lock.
     pub fn build_key_copy(&self, stop: &AtomicBool) -> bool {
@@ -168,10 +169,11 @@ impl Log {
         false
     }
 
-    /// For the active `segment`: merges its last parts when
-    /// [`PART_MERGE_FANIN`](crate::key_copy::PART_MERGE_FANIN) of them are of one size class, or else copies
-    /// its indexed stretch after the last part (a `.kpart` file) once it
-    /// spans a [`PART_UNITS_PER_SEGMENT`]th of `segment.bytes`. Answers
+    /// For the active `segment`: merges the parts its slot names
+    /// (`KeyCopySlot::parts_to_merge`: few parts, of size classes not
+    /// growing towards the last), or else copies its indexed stretch after
+    /// the last part (a `.kpart` file) once it spans a
+    /// [`PART_UNITS_PER_SEGMENT`]th of `segment.bytes`. Answers
     /// whether it did anything. A part that cannot be made ends the parts
     /// of the segment: those made stay in use, the rest is read through
     /// its key index until the whole copy.
