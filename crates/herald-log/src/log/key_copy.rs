@@ -12,8 +12,9 @@ use crate::key_copy::{
 
 /// The active segment gets a copy of each stretch of about this fraction
 /// of `segment.bytes` once indexed (a lookup reads at most this much of it
-/// batch by batch); merged [`PART_MERGE_FANIN`](crate::key_copy::PART_MERGE_FANIN) at a time, they are at
-/// most about 3 per size class, 9 in all.
+/// batch by batch); merged as they accumulate
+/// (`KeyCopySlot::parts_to_merge`), they are at most about 3 per size
+/// class, 9 in all.
 const PART_UNITS_PER_SEGMENT: u32 = 64;
 
 /// How one sealed segment's copy could not be made.
