@@ -20,12 +20,8 @@ impl Filter {
     /// of a topic). A test is made only for the records the tests before
     /// it leave undecided.
     pub fn select<R: Fields>(&self, records: &[R], candidates: u64) -> u64 {
-        let candidates = match records.len() {
-            0 => 0,
-            1..=63 => candidates & ((1u64 << records.len()) - 1),
-            _ => candidates,
-        };
-        self.root.select(records, candidates)
+        let records = &records[..records.len().min(64)];
+        select_in(&self.root, records, candidates)
     }
 }
 
@@ -42,6 +38,27 @@ pub fn selected(mut mask: u64) -> impl Iterator<Item = usize> {
     })
 }
 
+/// The records for which `test` holds, all of them tested.
+#[inline]
+pub(crate) fn mask_each<R>(records: &[R], test: impl Fn(&R) -> bool) -> u64 {
+    let mut mask = 0;
+    for (at, record) in records.iter().take(64).enumerate() {
+        mask |= u64::from(test(record)) << at;
+    }
+    mask
+}
+
+/// The records of `candidates` for which `test` holds: with `DENSE` by
+/// [`mask_each`], else by [`select_each`].
+#[inline]
+fn pick<const DENSE: bool, R>(records: &[R], candidates: u64, test: impl Fn(&R) -> bool) -> u64 {
+    if DENSE {
+        candidates & mask_each(records, test)
+    } else {
+        select_each(records, candidates, test)
+    }
+}
+
 /// The records of `candidates` for which `test` holds.
 #[inline]
 fn select_each<R>(records: &[R], candidates: u64, test: impl Fn(&R) -> bool) -> u64 {
@@ -54,41 +71,73 @@ fn select_each<R>(records: &[R], candidates: u64, test: impl Fn(&R) -> bool) -> 
     passed
 }
 
-impl Node {
-    fn select<R: Fields>(&self, records: &[R], candidates: u64) -> u64 {
-        match self {
-            Node::All(nodes) => {
-                let mut selected = candidates;
-                for node in nodes.iter() {
-                    if selected == 0 {
-                        break;
-                    }
-                    selected = node.select(records, selected);
+/// Records a filter is run over a test at a time: a slice of them, or
+/// [`crate::Columns`] read out of them.
+pub(crate) trait Chunk {
+    /// How many records (at most 64).
+    fn len(&self) -> usize;
+    /// The records of `candidates` for which `field` passes `predicate`.
+    fn test(&self, field: &Field, predicate: &Predicate, candidates: u64) -> u64;
+}
+
+/// The records of `candidates` that satisfy `node`: each `and` member
+/// tested on what the ones before it let through, each `or` member on
+/// what they left undecided.
+pub(crate) fn select_in<C: Chunk + ?Sized>(node: &Node, chunk: &C, candidates: u64) -> u64 {
+    let candidates = match chunk.len() {
+        0 => 0,
+        n @ 1..=63 => candidates & ((1u64 << n) - 1),
+        _ => candidates,
+    };
+    select_node(node, chunk, candidates)
+}
+
+fn select_node<C: Chunk + ?Sized>(node: &Node, chunk: &C, candidates: u64) -> u64 {
+    match node {
+        Node::All(nodes) => {
+            let mut selected = candidates;
+            for node in nodes.iter() {
+                if selected == 0 {
+                    break;
                 }
-                selected
+                selected = select_node(node, chunk, selected);
             }
-            Node::Any(nodes) => {
-                let (mut selected, mut undecided) = (0, candidates);
-                for node in nodes.iter() {
-                    if undecided == 0 {
-                        break;
-                    }
-                    let hits = node.select(records, undecided);
-                    selected |= hits;
-                    undecided &= !hits;
+            selected
+        }
+        Node::Any(nodes) => {
+            let (mut selected, mut undecided) = (0, candidates);
+            for node in nodes.iter() {
+                if undecided == 0 {
+                    break;
                 }
-                selected
+                let hits = select_node(node, chunk, undecided);
+                selected |= hits;
+                undecided &= !hits;
             }
-            Node::Not(node) => candidates & !node.select(records, candidates),
+            selected
+        }
+        Node::Not(node) => candidates & !select_node(node, chunk, candidates),
+        Node::Test(field, predicate) => chunk.test(field, predicate, candidates),
+    }
+}
+
+impl<R: Fields> Chunk for [R] {
+    fn len(&self) -> usize {
+        <[R]>::len(self)
+    }
+
+    fn test(&self, field: &Field, predicate: &Predicate, candidates: u64) -> u64 {
+        let records = self;
+        match (field, predicate) {
             // The field's kind is chosen once for all the records.
-            Node::Test(Field::Timestamp, Predicate::Compare(comparison, n)) => {
+            (Field::Timestamp, Predicate::Compare(comparison, n)) => {
                 select_each(records, candidates, |r| {
                     r.timestamp()
                         .is_some_and(|t| comparison.holds(t as f64, *n))
                 })
             }
             // A number kept for the other filters of the record.
-            Node::Test(field @ Field::Json(path), Predicate::Compare(comparison, n)) => {
+            (Field::Json(path), Predicate::Compare(comparison, n)) => {
                 select_each(records, candidates, |r| match r.kept_json_number(path) {
                     Some(x) => x.is_some_and(|x| comparison.holds(x, *n)),
                     None => with_field(field, r, |found| {
@@ -99,18 +148,20 @@ impl Node {
                     }),
                 })
             }
-            Node::Test(Field::Key, predicate) => {
-                predicate.select(records, candidates, |r| r.key().map(Some))
+            (Field::Key, predicate) => {
+                predicate.select::<false, _>(records, candidates, |r| r.key().map(Some))
             }
-            Node::Test(Field::Header(name), predicate) => {
-                predicate.select(records, candidates, |r| r.header(name))
+            (Field::Header(name), predicate) => {
+                predicate.select::<false, _>(records, candidates, |r| r.header(name.as_bytes()))
             }
-            Node::Test(field, predicate) => select_each(records, candidates, |r| {
+            (field, predicate) => select_each(records, candidates, |r| {
                 with_field(field, r, |found| predicate.holds(found))
             }),
         }
     }
+}
 
+impl Node {
     fn eval(&self, record: &impl Fields) -> bool {
         match self {
             Node::All(nodes) => nodes.iter().all(|n| n.eval(record)),
@@ -137,7 +188,7 @@ pub(crate) fn with_field<R>(
 ) -> R {
     match field {
         Field::Key => read(record.key().map(Some)),
-        Field::Header(name) => read(record.header(name)),
+        Field::Header(name) => read(record.header(name.as_bytes())),
         Field::Value => read(record.value().map(Some)),
         Field::Timestamp => match record.timestamp() {
             Some(t) => {
@@ -185,32 +236,36 @@ impl crate::FieldRef {
 
 impl Predicate {
     /// The records of `candidates` whose field, as `read` finds it, passes:
-    /// the predicate's kind chosen once for them all.
+    /// the predicate's kind chosen once for them all. With `DENSE`, every
+    /// record is tested and the answers kept for the candidates, a loop
+    /// without a branch per record: for fields already read out into an
+    /// array (a chunk's columns), where testing a record that is not a
+    /// candidate costs less than skipping it.
     #[inline]
-    fn select<R>(
+    pub(crate) fn select<const DENSE: bool, R>(
         &self,
         records: &[R],
         candidates: u64,
         read: impl for<'r> Fn(&'r R) -> Option<Option<&'r [u8]>>,
     ) -> u64 {
         match self {
-            Predicate::Exists => select_each(records, candidates, |r| read(r).is_some()),
-            Predicate::Eq(Value::Bytes(expected)) => select_each(records, candidates, |r| {
+            Predicate::Exists => pick::<DENSE, _>(records, candidates, |r| read(r).is_some()),
+            Predicate::Eq(Value::Bytes(expected)) => pick::<DENSE, _>(records, candidates, |r| {
                 read(r)
                     .flatten()
                     .is_some_and(|b| crate::bytes::same(expected, b))
             }),
-            Predicate::Ne(Value::Bytes(expected)) => select_each(records, candidates, |r| {
+            Predicate::Ne(Value::Bytes(expected)) => pick::<DENSE, _>(records, candidates, |r| {
                 !read(r)
                     .flatten()
                     .is_some_and(|b| crate::bytes::same(expected, b))
             }),
-            Predicate::StartsWith(prefix) => select_each(records, candidates, |r| {
+            Predicate::StartsWith(prefix) => pick::<DENSE, _>(records, candidates, |r| {
                 read(r)
                     .flatten()
                     .is_some_and(|b| crate::bytes::starts_with(b, prefix))
             }),
-            _ => select_each(records, candidates, |r| self.holds(read(r))),
+            _ => pick::<DENSE, _>(records, candidates, |r| self.holds(read(r))),
         }
     }
 
@@ -232,7 +287,7 @@ impl Predicate {
 }
 
 impl Comparison {
-    fn holds(self, x: f64, n: f64) -> bool {
+    pub(crate) fn holds(self, x: f64, n: f64) -> bool {
         match self {
             Comparison::Lt => x < n,
             Comparison::Le => x <= n,

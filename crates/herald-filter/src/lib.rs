@@ -15,7 +15,10 @@
 
 mod audience;
 mod bytes;
+mod columns;
 mod eval;
+mod header_name;
+mod interner;
 mod json_object;
 mod json_path;
 mod lexer;
@@ -24,7 +27,9 @@ mod parser;
 pub use audience::{
     Attributes, AttributesError, ATTRIBUTES_MAX, ATTRIBUTE_BYTES_MAX, AUDIENCE_HEADER,
 };
+pub use columns::{Columns, COLUMN_RECORDS};
 pub use eval::selected;
+pub use header_name::HeaderName;
 pub use json_path::JsonPath;
 pub use parser::{FieldRef, Filter, FilterError};
 
@@ -47,6 +52,14 @@ pub trait Fields {
     /// The value of the first header called `name`: `None` if there is no
     /// such header, `Some(None)` if it is there with a null value.
     fn header(&self, name: &[u8]) -> Option<Option<&[u8]>>;
+    /// [`Fields::header`] for each of `names` at once, into the same place
+    /// of `found` (as many as both hold): for a reader that can find them
+    /// all in one pass over the record's headers.
+    fn find_headers<'s>(&'s self, names: &[&HeaderName], found: &mut [Option<Option<&'s [u8]>>]) {
+        for (name, slot) in names.iter().zip(found.iter_mut()) {
+            *slot = self.header(name.as_bytes());
+        }
+    }
     /// The record's value (`None`: Kafka's null value, or a reader that
     /// does not give values: push delivery filters on keys and headers).
     fn value(&self) -> Option<&[u8]> {
@@ -74,52 +87,25 @@ pub trait Fields {
     }
 }
 
-/// Most headers [`DecodedRecord`] holds decoded; a record with more is
-/// read from its bytes past them.
-const DECODED_HEADERS_MAX: usize = 8;
 /// Most JSON fields [`DecodedRecord`] keeps; more are looked up each time.
 const KEPT_JSON_FIELDS_MAX: usize = 8;
 
 /// What a JSON field kept by [`DecodedRecord`] holds.
 type KeptJson<'a> = Option<Option<&'a [u8]>>;
 
-/// A stored record with its headers decoded once, for evaluating many
-/// filters against it (the online queries of a topic): each header test
-/// then compares names in a table instead of decoding the record's
-/// header section again, and each JSON field of the value is parsed out
-/// once, when a filter or an aggregate first reads it, and kept for the
-/// others.
+/// A stored record for evaluating many filters and aggregates against
+/// (the online queries of a topic): each JSON field of its value is
+/// parsed out once, when a filter or an aggregate first reads it, and
+/// kept for the others. Its headers are read from its bytes: the tests of
+/// many filters read them out once per record into [`Columns`].
 #[derive(Debug, Clone)]
 pub struct DecodedRecord<'a> {
     record: herald_records::Record<'a>,
-    /// Where each header's name and value lie in the record's header
-    /// section: offsets, not slices, so a chunk of records moved about
-    /// whole moves a quarter of the bytes.
-    headers: [HeaderAt; DECODED_HEADERS_MAX],
-    count: u8,
-    /// Headers past the table, or damaged header bytes met while decoding:
-    /// a name not in the table is then looked for in the record itself.
-    incomplete: bool,
     /// What JSON lookups found, made at the first: a record only filtered
     /// on its key and headers carries none of it (a chunk of records is
     /// moved about whole).
     json: OnceCell<Box<JsonLookups<'a>>>,
 }
-
-/// One decoded header: its name at `name..name + name_len` of the header
-/// section, its value at `value..value + value_len` (`NULL_VALUE`: a null
-/// value).
-#[derive(Debug, Clone, Copy, Default)]
-struct HeaderAt {
-    name: u16,
-    name_len: u16,
-    value: u16,
-    value_len: u16,
-}
-
-/// `HeaderAt::value_len` of a null value (no value in a section of fewer
-/// than 65,535 bytes is that long).
-const NULL_VALUE: u16 = u16::MAX;
 
 /// The JSON fields of a record's value looked up so far.
 #[derive(Debug, Clone)]
@@ -137,46 +123,10 @@ struct JsonLookups<'a> {
 }
 
 impl<'a> DecodedRecord<'a> {
-    /// Decodes `record`'s headers.
+    /// `record`, with nothing looked up yet.
     pub fn new(record: herald_records::Record<'a>) -> Self {
-        let mut headers = [HeaderAt::default(); DECODED_HEADERS_MAX];
-        let mut count = 0;
-        let mut incomplete = false;
-        let section = record.header_section();
-        // Offsets past 16 bits are not kept: such a record's headers are
-        // read from its bytes.
-        let at = |part: &[u8]| {
-            (part.as_ptr() as usize)
-                .checked_sub(section.as_ptr() as usize)
-                .and_then(|offset| u16::try_from(offset).ok())
-                .unwrap_or(0)
-        };
-        if section.len() >= usize::from(NULL_VALUE) {
-            incomplete = record.header_count() > 0;
-        } else {
-            for header in record.headers() {
-                match header {
-                    Ok((name, value)) if count < DECODED_HEADERS_MAX => {
-                        headers[count] = HeaderAt {
-                            name: at(name),
-                            name_len: name.len() as u16,
-                            value: value.map_or(0, at),
-                            value_len: value.map_or(NULL_VALUE, |v| v.len() as u16),
-                        };
-                        count += 1;
-                    }
-                    _ => {
-                        incomplete = true;
-                        break;
-                    }
-                }
-            }
-        }
         Self {
             record,
-            headers,
-            count: count as u8,
-            incomplete,
             json: OnceCell::new(),
         }
     }
@@ -193,19 +143,11 @@ impl Fields for DecodedRecord<'_> {
     }
 
     fn header(&self, name: &[u8]) -> Option<Option<&[u8]>> {
-        let section = self.record.header_section();
-        let part = |at: u16, len: u16| {
-            let at = usize::from(at);
-            section.get(at..at + usize::from(len)).unwrap_or_default()
-        };
-        match self.headers[..usize::from(self.count)].iter().find(|h| {
-            usize::from(h.name_len) == name.len() && bytes::same(part(h.name, h.name_len), name)
-        }) {
-            Some(h) if h.value_len == NULL_VALUE => Some(None),
-            Some(h) => Some(Some(part(h.value, h.value_len))),
-            None if self.incomplete => self.record.header(name),
-            None => None,
-        }
+        self.record.header(name)
+    }
+
+    fn find_headers<'s>(&'s self, names: &[&HeaderName], found: &mut [Option<Option<&'s [u8]>>]) {
+        self.record.find_headers(names, found);
     }
 
     fn value(&self) -> Option<&[u8]> {
@@ -284,6 +226,28 @@ impl Fields for herald_records::Record<'_> {
             .map_while(Result::ok)
             .find(|(key, _)| *key == name)
             .map(|(_, value)| value)
+    }
+
+    fn find_headers<'s>(&'s self, names: &[&HeaderName], found: &mut [Option<Option<&'s [u8]>>]) {
+        let wanted = names.len().min(found.len());
+        let found = &mut found[..wanted];
+        found.fill(None);
+        let mut missing = wanted;
+        if missing == 0 {
+            return;
+        }
+        for (key, value) in self.headers().map_while(Result::ok) {
+            for (name, slot) in names.iter().zip(found.iter_mut()) {
+                // The first header of a name is the one a filter reads.
+                if slot.is_none() && bytes::same(name.as_bytes(), key) {
+                    *slot = Some(value);
+                    missing -= 1;
+                }
+            }
+            if missing == 0 {
+                break;
+            }
+        }
     }
 
     fn value(&self) -> Option<&[u8]> {

@@ -38,6 +38,7 @@ use std::fmt;
 const FIELDS_EXPECTED: &str =
     "`key`, `header.NAME`, `header[\"NAME\"]`, `timestamp`, `value`, `value.FIELD` or `value[\"FIELD\"]`";
 
+use crate::header_name::HeaderName;
 use crate::json_path::JsonPath;
 use crate::lexer::{self, Spanned, Token};
 use crate::{FILTER_BYTES_MAX, FILTER_DEPTH_MAX, FILTER_IN_VALUES_MAX, FILTER_TESTS_MAX};
@@ -83,7 +84,7 @@ pub(crate) enum Node {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Field {
     Key,
-    Header(Box<[u8]>),
+    Header(HeaderName),
     Timestamp,
     Value,
     /// A path of object keys into the value read as JSON.
@@ -382,13 +383,13 @@ impl<'t> Parser<'t> {
             if name.is_empty() {
                 return self.error("a header name after `header.`");
             }
-            Field::Header(name.as_bytes().into())
+            Field::Header(HeaderName::new(name.as_bytes().into()))
         } else if word == "header" {
             self.next += 1;
             let Some(name) = self.bracketed()? else {
                 return self.error("expected `.NAME` or `[\"NAME\"]` after `header`");
             };
-            return Ok(Field::Header(name));
+            return Ok(Field::Header(HeaderName::new(name)));
         } else if let Some(path) = word.strip_prefix("value.") {
             let steps: Vec<Box<[u8]>> = path.split('.').map(|s| s.as_bytes().into()).collect();
             if steps.iter().any(|s| s.is_empty()) {
@@ -515,7 +516,7 @@ impl fmt::Display for Field {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Field::Key => write!(f, "key"),
-            Field::Header(name) => write!(f, "header[{}]", Quoted(name)),
+            Field::Header(name) => write!(f, "header[{}]", Quoted(name.as_bytes())),
             Field::Timestamp => write!(f, "timestamp"),
             Field::Value => write!(f, "value"),
             Field::Json(path) => {

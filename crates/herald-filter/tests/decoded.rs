@@ -1,8 +1,8 @@
-//! A `DecodedRecord` (headers decoded once, JSON fields kept after their
-//! first lookup) answers every filter exactly as the record read directly
-//! does, whatever the order the filters run in: escaped strings, nested
-//! objects, numbers, nulls, missing fields, values that are not JSON, and
-//! more headers than it decodes.
+//! A `DecodedRecord` (JSON fields kept after their first lookup) answers
+//! every filter exactly as the record read directly does, whatever the
+//! order the filters run in: escaped strings, nested objects, numbers,
+//! nulls, missing fields, values that are not JSON, many headers and a
+//! header section past 64 KiB.
 
 use herald_filter::{DecodedRecord, FieldRef, Filter};
 use herald_records::{BatchBuilder, RecordBatch, RecordFields};
@@ -56,8 +56,8 @@ const FILTERS: &[&str] = &[
 ];
 
 /// A record with `headers` headers `h<i>` = `v<i>`; with `long`, header
-/// `h1`'s value is 70,000 bytes (a header section past what
-/// `DecodedRecord` keeps offsets for); with `null`, `h2` is null.
+/// `h1`'s value is 70,000 bytes (a header section past 64 KiB); with
+/// `null`, `h2` is null.
 fn record_bytes(value: &str, headers: usize, long: bool, null: bool) -> Vec<u8> {
     let names: Vec<String> = (0..headers).map(|i| format!("h{i}")).collect();
     let values: Vec<String> = (0..headers)

@@ -3,7 +3,7 @@
 //! that has not counted it yet, so ten queries over a topic cost one
 //! decode (and one decompression) of its batches, not ten.
 
-use herald_filter::DecodedRecord;
+use herald_filter::{Columns, DecodedRecord, HeaderName};
 use herald_records::{batches, RecordBatch};
 
 use crate::{Alert, QueryState, RecordHashes, CHUNK_RECORDS};
@@ -58,6 +58,18 @@ pub fn feed_batches(
         return outcome;
     };
     let mut hashes = RecordHashes::default();
+    // Every header some query tests, read out of each chunk once.
+    let mut headers: Vec<HeaderName> = Vec::new();
+    for follower in followers.iter() {
+        let Some(filter) = &follower.state.query().filter else {
+            continue;
+        };
+        for name in filter.header_names() {
+            if !headers.contains(name) {
+                headers.push(name.clone());
+            }
+        }
+    }
     for batch in batches(bytes).map_while(Result::ok) {
         let Ok(batch) = RecordBatch::new(batch) else {
             // Damaged framing: nothing past it can be split into batches.
@@ -81,6 +93,7 @@ pub fn feed_batches(
                 break;
             }
             hashes.clear();
+            let columns = Columns::new(&chunk, &headers);
             let lowest = chunk.iter().map(|r| r.record().offset).min().unwrap_or(0);
             let all = u64::MAX >> (CHUNK_RECORDS - chunk.len());
             for follower in followers.iter_mut() {
@@ -98,9 +111,12 @@ pub fn feed_batches(
                     continue;
                 }
                 follower.records += u64::from(candidates.count_ones());
-                follower
-                    .state
-                    .observe_chunk(&chunk, candidates, &mut hashes, &mut follower.alerts);
+                follower.state.observe_chunk(
+                    &columns,
+                    candidates,
+                    &mut hashes,
+                    &mut follower.alerts,
+                );
             }
         }
     }

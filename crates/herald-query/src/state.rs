@@ -5,7 +5,7 @@
 
 use std::collections::VecDeque;
 
-use herald_filter::{selected, DecodedRecord, FieldRef, Fields};
+use herald_filter::{selected, Columns, DecodedRecord, FieldRef, Fields};
 use serde::Serialize;
 
 use crate::hll::Hll;
@@ -332,31 +332,32 @@ impl QueryState {
     /// [`CHUNK_RECORDS`]) whose bit is set in `candidates`, in order,
     /// evaluating the triggers after each record counted and adding their
     /// alerts to `alerts`: what a record-by-record feed would do, with the
-    /// filter run a test at a time over the chunk. Hashes for distinct
-    /// counts come from (and go to) `hashes`, shared by the queries
-    /// offered the same chunk and cleared before the next.
+    /// filter run a test at a time over the chunk's columns (read out once
+    /// for all the queries offered it). Hashes for distinct counts come
+    /// from (and go to) `hashes`, shared by the queries offered the same
+    /// chunk and cleared before the next.
     pub fn observe_chunk(
         &mut self,
-        chunk: &[DecodedRecord<'_>],
+        chunk: &Columns<'_, DecodedRecord<'_>>,
         candidates: u64,
         hashes: &mut RecordHashes,
         alerts: &mut Vec<Alert>,
     ) {
-        let chunk = &chunk[..chunk.len().min(CHUNK_RECORDS)];
-        let candidates = match chunk.len() {
+        let records = chunk.records();
+        let candidates = match records.len() {
             CHUNK_RECORDS => candidates,
             n => candidates & ((1u64 << n) - 1),
         };
         self.seen += u64::from(candidates.count_ones());
         let matched = match &self.query.filter {
-            Some(filter) => filter.select(chunk, candidates),
+            Some(filter) => filter.select_columns(chunk, candidates),
             None => candidates,
         };
         if matched == 0 || self.count_chunk_at_once(chunk, matched, hashes) {
             return;
         }
         for at in selected(matched) {
-            let record = &chunk[at];
+            let record = &records[at];
             self.count_in(record, record.record().timestamp, hashes, at);
             if !self.query.triggers.is_empty() {
                 alerts.extend(self.evaluate_triggers());
@@ -374,10 +375,11 @@ impl QueryState {
     /// nothing, otherwise.
     fn count_chunk_at_once(
         &mut self,
-        chunk: &[DecodedRecord<'_>],
+        columns: &Columns<'_, DecodedRecord<'_>>,
         matched: u64,
         hashes: &mut RecordHashes,
     ) -> bool {
+        let chunk = columns.records();
         let triggers = &self.query.triggers;
         if !triggers.is_empty() && (self.changes.buckets || self.changes.aggregates != 0) {
             // Something counted has not been evaluated yet.
@@ -388,10 +390,18 @@ impl QueryState {
             return false;
         };
         let start = newest.start;
-        if !selected(matched).all(|at| {
-            let t = chunk[at].record().timestamp;
-            in_bucket(t, start, width)
-        }) {
+        // The chunk's time range answers for its records at once when it
+        // lies in the bucket (a chunk mostly does: records arrive in time
+        // order), saving every query a pass over them.
+        let whole_chunk_in_bucket = columns.time_range().is_some_and(|(earliest, latest)| {
+            in_bucket(earliest, start, width) && in_bucket(latest, start, width)
+        });
+        if !whole_chunk_in_bucket
+            && !selected(matched).all(|at| {
+                let t = chunk[at].record().timestamp;
+                in_bucket(t, start, width)
+            })
+        {
             return false;
         }
         let aggregates = &self.query.aggregates;
