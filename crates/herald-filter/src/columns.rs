@@ -5,7 +5,8 @@
 //! over one array instead of a search in each record, whichever filter
 //! makes it.
 
-use crate::eval::{self, mask_each, Chunk};
+use crate::bytes_column::BytesColumn;
+use crate::eval::{self, Chunk};
 use crate::parser::{Comparison, Field, Node, Predicate};
 use crate::{Fields, Filter, HeaderName};
 
@@ -16,81 +17,90 @@ pub const COLUMN_RECORDS: usize = 64;
 /// records themselves.
 const HEADER_COLUMNS_MAX: usize = 16;
 
-/// What a header holds in each record of a chunk, shaped as
-/// [`Fields::header`] answers.
-type HeaderColumn<'c> = [Option<Option<&'c [u8]>>; COLUMN_RECORDS];
-
 /// Up to [`COLUMN_RECORDS`] records with their timestamps, keys and some
-/// headers read out into arrays; built once per chunk and shared by every
-/// filter evaluated over it ([`Filter::select_columns`]).
+/// headers read out into arrays; read once per chunk and shared by every
+/// filter evaluated over it ([`Filter::select_columns`]), then read again
+/// for the next chunk (the arrays reused).
 pub struct Columns<'c, R> {
     records: &'c [R],
     /// Bit `i`: record `i` has a timestamp.
     timed: u64,
     timestamps: [i64; COLUMN_RECORDS],
-    keys: [Option<&'c [u8]>; COLUMN_RECORDS],
-    /// The columns of the headers asked for, by name id.
-    headers: Vec<(u32, HeaderColumn<'c>)>,
+    keys: BytesColumn<'c>,
+    /// The headers read out, once each.
+    names: Vec<HeaderName>,
+    /// Their columns, by name id, in the same order.
+    headers: Vec<(u32, BytesColumn<'c>)>,
     /// See [`Columns::time_range`].
     time_range: Option<(i64, i64)>,
 }
 
 impl<'c, R: Fields> Columns<'c, R> {
-    /// Reads the timestamps, the keys, and the headers called `headers`
-    /// (the first [`HEADER_COLUMNS_MAX`] with an id; a test of any other
-    /// header reads the records themselves) of the first
-    /// [`COLUMN_RECORDS`] of `records`, each record's headers in one pass.
-    pub fn new<'h>(records: &'c [R], headers: impl IntoIterator<Item = &'h HeaderName>) -> Self {
-        let records = &records[..records.len().min(COLUMN_RECORDS)];
-        let mut timed = 0u64;
-        let mut timestamps = [0; COLUMN_RECORDS];
-        let mut keys = [None; COLUMN_RECORDS];
-        for (at, record) in records.iter().enumerate() {
-            if let Some(t) = record.timestamp() {
-                timestamps[at] = t;
-                timed |= 1 << at;
-            }
-            keys[at] = record.key();
-        }
-        let mut names: Vec<&HeaderName> = Vec::new();
+    /// Columns for the timestamps, the keys, and the headers called
+    /// `headers` (the first [`HEADER_COLUMNS_MAX`] with an id; a test of
+    /// any other header reads the records themselves), holding no records
+    /// until [`Columns::read`].
+    pub fn new<'h>(headers: impl IntoIterator<Item = &'h HeaderName>) -> Self {
+        let mut names: Vec<HeaderName> = Vec::new();
         for name in headers {
             if names.len() < HEADER_COLUMNS_MAX
                 && name.id().is_some()
                 && !names.iter().any(|known| known.id() == name.id())
             {
-                names.push(name);
+                names.push(name.clone());
             }
         }
-        let mut columns: Vec<(u32, HeaderColumn<'c>)> = names
+        let headers = names
             .iter()
-            .map(|name| (name.id().unwrap_or_default(), [None; COLUMN_RECORDS]))
+            .map(|name| (name.id().unwrap_or_default(), BytesColumn::new()))
             .collect();
-        let mut found = [None; HEADER_COLUMNS_MAX];
-        if !names.is_empty() {
+        Self {
+            records: &[],
+            timed: 0,
+            timestamps: [0; COLUMN_RECORDS],
+            keys: BytesColumn::new(),
+            names,
+            headers,
+            time_range: None,
+        }
+    }
+
+    /// Reads out the first [`COLUMN_RECORDS`] of `records` in place of
+    /// what the columns held, each record's headers in one pass.
+    pub fn read(&mut self, records: &'c [R]) {
+        let records = &records[..records.len().min(COLUMN_RECORDS)];
+        self.records = records;
+        self.keys.clear(records.len());
+        for (_, column) in &mut self.headers {
+            column.clear(records.len());
+        }
+        let mut timed = 0u64;
+        for (at, record) in records.iter().enumerate() {
+            if let Some(t) = record.timestamp() {
+                self.timestamps[at] = t;
+                timed |= 1 << at;
+            }
+            self.keys.set(at, record.key().map(Some));
+        }
+        self.timed = timed;
+        if !self.names.is_empty() {
+            let mut found = [None; HEADER_COLUMNS_MAX];
             for (at, record) in records.iter().enumerate() {
-                record.find_headers(&names, &mut found);
-                for ((_, column), value) in columns.iter_mut().zip(found) {
-                    column[at] = value;
+                record.find_headers(&self.names, &mut found);
+                for ((_, column), value) in self.headers.iter_mut().zip(&found) {
+                    column.set(at, *value);
                 }
             }
         }
-        let time_range = match records.len() {
+        self.time_range = match records.len() {
             n if n > 0 && timed.count_ones() as usize == n => {
-                let timestamps = &timestamps[..n];
+                let timestamps = &self.timestamps[..n];
                 let earliest = timestamps.iter().fold(i64::MAX, |a, &t| a.min(t));
                 let latest = timestamps.iter().fold(i64::MIN, |a, &t| a.max(t));
                 Some((earliest, latest))
             }
             _ => None,
         };
-        Self {
-            records,
-            timed,
-            timestamps,
-            keys,
-            headers: columns,
-            time_range,
-        }
     }
 
     /// The records.
@@ -104,7 +114,7 @@ impl<'c, R: Fields> Columns<'c, R> {
         self.time_range
     }
 
-    fn header_column(&self, name: &HeaderName) -> Option<&HeaderColumn<'c>> {
+    fn header_column(&self, name: &HeaderName) -> Option<&BytesColumn<'c>> {
         let id = name.id()?;
         self.headers
             .iter()
@@ -113,16 +123,26 @@ impl<'c, R: Fields> Columns<'c, R> {
     }
 
     /// The records whose timestamp passes `comparison` against `n`,
-    /// computed for all of them without a branch per record.
+    /// computed for all of them without a branch per record (all the
+    /// places in a loop of a fixed count, which the compiler unrolls;
+    /// `timed` drops those past the records).
     fn timestamps_where(&self, comparison: Comparison, n: f64) -> u64 {
-        let timestamps = &self.timestamps[..self.records.len()];
         let mask = match comparison {
-            Comparison::Lt => mask_each(timestamps, |&t| (t as f64) < n),
-            Comparison::Le => mask_each(timestamps, |&t| (t as f64) <= n),
-            Comparison::Gt => mask_each(timestamps, |&t| (t as f64) > n),
-            Comparison::Ge => mask_each(timestamps, |&t| (t as f64) >= n),
+            Comparison::Lt => self.timestamps_each(|t| t < n),
+            Comparison::Le => self.timestamps_each(|t| t <= n),
+            Comparison::Gt => self.timestamps_each(|t| t > n),
+            Comparison::Ge => self.timestamps_each(|t| t >= n),
         };
         mask & self.timed
+    }
+
+    #[inline]
+    fn timestamps_each(&self, test: impl Fn(f64) -> bool) -> u64 {
+        let mut mask = 0;
+        for at in 0..COLUMN_RECORDS {
+            mask |= u64::from(test(self.timestamps[at] as f64)) << at;
+        }
+        mask
     }
 }
 
@@ -136,16 +156,9 @@ impl<R: Fields> Chunk for Columns<'_, R> {
             (Field::Timestamp, Predicate::Compare(comparison, n)) => {
                 candidates & self.timestamps_where(*comparison, *n)
             }
-            (Field::Key, predicate) => {
-                let keys = &self.keys[..self.records.len()];
-                predicate.select::<true, _>(keys, candidates, |key| key.map(Some))
-            }
+            (Field::Key, predicate) => self.keys.select(predicate, candidates),
             (Field::Header(name), predicate) => match self.header_column(name) {
-                Some(column) => predicate.select::<true, _>(
-                    &column[..self.records.len()],
-                    candidates,
-                    |found| *found,
-                ),
+                Some(column) => column.select(predicate, candidates),
                 None => self.records.test(field, predicate, candidates),
             },
             _ => self.records.test(field, predicate, candidates),

@@ -8,6 +8,10 @@ use herald_records::{batches, RecordBatch};
 
 use crate::{Alert, QueryState, RecordHashes, CHUNK_RECORDS};
 
+/// Records of a batch decoded at a time (and read out into columns a
+/// chunk at a time): a batch of many small records is not decoded whole.
+const GROUP_RECORDS: usize = 16 * CHUNK_RECORDS;
+
 /// One query's share of a feed.
 #[derive(Debug)]
 pub struct Follower<'a> {
@@ -85,40 +89,51 @@ pub fn feed_batches(
             continue;
         };
         let mut records = records.map_while(Result::ok).map(DecodedRecord::new);
-        let mut chunk = Vec::with_capacity(CHUNK_RECORDS);
+        let mut group = Vec::with_capacity(GROUP_RECORDS);
         loop {
-            chunk.clear();
-            chunk.extend(records.by_ref().take(CHUNK_RECORDS));
-            if chunk.is_empty() {
+            group.clear();
+            group.extend(records.by_ref().take(GROUP_RECORDS));
+            if group.is_empty() {
                 break;
             }
-            hashes.clear();
-            let columns = Columns::new(&chunk, &headers);
-            let lowest = chunk.iter().map(|r| r.record().offset).min().unwrap_or(0);
-            let all = u64::MAX >> (CHUNK_RECORDS - chunk.len());
-            for follower in followers.iter_mut() {
-                let from = follower.from as i64;
-                let candidates = if lowest >= from {
-                    all
-                } else {
-                    chunk
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, r)| r.record().offset >= from)
-                        .fold(0u64, |mask, (at, _)| mask | 1 << at)
-                };
-                if candidates == 0 {
-                    continue;
-                }
-                follower.records += u64::from(candidates.count_ones());
-                follower.state.observe_chunk(
-                    &columns,
-                    candidates,
-                    &mut hashes,
-                    &mut follower.alerts,
-                );
+            let mut columns = Columns::new(&headers);
+            for chunk in group.chunks(CHUNK_RECORDS) {
+                hashes.clear();
+                columns.read(chunk);
+                offer(chunk, &columns, followers, &mut hashes);
             }
         }
     }
     outcome
+}
+
+/// Offers one chunk (at most [`CHUNK_RECORDS`] records), read out into
+/// `columns`, to each follower whose `from` it has reached.
+fn offer(
+    chunk: &[DecodedRecord<'_>],
+    columns: &Columns<'_, DecodedRecord<'_>>,
+    followers: &mut [Follower<'_>],
+    hashes: &mut RecordHashes,
+) {
+    let lowest = chunk.iter().map(|r| r.record().offset).min().unwrap_or(0);
+    let all = u64::MAX >> (CHUNK_RECORDS - chunk.len().clamp(1, CHUNK_RECORDS));
+    for follower in followers.iter_mut() {
+        let from = follower.from as i64;
+        let candidates = if lowest >= from {
+            all
+        } else {
+            chunk
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| r.record().offset >= from)
+                .fold(0u64, |mask, (at, _)| mask | 1 << at)
+        };
+        if candidates == 0 {
+            continue;
+        }
+        follower.records += u64::from(candidates.count_ones());
+        follower
+            .state
+            .observe_chunk(columns, candidates, hashes, &mut follower.alerts);
+    }
 }

@@ -138,7 +138,7 @@ impl<'a> Iterator for Headers<'a> {
         };
         let header = cursor
             .nullable_bytes("header key")
-            .and_then(|key| key.ok_or(cursor.malformed("null header key")))
+            .and_then(|key| key.ok_or_else(|| cursor.malformed("null header key")))
             .and_then(|key| Ok((key, cursor.nullable_bytes("header value")?)));
         match header {
             Ok(header) => {
@@ -204,12 +204,12 @@ impl<'a> Records<'a> {
             None => self
                 .base_timestamp
                 .checked_add(timestamp_delta)
-                .ok_or(cursor.malformed("timestamp out of range"))?,
+                .ok_or_else(|| cursor.malformed("timestamp out of range"))?,
         };
         let offset = self
             .base_offset
             .checked_add(offset_delta)
-            .ok_or(cursor.malformed("offset out of range"))?;
+            .ok_or_else(|| cursor.malformed("offset out of range"))?;
         Ok(Record {
             offset,
             timestamp,
@@ -261,7 +261,7 @@ impl<'a> Cursor<'a> {
 
     #[inline]
     fn varint(&mut self, what: &'static str) -> Result<i64, RecordError> {
-        let (value, len) = varint::get(self.rest).ok_or(self.malformed(what))?;
+        let (value, len) = varint::get(self.rest).ok_or_else(|| self.malformed(what))?;
         self.rest = &self.rest[len..];
         Ok(value)
     }

@@ -16,7 +16,22 @@ pub fn put(out: &mut Vec<u8>, value: i64) {
 
 /// The varint at the front of `bytes` and its length in bytes; `None` if
 /// `bytes` ends inside it or it is longer than ten bytes.
+#[inline]
 pub fn get(bytes: &[u8]) -> Option<(i64, usize)> {
+    // Most varints of a record (short lengths, a header count, deltas
+    // within a batch) fit in one or two bytes: read without a loop.
+    let unzigzag = |zigzag: u64| (zigzag >> 1) as i64 ^ -((zigzag & 1) as i64);
+    match *bytes {
+        [first, ..] if first < 0x80 => Some((unzigzag(u64::from(first)), 1)),
+        [first, second, ..] if second < 0x80 => Some((
+            unzigzag(u64::from(first & 0x7f) | u64::from(second) << 7),
+            2,
+        )),
+        _ => get_long(bytes),
+    }
+}
+
+fn get_long(bytes: &[u8]) -> Option<(i64, usize)> {
     let mut zigzag: u64 = 0;
     for (index, byte) in bytes.iter().take(BYTES_MAX).enumerate() {
         zigzag |= u64::from(byte & 0x7f) << (7 * index);
@@ -63,6 +78,14 @@ mod tests {
         assert_eq!(encoded(-1), [0x01]);
         assert_eq!(encoded(1), [0x02]);
         assert_eq!(encoded(64), [0x80, 0x01]);
+    }
+
+    proptest::proptest! {
+        /// The short paths read what the loop reads, for any bytes.
+        #[test]
+        fn short_varints_read_as_the_loop_reads(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..12)) {
+            proptest::prop_assert_eq!(get(&bytes), get_long(&bytes));
+        }
     }
 
     #[test]

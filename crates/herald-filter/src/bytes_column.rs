@@ -1,0 +1,214 @@
+//! One byte-string field (a key, a header) of a chunk of records, laid
+//! out for tests over all of them: beside each record's bytes, their
+//! first sixteen zero-padded into a number and their length, so an
+//! equality, a prefix or an `in` against a short string (the strings
+//! filters name mostly are) compares two numbers per record in a loop
+//! without branches, instead of calling a byte comparison per record.
+
+use std::cell::OnceCell;
+
+use crate::parser::{Predicate, Value};
+
+/// Most records a column holds.
+const RECORDS: usize = crate::columns::COLUMN_RECORDS;
+
+/// `lens` of a record without the field.
+const ABSENT: u32 = u32::MAX;
+/// `lens` of a record whose field is null.
+const NULL: u32 = u32::MAX - 1;
+/// Bytes a head holds.
+const HEAD_BYTES: usize = 16;
+
+/// What each record of a chunk holds in one field.
+pub(crate) struct BytesColumn<'c> {
+    /// Shaped as [`crate::Fields::header`] answers.
+    found: [Option<Option<&'c [u8]>>; RECORDS],
+    /// How many records `found` holds.
+    len: usize,
+    /// The heads and lengths of `found`, made by the first test that
+    /// reads them (a field only tested against long strings, or not at
+    /// all, costs none).
+    heads: OnceCell<Heads>,
+}
+
+/// The records' heads and lengths, for all [`RECORDS`] places (those past
+/// the records held are absent): a test runs a loop of a fixed count,
+/// which the compiler unrolls.
+struct Heads {
+    /// The first [`HEAD_BYTES`] bytes, zero-padded, little-endian: the
+    /// first eight and the next eight.
+    low: [u64; RECORDS],
+    high: [u64; RECORDS],
+    /// The length ([`ABSENT`], [`NULL`]; lengths past them are capped
+    /// below them, which no short string equals).
+    lens: [u32; RECORDS],
+}
+
+impl<'c> BytesColumn<'c> {
+    /// A column holding nothing yet.
+    pub(crate) fn new() -> Self {
+        Self {
+            found: [None; RECORDS],
+            len: 0,
+            heads: OnceCell::new(),
+        }
+    }
+
+    /// Forgets the records held, to hold `len` new ones.
+    pub(crate) fn clear(&mut self, len: usize) {
+        self.len = len.min(RECORDS);
+        self.heads.take();
+    }
+
+    /// Keeps what record `at` holds.
+    #[inline]
+    pub(crate) fn set(&mut self, at: usize, found: Option<Option<&'c [u8]>>) {
+        self.found[at] = found;
+    }
+
+    fn heads(&self) -> &Heads {
+        self.heads.get_or_init(|| {
+            let mut made = Heads {
+                low: [0; RECORDS],
+                high: [0; RECORDS],
+                lens: [ABSENT; RECORDS],
+            };
+            for (at, found) in self.found[..self.len].iter().enumerate() {
+                let (head, len) = match found {
+                    None => (0, ABSENT),
+                    Some(None) => (0, NULL),
+                    Some(Some(bytes)) => (head(bytes), bytes.len().min(NULL as usize - 1) as u32),
+                };
+                made.low[at] = head as u64;
+                made.high[at] = (head >> 64) as u64;
+                made.lens[at] = len;
+            }
+            made
+        })
+    }
+
+    /// The records of `candidates` whose field passes `predicate`.
+    pub(crate) fn select(&self, predicate: &Predicate, candidates: u64) -> u64 {
+        let found = &self.found[..self.len];
+        let short = |bytes: &[u8]| bytes.len() <= HEAD_BYTES;
+        let worded = match predicate {
+            Predicate::Exists => true,
+            Predicate::Eq(Value::Bytes(b)) | Predicate::Ne(Value::Bytes(b)) => short(b),
+            Predicate::StartsWith(prefix) => short(prefix),
+            Predicate::In(values) => values
+                .iter()
+                .all(|v| matches!(v, Value::Bytes(b) if short(b))),
+            _ => false,
+        };
+        if !worded {
+            return predicate.select::<true, _>(found, candidates, |found| *found);
+        }
+        let heads = self.heads();
+        let passed = match predicate {
+            Predicate::Exists => heads.each(|_, _, len| len != ABSENT),
+            Predicate::Eq(Value::Bytes(expected)) => heads.equal(expected),
+            Predicate::Ne(Value::Bytes(expected)) => !heads.equal(expected),
+            Predicate::StartsWith(prefix) => {
+                let (want, at_least) = (head(prefix), prefix.len() as u32);
+                let mask = match prefix.len() {
+                    HEAD_BYTES => u128::MAX,
+                    n => (1u128 << (8 * n)) - 1,
+                };
+                let (want_low, want_high) = (want as u64, (want >> 64) as u64);
+                let (mask_low, mask_high) = (mask as u64, (mask >> 64) as u64);
+                heads.each(|low, high, len| {
+                    (len >= at_least)
+                        & (len < NULL)
+                        & (low & mask_low == want_low)
+                        & (high & mask_high == want_high)
+                })
+            }
+            Predicate::In(values) => values.iter().fold(0, |any, value| match value {
+                Value::Bytes(expected) => any | heads.equal(expected),
+                Value::Number(_) => any,
+            }),
+            _ => 0,
+        };
+        passed & candidates
+    }
+}
+
+impl Heads {
+    /// The places (bit `i` for place `i`) where `test` holds of the head's
+    /// two halves and the length, all [`RECORDS`] of them tested.
+    #[inline]
+    fn each(&self, test: impl Fn(u64, u64, u32) -> bool) -> u64 {
+        let mut mask = 0;
+        for at in 0..RECORDS {
+            mask |= u64::from(test(self.low[at], self.high[at], self.lens[at])) << at;
+        }
+        mask
+    }
+
+    /// The places holding exactly `expected` (at most [`HEAD_BYTES`]).
+    #[inline]
+    fn equal(&self, expected: &[u8]) -> u64 {
+        let want = head(expected);
+        let (want_low, want_high) = (want as u64, (want >> 64) as u64);
+        let want_len = expected.len() as u32;
+        self.each(|low, high, len| (len == want_len) & (low == want_low) & (high == want_high))
+    }
+}
+
+/// The first [`HEAD_BYTES`] of `bytes`, zero-padded, as a little-endian
+/// number: loads that overlap cover the lengths between powers of two,
+/// their overlap shifted out, rather than a copy of a length known only
+/// now.
+#[inline]
+pub(crate) fn head(bytes: &[u8]) -> u128 {
+    let n = bytes.len();
+    match n {
+        0 => 0,
+        1..=3 => {
+            u128::from(bytes[0])
+                | u128::from(bytes[n / 2]) << (8 * (n / 2))
+                | u128::from(bytes[n - 1]) << (8 * (n - 1))
+        }
+        4 => u128::from(word4(bytes, 0)),
+        5..=7 => {
+            u128::from(word4(bytes, 0)) | u128::from(word4(bytes, n - 4) >> (8 * (8 - n))) << 32
+        }
+        8 => u128::from(word8(bytes, 0)),
+        9..=15 => {
+            u128::from(word8(bytes, 0)) | u128::from(word8(bytes, n - 8) >> (8 * (16 - n))) << 64
+        }
+        _ => u128::from(word8(bytes, 0)) | u128::from(word8(bytes, 8)) << 64,
+    }
+}
+
+#[inline]
+fn word4(bytes: &[u8], at: usize) -> u32 {
+    let mut word = [0u8; 4];
+    word.copy_from_slice(&bytes[at..at + 4]);
+    u32::from_le_bytes(word)
+}
+
+#[inline]
+fn word8(bytes: &[u8], at: usize) -> u64 {
+    let mut word = [0u8; 8];
+    word.copy_from_slice(&bytes[at..at + 8]);
+    u64::from_le_bytes(word)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// A head is the first sixteen bytes, zero-padded, whatever the
+        /// length.
+        #[test]
+        fn head_is_the_padded_first_bytes(bytes in prop::collection::vec(any::<u8>(), 0..40)) {
+            let mut padded = [0u8; HEAD_BYTES];
+            let n = bytes.len().min(HEAD_BYTES);
+            padded[..n].copy_from_slice(&bytes[..n]);
+            prop_assert_eq!(head(&bytes), u128::from_le_bytes(padded));
+        }
+    }
+}
