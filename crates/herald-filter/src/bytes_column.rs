@@ -1,8 +1,8 @@
 //! One byte-string field (a key, a header) of a chunk of records, laid
 //! out for tests over all of them: beside each record's bytes, their
-//! first sixteen zero-padded into a number and their length, so an
+//! first sixteen zero-padded into two numbers and their length, so an
 //! equality, a prefix or an `in` against a short string (the strings
-//! filters name mostly are) compares two numbers per record in a loop
+//! filters name mostly are) compares three numbers per record in a loop
 //! without branches, instead of calling a byte comparison per record.
 
 use std::cell::OnceCell;
@@ -19,16 +19,18 @@ const NULL: u32 = u32::MAX - 1;
 /// Bytes a head holds.
 const HEAD_BYTES: usize = 16;
 
+/// Fewest records a column makes heads for: a shorter chunk (a batch of
+/// a few records) is tested record by record.
+const HEADS_FROM: usize = 8;
+
 /// What each record of a chunk holds in one field.
 pub(crate) struct BytesColumn<'c> {
-    /// Shaped as [`crate::Fields::header`] answers.
-    found: [Option<Option<&'c [u8]>>; RECORDS],
-    /// How many records `found` holds.
-    len: usize,
+    /// Shaped as [`crate::Fields::header`] answers; at most [`RECORDS`].
+    found: Vec<Option<Option<&'c [u8]>>>,
     /// The heads and lengths of `found`, made by the first test that
-    /// reads them (a field only tested against long strings, or not at
-    /// all, costs none).
-    heads: OnceCell<Heads>,
+    /// reads them (a field only tested against long strings or numbers,
+    /// or not at all, costs none).
+    heads: OnceCell<Box<Heads>>,
 }
 
 /// The records' heads and lengths, for all [`RECORDS`] places (those past
@@ -48,32 +50,33 @@ impl<'c> BytesColumn<'c> {
     /// A column holding nothing yet.
     pub(crate) fn new() -> Self {
         Self {
-            found: [None; RECORDS],
-            len: 0,
+            found: Vec::new(),
             heads: OnceCell::new(),
         }
     }
 
-    /// Forgets the records held, to hold `len` new ones.
-    pub(crate) fn clear(&mut self, len: usize) {
-        self.len = len.min(RECORDS);
+    /// Forgets the records held.
+    pub(crate) fn clear(&mut self) {
+        self.found.clear();
         self.heads.take();
     }
 
-    /// Keeps what record `at` holds.
+    /// Keeps what the next record holds (past [`RECORDS`], nothing).
     #[inline]
-    pub(crate) fn set(&mut self, at: usize, found: Option<Option<&'c [u8]>>) {
-        self.found[at] = found;
+    pub(crate) fn push(&mut self, found: Option<Option<&'c [u8]>>) {
+        if self.found.len() < RECORDS {
+            self.found.push(found);
+        }
     }
 
     fn heads(&self) -> &Heads {
         self.heads.get_or_init(|| {
-            let mut made = Heads {
+            let mut made = Box::new(Heads {
                 low: [0; RECORDS],
                 high: [0; RECORDS],
                 lens: [ABSENT; RECORDS],
-            };
-            for (at, found) in self.found[..self.len].iter().enumerate() {
+            });
+            for (at, found) in self.found.iter().enumerate() {
                 let (head, len) = match found {
                     None => (0, ABSENT),
                     Some(None) => (0, NULL),
@@ -89,26 +92,30 @@ impl<'c> BytesColumn<'c> {
 
     /// The records of `candidates` whose field passes `predicate`.
     pub(crate) fn select(&self, predicate: &Predicate, candidates: u64) -> u64 {
-        let found = &self.found[..self.len];
-        let short = |bytes: &[u8]| bytes.len() <= HEAD_BYTES;
-        let worded = match predicate {
-            Predicate::Exists => true,
-            Predicate::Eq(Value::Bytes(b)) | Predicate::Ne(Value::Bytes(b)) => short(b),
-            Predicate::StartsWith(prefix) => short(prefix),
-            Predicate::In(values) => values
-                .iter()
-                .all(|v| matches!(v, Value::Bytes(b) if short(b))),
-            _ => false,
-        };
-        if !worded {
-            return predicate.select::<true, _>(found, candidates, |found| *found);
+        if self.found.len() >= HEADS_FROM {
+            if let Some(passed) = self.by_heads(predicate) {
+                return passed & candidates;
+            }
         }
-        let heads = self.heads();
+        // Record by record, and only the candidates: a number parsed or a
+        // long string compared costs more than skipping a record.
+        predicate.select(&self.found, candidates, |found| *found)
+    }
+
+    /// The places whose field passes `predicate`, through the heads;
+    /// `None` for a test they cannot answer (a number, a string longer
+    /// than a head).
+    fn by_heads(&self, predicate: &Predicate) -> Option<u64> {
+        let short = |bytes: &[u8]| bytes.len() <= HEAD_BYTES;
         let passed = match predicate {
-            Predicate::Exists => heads.each(|_, _, len| len != ABSENT),
-            Predicate::Eq(Value::Bytes(expected)) => heads.equal(expected),
-            Predicate::Ne(Value::Bytes(expected)) => !heads.equal(expected),
-            Predicate::StartsWith(prefix) => {
+            Predicate::Exists => self.heads().each(|_, _, len| len != ABSENT),
+            Predicate::Eq(Value::Bytes(expected)) if short(expected) => {
+                self.heads().equal(expected)
+            }
+            Predicate::Ne(Value::Bytes(expected)) if short(expected) => {
+                !self.heads().equal(expected)
+            }
+            Predicate::StartsWith(prefix) if short(prefix) => {
                 let (want, at_least) = (head(prefix), prefix.len() as u32);
                 let mask = match prefix.len() {
                     HEAD_BYTES => u128::MAX,
@@ -116,20 +123,30 @@ impl<'c> BytesColumn<'c> {
                 };
                 let (want_low, want_high) = (want as u64, (want >> 64) as u64);
                 let (mask_low, mask_high) = (mask as u64, (mask >> 64) as u64);
-                heads.each(|low, high, len| {
+                self.heads().each(|low, high, len| {
                     (len >= at_least)
                         & (len < NULL)
                         & (low & mask_low == want_low)
                         & (high & mask_high == want_high)
                 })
             }
-            Predicate::In(values) => values.iter().fold(0, |any, value| match value {
-                Value::Bytes(expected) => any | heads.equal(expected),
-                Value::Number(_) => any,
-            }),
-            _ => 0,
+            Predicate::In(values)
+                if values
+                    .iter()
+                    .all(|v| matches!(v, Value::Bytes(b) if short(b))) =>
+            {
+                let heads = self.heads();
+                let mut any = 0;
+                for value in values.iter() {
+                    if let Value::Bytes(expected) = value {
+                        any |= heads.equal(expected);
+                    }
+                }
+                any
+            }
+            _ => return None,
         };
-        passed & candidates
+        Some(passed)
     }
 }
 

@@ -20,17 +20,17 @@ const HEADER_COLUMNS_MAX: usize = 16;
 /// Up to [`COLUMN_RECORDS`] records with their timestamps, keys and some
 /// headers read out into arrays; read once per chunk and shared by every
 /// filter evaluated over it ([`Filter::select_columns`]), then read again
-/// for the next chunk (the arrays reused).
+/// for the next chunk of the same records (the arrays reused).
 pub struct Columns<'c, R> {
     records: &'c [R],
     /// Bit `i`: record `i` has a timestamp.
     timed: u64,
     timestamps: [i64; COLUMN_RECORDS],
     keys: BytesColumn<'c>,
-    /// The headers read out, once each.
-    names: Vec<HeaderName>,
-    /// Their columns, by name id, in the same order.
-    headers: Vec<(u32, BytesColumn<'c>)>,
+    /// The headers read out, each with an id and once.
+    names: Vec<&'c HeaderName>,
+    /// Their columns, in the same order.
+    headers: Vec<BytesColumn<'c>>,
     /// See [`Columns::time_range`].
     time_range: Option<(i64, i64)>,
 }
@@ -40,20 +40,17 @@ impl<'c, R: Fields> Columns<'c, R> {
     /// `headers` (the first [`HEADER_COLUMNS_MAX`] with an id; a test of
     /// any other header reads the records themselves), holding no records
     /// until [`Columns::read`].
-    pub fn new<'h>(headers: impl IntoIterator<Item = &'h HeaderName>) -> Self {
-        let mut names: Vec<HeaderName> = Vec::new();
+    pub fn new(headers: impl IntoIterator<Item = &'c HeaderName>) -> Self {
+        let mut names: Vec<&'c HeaderName> = Vec::new();
         for name in headers {
             if names.len() < HEADER_COLUMNS_MAX
                 && name.id().is_some()
                 && !names.iter().any(|known| known.id() == name.id())
             {
-                names.push(name.clone());
+                names.push(name);
             }
         }
-        let headers = names
-            .iter()
-            .map(|name| (name.id().unwrap_or_default(), BytesColumn::new()))
-            .collect();
+        let headers = names.iter().map(|_| BytesColumn::new()).collect();
         Self {
             records: &[],
             timed: 0,
@@ -70,9 +67,9 @@ impl<'c, R: Fields> Columns<'c, R> {
     pub fn read(&mut self, records: &'c [R]) {
         let records = &records[..records.len().min(COLUMN_RECORDS)];
         self.records = records;
-        self.keys.clear(records.len());
-        for (_, column) in &mut self.headers {
-            column.clear(records.len());
+        self.keys.clear();
+        for column in &mut self.headers {
+            column.clear();
         }
         let mut timed = 0u64;
         for (at, record) in records.iter().enumerate() {
@@ -80,15 +77,15 @@ impl<'c, R: Fields> Columns<'c, R> {
                 self.timestamps[at] = t;
                 timed |= 1 << at;
             }
-            self.keys.set(at, record.key().map(Some));
+            self.keys.push(record.key().map(Some));
         }
         self.timed = timed;
         if !self.names.is_empty() {
             let mut found = [None; HEADER_COLUMNS_MAX];
-            for (at, record) in records.iter().enumerate() {
+            for record in records {
                 record.find_headers(&self.names, &mut found);
-                for ((_, column), value) in self.headers.iter_mut().zip(&found) {
-                    column.set(at, *value);
+                for (column, value) in self.headers.iter_mut().zip(&found) {
+                    column.push(*value);
                 }
             }
         }
@@ -116,10 +113,8 @@ impl<'c, R: Fields> Columns<'c, R> {
 
     fn header_column(&self, name: &HeaderName) -> Option<&BytesColumn<'c>> {
         let id = name.id()?;
-        self.headers
-            .iter()
-            .find(|(known, _)| *known == id)
-            .map(|(_, column)| column)
+        let at = self.names.iter().position(|known| known.id() == Some(id))?;
+        self.headers.get(at)
     }
 
     /// The records whose timestamp passes `comparison` against `n`,

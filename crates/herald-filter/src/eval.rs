@@ -38,27 +38,6 @@ pub fn selected(mut mask: u64) -> impl Iterator<Item = usize> {
     })
 }
 
-/// The records for which `test` holds, all of them tested.
-#[inline]
-pub(crate) fn mask_each<R>(records: &[R], test: impl Fn(&R) -> bool) -> u64 {
-    let mut mask = 0;
-    for (at, record) in records.iter().take(64).enumerate() {
-        mask |= u64::from(test(record)) << at;
-    }
-    mask
-}
-
-/// The records of `candidates` for which `test` holds: with `DENSE` by
-/// [`mask_each`], else by [`select_each`].
-#[inline]
-fn pick<const DENSE: bool, R>(records: &[R], candidates: u64, test: impl Fn(&R) -> bool) -> u64 {
-    if DENSE {
-        candidates & mask_each(records, test)
-    } else {
-        select_each(records, candidates, test)
-    }
-}
-
 /// The records of `candidates` for which `test` holds.
 #[inline]
 fn select_each<R>(records: &[R], candidates: u64, test: impl Fn(&R) -> bool) -> u64 {
@@ -148,11 +127,9 @@ impl<R: Fields> Chunk for [R] {
                     }),
                 })
             }
-            (Field::Key, predicate) => {
-                predicate.select::<false, _>(records, candidates, |r| r.key().map(Some))
-            }
+            (Field::Key, predicate) => predicate.select(records, candidates, |r| r.key().map(Some)),
             (Field::Header(name), predicate) => {
-                predicate.select::<false, _>(records, candidates, |r| r.header(name.as_bytes()))
+                predicate.select(records, candidates, |r| r.header(name.as_bytes()))
             }
             (field, predicate) => select_each(records, candidates, |r| {
                 with_field(field, r, |found| predicate.holds(found))
@@ -236,36 +213,32 @@ impl crate::FieldRef {
 
 impl Predicate {
     /// The records of `candidates` whose field, as `read` finds it, passes:
-    /// the predicate's kind chosen once for them all. With `DENSE`, every
-    /// record is tested and the answers kept for the candidates, a loop
-    /// without a branch per record: for fields already read out into an
-    /// array (a chunk's columns), where testing a record that is not a
-    /// candidate costs less than skipping it.
+    /// the predicate's kind chosen once for them all.
     #[inline]
-    pub(crate) fn select<const DENSE: bool, R>(
+    pub(crate) fn select<R>(
         &self,
         records: &[R],
         candidates: u64,
         read: impl for<'r> Fn(&'r R) -> Option<Option<&'r [u8]>>,
     ) -> u64 {
         match self {
-            Predicate::Exists => pick::<DENSE, _>(records, candidates, |r| read(r).is_some()),
-            Predicate::Eq(Value::Bytes(expected)) => pick::<DENSE, _>(records, candidates, |r| {
+            Predicate::Exists => select_each(records, candidates, |r| read(r).is_some()),
+            Predicate::Eq(Value::Bytes(expected)) => select_each(records, candidates, |r| {
                 read(r)
                     .flatten()
                     .is_some_and(|b| crate::bytes::same(expected, b))
             }),
-            Predicate::Ne(Value::Bytes(expected)) => pick::<DENSE, _>(records, candidates, |r| {
+            Predicate::Ne(Value::Bytes(expected)) => select_each(records, candidates, |r| {
                 !read(r)
                     .flatten()
                     .is_some_and(|b| crate::bytes::same(expected, b))
             }),
-            Predicate::StartsWith(prefix) => pick::<DENSE, _>(records, candidates, |r| {
+            Predicate::StartsWith(prefix) => select_each(records, candidates, |r| {
                 read(r)
                     .flatten()
                     .is_some_and(|b| crate::bytes::starts_with(b, prefix))
             }),
-            _ => pick::<DENSE, _>(records, candidates, |r| self.holds(read(r))),
+            _ => select_each(records, candidates, |r| self.holds(read(r))),
         }
     }
 

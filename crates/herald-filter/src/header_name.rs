@@ -20,7 +20,7 @@ impl PartialEq for HeaderName {
 impl HeaderName {
     pub(crate) fn new(bytes: Box<[u8]>) -> Self {
         static IDS: Interner<Box<[u8]>> = Interner::new();
-        let id = IDS.id(&bytes[..]);
+        let id = IDS.id(&bytes[..], bytes.len());
         Self { bytes, id }
     }
 

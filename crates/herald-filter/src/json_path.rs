@@ -20,7 +20,7 @@ impl PartialEq for JsonPath {
 impl JsonPath {
     pub(crate) fn new(steps: Box<[Box<[u8]>]>) -> Self {
         static IDS: Interner<Box<[Box<[u8]>]>> = Interner::new();
-        let id = IDS.id(&steps[..]);
+        let id = IDS.id(&steps[..], steps.iter().map(|step| step.len()).sum());
         Self { steps, id }
     }
 }

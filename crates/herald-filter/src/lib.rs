@@ -56,7 +56,7 @@ pub trait Fields {
     /// [`Fields::header`] for each of `names` at once, into the same place
     /// of `found` (as many as both hold): for a reader that can find them
     /// all in one pass over the record's headers.
-    fn find_headers<'s>(&'s self, names: &[HeaderName], found: &mut [Option<Option<&'s [u8]>>]) {
+    fn find_headers<'s>(&'s self, names: &[&HeaderName], found: &mut [Option<Option<&'s [u8]>>]) {
         for (name, slot) in names.iter().zip(found.iter_mut()) {
             *slot = self.header(name.as_bytes());
         }
@@ -147,7 +147,7 @@ impl Fields for DecodedRecord<'_> {
         self.record.header(name)
     }
 
-    fn find_headers<'s>(&'s self, names: &[HeaderName], found: &mut [Option<Option<&'s [u8]>>]) {
+    fn find_headers<'s>(&'s self, names: &[&HeaderName], found: &mut [Option<Option<&'s [u8]>>]) {
         self.record.find_headers(names, found);
     }
 
@@ -229,7 +229,7 @@ impl Fields for herald_records::Record<'_> {
             .map(|(_, value)| value)
     }
 
-    fn find_headers<'s>(&'s self, names: &[HeaderName], found: &mut [Option<Option<&'s [u8]>>]) {
+    fn find_headers<'s>(&'s self, names: &[&HeaderName], found: &mut [Option<Option<&'s [u8]>>]) {
         let wanted = names.len().min(found.len());
         let found = &mut found[..wanted];
         found.fill(None);

@@ -8,8 +8,9 @@ use herald_records::{batches, RecordBatch};
 
 use crate::{Alert, QueryState, RecordHashes, CHUNK_RECORDS};
 
-/// Records of a batch decoded at a time (and read out into columns a
-/// chunk at a time): a batch of many small records is not decoded whole.
+/// Most records of a batch decoded at a time (and read out into columns a
+/// chunk at a time, the columns' arrays reused): a batch of many small
+/// records is not decoded whole.
 const GROUP_RECORDS: usize = 16 * CHUNK_RECORDS;
 
 /// One query's share of a feed.
@@ -89,7 +90,8 @@ pub fn feed_batches(
             continue;
         };
         let mut records = records.map_while(Result::ok).map(DecodedRecord::new);
-        let mut group = Vec::with_capacity(GROUP_RECORDS);
+        let records_count = usize::try_from(header.records_count()).unwrap_or(0);
+        let mut group = Vec::with_capacity(records_count.clamp(1, GROUP_RECORDS));
         loop {
             group.clear();
             group.extend(records.by_ref().take(GROUP_RECORDS));
@@ -100,21 +102,21 @@ pub fn feed_batches(
             for chunk in group.chunks(CHUNK_RECORDS) {
                 hashes.clear();
                 columns.read(chunk);
-                offer(chunk, &columns, followers, &mut hashes);
+                offer(&columns, followers, &mut hashes);
             }
         }
     }
     outcome
 }
 
-/// Offers one chunk (at most [`CHUNK_RECORDS`] records), read out into
-/// `columns`, to each follower whose `from` it has reached.
+/// Offers the chunk read out into `columns` (at most [`CHUNK_RECORDS`]
+/// records) to each follower whose `from` it has reached.
 fn offer(
-    chunk: &[DecodedRecord<'_>],
     columns: &Columns<'_, DecodedRecord<'_>>,
     followers: &mut [Follower<'_>],
     hashes: &mut RecordHashes,
 ) {
+    let chunk = columns.records();
     let lowest = chunk.iter().map(|r| r.record().offset).min().unwrap_or(0);
     let all = u64::MAX >> (CHUNK_RECORDS - chunk.len().clamp(1, CHUNK_RECORDS));
     for follower in followers.iter_mut() {
