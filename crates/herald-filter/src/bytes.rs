@@ -28,18 +28,21 @@ pub(crate) fn starts_with(bytes: &[u8], prefix: &[u8]) -> bool {
         .is_some_and(|head| same(head, prefix))
 }
 
+/// The four bytes of `bytes` at `at`, little-endian (what a comparison
+/// reads, and `bytes_column`'s heads are made of).
 #[inline]
-fn word4(bytes: &[u8], at: usize) -> u32 {
+pub(crate) fn word4(bytes: &[u8], at: usize) -> u32 {
     let mut word = [0u8; 4];
     word.copy_from_slice(&bytes[at..at + 4]);
-    u32::from_ne_bytes(word)
+    u32::from_le_bytes(word)
 }
 
+/// The eight bytes of `bytes` at `at`, little-endian.
 #[inline]
-fn word8(bytes: &[u8], at: usize) -> u64 {
+pub(crate) fn word8(bytes: &[u8], at: usize) -> u64 {
     let mut word = [0u8; 8];
     word.copy_from_slice(&bytes[at..at + 8]);
-    u64::from_ne_bytes(word)
+    u64::from_le_bytes(word)
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 
 use std::cell::OnceCell;
 
+use crate::bytes::{word4, word8};
 use crate::parser::{Predicate, Value};
 
 /// Most records a column holds.
@@ -196,20 +197,6 @@ pub(crate) fn head(bytes: &[u8]) -> u128 {
         }
         _ => u128::from(word8(bytes, 0)) | u128::from(word8(bytes, 8)) << 64,
     }
-}
-
-#[inline]
-fn word4(bytes: &[u8], at: usize) -> u32 {
-    let mut word = [0u8; 4];
-    word.copy_from_slice(&bytes[at..at + 4]);
-    u32::from_le_bytes(word)
-}
-
-#[inline]
-fn word8(bytes: &[u8], at: usize) -> u64 {
-    let mut word = [0u8; 8];
-    word.copy_from_slice(&bytes[at..at + 8]);
-    u64::from_le_bytes(word)
 }
 
 #[cfg(test)]
