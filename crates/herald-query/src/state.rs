@@ -202,8 +202,8 @@ pub struct Results {
 }
 
 /// Most records [`QueryState::observe_chunk`] takes at once (one bit each
-/// in a mask).
-pub const CHUNK_RECORDS: usize = 64;
+/// in a mask): what one set of filter columns holds.
+pub const CHUNK_RECORDS: usize = herald_filter::COLUMN_RECORDS;
 
 /// Hashes of the fields of a chunk of records for distinct counts,
 /// computed by the first query that counts a field of a record and kept
