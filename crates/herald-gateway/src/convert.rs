@@ -186,96 +186,114 @@ pub(crate) fn publish_retry_after_ms(error: &PublishError) -> u32 {
     }
 }
 
-/// What outbox events become on the way to the client: control messages,
-/// and runs of consecutive deliveries that each go in one `Deliveries`
-/// message (which a transport may encode its own way, see
-/// [`crate::encode`]).
-pub(crate) enum Piece {
-    /// A message as it is.
-    Message(ServerMessage),
-    /// Consecutive deliveries, for one `Deliveries` message.
-    Deliveries(Vec<herald_push::Delivery>),
+/// A run of consecutive deliveries taken from the outbox, for one
+/// `Deliveries` message: a view of the taken events themselves, so that
+/// writing them moves and allocates nothing per delivery.
+#[derive(Clone, Copy)]
+pub(crate) struct DeliveryRun<'a>(&'a [Event]);
+
+impl<'a> DeliveryRun<'a> {
+    /// The deliveries, in order.
+    pub(crate) fn iter(self) -> impl Iterator<Item = &'a herald_push::Delivery> + Clone {
+        self.0.iter().filter_map(|event| match event {
+            Event::Delivery(delivery) => Some(delivery),
+            _ => None,
+        })
+    }
 }
 
-/// Appends the pieces for `events` to `out`.
-pub(crate) fn pieces(events: Vec<Event>, out: &mut Vec<Piece>) {
-    let mut batch: Vec<herald_push::Delivery> = Vec::new();
-    let flush = |batch: &mut Vec<herald_push::Delivery>, out: &mut Vec<Piece>| {
-        if !batch.is_empty() {
-            out.push(Piece::Deliveries(std::mem::take(batch)));
+/// What a run of taken events starts with: the deliveries up to the first
+/// control event, or that control event.
+pub(crate) enum Part<'a> {
+    /// Consecutive deliveries, for one `Deliveries` message.
+    Deliveries(DeliveryRun<'a>),
+    /// A control event (anything but a delivery).
+    Control(&'a Event),
+}
+
+/// Splits `events` into its first part and the rest; `None` once empty.
+pub(crate) fn next_part(events: &[Event]) -> Option<(Part<'_>, &[Event])> {
+    let first = events.first()?;
+    let run = events
+        .iter()
+        .take_while(|event| matches!(event, Event::Delivery(_)))
+        .count();
+    Some(if run == 0 {
+        (Part::Control(first), &events[1..])
+    } else {
+        let (run, rest) = events.split_at(run);
+        (Part::Deliveries(DeliveryRun(run)), rest)
+    })
+}
+
+/// Appends the messages a control event becomes to `out`: one, or for a
+/// subscription that ended, an error naming it and then its end marker.
+/// Deliveries become nothing here (see [`next_part`]).
+pub(crate) fn control_messages(event: &Event, out: &mut Vec<ServerMessage>) {
+    let kind = match event {
+        Event::Delivery(_) => return,
+        Event::Subscribed {
+            subscription_id,
+            start_offsets,
+        } => Kind::Subscribed(proto::Subscribed {
+            subscription_id: *subscription_id,
+            start_offsets: start_offsets.iter().copied().collect(),
+        }),
+        Event::Gap {
+            subscription_id,
+            partition,
+            from_offset,
+            to_offset,
+            reason,
+        } => Kind::Gap(proto::Gap {
+            subscription_id: *subscription_id,
+            partition: *partition,
+            from_offset: *from_offset,
+            to_offset: *to_offset,
+            reason: gap_reason(*reason) as i32,
+        }),
+        Event::State {
+            subscription_id,
+            live,
+            lag,
+            ..
+        } => Kind::Status(proto::Status {
+            subscription_id: *subscription_id,
+            state: if *live {
+                proto::SubscriptionState::Live
+            } else {
+                proto::SubscriptionState::CatchingUp
+            } as i32,
+            lag: *lag,
+        }),
+        Event::Unsubscribed { subscription_id } => Kind::Unsubscribed(proto::Unsubscribed {
+            subscription_id: *subscription_id,
+        }),
+        Event::Ended {
+            subscription_id,
+            reason,
+        } => {
+            out.push(message(Kind::Error(proto::Error {
+                code: ErrorCode::UnknownTopic as i32,
+                message: reason.clone(),
+                subscription_id: *subscription_id,
+                request_id: 0,
+                retry_after_ms: 0,
+            })));
+            Kind::Unsubscribed(proto::Unsubscribed {
+                subscription_id: *subscription_id,
+            })
         }
     };
-    for event in events {
-        let kind = match event {
-            Event::Delivery(delivery) => {
-                batch.push(delivery);
-                continue;
-            }
-            Event::Subscribed {
-                subscription_id,
-                start_offsets,
-            } => Kind::Subscribed(proto::Subscribed {
-                subscription_id,
-                start_offsets: start_offsets.into_iter().collect(),
-            }),
-            Event::Gap {
-                subscription_id,
-                partition,
-                from_offset,
-                to_offset,
-                reason,
-            } => Kind::Gap(proto::Gap {
-                subscription_id,
-                partition,
-                from_offset,
-                to_offset,
-                reason: gap_reason(reason) as i32,
-            }),
-            Event::State {
-                subscription_id,
-                live,
-                lag,
-                ..
-            } => Kind::Status(proto::Status {
-                subscription_id,
-                state: if live {
-                    proto::SubscriptionState::Live
-                } else {
-                    proto::SubscriptionState::CatchingUp
-                } as i32,
-                lag,
-            }),
-            Event::Unsubscribed { subscription_id } => {
-                Kind::Unsubscribed(proto::Unsubscribed { subscription_id })
-            }
-            Event::Ended {
-                subscription_id,
-                reason,
-            } => {
-                // The subscription is over: an error naming it, then the
-                // same end marker an unsubscribe gets.
-                flush(&mut batch, out);
-                out.push(Piece::Message(message(Kind::Error(proto::Error {
-                    code: ErrorCode::UnknownTopic as i32,
-                    message: reason,
-                    subscription_id,
-                    request_id: 0,
-                    retry_after_ms: 0,
-                }))));
-                Kind::Unsubscribed(proto::Unsubscribed { subscription_id })
-            }
-        };
-        flush(&mut batch, out);
-        out.push(Piece::Message(message(kind)));
-    }
-    flush(&mut batch, out);
+    out.push(message(kind));
 }
 
 /// `deliveries` as one `Deliveries` message.
-pub(crate) fn deliveries_message(deliveries: &[herald_push::Delivery]) -> ServerMessage {
+pub(crate) fn deliveries_message<'a>(
+    deliveries: impl Iterator<Item = &'a herald_push::Delivery>,
+) -> ServerMessage {
     message(Kind::Deliveries(proto::Deliveries {
         deliveries: deliveries
-            .iter()
             .map(|d| delivery_fields(d.subscription_id, d.partition, &d.record, d.high_priority))
             .collect(),
     }))
@@ -316,5 +334,104 @@ pub(crate) fn delivery_fields(
         } else {
             proto::Priority::Normal
         } as i32,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use herald_push::{Delivery, SharedRecord};
+
+    use super::*;
+
+    fn delivery(subscription_id: u64) -> Event {
+        let batch = {
+            let mut builder = herald_records::BatchBuilder::new(0);
+            builder.push(herald_records::RecordFields {
+                timestamp_ms: 0,
+                key: Some(b"k"),
+                value: Some(b"v"),
+                headers: &[],
+            });
+            bytes::Bytes::from(builder.finish().expect("a batch"))
+        };
+        let parsed = herald_records::RecordBatch::new(&batch).expect("parses");
+        let record = parsed
+            .records_in_place()
+            .expect("uncompressed")
+            .next()
+            .expect("one record")
+            .expect("readable");
+        Event::Delivery(Delivery {
+            subscription_id,
+            partition: 0,
+            record: Arc::new(SharedRecord::slice_of(&batch, &record)),
+            high_priority: false,
+        })
+    }
+
+    /// The parts `events` splits into, as subscription ids of each run of
+    /// deliveries, or the kind of each control event's messages.
+    fn parts(mut events: &[Event]) -> Vec<String> {
+        let mut out = Vec::new();
+        while let Some((part, rest)) = next_part(events) {
+            events = rest;
+            out.push(match part {
+                Part::Deliveries(run) => format!(
+                    "deliveries {:?}",
+                    run.iter().map(|d| d.subscription_id).collect::<Vec<_>>()
+                ),
+                Part::Control(event) => {
+                    let mut messages = Vec::new();
+                    control_messages(event, &mut messages);
+                    messages
+                        .iter()
+                        .map(|m| match &m.kind {
+                            Some(Kind::Gap(_)) => "gap",
+                            Some(Kind::Error(_)) => "error",
+                            Some(Kind::Unsubscribed(_)) => "unsubscribed",
+                            _ => "other",
+                        })
+                        .collect::<Vec<_>>()
+                        .join(" then ")
+                }
+            });
+        }
+        out
+    }
+
+    #[test]
+    fn taken_events_split_into_runs_of_deliveries_and_control_messages() {
+        let gap = Event::Gap {
+            subscription_id: 1,
+            partition: 0,
+            from_offset: 3,
+            to_offset: 5,
+            reason: GapReason::Retention,
+        };
+        let ended = Event::Ended {
+            subscription_id: 2,
+            reason: "topic deleted".into(),
+        };
+        let events = vec![
+            delivery(1),
+            delivery(2),
+            gap,
+            delivery(3),
+            ended,
+            Event::Unsubscribed { subscription_id: 4 },
+        ];
+        assert_eq!(
+            parts(&events),
+            [
+                "deliveries [1, 2]",
+                "gap",
+                "deliveries [3]",
+                "error then unsubscribed",
+                "unsubscribed",
+            ]
+        );
+        assert!(parts(&[]).is_empty());
     }
 }

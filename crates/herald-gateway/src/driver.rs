@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::{self, Known, LoginOutcome, LOGIN_DEADLINE};
-use crate::convert::{self, message, Piece, Refused};
+use crate::convert::{self, message, DeliveryRun, Part, Refused};
 use crate::proto::{
     self, client_message, server_message::Kind, ClientMessage, GoAwayReason, ServerMessage,
 };
@@ -56,9 +56,9 @@ pub(crate) trait Transmit: Send + 'static {
     /// of building the message.
     fn transmit_deliveries(
         &mut self,
-        deliveries: Vec<herald_push::Delivery>,
+        run: DeliveryRun<'_>,
     ) -> impl std::future::Future<Output = bool> + Send {
-        let message = Box::new(convert::deliveries_message(&deliveries));
+        let message = Box::new(convert::deliveries_message(run.iter()));
         self.transmit(message)
     }
 
@@ -213,7 +213,7 @@ pub(crate) async fn drive<S, T>(
     let stats = Arc::clone(engine.stats());
     let outbox = Arc::clone(session.outbox());
     let mut first = opening_hello.is_none();
-    let mut pieces = Vec::new();
+    let mut control = Vec::new();
     let mut publishes = Publishes::default();
     if let Some(hello) = opening_hello {
         let mut ctx = Handling {
@@ -276,7 +276,7 @@ pub(crate) async fn drive<S, T>(
             Step::Events(events) => {
                 let Some(events) = events else { break None };
                 stats.record_written(&events);
-                if !write_events(&mut out, &mut session, events, &mut pieces, &shutdown).await {
+                if !write_events(&mut out, &mut session, &events, &mut control, &shutdown).await {
                     break None;
                 }
             }
@@ -358,25 +358,24 @@ async fn answer_in_flight<T: Transmit>(publishes: &mut Publishes, out: &mut T) -
 async fn write_events<T: Transmit>(
     out: &mut T,
     session: &mut Session,
-    events: Vec<herald_push::Event>,
-    pieces: &mut Vec<Piece>,
+    events: &[herald_push::Event],
+    control: &mut Vec<ServerMessage>,
     shutdown: &CancellationToken,
 ) -> bool {
     if !session.output_paced() {
-        return transmit_events(out, events, pieces).await;
+        return transmit_events(out, events, control).await;
     }
-    let mut part = Vec::new();
-    for event in events {
-        let pause = match &event {
+    let mut start = 0;
+    for (i, event) in events.iter().enumerate() {
+        let pause = match event {
             herald_push::Event::Delivery(delivery) => session.charge_delivery(delivery),
             _ => None,
         };
-        part.push(event);
         if let Some(pause) = pause {
-            if !transmit_events(out, std::mem::take(&mut part), pieces).await || !out.flush().await
-            {
+            if !transmit_events(out, &events[start..=i], control).await || !out.flush().await {
                 return false;
             }
+            start = i + 1;
             tokio::select! {
                 // The session's loop sees the shutdown next.
                 _ = shutdown.cancelled() => return true,
@@ -384,25 +383,35 @@ async fn write_events<T: Transmit>(
             }
         }
     }
-    transmit_events(out, part, pieces).await
+    transmit_events(out, &events[start..], control).await
 }
 
-/// Transmits `events` as their pieces. False once the client is gone.
+/// Transmits `events`: each run of consecutive deliveries as one
+/// `Deliveries` message, each control event as its messages (built in
+/// `control`, reused). False once the client is gone.
 async fn transmit_events<T: Transmit>(
     out: &mut T,
-    events: Vec<herald_push::Event>,
-    pieces: &mut Vec<Piece>,
+    mut events: &[herald_push::Event],
+    control: &mut Vec<ServerMessage>,
 ) -> bool {
-    convert::pieces(events, pieces);
-    let mut sent = true;
-    for piece in pieces.drain(..) {
-        sent = sent
-            && match piece {
-                Piece::Message(m) => out.transmit(Box::new(m)).await,
-                Piece::Deliveries(run) => out.transmit_deliveries(run).await,
-            };
+    while let Some((part, rest)) = convert::next_part(events) {
+        events = rest;
+        let sent = match part {
+            Part::Deliveries(run) => out.transmit_deliveries(run).await,
+            Part::Control(event) => {
+                convert::control_messages(event, control);
+                let mut sent = true;
+                for message in control.drain(..) {
+                    sent = sent && out.transmit(Box::new(message)).await;
+                }
+                sent
+            }
+        };
+        if !sent {
+            return false;
+        }
     }
-    sent
+    true
 }
 
 /// What the client is told when its login fails, whatever the reason.

@@ -111,8 +111,8 @@ impl driver::Transmit for SocketWriter {
         self.sink.feed(frame).await.is_ok()
     }
 
-    async fn transmit_deliveries(&mut self, deliveries: Vec<herald_push::Delivery>) -> bool {
-        let frame = Message::Binary(crate::encode::deliveries(&deliveries));
+    async fn transmit_deliveries(&mut self, run: crate::convert::DeliveryRun<'_>) -> bool {
+        let frame = Message::Binary(crate::encode::deliveries(run.iter()));
         self.sink.feed(frame).await.is_ok()
     }
 

@@ -222,18 +222,16 @@ impl Outbox {
                     } else {
                         (&mut queue.urgent, &mut queue.events)
                     };
-                    let mut taken = Vec::with_capacity((first.len() + second.len()).min(1024));
-                    let mut bytes = 0;
-                    for from in [first, second] {
-                        while let Some(event) = from.front() {
-                            let cost = event.cost();
-                            if !taken.is_empty() && bytes + cost > max_bytes {
-                                break;
-                            }
-                            bytes += cost;
-                            taken.extend(from.pop_front());
-                        }
-                    }
+                    let (taken, bytes) = if queue.bytes <= max_bytes {
+                        // Everything fits (the usual case): the queues move
+                        // out whole, with no event's cost summed again.
+                        let mut taken = Vec::with_capacity(first.len() + second.len());
+                        taken.extend(first.drain(..));
+                        taken.extend(second.drain(..));
+                        (taken, queue.bytes)
+                    } else {
+                        take_up_to(first, second, max_bytes)
+                    };
                     // Counts takes where urgent events went first and normal
                     // ones were left waiting.
                     queue.starved = if normal_first || !had_urgent || queue.events.is_empty() {
@@ -277,6 +275,30 @@ impl Outbox {
         self.ready.notify_one();
         self.room.notify_waiters();
     }
+}
+
+/// Events from the front of `first`, then of `second`, up to `max_bytes`
+/// of their costs (at least one), and the bytes they cost. What stops
+/// `first` short does not stop `second`: smaller events there may still
+/// fit.
+fn take_up_to(
+    first: &mut VecDeque<Event>,
+    second: &mut VecDeque<Event>,
+    max_bytes: usize,
+) -> (Vec<Event>, usize) {
+    let mut taken = Vec::with_capacity((first.len() + second.len()).min(1024));
+    let mut bytes = 0;
+    for from in [first, second] {
+        while let Some(event) = from.front() {
+            let cost = event.cost();
+            if !taken.is_empty() && bytes + cost > max_bytes {
+                break;
+            }
+            bytes += cost;
+            taken.extend(from.pop_front());
+        }
+    }
+    (taken, bytes)
 }
 
 /// The queue of an [`Outbox`], held for a run of pushes. Dropping it lets
