@@ -188,7 +188,9 @@ pub(crate) fn publish_retry_after_ms(error: &PublishError) -> u32 {
 
 /// A run of consecutive deliveries taken from the outbox, for one
 /// `Deliveries` message: a view of the taken events themselves, so that
-/// writing them moves and allocates nothing per delivery.
+/// nothing is moved or allocated per delivery to hand them to a transport
+/// (WebSocket then copies each delivery's bytes once; gRPC builds its
+/// message).
 #[derive(Clone, Copy)]
 pub(crate) struct DeliveryRun<'a>(&'a [Event]);
 
@@ -292,11 +294,14 @@ pub(crate) fn control_messages(event: &Event, out: &mut Vec<ServerMessage>) {
 pub(crate) fn deliveries_message<'a>(
     deliveries: impl Iterator<Item = &'a herald_push::Delivery>,
 ) -> ServerMessage {
-    message(Kind::Deliveries(proto::Deliveries {
-        deliveries: deliveries
-            .map(|d| delivery_fields(d.subscription_id, d.partition, &d.record, d.high_priority))
-            .collect(),
-    }))
+    // Sized by the upper bound: a run's iterator knows its length only as
+    // that (it skips what is not a delivery, and a run holds none such).
+    let mut fields = Vec::with_capacity(deliveries.size_hint().1.unwrap_or(0));
+    fields.extend(
+        deliveries
+            .map(|d| delivery_fields(d.subscription_id, d.partition, &d.record, d.high_priority)),
+    );
+    message(Kind::Deliveries(proto::Deliveries { deliveries: fields }))
 }
 
 pub(crate) fn gap_reason(reason: GapReason) -> proto::GapReason {

@@ -34,6 +34,22 @@ const MAX_VARINT_BYTES: usize = 10;
 /// then the subscription id's key and value and the priority's.
 const MAX_HEAD_BYTES: usize = 3 * KEY_BYTES + 2 * MAX_VARINT_BYTES + 1;
 
+// Every key here is one byte only while its field number is below 16.
+const _: () = assert!(
+    SERVER_MESSAGE_DELIVERIES < 16
+        && DELIVERIES_DELIVERY < 16
+        && DELIVERY_SUBSCRIPTION_ID < 16
+        && DELIVERY_PRIORITY < 16
+        && DELIVERY_PARTITION < 16
+        && DELIVERY_OFFSET < 16
+        && DELIVERY_TIMESTAMP < 16
+        && DELIVERY_KEY < 16
+        && DELIVERY_VALUE < 16
+        && DELIVERY_HEADERS < 16
+        && HEADER_KEY < 16
+        && HEADER_VALUE < 16
+);
+
 /// The one-byte key of `field` with `wire_type`.
 const fn key_byte(field: u32, wire_type: WireType) -> u8 {
     ((field << 3) | wire_type as u32) as u8
@@ -78,10 +94,15 @@ const HEADER_VALUE: u32 = 2;
 fn encode_shared(record: &SharedRecord, partition: u32) -> Bytes {
     let key = record.key.as_deref();
     let value = record.value.as_deref();
+    // Headers are estimated from their stored section, not their count
+    // (which the record claims): each takes at least two bytes there and
+    // about four more here. A name that is not UTF-8 grows when its bad
+    // bytes are replaced, so this may fall short.
     let mut out = Vec::with_capacity(
         3 * (KEY_BYTES + MAX_VARINT_BYTES)
             + key.map_or(0, |k| KEY_BYTES + MAX_VARINT_BYTES + k.len())
-            + value.map_or(0, |v| KEY_BYTES + MAX_VARINT_BYTES + v.len()),
+            + value.map_or(0, |v| KEY_BYTES + MAX_VARINT_BYTES + v.len())
+            + 3 * record.header_bytes(),
     );
     let varint = |out: &mut Vec<u8>, field: u32, value: u64| {
         if value != 0 {
@@ -270,6 +291,7 @@ mod tests {
                     (b"trace".to_vec(), Some(vec![1, 2])),
                     (b"empty".to_vec(), None),
                     (Vec::new(), Some(Vec::new())),
+                    (Vec::new(), None),
                     (vec![0xff, b'x', 0xc3], Some(b"not utf-8".to_vec())),
                 ],
             ),
@@ -316,7 +338,7 @@ mod tests {
                 1..20,
             ),
             base_offset in 0..i64::MAX / 2,
-            timestamp_ms in any::<i64>(),
+            timestamp_ms in prop_oneof![Just(0i64), Just(-1), Just(i64::MIN), Just(i64::MAX), any::<i64>()],
             ids in proptest::collection::vec(any::<u64>(), 20),
             high in proptest::collection::vec(any::<bool>(), 20),
             partition in any::<u32>(),

@@ -79,6 +79,11 @@ impl SharedRecord {
         Headers::from_section(&self.header_section, self.header_count)
     }
 
+    /// Bytes of the record's headers as stored.
+    pub fn header_bytes(&self) -> usize {
+        self.header_section.len()
+    }
+
     /// Bytes this record's delivery costs a session's queue and credit.
     pub fn cost(&self) -> usize {
         self.key.as_ref().map_or(0, Bytes::len)

@@ -223,8 +223,8 @@ impl Outbox {
                         (&mut queue.urgent, &mut queue.events)
                     };
                     let (taken, bytes) = if queue.bytes <= max_bytes {
-                        // Everything fits (the usual case): the queues move
-                        // out whole, with no event's cost summed again.
+                        // Everything fits (the usual case): both queues are
+                        // drained whole, with no event's cost summed again.
                         let mut taken = Vec::with_capacity(first.len() + second.len());
                         taken.extend(first.drain(..));
                         taken.extend(second.drain(..));
@@ -497,5 +497,49 @@ mod tests {
             take(&outbox, 1 << 20).await,
             [(u64::MAX, false), (5, true), (0, false)]
         );
+    }
+
+    #[tokio::test]
+    async fn a_starved_normal_queue_goes_first_in_a_take_that_fits_everything() {
+        let outbox = outbox();
+        let one = SharedRecord::for_test(0, b"v").cost();
+        outbox.push_delivery(delivery(0, false)).expect("room");
+        outbox.push_delivery(delivery(1, false)).expect("room");
+        for offset in 100..104 {
+            outbox.push_delivery(delivery(offset, true)).expect("room");
+        }
+        for _ in 0..STARVATION_BOUND {
+            assert!(take(&outbox, one).await[0].1, "urgent first");
+        }
+        outbox.push_delivery(delivery(104, true)).expect("room");
+        assert_eq!(
+            take(&outbox, 1 << 20).await,
+            [(0, false), (1, false), (104, true)],
+            "the starved normal queue first, then the urgent one, all of both"
+        );
+        assert_eq!(outbox.queued_bytes(), 0);
+        // Nothing left waiting: the next take starts with the urgent queue.
+        outbox.push_delivery(delivery(2, false)).expect("room");
+        outbox.push_delivery(delivery(105, true)).expect("room");
+        assert_eq!(take(&outbox, 1 << 20).await, [(105, true), (2, false)]);
+    }
+
+    #[tokio::test]
+    async fn a_take_that_cannot_hold_an_urgent_event_still_fills_with_normal_ones() {
+        let outbox = outbox();
+        let small = SharedRecord::for_test(0, b"v").cost();
+        let big = Delivery {
+            record: Arc::new(SharedRecord::for_test(9, &[0; 64])),
+            ..delivery(9, true)
+        };
+        outbox.push_delivery(delivery(10, true)).expect("room");
+        outbox.push_delivery(big).expect("room");
+        outbox.push_delivery(delivery(0, false)).expect("room");
+        assert_eq!(
+            take(&outbox, 2 * small).await,
+            [(10, true), (0, false)],
+            "the large urgent delivery waits for the next take"
+        );
+        assert_eq!(take(&outbox, 2 * small).await, [(9, true)]);
     }
 }
