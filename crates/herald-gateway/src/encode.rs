@@ -25,6 +25,17 @@ const DELIVERIES_DELIVERY: u32 = 1;
 const DELIVERY_SUBSCRIPTION_ID: u32 = 1;
 /// `Delivery.priority`.
 const DELIVERY_PRIORITY: u32 = 8;
+/// `Delivery.partition` and the fields after it, shared by every
+/// delivery of a record.
+const DELIVERY_PARTITION: u32 = 2;
+const DELIVERY_OFFSET: u32 = 3;
+const DELIVERY_TIMESTAMP: u32 = 4;
+const DELIVERY_KEY: u32 = 5;
+const DELIVERY_VALUE: u32 = 6;
+const DELIVERY_HEADERS: u32 = 7;
+/// `Header.key` and `Header.value`.
+const HEADER_KEY: u32 = 1;
+const HEADER_VALUE: u32 = 2;
 
 /// One byte: every field number above is below 16.
 const KEY_BYTES: usize = 1;
@@ -74,17 +85,6 @@ fn put_varint(out: &mut [u8], mut value: u64) -> usize {
 fn shared_fields(record: &SharedRecord, partition: u32) -> &Bytes {
     record.encoded(|record| encode_shared(record, partition))
 }
-
-/// `Delivery.partition` and the fields after it, each a key below 16.
-const DELIVERY_PARTITION: u32 = 2;
-const DELIVERY_OFFSET: u32 = 3;
-const DELIVERY_TIMESTAMP: u32 = 4;
-const DELIVERY_KEY: u32 = 5;
-const DELIVERY_VALUE: u32 = 6;
-const DELIVERY_HEADERS: u32 = 7;
-/// `Header.key` and `Header.value`.
-const HEADER_KEY: u32 = 1;
-const HEADER_VALUE: u32 = 2;
 
 /// A delivery's fields as [`convert::delivery_fields`] builds them with a
 /// zero subscription id and a normal priority (proto3 leaves both out),
