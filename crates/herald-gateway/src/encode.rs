@@ -104,12 +104,10 @@ fn encode_shared(record: &SharedRecord, partition: u32) -> Bytes {
             + value.map_or(0, |v| KEY_BYTES + MAX_VARINT_BYTES + v.len())
             + 3 * record.header_bytes(),
     );
+    // Proto3 leaves zeros out.
     let varint = |out: &mut Vec<u8>, field: u32, value: u64| {
         if value != 0 {
-            let mut buf = [0u8; KEY_BYTES + MAX_VARINT_BYTES];
-            buf[0] = key_byte(field, WireType::Varint);
-            let at = KEY_BYTES + put_varint(&mut buf[KEY_BYTES..], value);
-            out.extend_from_slice(&buf[..at]);
+            put_key_and_varint(out, field, WireType::Varint, value);
         }
     };
     varint(&mut out, DELIVERY_PARTITION, u64::from(partition));
@@ -135,10 +133,12 @@ fn encode_shared(record: &SharedRecord, partition: u32) -> Bytes {
         let value_len = value.map_or(0, |v| {
             KEY_BYTES + encoded_len_varint(v.len() as u64) + v.len()
         });
-        let mut buf = [0u8; KEY_BYTES + MAX_VARINT_BYTES];
-        buf[0] = key_byte(DELIVERY_HEADERS, WireType::LengthDelimited);
-        let at = KEY_BYTES + put_varint(&mut buf[KEY_BYTES..], (name_len + value_len) as u64);
-        out.extend_from_slice(&buf[..at]);
+        put_key_and_varint(
+            &mut out,
+            DELIVERY_HEADERS,
+            WireType::LengthDelimited,
+            (name_len + value_len) as u64,
+        );
         if !name.is_empty() {
             put_length_delimited(&mut out, HEADER_KEY, name.as_bytes());
         }
@@ -149,12 +149,18 @@ fn encode_shared(record: &SharedRecord, partition: u32) -> Bytes {
     Bytes::from(out)
 }
 
+/// Appends the key of `field` with `wire_type` and then `value` as a
+/// varint (a number, or the length of what follows).
+fn put_key_and_varint(out: &mut Vec<u8>, field: u32, wire_type: WireType, value: u64) {
+    let mut buf = [0u8; KEY_BYTES + MAX_VARINT_BYTES];
+    buf[0] = key_byte(field, wire_type);
+    let at = KEY_BYTES + put_varint(&mut buf[KEY_BYTES..], value);
+    out.extend_from_slice(&buf[..at]);
+}
+
 /// Appends field `field` holding `bytes`: its key, length and the bytes.
 fn put_length_delimited(out: &mut Vec<u8>, field: u32, bytes: &[u8]) {
-    let mut buf = [0u8; KEY_BYTES + MAX_VARINT_BYTES];
-    buf[0] = key_byte(field, WireType::LengthDelimited);
-    let at = KEY_BYTES + put_varint(&mut buf[KEY_BYTES..], bytes.len() as u64);
-    out.extend_from_slice(&buf[..at]);
+    put_key_and_varint(out, field, WireType::LengthDelimited, bytes.len() as u64);
     out.extend_from_slice(bytes);
 }
 
@@ -205,10 +211,13 @@ fn write_head(delivery: &Delivery, shared_len: usize, head: &mut [u8; MAX_HEAD_B
 pub(crate) fn deliveries<'a>(deliveries: impl Iterator<Item = &'a Delivery> + Clone) -> Bytes {
     let inner: usize = deliveries.clone().map(framed_len).sum();
     let mut out = Vec::with_capacity(KEY_BYTES + encoded_len_varint(inner as u64) + inner);
+    put_key_and_varint(
+        &mut out,
+        SERVER_MESSAGE_DELIVERIES,
+        WireType::LengthDelimited,
+        inner as u64,
+    );
     let mut head = [0u8; MAX_HEAD_BYTES];
-    head[0] = key_byte(SERVER_MESSAGE_DELIVERIES, WireType::LengthDelimited);
-    let at = KEY_BYTES + put_varint(&mut head[KEY_BYTES..], inner as u64);
-    out.extend_from_slice(&head[..at]);
     for delivery in deliveries {
         let shared = shared_fields(&delivery.record, delivery.partition);
         let at = write_head(delivery, shared.len(), &mut head);
