@@ -15,6 +15,7 @@
 mod filter;
 mod pattern;
 mod selector;
+mod subscribers;
 mod table;
 
 pub use pattern::{Pattern, PatternError, Token, PATTERN_BYTES_MAX, PATTERN_TOKENS_MAX};

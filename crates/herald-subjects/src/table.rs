@@ -4,8 +4,9 @@
 //! and written when a subscription comes or goes. Reads take no lock:
 //! - literal subjects live in a concurrent hash map with lock-free reads
 //!   (`papaya`), each key holding an immutable list of subscribers that a
-//!   write replaces whole, so a reader sees the list before or after a
-//!   change and never half of one;
+//!   write replaces (see `subscribers`: one chunk of it copied, the rest
+//!   shared), so a reader sees the list before or after a change and never
+//!   half of one;
 //! - patterns live in a token trie published as an immutable snapshot
 //!   (`arc-swap`); a write copies the path from the root to the changed
 //!   node and swaps the root, leaving every other node shared.
@@ -15,9 +16,10 @@
 //! map far larger than the cache.
 //!
 //! Writers are serialised by one mutex per table, off the delivery path. A
-//! literal subscribe or unsubscribe costs the subscriber list of its own
-//! key (and now and then a rebuild of the filter, linear in the subjects);
-//! a pattern one costs the children maps along its path.
+//! literal subscribe or unsubscribe costs a scan of its own key's list
+//! for the subscriber, a copy of one chunk of it and of its chunk
+//! pointers, and now and then a rebuild of the filter (linear in the
+//! subjects); a pattern one costs the children maps along its path.
 //!
 //! A tailer reads through a [`TableReader`], taken once per batch after it
 //! has published how far it read: the reader holds the map's epoch guard
@@ -34,6 +36,7 @@ use parking_lot::Mutex;
 use crate::filter::SubjectFilter;
 use crate::pattern::Token;
 use crate::selector::Selector;
+use crate::subscribers::Subscribers;
 use crate::tokens;
 
 /// The subscriptions of one topic, by subject and by pattern. `V` names a
@@ -43,7 +46,7 @@ use crate::tokens;
 pub struct RoutingTable<V> {
     /// Keyed with a per-process random seed: record keys come from
     /// clients, so a fixed hash would let them aim for one bucket.
-    literals: papaya::HashMap<Box<[u8]>, Arc<[V]>, foldhash::fast::RandomState>,
+    literals: papaya::HashMap<Box<[u8]>, Subscribers<V>, foldhash::fast::RandomState>,
     /// Every subject in `literals` is in it (and some that left since the
     /// last rebuild); replaced whole when resized.
     filter: ArcSwap<SubjectFilter>,
@@ -95,9 +98,9 @@ struct Node<V> {
     /// The child for `*`.
     one: Option<Arc<Node<V>>>,
     /// Subscribers of patterns that end here with `>`.
-    rest: Arc<[V]>,
+    rest: Subscribers<V>,
     /// Subscribers of patterns that end exactly here.
-    end: Arc<[V]>,
+    end: Subscribers<V>,
 }
 
 impl<V> Node<V> {
@@ -105,8 +108,8 @@ impl<V> Node<V> {
         Self {
             literal: HashMap::new(),
             one: None,
-            rest: Arc::from(Vec::new()),
-            end: Arc::from(Vec::new()),
+            rest: Subscribers::empty(),
+            end: Subscribers::empty(),
         }
     }
 
@@ -120,8 +123,8 @@ impl<V> Clone for Node<V> {
         Self {
             literal: self.literal.clone(),
             one: self.one.clone(),
-            rest: Arc::clone(&self.rest),
-            end: Arc::clone(&self.end),
+            rest: self.rest.clone(),
+            end: self.end.clone(),
         }
     }
 }
@@ -157,7 +160,7 @@ impl<V: Clone + PartialEq + Send + Sync + 'static> RoutingTable<V> {
                 let literals = self.literals.pin();
                 let list = match literals.get(&subject[..]) {
                     Some(list) if list.contains(&subscriber) => return false,
-                    Some(list) => with(list, subscriber),
+                    Some(list) => list.with(subscriber),
                     None => {
                         self.literal_key_bytes
                             .fetch_add(subject.len(), Ordering::Relaxed);
@@ -171,7 +174,7 @@ impl<V: Clone + PartialEq + Send + Sync + 'static> RoutingTable<V> {
                         } else {
                             writer.in_filter = self.rebuild_filter(&literals, Some(hash));
                         }
-                        Arc::from(vec![subscriber])
+                        Subscribers::one(subscriber)
                     }
                 };
                 literals.insert(subject.clone(), list);
@@ -202,7 +205,7 @@ impl<V: Clone + PartialEq + Send + Sync + 'static> RoutingTable<V> {
                 let Some(list) = literals.get(&subject[..]) else {
                     return false;
                 };
-                let Some(rest) = without(list, subscriber) else {
+                let Some(rest) = list.without(subscriber) else {
                     return false;
                 };
                 if rest.is_empty() {
@@ -274,7 +277,7 @@ impl<V: Clone + PartialEq + Send + Sync + 'static> RoutingTable<V> {
         literals: &papaya::HashMapRef<
             '_,
             Box<[u8]>,
-            Arc<[V]>,
+            Subscribers<V>,
             foldhash::fast::RandomState,
             impl papaya::Guard,
         >,
@@ -317,7 +320,7 @@ pub struct TableReader<'t, V> {
     literals: papaya::HashMapRef<
         't,
         Box<[u8]>,
-        Arc<[V]>,
+        Subscribers<V>,
         foldhash::fast::RandomState,
         papaya::LocalGuard<'t>,
     >,
@@ -356,23 +359,6 @@ fn pattern_len(pattern: &crate::Pattern) -> usize {
         .sum()
 }
 
-/// `list` with `subscriber` appended.
-fn with<V: Clone>(list: &[V], subscriber: V) -> Arc<[V]> {
-    let mut next = Vec::with_capacity(list.len() + 1);
-    next.extend_from_slice(list);
-    next.push(subscriber);
-    Arc::from(next)
-}
-
-/// `list` without `subscriber`, or `None` if it is not there.
-fn without<V: Clone + PartialEq>(list: &[V], subscriber: &V) -> Option<Arc<[V]>> {
-    let at = list.iter().position(|s| s == subscriber)?;
-    let mut next = Vec::with_capacity(list.len() - 1);
-    next.extend_from_slice(&list[..at]);
-    next.extend_from_slice(&list[at + 1..]);
-    Some(Arc::from(next))
-}
-
 /// A copy of the path from `node` along `rest` with `subscriber` added at
 /// its end, or `None` if it was there already.
 fn inserted<V: Clone + PartialEq>(
@@ -386,14 +372,14 @@ fn inserted<V: Clone + PartialEq>(
             if next.end.contains(&subscriber) {
                 return None;
             }
-            next.end = with(&next.end, subscriber);
+            next.end = next.end.with(subscriber);
         }
         // The parser only lets `>` be last.
         Some((Token::Rest, _)) => {
             if next.rest.contains(&subscriber) {
                 return None;
             }
-            next.rest = with(&next.rest, subscriber);
+            next.rest = next.rest.with(subscriber);
         }
         Some((Token::One, tail)) => {
             let child = next.one.take();
@@ -422,8 +408,8 @@ fn removed<V: Clone + PartialEq>(
 ) -> Option<Option<Arc<Node<V>>>> {
     let mut next = node.clone();
     match rest.split_first() {
-        None => next.end = without(&next.end, subscriber)?,
-        Some((Token::Rest, _)) => next.rest = without(&next.rest, subscriber)?,
+        None => next.end = next.end.without(subscriber)?,
+        Some((Token::Rest, _)) => next.rest = next.rest.without(subscriber)?,
         Some((Token::One, tail)) => {
             let child = next.one.as_deref()?;
             next.one = removed(child, tail, subscriber)?;
