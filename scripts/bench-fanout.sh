@@ -26,7 +26,8 @@
 #               Zipf;
 #   s4          s3 (uniform and Zipf) with a pattern of 100 subjects per
 #               subscriber besides: 10,000 patterns;
-#   s5          s1 at 10,000 subscribers, 1% of them stop reading for 10 s;
+#   s5          s1 at 10,000 subscribers, 1% of them stop reading for 10 s
+#               (and, beside it, the same load with nobody stalling);
 #   s6          s1 at 10,000 subscribers, every connection dropped and
 #               reopened within 1 s, resuming where the broker can.
 # Layouts: `pinned` puts every broker on CPU 0 and the load generator
@@ -252,6 +253,12 @@ for round in $(seq "$FIRST_ROUND" $(( FIRST_ROUND + REPEATS - 1 ))); do
         disturbance=(--secs "$S6_SECS" "${S6_STORM[@]}")
       fi
       for entry in "${PERSISTENT_SYSTEMS[@]}"; do
+        # S5's target is against the same load undisturbed: measured
+        # here, beside it, not taken from an S1 run of another day.
+        if [ "$s" = s5 ]; then
+          run "$layout" "$round" "$entry" --scenario s5-calm --subscribers "$S56_SUBSCRIBERS" \
+            --rate 10 --secs "$S5_SECS"
+        fi
         run "$layout" "$round" "$entry" --scenario "$s" --subscribers "$S56_SUBSCRIBERS" \
           --rate 10 "${disturbance[@]}"
       done
