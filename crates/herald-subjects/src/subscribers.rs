@@ -6,9 +6,11 @@
 //! unsubscribe cost every subscriber already there: 10,000 clients joining
 //! one subject (a reconnection storm) cloned and later dropped 50 million
 //! subscriber handles, each a reference count on a line of its own. Here
-//! the list is made of shared chunks of at most [`CHUNK`] subscribers: a
-//! write copies the one chunk it changes and the chunk pointers, and every
-//! other chunk stays shared between the old list and the new one.
+//! a list longer than [`CHUNK`] subscribers is made of shared chunks of at
+//! most that many: a write copies the one chunk it changes (and a
+//! neighbour it merges with) and the chunk pointers, and every other chunk
+//! stays shared between the old list and the new one. A list of up to
+//! [`CHUNK`] is one flat slice, read with no more hops than before.
 //!
 //! Chunks stay at least half full on average: an append fills the last
 //! chunk before opening another, and a removal that leaves a chunk small
@@ -22,20 +24,28 @@ use std::sync::Arc;
 /// small enough that copying one is a few cache lines of handles.
 pub(crate) const CHUNK: usize = 64;
 
-/// An immutable list of subscribers in shared chunks. Cloning it is one
-/// reference count; [`Subscribers::with`] and [`Subscribers::without`]
-/// build the changed list and leave this one as it was.
-pub(crate) struct Subscribers<V> {
-    /// Never holds an empty chunk.
-    chunks: Arc<[Arc<[V]>]>,
-    len: usize,
+/// An immutable list of subscribers. Cloning it is one reference count;
+/// [`Subscribers::with`] and [`Subscribers::without`] build the changed
+/// list and leave this one as it was. Which form it takes follows from its
+/// length alone: no two neighbouring chunks fit in one, so a list of two
+/// chunks or more holds more than [`CHUNK`].
+pub(crate) enum Subscribers<V> {
+    /// At most [`CHUNK`] (most subjects have a handful): one slice, as
+    /// near the map entry as a list can be, for the delivery path's
+    /// lookups in a map far larger than the cache.
+    Flat(Arc<[V]>),
+    /// More than [`CHUNK`], in at least two shared chunks, none empty.
+    Chunked { chunks: Arc<[Arc<[V]>]>, len: usize },
 }
 
 impl<V> Clone for Subscribers<V> {
     fn clone(&self) -> Self {
-        Self {
-            chunks: Arc::clone(&self.chunks),
-            len: self.len,
+        match self {
+            Self::Flat(list) => Self::Flat(Arc::clone(list)),
+            Self::Chunked { chunks, len } => Self::Chunked {
+                chunks: Arc::clone(chunks),
+                len: *len,
+            },
         }
     }
 }
@@ -43,8 +53,8 @@ impl<V> Clone for Subscribers<V> {
 impl<V> std::fmt::Debug for Subscribers<V> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Subscribers")
-            .field("len", &self.len)
-            .field("chunks", &self.chunks.len())
+            .field("len", &self.len())
+            .field("chunks", &self.chunks().len())
             .finish()
     }
 }
@@ -52,35 +62,57 @@ impl<V> std::fmt::Debug for Subscribers<V> {
 impl<V> Subscribers<V> {
     /// No subscribers.
     pub(crate) fn empty() -> Self {
-        Self {
-            chunks: Arc::from(Vec::new()),
-            len: 0,
+        Self::Flat(Arc::from(Vec::new()))
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Self::Flat(list) => list.len(),
+            Self::Chunked { len, .. } => *len,
         }
     }
 
     /// True with no subscribers.
     pub(crate) fn is_empty(&self) -> bool {
-        self.len == 0
+        self.len() == 0
+    }
+
+    /// The chunks, none empty: a flat list is one (or none).
+    fn chunks(&self) -> &[Arc<[V]>] {
+        match self {
+            Self::Flat(list) if list.is_empty() => &[],
+            Self::Flat(list) => std::slice::from_ref(list),
+            Self::Chunked { chunks, .. } => chunks,
+        }
+    }
+
+    /// The list made of `chunks` (none empty, packed), holding `len`.
+    fn from_chunks(mut chunks: Vec<Arc<[V]>>, len: usize) -> Self {
+        match chunks.len() {
+            0 => Self::empty(),
+            1 => Self::Flat(chunks.pop().unwrap_or_else(|| Arc::from(Vec::new()))),
+            _ => Self::Chunked {
+                chunks: Arc::from(chunks),
+                len,
+            },
+        }
     }
 
     /// Every subscriber, in the order they were added (removals aside).
     pub(crate) fn iter(&self) -> impl Iterator<Item = &V> {
-        self.chunks.iter().flat_map(|chunk| chunk.iter())
+        self.chunks().iter().flat_map(|chunk| chunk.iter())
     }
 
     #[cfg(test)]
     fn chunk_lens(&self) -> Vec<usize> {
-        self.chunks.iter().map(|chunk| chunk.len()).collect()
+        self.chunks().iter().map(|chunk| chunk.len()).collect()
     }
 }
 
 impl<V: Clone + PartialEq> Subscribers<V> {
     /// One subscriber.
     pub(crate) fn one(subscriber: V) -> Self {
-        Self {
-            chunks: Arc::from(vec![Arc::from(vec![subscriber])]),
-            len: 1,
-        }
+        Self::Flat(Arc::from(vec![subscriber]))
     }
 
     /// True if `subscriber` is in the list.
@@ -91,7 +123,7 @@ impl<V: Clone + PartialEq> Subscribers<V> {
     /// The list with `subscriber` appended: the last chunk copied with it,
     /// or a chunk of its own when the last is full.
     pub(crate) fn with(&self, subscriber: V) -> Self {
-        let mut chunks = self.chunks.to_vec();
+        let mut chunks = self.chunks().to_vec();
         match chunks.last_mut() {
             Some(last) if last.len() < CHUNK => {
                 let mut grown = Vec::with_capacity(last.len() + 1);
@@ -101,22 +133,19 @@ impl<V: Clone + PartialEq> Subscribers<V> {
             }
             _ => chunks.push(Arc::from(vec![subscriber])),
         }
-        Self {
-            chunks: Arc::from(chunks),
-            len: self.len + 1,
-        }
+        Self::from_chunks(chunks, self.len() + 1)
     }
 
     /// The list without `subscriber`, or `None` if it is not there: its
-    /// chunk copied without it, merged with a neighbour when the two fit
-    /// in one, or gone when it held nothing else.
+    /// chunk copied without it, merged with a neighbour (copied too) when
+    /// the two fit in one, or gone when it held nothing else.
     pub(crate) fn without(&self, subscriber: &V) -> Option<Self> {
         let (at, place) = self
-            .chunks
+            .chunks()
             .iter()
             .enumerate()
             .find_map(|(at, chunk)| Some((at, chunk.iter().position(|s| s == subscriber)?)))?;
-        let mut chunks = self.chunks.to_vec();
+        let mut chunks = self.chunks().to_vec();
         let old = &chunks[at];
         let mut shrunk = Vec::with_capacity(old.len() - 1);
         shrunk.extend_from_slice(&old[..place]);
@@ -138,10 +167,7 @@ impl<V: Clone + PartialEq> Subscribers<V> {
                 chunks[at] = Arc::from(shrunk);
             }
         }
-        Some(Self {
-            chunks: Arc::from(chunks),
-            len: self.len - 1,
-        })
+        Some(Self::from_chunks(chunks, self.len() - 1))
     }
 }
 
@@ -163,7 +189,7 @@ mod tests {
             lens.windows(2).all(|pair| pair[0] + pair[1] > CHUNK),
             "{lens:?}"
         );
-        assert_eq!(lens.iter().sum::<usize>(), list.len);
+        assert_eq!(lens.iter().sum::<usize>(), list.len());
     }
 
     #[test]
@@ -175,16 +201,16 @@ mod tests {
         assert_eq!(list.chunk_lens(), vec![CHUNK, CHUNK, CHUNK]);
         let appended = list.with(1_000);
         let removed = list.without(&(CHUNK as u32 + 5)).expect("it is there");
-        for (i, chunk) in list.chunks.iter().enumerate() {
-            assert!(Arc::ptr_eq(chunk, &appended.chunks[i]));
+        for (i, chunk) in list.chunks().iter().enumerate() {
+            assert!(Arc::ptr_eq(chunk, &appended.chunks()[i]));
             if i != 1 {
-                assert!(Arc::ptr_eq(chunk, &removed.chunks[i]));
+                assert!(Arc::ptr_eq(chunk, &removed.chunks()[i]));
             }
         }
         // The old list is untouched by either.
         assert_eq!(listed(&list), (0..CHUNK as u32 * 3).collect::<Vec<_>>());
-        assert_eq!(appended.len, CHUNK * 3 + 1);
-        assert_eq!(removed.len, CHUNK * 3 - 1);
+        assert_eq!(appended.len(), CHUNK * 3 + 1);
+        assert_eq!(removed.len(), CHUNK * 3 - 1);
     }
 
     #[test]
@@ -201,6 +227,80 @@ mod tests {
         assert!(list.is_empty());
         assert!(list.chunk_lens().is_empty());
         assert_eq!(listed(&list), Vec::<u32>::new());
+    }
+
+    /// `n` subscribers 0..n, in order.
+    fn of(n: u32) -> Subscribers<u32> {
+        (1..n).fold(Subscribers::one(0), |list, i| list.with(i))
+    }
+
+    #[test]
+    fn a_short_list_is_flat_and_a_long_one_chunked_both_ways() {
+        let full = of(CHUNK as u32);
+        assert!(matches!(full, Subscribers::Flat(_)));
+        let over = full.with(1_000);
+        assert!(matches!(over, Subscribers::Chunked { .. }));
+        assert_eq!(over.chunk_lens(), vec![CHUNK, 1]);
+        // Back to the length of one chunk: flat again, sharing the chunk.
+        let back = over.without(&1_000).expect("it is there");
+        let Subscribers::Flat(list) = &back else {
+            panic!("{back:?} should be flat");
+        };
+        assert!(Arc::ptr_eq(list, &over.chunks()[0]));
+        assert_eq!(listed(&back), (0..CHUNK as u32).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_shrunk_chunk_merges_into_the_one_before_it_when_the_next_is_too_full() {
+        let c = CHUNK as u32;
+        let mut list = of(2 * c);
+        // The second chunk down to 10: with the first (64) it does not fit.
+        for i in c + 10..2 * c {
+            list = list.without(&i).expect("it is there");
+        }
+        list = list.with(5_000);
+        assert_eq!(list.chunk_lens(), vec![CHUNK, 11]);
+        // Take 10 out of the first: 54 + 11 fit, and the first has no
+        // chunk before it, so the second merges in behind it.
+        for i in 0..10 {
+            list = list.without(&i).expect("it is there");
+        }
+        assert_packed(&list);
+        let mut expected: Vec<u32> = (10..c + 10).collect();
+        expected.push(5_000);
+        assert_eq!(listed(&list), expected);
+        // Three chunks, the first down to 40; the middle one shrinks until
+        // 40 + 25 = 65, and its next removal leaves 24: the last chunk is
+        // too full for it, so it merges into the chunk before it, behind it.
+        let mut list = of(3 * c);
+        for i in 0..24 {
+            list = list.without(&i).expect("it is there");
+        }
+        assert_eq!(list.chunk_lens(), vec![40, CHUNK, CHUNK]);
+        for i in c..c + 39 {
+            list = list.without(&i).expect("it is there");
+        }
+        assert_eq!(list.chunk_lens(), vec![40, 25, CHUNK]);
+        list = list.without(&(c + 39)).expect("it is there");
+        assert_eq!(list.chunk_lens(), vec![CHUNK, CHUNK]);
+        let expected: Vec<u32> = (24..c).chain(c + 40..3 * c).collect();
+        assert_eq!(listed(&list), expected);
+    }
+
+    #[test]
+    fn a_chunk_of_one_emptied_between_two_full_ones_leaves_them_side_by_side() {
+        let c = CHUNK as u32;
+        let mut list = of(3 * c);
+        // The middle chunk down to its last subscriber: with full chunks
+        // on both sides it never fits in either.
+        for i in c..2 * c - 1 {
+            list = list.without(&i).expect("it is there");
+        }
+        assert_eq!(list.chunk_lens(), vec![CHUNK, 1, CHUNK]);
+        let list = list.without(&(2 * c - 1)).expect("it is there");
+        assert_eq!(list.chunk_lens(), vec![CHUNK, CHUNK]);
+        let expected: Vec<u32> = (0..c).chain(2 * c..3 * c).collect();
+        assert_eq!(listed(&list), expected);
     }
 
     proptest! {

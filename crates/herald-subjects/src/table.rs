@@ -4,9 +4,9 @@
 //! and written when a subscription comes or goes. Reads take no lock:
 //! - literal subjects live in a concurrent hash map with lock-free reads
 //!   (`papaya`), each key holding an immutable list of subscribers that a
-//!   write replaces (see `subscribers`: one chunk of it copied, the rest
-//!   shared), so a reader sees the list before or after a change and never
-//!   half of one;
+//!   write replaces (see `subscribers`: up to 64 one flat slice, past
+//!   that shared chunks of which a write copies one or two), so a reader
+//!   sees the list before or after a change and never half of one;
 //! - patterns live in a token trie published as an immutable snapshot
 //!   (`arc-swap`); a write copies the path from the root to the changed
 //!   node and swaps the root, leaving every other node shared.
@@ -17,8 +17,8 @@
 //!
 //! Writers are serialised by one mutex per table, off the delivery path. A
 //! literal subscribe or unsubscribe costs a scan of its own key's list
-//! for the subscriber, a copy of one chunk of it and of its chunk
-//! pointers, and now and then a rebuild of the filter (linear in the
+//! for the subscriber, a copy of one chunk of it (two when it merges
+//! neighbours) and of its chunk pointers, and now and then a rebuild of the filter (linear in the
 //! subjects); a pattern one costs the children maps along its path.
 //!
 //! A tailer reads through a [`TableReader`], taken once per batch after it
@@ -84,7 +84,9 @@ pub struct TableSize {
 }
 
 /// Estimated bytes of one literal subject's map entry beyond its key and
-/// subscribers (the map slot, the key's and the list's allocations).
+/// subscribers (the map slot, the key's and the list's allocations; a
+/// list past 64 subscribers adds a chunk pointer and header per 64, not
+/// counted).
 const LITERAL_ENTRY_BYTES: usize = 96;
 /// Estimated bytes of one pattern route beyond its tokens (its share of a
 /// trie node and its children map).
