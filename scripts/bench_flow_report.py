@@ -3,16 +3,25 @@
 (scripts/bench-flow.sh):
 
     bench_flow_report.py POINTS REPORT_DIR STEP_AT REGIME   writes flow-REGIME.md and .png
-    bench_flow_report.py --best-fixed POINTS SUBJECTS CHOICE   prints the best fixed limit
+    bench_flow_report.py --top-fixed POINTS SUBJECTS CHOICE N   prints the sweep's N best fixed limits
+    bench_flow_report.py --best-fixed POINTS SUBJECTS CHOICE   prints the reference fixed limit
     bench_flow_report.py --overload-peak POINTS BROKER REPEAT  prints that peak run's goodput
     bench_flow_report.py --overload POINTS REPORT_DIR          writes flow-overload.md
 
 A run's goodput is the records answered without error per second after
 its first 2 s; its p99 the median of its points' p99 latencies over the
-same span. After a step at STEP_AT seconds, the time to settle is how long
-until a rolling median of five points' throughput stays within 10% of the
-run's final level (the median of its last quarter). A setup run several
-times (the `repeat` label) is reported by the median of its runs' figures."""
+same span. A setup run several times (the `repeat` label, a round of the
+comparison) is reported by the median of its runs' figures, and compared
+with the reference fixed limit by the median of its ratios to the
+reference's run of the same round.
+
+After a step at STEP_AT seconds, the goodput has settled from the start of
+the first half-second window after which every window's goodput stays
+within a band around the final level (the mean of the second half after
+the step): 10% of it, or three standard deviations of those final windows
+when the run's own noise is wider (the band is reported). A controller's
+limit has settled from the first point after which it stays within 20% of
+its final value (the median over the last quarter)."""
 
 import collections
 import json
@@ -24,16 +33,22 @@ WARMUP_S = 2.0
 CONTROLLERS = ["last-three-points", "adaptive", "gradient"]
 
 
-def runs(path):
-    """{(scenario, controller, start limit, subjects, choice): [points of
-    each repeat]}, in the order first seen."""
+def rounds(path):
+    """{(scenario, controller, start limit, subjects, choice): {repeat:
+    points}}, in the order first seen."""
     grouped = collections.OrderedDict()
     for line in open(path):
         p = json.loads(line)
         key = (p["scenario"], p["controller"], int(p["start_limit"]), p["subjects"], p["choice"])
         grouped.setdefault(key, collections.OrderedDict()).setdefault(
             p.get("repeat", "1"), []).append(p)
-    return collections.OrderedDict((k, list(v.values())) for k, v in grouped.items())
+    return grouped
+
+
+def runs(path):
+    """{(scenario, controller, start limit, subjects, choice): [points of
+    each repeat]}, in the order first seen."""
+    return collections.OrderedDict((k, list(v.values())) for k, v in rounds(path).items())
 
 
 def median_of(repeats, figure, *args):
@@ -74,26 +89,116 @@ def p99(points, start=None):
     return statistics.median(values) if values else float("nan")
 
 
+def published_at(points, t):
+    """Records answered by time t, interpolated between points."""
+    previous = (0.0, 0)
+    for p in points:
+        if p["t"] >= t:
+            span = p["t"] - previous[0]
+            share = (t - previous[0]) / span if span > 0 else 1.0
+            return previous[1] + share * (p["published"] - previous[1])
+        previous = (p["t"], p["published"])
+    return float(previous[1])
+
+
+SETTLE_WINDOW_S = 0.5
+
+
+def goodput_windows(points, start):
+    """[(window start, records/s)] over half-second windows from start."""
+    if not points:
+        return []
+    windows, t = [], start
+    while t + SETTLE_WINDOW_S <= points[-1]["t"]:
+        answered = published_at(points, t + SETTLE_WINDOW_S) - published_at(points, t)
+        windows.append((t, answered / SETTLE_WINDOW_S))
+        t += SETTLE_WINDOW_S
+    return windows
+
+
+def settle_band(points, step_at):
+    """(final goodput, half-width of the band) after the step."""
+    windows = goodput_windows(points, step_at)
+    if len(windows) < 6:
+        return float("nan"), float("nan")
+    tail = [v for _, v in windows[len(windows) // 2:]]
+    final = statistics.fmean(tail)
+    return final, max(0.1 * final, 3 * statistics.pstdev(tail))
+
+
 def settle(points, step_at):
-    after = [p for p in points if p["t"] >= step_at]
-    if len(after) < 8:
+    windows = goodput_windows(points, step_at)
+    final, band = settle_band(points, step_at)
+    if final != final:
         return float("nan")
-    final = statistics.median(p["throughput"] for p in after[-max(4, len(after) // 4):])
-    rolling = [statistics.median(q["throughput"] for q in after[max(0, i - 4):i + 1])
-               for i in range(len(after))]
     settled_from = None
-    for i, value in enumerate(rolling):
-        if abs(value - final) <= 0.1 * final:
-            settled_from = settled_from if settled_from is not None else i
+    for t, value in windows:
+        if abs(value - final) <= band:
+            settled_from = settled_from if settled_from is not None else t
         else:
             settled_from = None
-    return after[settled_from]["t"] - step_at if settled_from is not None else float("nan")
+    return settled_from - step_at if settled_from is not None else float("nan")
+
+
+def band_share(points, step_at):
+    final, band = settle_band(points, step_at)
+    return band / final if final else float("nan")
+
+
+def limit_settle(points, step_at):
+    after = [p for p in points if p["t"] >= step_at]
+    if len(after) < 4:
+        return float("nan")
+    final = final_limit(after)
+    settled_from = None
+    for p in after:
+        if abs(p["limit"] - final) <= 0.2 * final:
+            settled_from = settled_from if settled_from is not None else p["t"]
+        else:
+            settled_from = None
+    return settled_from - step_at if settled_from is not None else float("nan")
+
+
+def fixed_by_goodput(grouped, scenario, subjects, choice):
+    """[(median goodput, limit)] of the cell's fixed limits in that
+    scenario, best first."""
+    fixed = [(median_of(repeats.values(), goodput), key[2]) for key, repeats in grouped.items()
+             if key[0] == scenario and key[1] == "fixed" and key[3] == subjects and key[4] == choice]
+    return sorted(fixed, reverse=True)
+
+
+def top_fixed(grouped, subjects, choice, count):
+    """The sweep's `count` fixed limits with the most goodput."""
+    return [limit for _, limit in fixed_by_goodput(grouped, "sweep", subjects, choice)[:count]]
 
 
 def best_fixed(grouped, subjects, choice):
-    fixed = [(median_of(repeats, goodput), key[2]) for key, repeats in grouped.items()
-             if key[0] == "cell" and key[1] == "fixed" and key[3] == subjects and key[4] == choice]
-    return max(fixed)[1] if fixed else 1000
+    """The reference: the fixed limit with the most median goodput in the
+    comparison's fresh runs (the sweep's, before the comparison has run)."""
+    for scenario in ("cell", "sweep"):
+        ranked = fixed_by_goodput(grouped, scenario, subjects, choice)
+        if ranked:
+            return ranked[0][1]
+    return 1000
+
+
+def paired(repeated, reference, figure):
+    """The median over rounds of a setup's figure divided by the
+    reference's in the same round."""
+    ratios = [ratio(figure(points), figure(reference[r]))
+              for r, points in repeated.items() if r in reference]
+    ratios = [v for v in ratios if v == v]
+    return statistics.median(ratios) if ratios else float("nan")
+
+
+def spread(repeated, figure):
+    """(lowest, highest) of the runs' figures as shares of their median."""
+    values = [figure(points) for points in repeated.values()]
+    values = [v for v in values if v == v]
+    if not values:
+        return float("nan"), float("nan")
+    middle = statistics.median(values)
+    return ratio(min(values), middle), ratio(max(values), middle)
 
 
 def overload_runs(path):
@@ -167,50 +272,81 @@ def main():
         overload_report(sys.argv[2], Path(sys.argv[3]))
         return
     if sys.argv[1] == "--best-fixed":
-        print(best_fixed(runs(sys.argv[2]), int(sys.argv[3]), sys.argv[4]))
+        print(best_fixed(rounds(sys.argv[2]), int(sys.argv[3]), sys.argv[4]))
         return
-    grouped = runs(sys.argv[1])
+    if sys.argv[1] == "--top-fixed":
+        print(" ".join(str(limit) for limit in top_fixed(
+            rounds(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5]))))
+        return
+    grouped = rounds(sys.argv[1])
     out = Path(sys.argv[2])
     step_at = float(sys.argv[3])
     regime = sys.argv[4] if len(sys.argv) > 4 else "durable"
-    repeats = max((len(r) for r in grouped.values()), default=0)
+    cell_rounds = max((len(r) for k, r in grouped.items() if k[0] == "cell"), default=0)
+    step_rounds = max((len(r) for k, r in grouped.items() if k[0] not in ("cell", "sweep")), default=0)
     lines = [f"# Flow control evaluation: {regime} regime", "",
-             "Written by scripts/bench-flow.sh (see its header for the load). Goodput: records",
-             "answered per second after the first 2 s; p99: the median of each 20,000-record",
-             "point's p99 request latency (client side: from the request's write to its answer);",
-             "limit: the controller's limit over the run's last quarter; ratios against the best",
-             f"fixed limit of the same cell. Each figure is the median of {repeats} runs.", ""]
-    cells = sorted({(k[3], k[4]) for k in grouped if k[0] == "cell"})
-    lines += ["| subjects | choice | setup | goodput (records/s) | p99 (ms) | limit | goodput vs best fixed | p99 vs best fixed |",
+             "Written by scripts/bench-flow.sh (see its header for the load and the two phases).",
+             "Goodput: records answered per second after the first 2 s; p99: the median of each",
+             "20,000-record point's p99 request latency (client side: from the request's write to",
+             "its answer); limit: the controller's limit over the run's last quarter.", "",
+             "## The sweep", "",
+             "One run per setup; the two fixed limits with the most goodput (marked) go on to the",
+             "comparison.", "",
+             "| subjects | choice | setup | goodput (records/s) | p99 (ms) |",
+             "| --- | --- | --- | --- | --- |"]
+    cells = sorted({(k[3], k[4]) for k in grouped if k[0] in ("cell", "sweep")})
+    for subjects, choice in cells:
+        chosen = top_fixed(grouped, subjects, choice, 2)
+        for (scenario, controller, limit, s_, c_), repeated in grouped.items():
+            if scenario != "sweep" or (s_, c_) != (subjects, choice):
+                continue
+            name = {"off": "off", "fixed": f"fixed {limit}"}.get(controller, controller)
+            if controller == "fixed" and limit in chosen:
+                name += " (on)"
+            lines.append(f"| {subjects} | {choice} | {name} | {median_of(repeated.values(), goodput):,.0f} | "
+                         f"{median_of(repeated.values(), p99):.2f} |")
+    lines += ["", "## The comparison", "",
+              f"{cell_rounds} rounds per cell, every setup once per round. The reference (ref) is the",
+              "fixed limit with the higher median goodput of the two; \"vs ref\" is the median over",
+              "the rounds of the setup's figure divided by the reference's in the same round;",
+              "spread is the reference's lowest and highest run as shares of its median (how far",
+              "this machine moves one setup between runs).", "",
+              "| subjects | choice | setup | goodput (records/s) | p99 (ms) | limit | goodput vs ref | p99 vs ref |",
               "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    verdicts = {c: [] for c in CONTROLLERS}
+    verdicts = {c: [] for c in CONTROLLERS + ["off"]}
     for subjects, choice in cells:
         cell = {k: v for k, v in grouped.items() if k[0] == "cell" and k[3] == subjects and k[4] == choice}
+        if not cell:
+            continue
         best = best_fixed(grouped, subjects, choice)
-        reference = next((v for k, v in cell.items() if k[1] == "fixed" and k[2] == best), None)
-        ref_good, ref_p99 = ((median_of(reference, goodput), median_of(reference, p99))
-                             if reference else (float("nan"),) * 2)
+        reference = next((v for k, v in cell.items() if k[1] == "fixed" and k[2] == best), {})
         for (scenario, controller, limit, _, _), repeated in cell.items():
             name = {"off": "off", "fixed": f"fixed {limit}"}.get(controller, controller)
             if controller == "fixed" and limit == best:
-                name += " (best)"
-            g, q = median_of(repeated, goodput), median_of(repeated, p99)
-            shown_limit = "" if controller in ("off", "fixed") else f"{median_of(repeated, final_limit):,.0f}"
+                low, high = spread(repeated, goodput)
+                name += f" (ref; spread {low:.2f}-{high:.2f})"
+            g, q = median_of(repeated.values(), goodput), median_of(repeated.values(), p99)
+            vs_good, vs_p99 = paired(repeated, reference, goodput), paired(repeated, reference, p99)
+            shown_limit = "" if controller in ("off", "fixed") else f"{median_of(repeated.values(), final_limit):,.0f}"
             lines.append(f"| {subjects} | {choice} | {name} | {g:,.0f} | {q:.2f} | {shown_limit} | "
-                         f"{ratio(g, ref_good):.2f}x | {ratio(q, ref_p99):.2f}x |")
+                         f"{vs_good:.2f}x | {vs_p99:.2f}x |")
             if controller in verdicts:
-                verdicts[controller].append(ratio(g, ref_good) >= 0.95 and ratio(q, ref_p99) <= 1.5)
-    lines += ["", "Cells where the controller's goodput is at least 0.95x the best fixed limit's",
-              "and its p99 at most 1.5x (issue 18's target):", ""]
+                verdicts[controller].append(vs_good >= 0.95 and vs_p99 <= 1.5)
+    lines += ["", "Cells where the setup's goodput is at least 0.95x the reference's and its p99 at",
+              "most 1.5x (issue 18's target), by the paired medians above:", ""]
     for controller, met in verdicts.items():
         if met:
-            lines.append(f"- {controller}: {sum(met)} of {len(met)}")
+            name = "the gate off" if controller == "off" else controller
+            lines.append(f"- {name}: {sum(met)} of {len(met)}")
     lines += ["", "## Steps", "",
               f"At {step_at:g} s: the demand step starts three times as many publishers again (4x);",
-              "the capacity step starts a busy thread on the broker's core.", "",
-              "| step | setup | goodput before | goodput after | p99 after (ms) | time to settle (s) | settle times of the runs (s) |",
-              "| --- | --- | --- | --- | --- | --- | --- |"]
-    steps = {k: v for k, v in grouped.items() if k[0] != "cell"}
+              "the capacity step starts a busy thread on the broker's core. Medians of",
+              f"{step_rounds} runs; settle times as described in scripts/bench_flow_report.py (goodput:",
+              "its half-second windows stay within the band around the final level; limit: within",
+              "20% of its final value).", "",
+              "| step | setup | goodput before | goodput after | p99 after (ms) | goodput settles (s) | band | limit settles (s) | goodput settle times of the runs (s) |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    steps = {k: list(v.values()) for k, v in grouped.items() if k[0] not in ("cell", "sweep")}
 
     def before_step(points):
         before = [p for p in points if p["t"] < step_at]
@@ -226,9 +362,11 @@ def main():
     for (scenario, controller, limit, _, _), repeated in steps.items():
         name = f"fixed {limit}" if controller == "fixed" else controller
         settles = [settle(points, step_at) for points in repeated]
+        limit_settles = "-" if controller == "fixed" else f"{median_of(repeated, limit_settle, step_at):.2f}"
         lines.append(f"| {scenario} | {name} | {median_of(repeated, before_step):,.0f} | "
                      f"{median_of(repeated, after_step):,.0f} | {median_of(repeated, p99_after):.2f} | "
                      f"{median_of(repeated, settle, step_at):.2f} | "
+                     f"±{100 * median_of(repeated, band_share, step_at):.0f}% | {limit_settles} | "
                      f"{', '.join(f'{t:.2f}' for t in settles)} |")
     (out / f"flow-{regime}.md").write_text("\n".join(lines) + "\n")
     try:
