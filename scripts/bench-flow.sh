@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The flow-control evaluation (issue 18, seed 004's chapter 5 method).
 #
-#   scripts/bench-flow.sh              the durable regime: all nine cells and both steps; writes docs/benchmarks/flow-durable.{md,png} (about 50 min)
+#   scripts/bench-flow.sh              the durable regime: all nine cells and both steps; writes docs/benchmarks/flow-durable.{md,png} (about 65 min)
 #   scripts/bench-flow.sh --memory     the first pass's regime (tmpfs, acks=1, 8 publishers x 8 requests): writes docs/benchmarks/flow-memory.{md,png}
-#   scripts/bench-flow.sh --quick      2 s per run, one round, one cell and the demand step, writes to $OUT (default /tmp/herald-bench-flow)
-#   ROUNDS=N STEP_ROUNDS=M             rounds of the comparison (default 4) and of each step (default 3)
+#   scripts/bench-flow.sh --quick      2 s per run, one round, one cell and the demand step (too short for settle times), writes to $OUT (default /tmp/herald-bench-flow)
+#   ROUNDS=N STEP_ROUNDS=M             rounds of the comparison (default 6) and of each step (default 3)
 #
 # Durable regime (the default): the broker fsyncs before it acknowledges
 # (--flush every-append) onto a disk directory, producers ask acks=-1, so
@@ -23,16 +23,21 @@
 #    4,096 records. The two fixed limits with the most goodput go on.
 # 2. The comparison, ROUNDS rounds per cell: each round runs those two
 #    fixed limits, the gate off and the three controllers (last-three-
-#    points, adaptive, gradient, starting at 100), in an order that turns
-#    by one setup each round. The reference is whichever of the two fixed
-#    limits has the higher median goodput in these fresh runs; each
-#    controller is compared with it round by round (the same minutes of
-#    the machine), and the report gives the median of those ratios.
+#    points, adaptive, gradient, starting at 100) in the order of a row of
+#    a Williams square: over six rounds every setup runs once in each
+#    position and follows every other setup once, so neither a slow first
+#    run nor what the run before left on the disk favours one setup. The
+#    reference is the sweep's best fixed limit (picking the better of the
+#    two by these same runs would favour the luckier); each setup is
+#    compared with it round by round (the same minutes of the machine),
+#    and the report gives the median of those ratios.
 # Then, on 16 subjects uniform, for each controller and the reference
-# fixed limit, STEP_ROUNDS rounds of: a demand step from below the knee
-# (8 publishers with 2 requests in flight, three quarters of them starting
-# at half time: 64 to 256 records) and a capacity step (at half time a
-# busy thread pinned to the broker's core). The broker runs on core 0, the
+# fixed limit, STEP_ROUNDS rounds of 30 s with a step at 15 s (time for
+# the controllers, which start at 100, to settle first): a demand step
+# across the knee (8 publishers with 4 requests in flight, three quarters
+# of them starting at the step: 128 to 512 records, above where the seed's
+# algorithms hold their limit before it) and a capacity step (a busy
+# thread pinned to the broker's core). The broker runs on core 0, the
 # load generator on core 1. Every broker started here is stopped here, by
 # its PID.
 set -euo pipefail
@@ -53,7 +58,7 @@ if [ "$REGIME" = memory ]; then
   LIMITS=(128 256 512 1024)
 else
   DATA="$OUT/data"; FLUSH=every-append; ACKS=-1
-  PUBLISHERS=32; IN_FLIGHT=16; STEP_PUBLISHERS=8; STEP_IN_FLIGHT=2
+  PUBLISHERS=32; IN_FLIGHT=16; STEP_PUBLISHERS=8; STEP_IN_FLIGHT=4
   LIMITS=(256 512 1024 2048 4096)
 fi
 if [ -n "$QUICK" ]; then
@@ -62,7 +67,7 @@ if [ -n "$QUICK" ]; then
   SUBJECTS=(16); CHOICES=(uniform); LIMITS=(512 1024)
 else
   REPORT_DIR="${REPORT_DIR:-$ROOT/docs/benchmarks}"
-  SECS=6; STEP_SECS=16; ROUNDS="${ROUNDS:-4}"; STEP_ROUNDS="${STEP_ROUNDS:-3}"
+  SECS=6; STEP_SECS=30; ROUNDS="${ROUNDS:-6}"; STEP_ROUNDS="${STEP_ROUNDS:-3}"
   SUBJECTS=(1 16 256); CHOICES=(uniform normal poisson)
 fi
 CONTROLLERS=(last-three-points adaptive gradient)
@@ -99,15 +104,23 @@ done
 # Phase 2: the comparison. A setup is "controller:start limit".
 for subjects in "${SUBJECTS[@]}"; do
   for choice in "${CHOICES[@]}"; do
+    # Not in the loop's word list: set -e does not see a substitution fail there.
+    top=$("$PY" scripts/bench_flow_report.py --top-fixed "$POINTS" "$subjects" "$choice" 2)
+    read -ra fixed <<<"$top"
+    [ "${#fixed[@]}" -ge 1 ] || { echo "no fixed limit swept for $subjects $choice" >&2; exit 1; }
     setups=()
-    for limit in $("$PY" scripts/bench_flow_report.py --top-fixed "$POINTS" "$subjects" "$choice" 2); do
-      setups+=("fixed:$limit")
-    done
+    for limit in "${fixed[@]}"; do setups+=("fixed:$limit"); done
     setups+=(off:0)
     for controller in "${CONTROLLERS[@]}"; do setups+=("$controller:100"); done
+    n=${#setups[@]}
+    # A Williams square's first row (0, 1, n-1, 2, n-2, ...); round r adds r.
+    williams=(0)
+    for j in $(seq 1 $((n - 1))); do
+      if [ $((j % 2)) -eq 1 ]; then williams+=($(((j + 1) / 2))); else williams+=($((n - j / 2))); fi
+    done
     for round in $(seq "$ROUNDS"); do
-      for i in $(seq 0 $((${#setups[@]} - 1))); do
-        setup=${setups[$(((i + round - 1) % ${#setups[@]}))]}
+      for i in $(seq 0 $((n - 1))); do
+        setup=${setups[$(((williams[i] + round - 1) % n))]}
         run "${setup%%:*}" "${setup##*:}" "$subjects" "$choice" "$SECS" "$PUBLISHERS" "$IN_FLIGHT" \
           --label scenario=cell --label "repeat=$round"
       done
