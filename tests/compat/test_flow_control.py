@@ -4,10 +4,14 @@ confluent-kafka producing flat out still gets every record delivered, in
 order, with no error (a gated client is slowed, never refused), and the
 broker's metrics show the controller measuring windows and moving the
 limit. A fixed limit of one record still serves everyone, one request at
-a time."""
+a time. The admin API switches the gate's mode and limit while a producer
+runs flat out, and the producer loses nothing."""
 
+import json
 import re
+import threading
 import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -80,3 +84,55 @@ def test_a_limit_of_one_still_serves_every_producer(broker, unique):
     produce_all(broker, topic)
     assert consume_all(broker, topic) == list(range(RECORDS))
     assert metric(broker, "herald_kafka_flow_limit_records") == 1
+
+
+def flow_api(broker, method, body=None):
+    """(status, JSON answer) of /v1/flow-control."""
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{admin_port(broker)}/v1/flow-control", method=method,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as refused:
+        return refused.code, json.loads(refused.read())
+
+
+@pytest.mark.herald_args("--flow-control", "fixed", "--flow-limit", "1")
+def test_the_gate_is_switched_while_a_producer_runs_without_losing_a_record(broker, unique):
+    assert flow_api(broker, "GET") == (200, {
+        "mode": "fixed", "limit": 1, "in_flight": 0,
+        "min_limit": 100, "max_limit": 1_000_000, "delta": 100})
+    topic = unique("flow-switch")
+    failures = []
+
+    def produce():
+        try:
+            produce_all(broker, topic)
+        except Exception as failure:  # noqa: BLE001 - reported by the test's thread
+            failures.append(failure)
+
+    producing = threading.Thread(target=produce)
+    producing.start()
+    for change, limit in [({"mode": "adaptive", "limit": 300}, 300), ({"mode": "off"}, None),
+                          ({"mode": "gradient", "limit": 150}, 150),
+                          ({"mode": "fixed", "limit": 2}, 2)]:
+        time.sleep(0.3)
+        status, view = flow_api(broker, "PUT", change)
+        assert status == 200, view
+        assert (view["mode"], view["limit"]) == (change["mode"], limit)
+    producing.join(180)
+    assert not producing.is_alive() and failures == [], failures
+    assert consume_all(broker, topic) == list(range(RECORDS))
+    assert metric(broker, "herald_kafka_flow_limit_records") == 2
+
+    # Refused changes say why and leave the gate as it was.
+    for change, words in [({"mode": "fast"}, "unknown flow-control mode"),
+                          ({"mode": "fixed", "limit": 0}, "at least 1"),
+                          ({"mode": "fixed", "speed": 1}, "invalid JSON")]:
+        status, answer = flow_api(broker, "PUT", change)
+        assert status == 400 and words in answer["error"], (change, answer)
+    status, view = flow_api(broker, "GET")
+    assert (status, view["mode"], view["limit"]) == (200, "fixed", 2)
+    assert flow_api(broker, "DELETE")[0] == 405

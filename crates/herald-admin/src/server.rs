@@ -87,6 +87,12 @@ impl AdminServer {
         self.listener.local_addr()
     }
 
+    /// Where to hand the API the flow-control gate once it exists
+    /// (`/v1/flow-control` answers 503 until then).
+    pub fn flow_control(&self) -> crate::api::flow::OpenedFlowControl {
+        Arc::clone(&self.state.api.flow)
+    }
+
     /// Serves until `shutdown` is cancelled, then drops every connection.
     pub async fn run(self, shutdown: CancellationToken) {
         let connections = Arc::new(Semaphore::new(CONNECTIONS_MAX));

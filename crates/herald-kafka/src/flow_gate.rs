@@ -19,8 +19,13 @@
 //! Every N records answered, a Little's-law window (herald-flow) gives
 //! λ, W and L, and the configured controller answers the next limit. Off,
 //! nothing is counted.
+//!
+//! The mode and limit can be changed while serving
+//! ([`FlowGate::reconfigure`], the admin API's `PUT /v1/flow-control`):
+//! an operator trying a limit, or an evaluation comparing setups inside
+//! one broker run, does not have to restart the broker.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
@@ -65,6 +70,14 @@ impl FlowControl {
             .find(|(n, _)| *n == name)
             .map(|(_, mode)| *mode)
     }
+
+    /// Its configuration name.
+    pub fn name(self) -> &'static str {
+        Self::NAMES
+            .iter()
+            .find(|(_, mode)| *mode == self)
+            .map_or("off", |(name, _)| *name)
+    }
 }
 
 /// The gate's settings.
@@ -101,35 +114,15 @@ impl Default for FlowControlConfig {
 }
 
 struct Control {
+    mode: FlowControl,
+    config: FlowControlConfig,
     window: LittleWindow,
     controller: Option<Box<dyn LimitController + Send>>,
 }
 
-/// The gate.
-pub struct FlowGate {
-    enabled: bool,
-    epoch: Instant,
-    limit: AtomicU32,
-    in_flight: AtomicU64,
-    /// Admissions waiting for room, oldest first; each is sent its place.
-    waiting: Mutex<VecDeque<oneshot::Sender<()>>>,
-    control: Mutex<Control>,
-    metrics: OnceLock<Arc<KafkaMetrics>>,
-}
-
-impl std::fmt::Debug for FlowGate {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FlowGate")
-            .field("enabled", &self.enabled)
-            .field("limit", &self.limit.load(Ordering::Relaxed))
-            .field("in_flight", &self.in_flight.load(Ordering::Relaxed))
-            .finish()
-    }
-}
-
-impl FlowGate {
-    /// A gate as `config` says.
-    pub fn new(config: FlowControlConfig) -> Self {
+impl Control {
+    /// Control as `config` says, with a fresh window and controller.
+    fn new(config: FlowControlConfig) -> Self {
         let bounds = Sample {
             initial: config.limit,
             min: config.min,
@@ -143,23 +136,125 @@ impl FlowGate {
             FlowControl::Gradient => Some(Box::new(Gradient::new(bounds))),
         };
         Self {
-            enabled: config.mode != FlowControl::Off,
+            mode: config.mode,
+            config,
+            window: LittleWindow::new(config.window_records)
+                .with_min_span(config.window_min_ms.saturating_mul(1_000_000)),
+            controller,
+        }
+    }
+
+    /// The first limit in force: the controller's (its bounds may have
+    /// clamped the configured one), the configured one when fixed, none
+    /// when off.
+    fn initial_limit(&self) -> u32 {
+        match (&self.controller, self.mode) {
+            (_, FlowControl::Off) => OFF_LIMIT,
+            (Some(controller), _) => controller.limit(),
+            (None, _) => self.config.limit.max(1),
+        }
+    }
+}
+
+/// The limit while off: nothing waits (the waiters of a gate switched off
+/// are let through).
+const OFF_LIMIT: u32 = u32::MAX;
+
+/// What the gate is doing, for the admin API.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FlowGateState {
+    /// Which limit.
+    pub mode: FlowControl,
+    /// The limit in force, in records (`None` when off).
+    pub limit: Option<u32>,
+    /// Records admitted and not yet answered (while on).
+    pub in_flight: u64,
+    /// The bounds and step a controller works within.
+    pub config: FlowControlConfig,
+}
+
+/// The gate.
+pub struct FlowGate {
+    enabled: AtomicBool,
+    epoch: Instant,
+    limit: AtomicU32,
+    in_flight: AtomicU64,
+    /// Admissions waiting for room, oldest first; each is sent its place.
+    waiting: Mutex<VecDeque<oneshot::Sender<()>>>,
+    control: Mutex<Control>,
+    metrics: OnceLock<Arc<KafkaMetrics>>,
+}
+
+impl std::fmt::Debug for FlowGate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FlowGate")
+            .field("enabled", &self.enabled.load(Ordering::Relaxed))
+            .field("limit", &self.limit.load(Ordering::Relaxed))
+            .field("in_flight", &self.in_flight.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl FlowGate {
+    /// A gate as `config` says.
+    pub fn new(config: FlowControlConfig) -> Self {
+        let control = Control::new(config);
+        Self {
+            enabled: AtomicBool::new(config.mode != FlowControl::Off),
             epoch: Instant::now(),
-            limit: AtomicU32::new(config.limit.max(1)),
+            limit: AtomicU32::new(control.initial_limit()),
             in_flight: AtomicU64::new(0),
             waiting: Mutex::new(VecDeque::new()),
-            control: Mutex::new(Control {
-                window: LittleWindow::new(config.window_records)
-                    .with_min_span(config.window_min_ms.saturating_mul(1_000_000)),
-                controller,
-            }),
+            control: Mutex::new(control),
             metrics: OnceLock::new(),
+        }
+    }
+
+    /// Switches to `mode` with `limit` as the first (or fixed) limit, while
+    /// serving; the bounds, step and window stay as configured. A
+    /// controller starts afresh from `limit`, with an empty window.
+    /// Requests already admitted keep their places until answered, so
+    /// after a lower limit new ones wait until enough are; switched off,
+    /// every waiting request goes ahead at once.
+    pub fn reconfigure(&self, mode: FlowControl, limit: u32) -> FlowGateState {
+        {
+            let mut control = self.control.lock();
+            let config = FlowControlConfig {
+                mode,
+                limit,
+                ..control.config
+            };
+            *control = Control::new(config);
+            let limit = control.initial_limit();
+            // Under the control lock, so that a window closing meanwhile
+            // cannot set or report the old controller's limit after this.
+            self.enabled
+                .store(mode != FlowControl::Off, Ordering::Release);
+            self.limit.store(limit, Ordering::Release);
+            if let Some(metrics) = self.metrics.get() {
+                metrics.record_flow_limit(if mode == FlowControl::Off { 0 } else { limit });
+            }
+        }
+        self.hand_room_out();
+        let state = self.state();
+        tracing::info!(mode = mode.name(), limit = ?state.limit, "flow control reconfigured");
+        state
+    }
+
+    /// The mode, limit and work in flight now.
+    pub fn state(&self) -> FlowGateState {
+        let control = self.control.lock();
+        FlowGateState {
+            mode: control.mode,
+            limit: (control.mode != FlowControl::Off).then(|| self.limit()),
+            in_flight: self.in_flight(),
+            config: control.config,
         }
     }
 
     /// Reports the limit and each window's figures into `metrics`.
     pub fn report_to(&self, metrics: Arc<KafkaMetrics>) {
-        if self.enabled {
+        if self.enabled.load(Ordering::Acquire) {
             metrics.record_flow_limit(self.limit.load(Ordering::Relaxed));
         }
         let _ = self.metrics.set(metrics);
@@ -183,7 +278,7 @@ impl FlowGate {
     /// frame's records are not counted until it is decoded: see
     /// [`FlowTicket::count`]); `None` when the gate is off.
     pub async fn admit(self: &Arc<Self>) -> Option<FlowTicket> {
-        if !self.enabled {
+        if !self.enabled.load(Ordering::Acquire) {
             return None;
         }
         let place = {
@@ -254,6 +349,10 @@ impl FlowGate {
     fn served(&self, records: u64, latency_ns: u64) {
         let now = self.now_ns();
         let mut control = self.control.lock();
+        if control.mode == FlowControl::Off {
+            // Admitted before the gate was switched off: nothing to steer.
+            return;
+        }
         let Some(measurement) = control.window.served_many(records, latency_ns, now) else {
             return;
         };
@@ -261,15 +360,18 @@ impl FlowGate {
             Some(controller) => controller.observe(&measurement),
             None => self.limit(),
         };
-        drop(control);
-        self.set_limit(limit, &measurement);
-    }
-
-    fn set_limit(&self, limit: u32, measurement: &Measurement) {
+        // Set and reported under the control lock: a reconfiguration
+        // between the controller's answer and the store would otherwise be
+        // undone, or the metrics left showing the old limit.
         let before = self.limit.swap(limit.max(1), Ordering::AcqRel);
+        self.report_window(limit, &measurement);
+        drop(control);
         if limit > before {
             self.hand_room_out();
         }
+    }
+
+    fn report_window(&self, limit: u32, measurement: &Measurement) {
         tracing::debug!(
             limit,
             throughput = measurement.throughput,
@@ -439,7 +541,93 @@ mod tests {
     fn modes_are_named_as_configured() {
         for (name, mode) in FlowControl::NAMES {
             assert_eq!(FlowControl::from_name(name), Some(mode));
+            assert_eq!(mode.name(), name);
         }
         assert_eq!(FlowControl::from_name("fast"), None);
+    }
+
+    /// A task waiting for admission behind a full gate.
+    fn waiter(gate: &Arc<FlowGate>) -> tokio::task::JoinHandle<bool> {
+        let gate = Arc::clone(gate);
+        tokio::spawn(async move {
+            let ticket = gate.admit().await;
+            let counted = ticket.is_some();
+            if let Some(ticket) = ticket {
+                ticket.answered();
+            }
+            counted
+        })
+    }
+
+    async fn admitted(task: tokio::task::JoinHandle<bool>) -> bool {
+        tokio::time::timeout(Duration::from_secs(5), task)
+            .await
+            .expect("admitted")
+            .expect("task")
+    }
+
+    #[tokio::test]
+    async fn switched_off_the_gate_lets_its_waiters_through_and_counts_nothing_new() {
+        let gate = gate(FlowControl::Fixed, 1);
+        let first = gate.admit().await.expect("room");
+        let waiting = waiter(&gate);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!waiting.is_finished(), "admitted over the limit");
+
+        let state = gate.reconfigure(FlowControl::Off, 1);
+        assert_eq!((state.mode, state.limit), (FlowControl::Off, None));
+        // It had queued while the gate was on: it holds a counted place.
+        assert!(admitted(waiting).await);
+        assert!(gate.admit().await.is_none(), "off admits without a ticket");
+        // The request admitted before the switch still gives its place back.
+        first.answered();
+        drop(first);
+        assert_eq!(gate.in_flight(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_raised_limit_admits_the_waiters_it_has_room_for_and_a_lowered_one_holds_new_work() {
+        let gate = gate(FlowControl::Fixed, 1);
+        let first = gate.admit().await.expect("room");
+        let (second, third) = (waiter(&gate), waiter(&gate));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!second.is_finished() && !third.is_finished());
+
+        gate.reconfigure(FlowControl::Fixed, 3);
+        assert!(admitted(second).await);
+        assert!(admitted(third).await);
+
+        // Lowered below what is in flight: the next waits until the
+        // earlier request is answered.
+        let state = gate.reconfigure(FlowControl::Fixed, 1);
+        assert_eq!((state.limit, state.in_flight), (Some(1), 1));
+        let fourth = waiter(&gate);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!fourth.is_finished(), "admitted over the lowered limit");
+        first.answered();
+        drop(first);
+        assert!(admitted(fourth).await);
+        assert_eq!(gate.in_flight(), 0);
+    }
+
+    #[tokio::test]
+    async fn switched_to_a_controller_the_gate_counts_again_and_the_controller_starts_afresh() {
+        let gate = gate(FlowControl::Off, 1);
+        assert!(gate.admit().await.is_none());
+        let state = gate.reconfigure(FlowControl::LastThreePoints, 300);
+        assert_eq!(
+            (state.mode, state.limit),
+            (FlowControl::LastThreePoints, Some(300))
+        );
+        // Its start: +delta per window until it has three latencies.
+        for _ in 0..2 {
+            let ticket = gate.admit().await.expect("counted");
+            ticket.count(10);
+            ticket.answered();
+        }
+        assert_eq!(gate.limit(), 300 + 2 * FlowControlConfig::default().delta);
+        // Below the configured minimum, a controller starts at the minimum.
+        let state = gate.reconfigure(FlowControl::Gradient, 1);
+        assert_eq!(state.limit, Some(FlowControlConfig::default().min));
     }
 }

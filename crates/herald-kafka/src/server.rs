@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::KafkaConfig;
 use crate::connection;
+use crate::flow_gate::FlowGate;
 use crate::handlers::Context;
 use crate::listener::{ListenerConfig, SecurityProtocol};
 use herald_tls::TlsAcceptor;
@@ -43,6 +44,7 @@ pub struct KafkaServer {
     broker: Arc<Broker>,
     config: KafkaConfig,
     metrics: Option<Arc<KafkaMetrics>>,
+    flow: Arc<FlowGate>,
 }
 
 /// Why the listeners could not be bound.
@@ -111,12 +113,20 @@ impl KafkaServer {
                 tls,
             });
         }
+        let flow = Arc::new(FlowGate::new(config.flow_control));
         Ok(Self {
             listeners,
             broker,
             config,
             metrics: None,
+            flow,
         })
+    }
+
+    /// The gate on produce work in flight, for changing its mode and limit
+    /// while serving.
+    pub fn flow_gate(&self) -> Arc<FlowGate> {
+        Arc::clone(&self.flow)
     }
 
     /// Records request, byte and connection metrics into `metrics`.
@@ -167,8 +177,13 @@ impl KafkaServer {
             broker,
             config,
             metrics,
+            flow,
         } = self;
-        let context = Arc::new(Context::new(broker, config).with_shutdown(shutdown.clone()));
+        let context = Arc::new(
+            Context::new(broker, config)
+                .with_shutdown(shutdown.clone())
+                .with_flow(flow),
+        );
         if let Some(metrics) = &metrics {
             context.flow.report_to(Arc::clone(metrics));
         }

@@ -89,6 +89,13 @@ pub enum Command {
         after_help = "Example:\n  echo '{\"id\": \"big\", \"topic\": \"orders\", \"filter\": \"value.total > 100\", \"bucket_ms\": 60000, \"aggregates\": [{\"name\": \"n\", \"function\": \"count\"}]}' | herald query create --spec -\n  herald query show big"
     )]
     Query(QueryCommand),
+    /// Show and change the broker-wide limit on produce records in flight
+    /// while the broker serves (over the admin API; until it restarts).
+    #[command(
+        subcommand,
+        after_help = "Example:\n  herald flow-control show\n  herald flow-control set fixed --limit 2000\n  herald flow-control set off"
+    )]
+    FlowControl(FlowControlCommand),
     /// Run SQL over topics and snapshots (a broker built with the `sql`
     /// feature): tables are topics (quote names with dots or dashes) and
     /// snapshot views; columns partition, offset, timestamp, key, value,
@@ -368,6 +375,36 @@ impl AdminArgs {
             authorization,
         })
     }
+}
+
+/// `herald flow-control` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum FlowControlCommand {
+    /// Its mode, the limit in force and the records in flight.
+    #[command(after_help = "Example:\n  herald flow-control show --json")]
+    Show {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+    /// Switch it: a controller starts afresh; requests already admitted
+    /// keep their places.
+    #[command(after_help = "Example:\n  herald flow-control set adaptive --limit 500")]
+    Set {
+        /// off, fixed, last-three-points, adaptive or gradient.
+        mode: String,
+        /// The fixed limit, or a controller's first, in records [default:
+        /// the one last set].
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+        limit: Option<u32>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
 }
 
 /// `herald snapshot` subcommands.

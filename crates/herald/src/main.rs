@@ -10,6 +10,7 @@ mod cli;
 mod cli_client;
 mod cluster_settings;
 mod commands;
+mod flow_admin;
 mod flow_settings;
 mod relay_settings;
 mod scrape;
@@ -46,6 +47,7 @@ fn main() -> ExitCode {
         Command::Tenant(command) => run_client(commands::tenant::run(command)),
         Command::Snapshot(command) => run_client(commands::snapshot::run(command)),
         Command::Query(command) => run_client(commands::query::run(command)),
+        Command::FlowControl(command) => run_client(commands::flow_control::run(command)),
         Command::Sql(args) => run_client(commands::sql::run(args)),
         Command::History(args) => run_client(commands::sql::history(args)),
         Command::Subscribe(args) => run_client(commands::subscribe::run(args)),

@@ -49,6 +49,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         .with_context(|| format!("binding the admin listener on {}", settings.admin_listen))?
     };
     let admin_addr = admin.local_addr().context("reading the admin address")?;
+    let flow_control = admin.flow_control();
     tracing::info!(%admin_addr, "admin listener ready on {admin_addr}");
     let admin_shutdown = CancellationToken::new();
     let admin_task = tokio::spawn(admin.run(admin_shutdown.clone()));
@@ -95,6 +96,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         .await
         .context("binding the Kafka listeners")?
         .with_metrics(Arc::clone(&metrics.kafka));
+    let _ = flow_control.set(Arc::new(crate::flow_admin::GateHandle(server.flow_gate())));
     let engine =
         PushEngine::new(Arc::clone(&broker), settings.push).context("starting the push engine")?;
     let push_listen = settings.gateway.listen;

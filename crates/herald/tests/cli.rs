@@ -292,6 +292,63 @@ fn bad_arguments_fail_with_one_line() {
 }
 
 #[test]
+fn flow_control_is_shown_and_switched_while_the_broker_serves() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = common::start(
+        dir.path(),
+        &["--flow-control", "fixed", "--flow-limit", "700"],
+    );
+    let admin = server.admin_addr.to_string();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_herald"))
+            .args(args)
+            .args(["--admin", &admin])
+            .output()
+            .expect("run")
+    };
+    let shown = run(&["flow-control", "show"]);
+    assert_ok(&shown);
+    assert_eq!(
+        stdout(&shown).trim(),
+        "flow control fixed: limit 700 records, 0 in flight"
+    );
+
+    let set = run(&["flow-control", "set", "gradient", "--limit", "250"]);
+    assert_ok(&set);
+    assert_eq!(
+        stdout(&set).trim(),
+        "flow control gradient: limit 250 records, moved between 100 and 1000000 by steps of 100, 0 in flight"
+    );
+    let json = run(&["flow-control", "show", "--json"]);
+    assert_ok(&json);
+    let view: serde_json::Value = serde_json::from_slice(&json.stdout).expect("JSON");
+    assert_eq!(
+        (view["mode"].as_str(), view["limit"].as_u64()),
+        (Some("gradient"), Some(250))
+    );
+
+    // A refused change says why and leaves the gate as it was.
+    assert_fails_with(
+        &run(&["flow-control", "set", "fast"]),
+        "unknown flow-control mode \"fast\"",
+    );
+    assert_fails_with(
+        &run(&["flow-control", "set", "fixed", "--limit", "0"]),
+        "--limit",
+    );
+    let still = run(&["flow-control", "show", "--json"]);
+    let view: serde_json::Value = serde_json::from_slice(&still.stdout).expect("JSON");
+    assert_eq!(view["mode"].as_str(), Some("gradient"));
+
+    let off = run(&["flow-control", "set", "off"]);
+    assert_ok(&off);
+    assert_eq!(
+        stdout(&off).trim(),
+        "flow control off: produce requests are not limited"
+    );
+}
+
+#[test]
 fn every_subcommand_help_shows_an_example() {
     for args in [
         &["serve", "--help"][..],
@@ -309,6 +366,8 @@ fn every_subcommand_help_shows_an_example() {
         &["group", "delete", "--help"][..],
         &["user", "set", "--help"][..],
         &["acl", "add", "--help"][..],
+        &["flow-control", "show", "--help"][..],
+        &["flow-control", "set", "--help"][..],
     ] {
         let output = Command::new(env!("CARGO_BIN_EXE_herald"))
             .args(args)

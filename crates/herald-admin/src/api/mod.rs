@@ -1,9 +1,11 @@
 //! The admin HTTP API under `/v1/`: JSON in and out, for operators and
 //! the `herald` CLI: snapshots ([`snapshots`]), restoring a raw backup as
-//! a topic ([`restore`]) and online queries ([`queries`]). Errors are
+//! a topic ([`restore`]), online queries ([`queries`]) and the flow-control
+//! gate ([`flow`]). Errors are
 //! `{"error": "..."}` with a status that says whose fault it was.
 
 pub mod auth;
+pub mod flow;
 pub mod queries;
 pub mod restore;
 pub mod snapshots;
@@ -46,6 +48,8 @@ pub struct ApiState {
     /// The SQL engine, started with the first query.
     #[cfg(feature = "sql")]
     pub sql: sql::SqlService,
+    /// The flow-control gate, once the Kafka listener is bound.
+    pub flow: flow::OpenedFlowControl,
 }
 
 /// Answers one `/v1/` request.
@@ -66,7 +70,7 @@ pub async fn handle(
         Err(refused) => return boxed(refused),
     };
     #[cfg(not(feature = "sql"))]
-    let _ = (state, caller);
+    let _ = caller;
     let path = request.uri().path().to_owned();
     #[cfg(feature = "sql")]
     {
@@ -82,12 +86,13 @@ pub async fn handle(
             _ => {}
         }
     }
-    boxed(handle_whole(broker, path, request).await)
+    boxed(handle_whole(broker, state, path, request).await)
 }
 
 /// The requests answered with a whole body.
 async fn handle_whole(
     broker: &Arc<Broker>,
+    state: &ApiState,
     path: String,
     request: Request<Incoming>,
 ) -> Response<Full<Bytes>> {
@@ -99,6 +104,7 @@ async fn handle_whole(
     match segments.first() {
         Some(&"snapshots") => snapshots::handle(broker, request, &segments[1..]).await,
         Some(&"queries") => queries::handle(broker, request, &segments[1..]).await,
+        Some(&"flow-control") => flow::handle(&state.flow, request, &segments[1..]).await,
         Some(&"topics") => match (request.method(), &segments[1..]) {
             (&hyper::Method::POST, [name, "restore"]) => {
                 let name = (*name).to_owned();
@@ -111,7 +117,7 @@ async fn handle_whole(
         },
         _ => error(
             StatusCode::NOT_FOUND,
-            "not found: the API serves /v1/snapshots, /v1/queries, /v1/topics/{name}/restore, and with the sql feature /v1/sql and /v1/topics/{name}/history",
+            "not found: the API serves /v1/snapshots, /v1/queries, /v1/topics/{name}/restore, /v1/flow-control, and with the sql feature /v1/sql and /v1/topics/{name}/history",
         ),
     }
 }

@@ -114,6 +114,13 @@ impl Context {
         self.shutdown = shutdown;
         self
     }
+
+    /// The same context gated by `flow` (one its owner can reconfigure)
+    /// instead of its own.
+    pub fn with_flow(mut self, flow: Arc<crate::flow_gate::FlowGate>) -> Self {
+        self.flow = flow;
+        self
+    }
 }
 
 /// What the connection does after a request.

@@ -5,6 +5,7 @@ pub mod acl;
 pub mod bench;
 pub mod cluster;
 pub mod consume;
+pub mod flow_control;
 pub mod group;
 pub mod partition;
 pub mod produce;
