@@ -4,7 +4,10 @@
 #   scripts/bench-flow.sh              the durable regime: all nine cells and both steps; writes docs/benchmarks/flow-durable.{md,png} (about 65 min)
 #   scripts/bench-flow.sh --memory     the first pass's regime (tmpfs, acks=1, 8 publishers x 8 requests): writes docs/benchmarks/flow-memory.{md,png}
 #   scripts/bench-flow.sh --quick      2 s per run, one round, one cell and the demand step (too short for settle times), writes to $OUT (default /tmp/herald-bench-flow)
+#   scripts/bench-flow.sh --interleaved  the durable regime's nine cells, every setup in turn inside one broker run per cell (about 45 min); writes docs/benchmarks/flow-interleaved.md
+#   scripts/bench-flow.sh --interleaved --quick  one cell, three cycles of 2 s turns, to $OUT
 #   ROUNDS=N STEP_ROUNDS=M             rounds of the comparison (default 6) and of each step (default 3)
+#   SLICE=S CYCLES=C                   interleaved: seconds of a turn (default 6) and turns of each setup (default 7)
 #
 # Durable regime (the default): the broker fsyncs before it acknowledges
 # (--flush every-append) onto a disk directory, producers ask acks=-1, so
@@ -31,6 +34,14 @@
 #    two by these same runs would favour the luckier); each setup is
 #    compared with it round by round (the same minutes of the machine),
 #    and the report gives the median of those ratios.
+# Interleaved (--interleaved), one broker run per cell takes every setup
+# in turn (the gate off, the fixed limits, the three controllers),
+# switching the flow control over the admin API every SLICE seconds, for
+# CYCLES turns each: the setups compared share the broker, its files and
+# the minutes of the machine, which separate runs do not (docs/flow-
+# control.md, third pass). A controller resumes each turn from the limit
+# it had reached at the end of its last; the first cycle is its warm-up
+# and is not counted, nor the first 2 s of any turn.
 # Then, on 16 subjects uniform, for each controller and the reference
 # fixed limit, STEP_ROUNDS rounds of 30 s with a step at 15 s (time for
 # the controllers, which start at 100, to settle first): a demand step
@@ -45,11 +56,15 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 source "$ROOT/scripts/flow-broker.sh"
 
-QUICK=""; REGIME=durable
-case "${1:-}" in
-  --quick) QUICK=1 ;;
-  --memory) REGIME=memory ;;
-esac
+QUICK=""; REGIME=durable; INTERLEAVED=""
+for arg in "$@"; do
+  case "$arg" in
+    --quick) QUICK=1 ;;
+    --memory) REGIME=memory ;;
+    --interleaved) INTERLEAVED=1 ;;
+    *) echo "unknown argument $arg" >&2; exit 2 ;;
+  esac
+done
 OUT="${OUT:-/tmp/herald-bench-flow}"
 if [ "$REGIME" = memory ]; then
   # The first pass: data on tmpfs, acks=1, 8 publishers x 8 requests.
@@ -89,6 +104,33 @@ run() {
     --label "controller=$controller" --label "start_limit=$limit" "$@" --out "$POINTS"
   stop_broker
 }
+
+if [ -n "$INTERLEAVED" ]; then
+  SLICE="${SLICE:-6}"; CYCLES="${CYCLES:-7}"; SKIP=2
+  [ -n "$QUICK" ] && { SLICE=2; CYCLES=3; SKIP=0.5; LIMITS=(512 1024); }
+  POINTS="$OUT/flow-interleaved.jsonl"
+  : >"$POINTS"
+  setups="off"
+  for limit in "${LIMITS[@]}"; do setups+=",fixed:$limit"; done
+  for controller in "${CONTROLLERS[@]}"; do setups+=",$controller:100"; done
+  turns=$(( (${#LIMITS[@]} + 1 + ${#CONTROLLERS[@]}) * CYCLES ))
+  for subjects in "${SUBJECTS[@]}"; do
+    for choice in "${CHOICES[@]}"; do
+      start_broker off 0
+      echo "== interleaved subjects=$subjects $choice: $setups" >&2
+      taskset -c 1 "$LOADGEN" flow --bootstrap 127.0.0.1:29092 --admin 127.0.0.1:29093 \
+        --subjects "$subjects" --choice "$choice" --secs "$((turns * ${SLICE%.*}))" \
+        --publishers "$PUBLISHERS" --in-flight "$IN_FLIGHT" --acks "$ACKS" \
+        --interleave "$setups" --slice-secs "$SLICE" \
+        --label scenario=interleaved --label controller=interleaved --label start_limit=0 \
+        --out "$POINTS"
+      stop_broker
+    done
+  done
+  "$PY" scripts/bench_flow_report.py --interleaved "$POINTS" "$REPORT_DIR" "$SKIP"
+  echo "report in $REPORT_DIR/flow-interleaved.md" >&2
+  exit 0
+fi
 
 # Phase 1: the sweep.
 for subjects in "${SUBJECTS[@]}"; do

@@ -7,6 +7,7 @@
     bench_flow_report.py --best-fixed POINTS SUBJECTS CHOICE   prints the reference fixed limit
     bench_flow_report.py --overload-peak POINTS BROKER REPEAT  prints that peak run's goodput
     bench_flow_report.py --overload POINTS REPORT_DIR          writes flow-overload.md
+    bench_flow_report.py --interleaved POINTS REPORT_DIR SKIP  writes flow-interleaved.md
 
 A run's goodput is the records answered without error per second after
 its first 2 s; its p99 the median of its points' p99 latencies over the
@@ -301,12 +302,111 @@ def overload_report(path, out):
     (out / "flow-overload.md").write_text("\n".join(lines) + "\n")
 
 
+def turns(points, skip):
+    """{setup: [(goodput, p99, limit) of each of its turns, in order]}
+    from one interleaved run's points: a turn's goodput over its points
+    that began at least `skip` s after the switch, its p99 the median of
+    theirs, its limit the median of theirs."""
+    by_setup = collections.OrderedDict()
+    previous_t, previous_published, current = 0.0, 0, None
+    for p in points:
+        span = p["t"] - previous_t
+        records = p["published"] - previous_published
+        previous_t, previous_published = p["t"], p["published"]
+        setup = p.get("setup")
+        if setup is None:
+            continue
+        if current is None or current[0] != setup:
+            current = (setup, [])
+            by_setup.setdefault(setup, []).append(current[1])
+        if p.get("since_switch", 0.0) >= skip and span > 0:
+            current[1].append((span, records, p["p99_ms"], p["limit"]))
+    out = collections.OrderedDict()
+    for setup, its_turns in by_setup.items():
+        figures = []
+        for kept in its_turns:
+            time = sum(k[0] for k in kept)
+            figures.append((sum(k[1] for k in kept) / time if time > 0 else float("nan"),
+                            statistics.median(k[2] for k in kept) if kept else float("nan"),
+                            statistics.median(k[3] for k in kept) if kept else float("nan")))
+        out[setup] = figures
+    return out
+
+
+def cross_fitted(figures, column, fixed):
+    """Each setup's ratios to a reference fixed limit, turn by turn over
+    the cycles after the first: the reference for the odd cycles is the
+    fixed limit with the most median goodput over the even ones, and the
+    other way round, so that no cycle both picks the reference and is
+    compared with it. {setup: [ratios]}, and the references picked."""
+    cycles = min(len(v) for v in figures.values())
+    halves = [[c for c in range(1, cycles) if c % 2 == parity] for parity in (0, 1)]
+    ratios = {setup: [] for setup in figures}
+    picked = []
+    for judged, picking in ((halves[0], halves[1]), (halves[1], halves[0])):
+        if not judged or not picking:
+            continue
+        reference = max(fixed, key=lambda f: statistics.median(
+            figures[f][c][0] for c in picking))
+        picked.append(reference)
+        for setup, its in figures.items():
+            for c in judged:
+                ratios[setup].append(ratio(its[c][column], figures[reference][c][column]))
+    return ratios, picked
+
+
+def interleaved_report(path, out, skip):
+    runs_ = collections.OrderedDict()
+    for line in open(path):
+        p = json.loads(line)
+        runs_.setdefault((p["subjects"], p["choice"]), []).append(p)
+    lines = ["# Flow control evaluation: setups interleaved", "",
+             "Written by `scripts/bench-flow.sh --interleaved` (see its header): one broker run",
+             "per cell takes every setup in turn, switching the flow control over the admin API.",
+             f"A turn's goodput counts its points from {skip:g} s after the switch; the first cycle",
+             "(the controllers' warm-up) is not counted. Goodput and p99: medians over the turns.",
+             "\"vs ref\": the median of the turn-by-turn ratios to a reference fixed limit picked",
+             "by the other half of the cycles (cross-fitted: the odd cycles' reference is the best",
+             "fixed limit over the even cycles and the other way round).", "",
+             "| subjects | choice | setup | turns | goodput (records/s) | p99 (ms) | limit | goodput vs ref | p99 vs ref |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    verdicts = collections.OrderedDict()
+    for (subjects, choice), points in sorted(runs_.items()):
+        figures = turns(points, skip)
+        fixed = [s_ for s_ in figures if s_.startswith("fixed:")]
+        if not fixed:
+            continue
+        goodputs, picked = cross_fitted(figures, 0, fixed)
+        p99s, _ = cross_fitted(figures, 1, fixed)
+        for setup, its in figures.items():
+            counted = its[1:]
+            g = statistics.median(t[0] for t in counted) if counted else float("nan")
+            q = statistics.median(t[1] for t in counted) if counted else float("nan")
+            shown_limit = (f"{statistics.median(t[2] for t in counted):,.0f}"
+                           if counted and not setup.startswith(("off", "fixed")) else "")
+            vs_g = statistics.median(goodputs[setup]) if goodputs[setup] else float("nan")
+            vs_q = statistics.median(p99s[setup]) if p99s[setup] else float("nan")
+            name = setup + (" (ref)" if setup in picked else "")
+            lines.append(f"| {subjects} | {choice} | {name} | {len(counted)} | {g:,.0f} | {q:.2f} | "
+                         f"{shown_limit} | {vs_g:.3f}x | {vs_q:.3f}x |")
+            if not setup.startswith("fixed"):
+                verdicts.setdefault(setup.split(":")[0], []).append(vs_g >= 0.95 and vs_q <= 1.5)
+    lines += ["", "Cells where the setup's goodput is at least 0.95x the reference's and its p99 at",
+              "most 1.5x (issue 18's target):", ""]
+    for setup, met in verdicts.items():
+        lines.append(f"- {'the gate off' if setup == 'off' else setup}: {sum(met)} of {len(met)}")
+    (out / "flow-interleaved.md").write_text("\n".join(lines) + "\n")
+
+
 def main():
     if sys.argv[1] == "--overload-peak":
         print(int(overload_peak(sys.argv[2], sys.argv[3], sys.argv[4])))
         return
     if sys.argv[1] == "--overload":
         overload_report(sys.argv[2], Path(sys.argv[3]))
+        return
+    if sys.argv[1] == "--interleaved":
+        interleaved_report(sys.argv[2], Path(sys.argv[3]), float(sys.argv[4]))
         return
     if sys.argv[1] == "--best-fixed":
         print(best_fixed(rounds(sys.argv[2]), int(sys.argv[3]), sys.argv[4]))

@@ -74,6 +74,14 @@ pub enum LoadError {
         /// What was wrong.
         detail: String,
     },
+    /// The broker's admin API refused a call or answered nonsense.
+    #[error("admin API, {what}: {detail}")]
+    Admin {
+        /// The call.
+        what: &'static str,
+        /// The status and what the broker said.
+        detail: String,
+    },
     /// The chart could not be drawn.
     #[error("chart: {0}")]
     Chart(#[from] herald_bench::figure::FigureError),

@@ -10,6 +10,7 @@ use anyhow::Context as _;
 use serde_json::json;
 
 use crate::flow_eval::{self, FlowSpec};
+use crate::flow_interleave::{Interleave, Setup};
 use crate::push::fanout::layout::Choice;
 
 /// The run's settings.
@@ -65,6 +66,14 @@ pub struct FlowArgs {
     /// timed out.
     #[arg(long, default_value_t = 5000)]
     pub deadline_ms: u64,
+    /// Setups the run takes in turn, switched over the admin API
+    /// (`fixed:1024,off,adaptive:100`: MODE or MODE:LIMIT, a controller's
+    /// limit being its first); needs `--admin`.
+    #[arg(long, value_delimiter = ',', value_parser = parse_setup)]
+    pub interleave: Vec<Setup>,
+    /// Seconds of each setup's turn when interleaving.
+    #[arg(long, default_value_t = 10.0)]
+    pub slice_secs: f64,
     /// Labels every point carries (`controller=adaptive`), repeatable.
     #[arg(long = "label", value_name = "KEY=VALUE")]
     pub labels: Vec<String>,
@@ -73,8 +82,16 @@ pub struct FlowArgs {
     pub out: PathBuf,
 }
 
+fn parse_setup(text: &str) -> Result<Setup, String> {
+    Setup::parse(text)
+}
+
 /// Runs one evaluation and appends its points.
 pub fn run(args: FlowArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        args.interleave.is_empty() || args.admin.is_some(),
+        "--interleave switches the flow control over the admin API: give --admin"
+    );
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -110,6 +127,10 @@ pub fn run(args: FlowArgs) -> anyhow::Result<()> {
         seed: 0x5eed_0004,
         offered_rate: args.offered_rate,
         deadline: Duration::from_millis(args.deadline_ms),
+        interleave: (!args.interleave.is_empty()).then(|| Interleave {
+            setups: args.interleave.clone(),
+            slice: Duration::from_secs_f64(args.slice_secs.max(0.1)),
+        }),
     };
     let points = runtime.block_on(flow_eval::run(&spec))?;
     let mut labels = serde_json::Map::new();

@@ -14,6 +14,11 @@
 //! one answered later than the deadline counts as timed out. Latency runs
 //! from when the request was due.
 //!
+//! Interleaved (`interleave`): the run switches the broker's flow control
+//! between setups every slice (see [`crate::flow_interleave`]); each point
+//! names the setup it was measured under and when in its slice it began,
+//! and no point spans a switch.
+//!
 //! Points go to a JSON-lines file; scripts/bench_flow_report.py turns them
 //! into goodput, p99, time to settle and the seed's plots.
 
@@ -33,6 +38,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadHalf};
 use tokio::sync::{mpsc, Semaphore};
 
 use crate::admin::topic_name;
+use crate::flow_interleave::{self, Interleave, Schedule};
 use crate::produce::{next_answer, PRODUCE_VERSION};
 use crate::push::fanout::layout::{Choice, Layout};
 use crate::wire::{patch_correlation, request_frame};
@@ -78,6 +84,9 @@ pub struct FlowSpec {
     /// Open loop: how long after it was due a request may be answered
     /// and still count.
     pub deadline: Duration,
+    /// Setups taken in turn within the run (needs `admin`); none: the
+    /// broker's flow control as it was started.
+    pub interleave: Option<Interleave>,
 }
 
 /// One point: N records answered.
@@ -101,6 +110,13 @@ pub struct Point {
     /// Open loop: requests over the point refused by a full client buffer
     /// or answered past their deadline.
     pub expired: u64,
+    /// Interleaved: the setup the point was measured under.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub setup: Option<String>,
+    /// Interleaved: seconds from the switch to that setup to the point's
+    /// start.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub since_switch: Option<f64>,
 }
 
 struct Recorder {
@@ -114,6 +130,8 @@ struct Recorder {
     errors: u64,
     expired: u64,
     points: Vec<Point>,
+    setup: Option<String>,
+    switched_at: f64,
 }
 
 impl Recorder {
@@ -129,7 +147,19 @@ impl Recorder {
             errors: 0,
             expired: 0,
             points: Vec::new(),
+            setup: None,
+            switched_at: 0.0,
         }
+    }
+
+    /// The broker switched to `setup`: the point under way closes, so that
+    /// none spans two setups.
+    fn switch(&mut self, setup: String, limit: u64) {
+        self.close_point(limit);
+        let now = self.started.elapsed().as_secs_f64();
+        self.point_started = now;
+        self.switched_at = now;
+        self.setup = Some(setup);
     }
 
     /// Counts requests refused by a full client buffer or answered past
@@ -171,6 +201,11 @@ impl Recorder {
             errors: self.errors,
             limit,
             expired: self.expired,
+            setup: self.setup.clone(),
+            since_switch: self
+                .setup
+                .as_ref()
+                .map(|_| self.point_started - self.switched_at),
         });
         self.in_point = 0;
         self.point_started = t;
@@ -196,6 +231,28 @@ pub async fn run(spec: &FlowSpec) -> Result<Vec<Point>, LoadError> {
         std::thread::spawn(move || hog_after(at, end, cpu, threads, started, &done))
     });
     let frames = Arc::new(frames(spec)?);
+    let switching = match (&spec.interleave, spec.admin) {
+        (Some(interleave), Some(admin)) => {
+            let schedule = Schedule::new(interleave.clone());
+            let (setup, first) = schedule.current();
+            let gate = flow_interleave::switch_gate(admin, &setup, first).await?;
+            let gate_limit = u64::from(gate.limit.unwrap_or(0));
+            limit.store(gate_limit, Ordering::Relaxed);
+            lock(&recorder).switch(setup.name(), gate_limit);
+            let (recorder, limit, duration) =
+                (Arc::clone(&recorder), Arc::clone(&limit), spec.duration);
+            Some(tokio::spawn(take_turns(
+                admin, schedule, started, duration, recorder, limit,
+            )))
+        }
+        (Some(_), None) => {
+            return Err(LoadError::Admin {
+                what: "interleaving setups",
+                detail: "needs the broker's admin listener".into(),
+            })
+        }
+        _ => None,
+    };
     let mut tasks = Vec::new();
     for index in 0..spec.publishers {
         let late = spec
@@ -223,6 +280,15 @@ pub async fn run(spec: &FlowSpec) -> Result<Vec<Point>, LoadError> {
     done.store(true, Ordering::Relaxed);
     if let Some(scraper) = scraper {
         let _ = scraper.await;
+    }
+    if let Some(switching) = switching {
+        let outcome = switching.await.map_err(|e| LoadError::Io {
+            what: "switching setups",
+            source: std::io::Error::other(e.to_string()),
+        })?;
+        if let Err(e) = outcome {
+            first_error.get_or_insert(e);
+        }
     }
     if let Some(hog) = hog {
         let _ = hog.join();
@@ -410,6 +476,35 @@ async fn read_answers(
         );
     }
     Ok(())
+}
+
+/// Switches the broker to the next setup at the end of every slice until
+/// the run's end; each controller's limit at the end of its turn is where
+/// its next turn starts.
+async fn take_turns(
+    admin: SocketAddr,
+    mut schedule: Schedule,
+    started: Instant,
+    duration: Duration,
+    recorder: Arc<Mutex<Recorder>>,
+    limit: Arc<AtomicU64>,
+) -> Result<(), LoadError> {
+    let mut turn: u32 = 1;
+    loop {
+        let at = schedule.slice().saturating_mul(turn);
+        // A turn too short to measure anything is not started.
+        if at + schedule.slice() / 2 >= duration {
+            return Ok(());
+        }
+        tokio::time::sleep_until(tokio::time::Instant::from_std(started + at)).await;
+        let reached = flow_interleave::read_gate(admin).await?.limit;
+        let (setup, first) = schedule.next(reached);
+        let gate = flow_interleave::switch_gate(admin, &setup, first).await?;
+        let gate_limit = u64::from(gate.limit.unwrap_or(0));
+        limit.store(gate_limit, Ordering::Relaxed);
+        lock(&recorder).switch(setup.name(), gate_limit);
+        turn += 1;
+    }
 }
 
 /// Reads `herald_kafka_flow_limit_records` from the admin listener every

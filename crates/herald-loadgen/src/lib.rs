@@ -29,6 +29,7 @@ pub mod fetch;
 pub mod floor;
 pub mod flow_cli;
 pub mod flow_eval;
+pub mod flow_interleave;
 pub mod histogram;
 pub mod latency;
 pub mod loopback;
