@@ -235,10 +235,7 @@ pub async fn run(spec: &FlowSpec) -> Result<Vec<Point>, LoadError> {
         (Some(interleave), Some(admin)) => {
             let schedule = Schedule::new(interleave.clone());
             let (setup, first) = schedule.current();
-            let gate = flow_interleave::switch_gate(admin, &setup, first).await?;
-            let gate_limit = u64::from(gate.limit.unwrap_or(0));
-            limit.store(gate_limit, Ordering::Relaxed);
-            lock(&recorder).switch(setup.name(), gate_limit);
+            switch_to(admin, &setup, first, &recorder, &limit).await?;
             let (recorder, limit, duration) =
                 (Arc::clone(&recorder), Arc::clone(&limit), spec.duration);
             Some(tokio::spawn(take_turns(
@@ -499,12 +496,25 @@ async fn take_turns(
         tokio::time::sleep_until(tokio::time::Instant::from_std(started + at)).await;
         let reached = flow_interleave::read_gate(admin).await?.limit;
         let (setup, first) = schedule.next(reached);
-        let gate = flow_interleave::switch_gate(admin, &setup, first).await?;
-        let gate_limit = u64::from(gate.limit.unwrap_or(0));
-        limit.store(gate_limit, Ordering::Relaxed);
-        lock(&recorder).switch(setup.name(), gate_limit);
+        switch_to(admin, &setup, first, &recorder, &limit).await?;
         turn += 1;
     }
+}
+
+/// Switches the broker to `setup` starting at `first`, and the points
+/// with it.
+async fn switch_to(
+    admin: SocketAddr,
+    setup: &flow_interleave::Setup,
+    first: Option<u32>,
+    recorder: &Mutex<Recorder>,
+    limit: &AtomicU64,
+) -> Result<(), LoadError> {
+    let gate = flow_interleave::switch_gate(admin, setup, first).await?;
+    let gate_limit = u64::from(gate.limit.unwrap_or(0));
+    limit.store(gate_limit, Ordering::Relaxed);
+    lock(recorder).switch(setup.name(), gate_limit);
+    Ok(())
 }
 
 /// Reads `herald_kafka_flow_limit_records` from the admin listener every
