@@ -210,27 +210,32 @@ impl FlowGate {
         }
     }
 
-    /// Switches to `mode` with `limit` as the first (or fixed) limit, while
-    /// serving; the bounds, step and window stay as configured. A
-    /// controller starts afresh from `limit`, with an empty window.
-    /// Requests already admitted keep their places until answered, so
-    /// after a lower limit new ones wait until enough are; switched off,
-    /// every waiting request goes ahead at once.
-    pub fn reconfigure(&self, mode: FlowControl, limit: u32) -> FlowGateState {
+    /// Switches to `mode` with `limit` as the first (or fixed) limit (the
+    /// limit last asked for when `None`), while serving; the bounds, step
+    /// and window stay as configured. A controller starts afresh from the
+    /// limit, clamped to its bounds, with an empty window (its first
+    /// window may hold requests admitted before the switch). Requests
+    /// already admitted keep their places until answered, so after a
+    /// lower limit new ones wait until enough are; switched off, every
+    /// waiting request goes ahead at once, and requests admitted while
+    /// off are never counted.
+    pub fn reconfigure(&self, mode: FlowControl, limit: Option<u32>) -> FlowGateState {
         {
             let mut control = self.control.lock();
             let config = FlowControlConfig {
                 mode,
-                limit,
+                limit: limit.unwrap_or(control.config.limit),
                 ..control.config
             };
             *control = Control::new(config);
             let limit = control.initial_limit();
             // Under the control lock, so that a window closing meanwhile
             // cannot set or report the old controller's limit after this.
+            // The limit before `enabled`: an admission that sees the gate
+            // on must see the new limit, not the unbounded one of off.
+            self.limit.store(limit, Ordering::Release);
             self.enabled
                 .store(mode != FlowControl::Off, Ordering::Release);
-            self.limit.store(limit, Ordering::Release);
             if let Some(metrics) = self.metrics.get() {
                 metrics.record_flow_limit(if mode == FlowControl::Off { 0 } else { limit });
             }
@@ -574,7 +579,7 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(!waiting.is_finished(), "admitted over the limit");
 
-        let state = gate.reconfigure(FlowControl::Off, 1);
+        let state = gate.reconfigure(FlowControl::Off, Some(1));
         assert_eq!((state.mode, state.limit), (FlowControl::Off, None));
         // It had queued while the gate was on: it holds a counted place.
         assert!(admitted(waiting).await);
@@ -593,13 +598,13 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(!second.is_finished() && !third.is_finished());
 
-        gate.reconfigure(FlowControl::Fixed, 3);
+        gate.reconfigure(FlowControl::Fixed, Some(3));
         assert!(admitted(second).await);
         assert!(admitted(third).await);
 
         // Lowered below what is in flight: the next waits until the
         // earlier request is answered.
-        let state = gate.reconfigure(FlowControl::Fixed, 1);
+        let state = gate.reconfigure(FlowControl::Fixed, Some(1));
         assert_eq!((state.limit, state.in_flight), (Some(1), 1));
         let fourth = waiter(&gate);
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -614,7 +619,7 @@ mod tests {
     async fn switched_to_a_controller_the_gate_counts_again_and_the_controller_starts_afresh() {
         let gate = gate(FlowControl::Off, 1);
         assert!(gate.admit().await.is_none());
-        let state = gate.reconfigure(FlowControl::LastThreePoints, 300);
+        let state = gate.reconfigure(FlowControl::LastThreePoints, Some(300));
         assert_eq!(
             (state.mode, state.limit),
             (FlowControl::LastThreePoints, Some(300))
@@ -627,7 +632,7 @@ mod tests {
         }
         assert_eq!(gate.limit(), 300 + 2 * FlowControlConfig::default().delta);
         // Below the configured minimum, a controller starts at the minimum.
-        let state = gate.reconfigure(FlowControl::Gradient, 1);
+        let state = gate.reconfigure(FlowControl::Gradient, Some(1));
         assert_eq!(state.limit, Some(FlowControlConfig::default().min));
     }
 }

@@ -511,9 +511,9 @@ async fn switch_to(
     limit: &AtomicU64,
 ) -> Result<(), LoadError> {
     let gate = flow_interleave::switch_gate(admin, setup, first).await?;
-    let gate_limit = u64::from(gate.limit.unwrap_or(0));
-    limit.store(gate_limit, Ordering::Relaxed);
-    lock(recorder).switch(setup.name(), gate_limit);
+    // The point under way closes with the limit it was measured under.
+    lock(recorder).switch(setup.name(), limit.load(Ordering::Relaxed));
+    limit.store(u64::from(gate.limit.unwrap_or(0)), Ordering::Relaxed);
     Ok(())
 }
 

@@ -156,7 +156,27 @@ pub async fn switch_gate(
     .await
 }
 
+/// Tries a call up to three times: a lost connection or a slow answer
+/// would otherwise end the whole run (a refusal is not retried).
 async fn call(
+    admin: SocketAddr,
+    method: &str,
+    body: Option<String>,
+    what: &'static str,
+) -> Result<GateView, LoadError> {
+    let mut attempt = 1;
+    loop {
+        match call_once(admin, method, body.clone(), what).await {
+            Err(LoadError::Io { .. } | LoadError::Timeout { .. }) if attempt < 3 => {
+                attempt += 1;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            outcome => return outcome,
+        }
+    }
+}
+
+async fn call_once(
     admin: SocketAddr,
     method: &str,
     body: Option<String>,
@@ -183,7 +203,7 @@ async fn call(
         .map_err(|source| LoadError::io(what, source))?;
     let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
     let status = head.lines().next().unwrap_or_default();
-    if !status.contains(" 200 ") {
+    if status.split_whitespace().nth(1) != Some("200") {
         return Err(LoadError::Admin {
             what,
             detail: format!("{status}: {}", body.trim()),

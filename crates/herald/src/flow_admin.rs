@@ -35,7 +35,6 @@ impl FlowControlHandle for GateHandle {
                 names.join(", ")
             ));
         };
-        let limit = limit.unwrap_or_else(|| self.0.state().config.limit);
         Ok(view(self.0.reconfigure(mode, limit)))
     }
 }

@@ -5,9 +5,9 @@
 //!   records in flight and the bounds a controller works within.
 //! - `PUT` with `{"mode": "fixed", "limit": 2000}` switches it: `mode` is
 //!   one of `--flow-control`'s names, `limit` the fixed limit or a
-//!   controller's first, clamped to its bounds (the limit last set, at
-//!   first `--flow-limit`, when left out). A controller starts afresh;
-//!   requests already admitted keep their places. The change lasts until the broker restarts (the flags and the
+//!   controller's first (which its bounds clamp); left out, the limit
+//!   last asked for (at first `--flow-limit`). A controller starts
+//!   afresh; requests already admitted keep their places. The change lasts until the broker restarts (the flags and the
 //!   configuration file say what it starts with).
 //!
 //! The gate itself belongs to the Kafka listener (herald-kafka's
