@@ -268,6 +268,17 @@ async fn execute(
             seconds: limits.time.as_secs(),
         }),
     };
+    // tokio's timeout polls the work before its clock, so work that is
+    // always ready would never see the deadline: it is checked by hand too.
+    let prepared = prepared.and_then(|prepared| {
+        if Instant::now() >= deadline {
+            Err(SqlError::TimeLimit {
+                seconds: limits.time.as_secs(),
+            })
+        } else {
+            Ok(prepared)
+        }
+    });
     let (stream, guard, snapshot, ephemeral) = match prepared {
         Ok(prepared) => prepared,
         Err(e) => {
@@ -290,6 +301,12 @@ async fn execute(
         seconds: limits.time.as_secs(),
     };
     loop {
+        // A stream whose batches are always ready never lets the timeout
+        // below see its clock.
+        if Instant::now() >= deadline {
+            failure = Some(time_limit());
+            break;
+        }
         // A reader that went away (the channel closed, or the caller gone
         // before the first results) cancels the query at once, whether
         // or not it has results to send.
