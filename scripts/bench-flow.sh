@@ -4,10 +4,11 @@
 #   scripts/bench-flow.sh              the durable regime: all nine cells and both steps; writes docs/benchmarks/flow-durable.{md,png} (about 65 min)
 #   scripts/bench-flow.sh --memory     the first pass's regime (tmpfs, acks=1, 8 publishers x 8 requests): writes docs/benchmarks/flow-memory.{md,png}
 #   scripts/bench-flow.sh --quick      2 s per run, one round, one cell and the demand step (too short for settle times), writes to $OUT (default /tmp/herald-bench-flow)
-#   scripts/bench-flow.sh --interleaved  the durable regime's nine cells, every setup in turn inside one broker run per cell (about 60 min); writes docs/benchmarks/flow-interleaved.md
+#   scripts/bench-flow.sh --interleaved  the durable regime's nine cells, every setup in turn inside one broker run per cell (about 45 min); writes docs/benchmarks/flow-interleaved.md
 #   scripts/bench-flow.sh --interleaved --quick  one cell, three cycles of 2 s turns, to $OUT
 #   ROUNDS=N STEP_ROUNDS=M             rounds of the comparison (default 6) and of each step (default 3)
-#   SLICE=S CYCLES=C                   interleaved: whole seconds of a turn (default 6) and turns of each setup (default 7)
+#   SLICE=S CYCLES=C SKIP=K            interleaved: whole seconds of a turn (default 4), turns of each setup (default: one Williams square plus the warm-up, 9), seconds of each turn not counted (default 1)
+#   INTERLEAVE_LIMITS="256 512"        interleaved: the fixed limits compared (default 256 512 1024 2048)
 #
 # Durable regime (the default): the broker fsyncs before it acknowledges
 # (--flush every-append) onto a disk directory, producers ask acks=-1, so
@@ -39,9 +40,12 @@
 # switching the flow control over the admin API every SLICE seconds, for
 # CYCLES turns each: the setups compared share the broker, its files and
 # the minutes of the machine, which separate runs do not (docs/flow-
-# control.md, third pass). A controller resumes each turn from the limit
-# it had reached at the end of its last; the first cycle is its warm-up
-# and is not counted, nor the first 2 s of any turn.
+# control.md, third pass). Each cycle takes the setups in the order of a
+# row of a Williams square (herald-loadgen's flow_interleave.rs); a
+# controller carries on in each turn where its last ended, limit and
+# history; the first cycle is its warm-up and is not counted, nor the
+# first SKIP seconds of any turn (what the setup before left in flight
+# drains in well under one).
 # Then, on 16 subjects uniform, for each controller and the reference
 # fixed limit, STEP_ROUNDS rounds of 30 s with a step at 15 s (time for
 # the controllers, which start at 100, to settle first): a demand step
@@ -106,8 +110,17 @@ run() {
 }
 
 if [ -n "$INTERLEAVED" ]; then
-  SLICE="${SLICE:-6}"; CYCLES="${CYCLES:-7}"; SKIP=2
-  [ -n "$QUICK" ] && { SLICE=2; CYCLES=3; SKIP=0.5; LIMITS=(512 1024); }
+  # Four fixed limits, so that the setups are eight, an even number: a
+  # Williams square of eight rows, and the default cycles are one square
+  # after the warm-up cycle. 4,096 is left out: half of what the
+  # producers hold in flight (8,192), it gates little more than the gate
+  # off does, which is compared anyway.
+  LIMITS=(${INTERLEAVE_LIMITS:-256 512 1024 2048})
+  [ -n "$QUICK" ] && LIMITS=(512 1024)
+  setups_n=$(( ${#LIMITS[@]} + 1 + ${#CONTROLLERS[@]} ))
+  rows=$setups_n; [ $(( setups_n % 2 )) = 1 ] && rows=$(( 2 * setups_n ))
+  SLICE="${SLICE:-4}"; CYCLES="${CYCLES:-$(( rows + 1 ))}"; SKIP="${SKIP:-1}"
+  [ -n "$QUICK" ] && { SLICE=2; CYCLES=3; SKIP=0.5; }
   POINTS="$OUT/flow-interleaved.jsonl"
   : >"$POINTS"
   setups="off"

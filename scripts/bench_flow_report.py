@@ -27,6 +27,7 @@ stretch that sets the final level is reported as not settled."""
 
 import collections
 import json
+import math
 import statistics
 import sys
 from pathlib import Path
@@ -303,44 +304,49 @@ def overload_report(path, out):
 
 
 def turns(points, skip):
-    """{setup: [(goodput, p99, limit) of each of its turns, in order]}
-    from one interleaved run's points: a turn's goodput over its points
-    that began at least `skip` s after the switch, its p99 the median of
-    theirs, its limit the median of theirs."""
-    by_setup = collections.OrderedDict()
-    previous_t, previous_published, current = 0.0, 0, None
+    """{setup: {cycle: (goodput, p99, limit)}} from one interleaved run's
+    points, each turn told by the turn index its points carry: a turn's
+    goodput over its points that began at least `skip` s after the switch,
+    its p99 and limit the medians of theirs (NaN when none was kept)."""
+    kept = collections.OrderedDict()
+    previous_t, previous_published = 0.0, 0
     for p in points:
         span = p["t"] - previous_t
         records = p["published"] - previous_published
         previous_t, previous_published = p["t"], p["published"]
-        setup = p.get("setup")
-        if setup is None:
+        if p.get("setup") is None or p.get("turn") is None:
             continue
-        if current is None or current[0] != setup:
-            current = (setup, [])
-            by_setup.setdefault(setup, []).append(current[1])
+        its = kept.setdefault((p["setup"], p["turn"], p["cycle"]), [])
         if p.get("since_switch", 0.0) >= skip and span > 0:
-            current[1].append((span, records, p["p99_ms"], p["limit"]))
+            its.append((span, records, p["p99_ms"], p["limit"]))
+    nan = float("nan")
     out = collections.OrderedDict()
-    for setup, its_turns in by_setup.items():
-        figures = []
-        for kept in its_turns:
-            time = sum(k[0] for k in kept)
-            figures.append((sum(k[1] for k in kept) / time if time > 0 else float("nan"),
-                            statistics.median(k[2] for k in kept) if kept else float("nan"),
-                            statistics.median(k[3] for k in kept) if kept else float("nan")))
-        out[setup] = figures
+    for (setup, _, cycle), its in kept.items():
+        time = sum(k[0] for k in its)
+        out.setdefault(setup, {})[cycle] = (
+            sum(k[1] for k in its) / time if time > 0 else nan,
+            statistics.median(k[2] for k in its) if its else nan,
+            statistics.median(k[3] for k in its) if its else nan)
     return out
 
 
+def complete_cycles(figures):
+    """The cycles after the first (the controllers' warm-up) in which every
+    setup had a turn with a goodput and a p99 to compare (positive: a ratio
+    to a zero would be NaN, and a median over NaN is meaningless)."""
+    cycles = set.intersection(*(set(its) for its in figures.values())) if figures else set()
+    return sorted(c for c in cycles if c > 0 and all(
+        figures[s][c][0] > 0 and figures[s][c][1] > 0 for s in figures))
+
+
 def cross_fitted(figures, column, fixed):
-    """Each setup's ratios to a reference fixed limit, turn by turn over
-    the cycles after the first: the reference for the odd cycles is the
-    fixed limit with the most median goodput over the even ones, and the
-    other way round, so that no cycle both picks the reference and is
-    compared with it. {setup: [ratios]}, and the references picked."""
-    cycles = min(len(v) for v in figures.values())
-    halves = [[c for c in range(1, cycles) if c % 2 == parity] for parity in (0, 1)]
+    """Each setup's ratios to a reference fixed limit, cycle by cycle over
+    the complete cycles: the reference for the odd cycles is the fixed
+    limit with the most median goodput over the even ones, and the other
+    way round, so that no cycle both picks the reference and is compared
+    with it. {setup: [ratios]}, and the references picked."""
+    cycles = complete_cycles(figures)
+    halves = [[c for c in cycles if c % 2 == parity] for parity in (0, 1)]
     ratios = {setup: [] for setup in figures}
     picked = []
     for judged, picking in ((halves[0], halves[1]), (halves[1], halves[0])):
@@ -355,6 +361,14 @@ def cross_fitted(figures, column, fixed):
     return ratios, picked
 
 
+def quartiles(values):
+    """"q1-q3" of `values`, or "-" with fewer than two."""
+    if len(values) < 2:
+        return "-"
+    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return f"{q1:.2f}-{q3:.2f}"
+
+
 def interleaved_report(path, out, skip):
     runs_ = collections.OrderedDict()
     for line in open(path):
@@ -363,12 +377,16 @@ def interleaved_report(path, out, skip):
     lines = ["# Flow control evaluation: setups interleaved", "",
              "Written by `scripts/bench-flow.sh --interleaved` (see its header): one broker run",
              "per cell takes every setup in turn, switching the flow control over the admin API.",
+             "Each cycle gives every setup one turn, in the order of a row of a Williams square;",
+             "a controller carries on in each turn where its previous one ended (limit and history).",
              f"A turn's goodput counts its points from {skip:g} s after the switch; the first cycle",
-             "(the controllers' warm-up) is not counted. Goodput and p99: medians over the turns.",
-             "\"vs ref\": the median of the turn-by-turn ratios to a reference fixed limit picked",
+             "(the controllers' warm-up) is not counted, nor a cycle in which a setup's turn had",
+             "nothing to count. Goodput and p99: medians over the counted turns.",
+             "\"vs ref\": the median of the cycle-by-cycle ratios to a reference fixed limit picked",
              "by the other half of the cycles (cross-fitted: the odd cycles' reference is the best",
-             "fixed limit over the even cycles and the other way round).", "",
-             "| subjects | choice | setup | turns | goodput (records/s) | p99 (ms) | limit | goodput vs ref | p99 vs ref |",
+             "fixed limit over the even cycles and the other way round); the goodput ratios'",
+             "quartiles say how far one cycle's ratio strays.", "",
+             "| subjects | choice | setup | turns | goodput (records/s) | p99 (ms) | limit | goodput vs ref (q1-q3) | p99 vs ref |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     verdicts = collections.OrderedDict()
     for (subjects, choice), points in sorted(runs_.items()):
@@ -378,8 +396,9 @@ def interleaved_report(path, out, skip):
             continue
         goodputs, picked = cross_fitted(figures, 0, fixed)
         p99s, _ = cross_fitted(figures, 1, fixed)
+        counted_cycles = complete_cycles(figures)
         for setup, its in figures.items():
-            counted = its[1:]
+            counted = [its[c] for c in counted_cycles]
             g = statistics.median(t[0] for t in counted) if counted else float("nan")
             q = statistics.median(t[1] for t in counted) if counted else float("nan")
             shown_limit = (f"{statistics.median(t[2] for t in counted):,.0f}"
@@ -387,8 +406,9 @@ def interleaved_report(path, out, skip):
             vs_g = statistics.median(goodputs[setup]) if goodputs[setup] else float("nan")
             vs_q = statistics.median(p99s[setup]) if p99s[setup] else float("nan")
             name = setup + (" (ref)" if setup in picked else "")
+            spread_ = quartiles(goodputs[setup])
             lines.append(f"| {subjects} | {choice} | {name} | {len(counted)} | {g:,.0f} | {q:.2f} | "
-                         f"{shown_limit} | {vs_g:.3f}x | {vs_q:.3f}x |")
+                         f"{shown_limit} | {vs_g:.3f}x ({spread_}) | {vs_q:.3f}x |")
             if not setup.startswith("fixed"):
                 verdicts.setdefault(setup.split(":")[0], []).append(vs_g >= 0.95 and vs_q <= 1.5)
     lines += ["", "Cells where the setup's goodput is at least 0.95x the reference's and its p99 at",

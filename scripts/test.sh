@@ -10,6 +10,7 @@
 #   5. scripts/fuzz.sh 60                (a bounded fuzz run, when the script exists)
 #   6. pytest tests/compat               (real Kafka clients against the real binary)
 #   7. pytest tests/push                 (push subscriptions: grpcio client, a real browser)
+#   8. pytest tests/tools                (the benchmark reports' own arithmetic)
 # Stops at the first failure with a non-zero exit code.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -66,7 +67,7 @@ fi
 # Each suite runs even when the one before failed; the first failure's
 # status is the script's.
 status=0
-for suite in tests/compat tests/push; do
+for suite in tests/compat tests/push tests/tools; do
   step "pytest $suite"
   set +e
   # The slowest tests are listed, to see where the run's time goes.

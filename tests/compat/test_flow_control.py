@@ -38,13 +38,21 @@ def metric(broker, name):
     return float(found[1])
 
 
-def produce_all(broker, topic):
+def produce_all(broker, topic, delivered=None):
+    """Produces RECORDS flat out; `delivered`, a list, gets one entry per
+    record acknowledged (appending is atomic under the GIL)."""
     errors = []
     producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 2,
                          "batch.size": 4096, "queue.buffering.max.messages": 200_000})
+
+    def on_delivery(err, _message):
+        if err:
+            errors.append(err)
+        elif delivered is not None:
+            delivered.append(1)
+
     for i in range(RECORDS):
-        producer.produce(topic, str(i).encode(),
-                         on_delivery=lambda err, _m: err and errors.append(err))
+        producer.produce(topic, str(i).encode(), on_delivery=on_delivery)
         if i % 10_000 == 0:
             producer.poll(0)
     assert producer.flush(120) == 0
@@ -102,26 +110,41 @@ def flow_api(broker, method, body=None):
 @pytest.mark.herald_args("--flow-control", "fixed", "--flow-limit", "1")
 def test_the_gate_is_switched_while_a_producer_runs_without_losing_a_record(broker, unique):
     assert flow_api(broker, "GET") == (200, {
-        "mode": "fixed", "limit": 1, "in_flight": 0,
+        "mode": "fixed", "limit": 1, "in_flight": 0, "resumed": False,
         "min_limit": 100, "max_limit": 1_000_000, "delta": 100})
     topic = unique("flow-switch")
-    failures = []
+    failures, delivered = [], []
 
     def produce():
         try:
-            produce_all(broker, topic)
+            produce_all(broker, topic, delivered)
         except Exception as failure:  # noqa: BLE001 - reported by the test's thread
             failures.append(failure)
 
     producing = threading.Thread(target=produce)
     producing.start()
+    # Each switch must land while records are still being produced and
+    # after some were acknowledged under the setup before it.
     for change, limit in [({"mode": "adaptive", "limit": 300}, 300), ({"mode": "off"}, None),
                           ({"mode": "gradient", "limit": 150}, 150),
+                          ({"mode": "adaptive", "limit": 5_000, "resume": True}, "resumed"),
                           ({"mode": "fixed", "limit": 2}, 2)]:
-        time.sleep(0.3)
+        before = len(delivered)
+        deadline = time.monotonic() + 30
+        while len(delivered) < before + 2_000 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(delivered) >= before + 2_000, f"nothing acknowledged before switching to {change}"
+        assert len(delivered) < RECORDS and producing.is_alive(), \
+            f"the producer finished before switching to {change}"
         status, view = flow_api(broker, "PUT", change)
         assert status == 200, view
-        assert (view["mode"], view["limit"]) == (change["mode"], limit)
+        if limit == "resumed":
+            # The adaptive controller carries on from where it was, not
+            # from the 5,000 sent for a broker that no longer had it.
+            assert view["resumed"] is True and view["mode"] == "adaptive", view
+            assert 100 <= view["limit"] < 5_000, view
+        else:
+            assert (view["mode"], view["limit"], view["resumed"]) == (change["mode"], limit, False)
     producing.join(180)
     assert not producing.is_alive() and failures == [], failures
     assert consume_all(broker, topic) == list(range(RECORDS))

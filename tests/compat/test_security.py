@@ -660,10 +660,11 @@ def test_herald_user_and_acl_commands_over_kafkas_apis(secure):
 
 
 def test_the_admin_api_needs_credentials_and_a_cluster_acl_when_authorization_is_on(secure):
-    """With authorization on, the admin API (snapshots, restores) asks who
-    calls: no or wrong credentials get 401, a user without an ACL on the
-    cluster 403, and the administrator (a super user) or a user allowed
-    ALTER on the cluster gets through, over HTTP Basic or the CLI."""
+    """With authorization on, the admin API (snapshots, restores, the
+    flow-control gate) asks who calls: no or wrong credentials get 401, a
+    user without an ACL on the cluster 403, and the administrator (a super
+    user) or a user allowed ALTER on the cluster gets through, over HTTP
+    Basic or the CLI."""
     if AGAINST_KAFKA:
         pytest.skip("herald's own admin API")
     import base64
@@ -697,7 +698,20 @@ def test_the_admin_api_needs_credentials_and_a_cluster_acl_when_authorization_is
     add_user(secure, user, "snap-pw")
     status, answer = call("POST", "/v1/snapshots", {"topics": [topic]}, user=user, password="snap-pw")
     assert status == 403 and "may not ALTER" in answer["error"], answer
+    # The flow-control gate is the broker's to change: the same rule.
+    status, answer = call("PUT", "/v1/flow-control", {"mode": "fixed", "limit": 50})
+    assert status == 401, answer
+    status, answer = call("PUT", "/v1/flow-control", {"mode": "fixed", "limit": 50},
+                          user=user, password="snap-pw")
+    assert status == 403 and "may not ALTER" in answer["error"], answer
+    status, answer = call("GET", "/v1/flow-control", user="admin", password=ADMIN_PASSWORD)
+    assert status == 200 and answer["mode"] == "off", answer
     allow(secure, f"User:{user}", ResourceType.BROKER, "kafka-cluster", AclOperation.ALTER)
+    status, answer = call("PUT", "/v1/flow-control", {"mode": "fixed", "limit": 50},
+                          user=user, password="snap-pw")
+    assert status == 200 and (answer["mode"], answer["limit"]) == ("fixed", 50), answer
+    status, answer = call("PUT", "/v1/flow-control", {"mode": "off"}, user=user, password="snap-pw")
+    assert status == 200 and answer["mode"] == "off", answer
     status, answer = call("POST", "/v1/snapshots", {"topics": [topic], "id": user},
                           user=user, password="snap-pw")
     assert status == 201, answer

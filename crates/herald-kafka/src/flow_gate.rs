@@ -23,7 +23,9 @@
 //! The mode and limit can be changed while serving
 //! ([`FlowGate::reconfigure`], the admin API's `PUT /v1/flow-control`):
 //! an operator trying a limit, or an evaluation comparing setups inside
-//! one broker run, does not have to restart the broker.
+//! one broker run, does not have to restart the broker. A controller
+//! switched away from is kept, and a later switch back may resume it with
+//! its limit and its history of windows rather than start it afresh.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -34,11 +36,11 @@ use herald_flow::{
 };
 use herald_metrics::KafkaMetrics;
 use parking_lot::Mutex;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use tokio::sync::oneshot;
 
 /// Which limit, if any, gates produce work.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum FlowControl {
     /// No limit (the default until the evaluation picks a controller).
     #[default]
@@ -113,34 +115,56 @@ impl Default for FlowControlConfig {
     }
 }
 
+type Controller = Box<dyn LimitController + Send>;
+
 struct Control {
     mode: FlowControl,
     config: FlowControlConfig,
     window: LittleWindow,
-    controller: Option<Box<dyn LimitController + Send>>,
+    controller: Option<Controller>,
+    /// Whether the controller carries history from an earlier turn.
+    resumed: bool,
+    /// The last controller of each mode switched away from.
+    parked: HashMap<FlowControl, Controller>,
+    /// Counts reconfigurations: requests admitted under an earlier one
+    /// are not measured.
+    generation: u64,
 }
 
 impl Control {
     /// Control as `config` says, with a fresh window and controller.
     fn new(config: FlowControlConfig) -> Self {
-        let bounds = Sample {
-            initial: config.limit,
-            min: config.min,
-            max: config.max.max(config.min),
-            delta: config.delta,
-        };
-        let controller: Option<Box<dyn LimitController + Send>> = match config.mode {
-            FlowControl::Off | FlowControl::Fixed => None,
-            FlowControl::LastThreePoints => Some(Box::new(LastThreePoints::new(bounds))),
-            FlowControl::Adaptive => Some(Box::new(Adaptive::new(bounds))),
-            FlowControl::Gradient => Some(Box::new(Gradient::new(bounds))),
-        };
+        let controller = Self::fresh_controller(config);
+        Self::with(config, controller, false)
+    }
+
+    /// Control as `config` says with `controller` (fresh or resumed) and
+    /// a fresh window.
+    fn with(config: FlowControlConfig, controller: Option<Controller>, resumed: bool) -> Self {
         Self {
             mode: config.mode,
             config,
             window: LittleWindow::new(config.window_records)
                 .with_min_span(config.window_min_ms.saturating_mul(1_000_000)),
             controller,
+            resumed,
+            parked: HashMap::new(),
+            generation: 0,
+        }
+    }
+
+    fn fresh_controller(config: FlowControlConfig) -> Option<Controller> {
+        let bounds = Sample {
+            initial: config.limit,
+            min: config.min,
+            max: config.max.max(config.min),
+            delta: config.delta,
+        };
+        match config.mode {
+            FlowControl::Off | FlowControl::Fixed => None,
+            FlowControl::LastThreePoints => Some(Box::new(LastThreePoints::new(bounds))),
+            FlowControl::Adaptive => Some(Box::new(Adaptive::new(bounds))),
+            FlowControl::Gradient => Some(Box::new(Gradient::new(bounds))),
         }
     }
 
@@ -169,6 +193,9 @@ pub struct FlowGateState {
     pub limit: Option<u32>,
     /// Records admitted and not yet answered (while on).
     pub in_flight: u64,
+    /// Whether the controller in force was resumed with the limit and
+    /// history it had when switched away from.
+    pub resumed: bool,
     /// The bounds and step a controller works within.
     pub config: FlowControlConfig,
 }
@@ -213,13 +240,20 @@ impl FlowGate {
     /// Switches to `mode` with `limit` as the first (or fixed) limit (the
     /// limit last asked for when `None`), while serving; the bounds, step
     /// and window stay as configured. A controller starts afresh from the
-    /// limit, clamped to its bounds, with an empty window (its first
-    /// window may hold requests admitted before the switch). Requests
-    /// already admitted keep their places until answered, so after a
-    /// lower limit new ones wait until enough are; switched off, every
-    /// waiting request goes ahead at once, and requests admitted while
-    /// off are never counted.
-    pub fn reconfigure(&self, mode: FlowControl, limit: Option<u32>) -> FlowGateState {
+    /// limit, clamped to its bounds, with an empty window (requests
+    /// admitted before the switch are not measured in it); with
+    /// `resume`, the last controller of that mode switched away from
+    /// carries on instead, from the limit and history it had then (afresh
+    /// if there is none). Requests already admitted keep their places
+    /// until answered, so after a lower limit new ones wait until enough
+    /// are; switched off, every waiting request goes ahead at once, and
+    /// requests admitted while off are never counted.
+    pub fn reconfigure(
+        &self,
+        mode: FlowControl,
+        limit: Option<u32>,
+        resume: bool,
+    ) -> FlowGateState {
         {
             let mut control = self.control.lock();
             let config = FlowControlConfig {
@@ -227,7 +261,18 @@ impl FlowGate {
                 limit: limit.unwrap_or(control.config.limit),
                 ..control.config
             };
-            *control = Control::new(config);
+            let mut parked = std::mem::take(&mut control.parked);
+            let generation = control.generation.wrapping_add(1);
+            if let Some(previous) = control.controller.take() {
+                parked.insert(control.mode, previous);
+            }
+            let resumed = if resume { parked.remove(&mode) } else { None };
+            *control = match resumed {
+                Some(controller) => Control::with(config, Some(controller), true),
+                None => Control::new(config),
+            };
+            control.parked = parked;
+            control.generation = generation;
             let limit = control.initial_limit();
             // Under the control lock, so that a window closing meanwhile
             // cannot set or report the old controller's limit after this.
@@ -253,6 +298,7 @@ impl FlowGate {
             mode: control.mode,
             limit: (control.mode != FlowControl::Off).then(|| self.limit()),
             in_flight: self.in_flight(),
+            resumed: control.resumed,
             config: control.config,
         }
     }
@@ -314,11 +360,16 @@ impl FlowGate {
                 }
             }
         }
-        self.control.lock().window.start(self.now_ns());
+        let generation = {
+            let mut control = self.control.lock();
+            control.window.start(self.now_ns());
+            control.generation
+        };
         Some(FlowTicket {
             gate: Arc::clone(self),
             admitted_ns: self.now_ns(),
             records: AtomicU64::new(1),
+            generation,
         })
     }
 
@@ -351,11 +402,14 @@ impl FlowGate {
         }
     }
 
-    fn served(&self, records: u64, latency_ns: u64) {
+    fn served(&self, records: u64, latency_ns: u64, generation: u64) {
         let now = self.now_ns();
         let mut control = self.control.lock();
-        if control.mode == FlowControl::Off {
-            // Admitted before the gate was switched off: nothing to steer.
+        if control.mode == FlowControl::Off || generation != control.generation {
+            // Admitted before the gate was switched off or to another
+            // setup: measured under the setup before, it would lead the
+            // controller now in force (a resumed one's history included)
+            // to take the other setup's latency for its own.
             return;
         }
         let Some(measurement) = control.window.served_many(records, latency_ns, now) else {
@@ -416,6 +470,8 @@ pub struct FlowTicket {
     gate: Arc<FlowGate>,
     admitted_ns: u64,
     records: AtomicU64,
+    /// The gate's setup when admitted (see [`FlowGate::reconfigure`]).
+    generation: u64,
 }
 
 impl FlowTicket {
@@ -436,8 +492,11 @@ impl FlowTicket {
     /// The request was answered: its records count toward the window.
     pub fn answered(&self) {
         let latency = self.gate.now_ns().saturating_sub(self.admitted_ns);
-        self.gate
-            .served(self.records.load(Ordering::Acquire), latency);
+        self.gate.served(
+            self.records.load(Ordering::Acquire),
+            latency,
+            self.generation,
+        );
     }
 }
 
@@ -579,7 +638,7 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(!waiting.is_finished(), "admitted over the limit");
 
-        let state = gate.reconfigure(FlowControl::Off, Some(1));
+        let state = gate.reconfigure(FlowControl::Off, Some(1), false);
         assert_eq!((state.mode, state.limit), (FlowControl::Off, None));
         // It had queued while the gate was on: it holds a counted place.
         assert!(admitted(waiting).await);
@@ -598,13 +657,13 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(!second.is_finished() && !third.is_finished());
 
-        gate.reconfigure(FlowControl::Fixed, Some(3));
+        gate.reconfigure(FlowControl::Fixed, Some(3), false);
         assert!(admitted(second).await);
         assert!(admitted(third).await);
 
         // Lowered below what is in flight: the next waits until the
         // earlier request is answered.
-        let state = gate.reconfigure(FlowControl::Fixed, Some(1));
+        let state = gate.reconfigure(FlowControl::Fixed, Some(1), false);
         assert_eq!((state.limit, state.in_flight), (Some(1), 1));
         let fourth = waiter(&gate);
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -619,7 +678,7 @@ mod tests {
     async fn switched_to_a_controller_the_gate_counts_again_and_the_controller_starts_afresh() {
         let gate = gate(FlowControl::Off, 1);
         assert!(gate.admit().await.is_none());
-        let state = gate.reconfigure(FlowControl::LastThreePoints, Some(300));
+        let state = gate.reconfigure(FlowControl::LastThreePoints, Some(300), false);
         assert_eq!(
             (state.mode, state.limit),
             (FlowControl::LastThreePoints, Some(300))
@@ -632,7 +691,68 @@ mod tests {
         }
         assert_eq!(gate.limit(), 300 + 2 * FlowControlConfig::default().delta);
         // Below the configured minimum, a controller starts at the minimum.
-        let state = gate.reconfigure(FlowControl::Gradient, Some(1));
+        let state = gate.reconfigure(FlowControl::Gradient, Some(1), false);
         assert_eq!(state.limit, Some(FlowControlConfig::default().min));
+    }
+
+    #[tokio::test]
+    async fn requests_admitted_before_a_switch_are_not_measured_after_it() {
+        let delta = FlowControlConfig::default().delta;
+        let gate = gate(FlowControl::Fixed, 1_000);
+        let before = gate.admit().await.expect("counted");
+        before.count(10);
+        gate.reconfigure(FlowControl::Adaptive, Some(300), false);
+        // A full window's records, but admitted under the fixed limit.
+        before.answered();
+        drop(before);
+        assert_eq!(gate.limit(), 300, "the fixed limit's request moved it");
+        assert_eq!(gate.in_flight(), 0, "its place is still given back");
+        one_window(&gate).await;
+        assert_eq!(gate.limit(), 300 + delta);
+    }
+
+    /// One window's worth of records admitted and answered.
+    async fn one_window(gate: &Arc<FlowGate>) {
+        let ticket = gate.admit().await.expect("counted");
+        ticket.count(10);
+        ticket.answered();
+    }
+
+    #[tokio::test]
+    async fn a_resumed_controller_carries_on_with_its_limit_and_history() {
+        let delta = FlowControlConfig::default().delta;
+        let gate = gate(FlowControl::Adaptive, 100);
+        // Adaptive adds delta per window until it has five points.
+        for _ in 0..3 {
+            one_window(&gate).await;
+        }
+        assert_eq!(gate.limit(), 100 + 3 * delta);
+        gate.reconfigure(FlowControl::Fixed, Some(5_000), false);
+        one_window(&gate).await;
+        assert_eq!(gate.limit(), 5_000);
+
+        let state = gate.reconfigure(FlowControl::Adaptive, Some(100), true);
+        assert!(state.resumed);
+        assert_eq!(
+            state.limit,
+            Some(100 + 3 * delta),
+            "resumed at its own limit"
+        );
+        // Its fourth window still climbs; with the fifth it has its five
+        // points, and one request in flight is far under 80% of the limit,
+        // so it holds. A fresh controller would still be climbing.
+        one_window(&gate).await;
+        assert_eq!(gate.limit(), 100 + 4 * delta);
+        one_window(&gate).await;
+        assert_eq!(gate.limit(), 100 + 4 * delta, "resumed: five points, held");
+        let fresh = self::gate(FlowControl::Adaptive, 100 + 4 * delta);
+        one_window(&fresh).await;
+        assert_eq!(fresh.limit(), 100 + 5 * delta, "afresh: climbing");
+
+        // Without resume, or with none parked, a controller starts afresh.
+        let state = gate.reconfigure(FlowControl::Adaptive, Some(100), false);
+        assert_eq!((state.resumed, state.limit), (false, Some(100)));
+        let state = gate.reconfigure(FlowControl::Gradient, Some(400), true);
+        assert_eq!((state.resumed, state.limit), (false, Some(400)));
     }
 }

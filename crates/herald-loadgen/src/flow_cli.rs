@@ -10,7 +10,7 @@ use anyhow::Context as _;
 use serde_json::json;
 
 use crate::flow_eval::{self, FlowSpec};
-use crate::flow_interleave::{Interleave, Setup};
+use crate::flow_interleave::{self, Interleave, Setup};
 use crate::push::fanout::layout::Choice;
 
 /// The run's settings.
@@ -92,6 +92,9 @@ pub fn run(args: FlowArgs) -> anyhow::Result<()> {
         args.interleave.is_empty() || args.admin.is_some(),
         "--interleave switches the flow control over the admin API: give --admin"
     );
+    if let Err(why) = flow_interleave::distinct(&args.interleave) {
+        anyhow::bail!("--interleave: {why}");
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()

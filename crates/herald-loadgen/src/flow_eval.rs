@@ -16,8 +16,8 @@
 //!
 //! Interleaved (`interleave`): the run switches the broker's flow control
 //! between setups every slice (see [`crate::flow_interleave`]); each point
-//! names the setup it was measured under and when in its slice it began,
-//! and no point spans a switch.
+//! names the setup it was measured under, its turn and cycle and when in
+//! its turn it began, and no point spans a switch.
 //!
 //! Points go to a JSON-lines file; scripts/bench_flow_report.py turns them
 //! into goodput, p99, time to settle and the seed's plots.
@@ -38,7 +38,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadHalf};
 use tokio::sync::{mpsc, Semaphore};
 
 use crate::admin::topic_name;
-use crate::flow_interleave::{self, Interleave, Schedule};
+use crate::flow_interleave::{self, Interleave, Schedule, Turn};
 use crate::produce::{next_answer, PRODUCE_VERSION};
 use crate::push::fanout::layout::{Choice, Layout};
 use crate::wire::{patch_correlation, request_frame};
@@ -117,6 +117,13 @@ pub struct Point {
     /// start.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub since_switch: Option<f64>,
+    /// Interleaved: the turn, counted from 0 over the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub turn: Option<usize>,
+    /// Interleaved: the cycle the turn belongs to (one turn of every
+    /// setup each).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cycle: Option<usize>,
 }
 
 struct Recorder {
@@ -131,6 +138,7 @@ struct Recorder {
     expired: u64,
     points: Vec<Point>,
     setup: Option<String>,
+    turn: Option<(usize, usize)>,
     switched_at: f64,
 }
 
@@ -148,18 +156,21 @@ impl Recorder {
             expired: 0,
             points: Vec::new(),
             setup: None,
+            turn: None,
             switched_at: 0.0,
         }
     }
 
-    /// The broker switched to `setup`: the point under way closes, so that
-    /// none spans two setups.
-    fn switch(&mut self, setup: String, limit: u64) {
+    /// The broker switched to `turn`'s setup: the point under way closes
+    /// (with `limit`, the one it was measured under), so that none spans
+    /// two turns.
+    fn switch(&mut self, turn: &Turn, limit: u64) {
         self.close_point(limit);
         let now = self.started.elapsed().as_secs_f64();
         self.point_started = now;
         self.switched_at = now;
-        self.setup = Some(setup);
+        self.setup = Some(turn.setup.name());
+        self.turn = Some((turn.index, turn.cycle));
     }
 
     /// Counts requests refused by a full client buffer or answered past
@@ -206,6 +217,8 @@ impl Recorder {
                 .setup
                 .as_ref()
                 .map(|_| self.point_started - self.switched_at),
+            turn: self.turn.map(|(index, _)| index),
+            cycle: self.turn.map(|(_, cycle)| cycle),
         });
         self.in_point = 0;
         self.point_started = t;
@@ -234,8 +247,7 @@ pub async fn run(spec: &FlowSpec) -> Result<Vec<Point>, LoadError> {
     let switching = match (&spec.interleave, spec.admin) {
         (Some(interleave), Some(admin)) => {
             let schedule = Schedule::new(interleave.clone());
-            let (setup, first) = schedule.current();
-            switch_to(admin, &setup, first, &recorder, &limit).await?;
+            switch_to(admin, &schedule.current(), &recorder, &limit).await?;
             let (recorder, limit, duration) =
                 (Arc::clone(&recorder), Arc::clone(&limit), spec.duration);
             Some(tokio::spawn(take_turns(
@@ -495,24 +507,22 @@ async fn take_turns(
         }
         tokio::time::sleep_until(tokio::time::Instant::from_std(started + at)).await;
         let reached = flow_interleave::read_gate(admin).await?.limit;
-        let (setup, first) = schedule.next(reached);
-        switch_to(admin, &setup, first, &recorder, &limit).await?;
+        let next = schedule.next(reached);
+        switch_to(admin, &next, &recorder, &limit).await?;
         turn += 1;
     }
 }
 
-/// Switches the broker to `setup` starting at `first`, and the points
-/// with it.
+/// Switches the broker to `turn`'s setup, and the points with it.
 async fn switch_to(
     admin: SocketAddr,
-    setup: &flow_interleave::Setup,
-    first: Option<u32>,
+    turn: &Turn,
     recorder: &Mutex<Recorder>,
     limit: &AtomicU64,
 ) -> Result<(), LoadError> {
-    let gate = flow_interleave::switch_gate(admin, setup, first).await?;
+    let gate = flow_interleave::switch_gate(admin, turn).await?;
     // The point under way closes with the limit it was measured under.
-    lock(recorder).switch(setup.name(), limit.load(Ordering::Relaxed));
+    lock(recorder).switch(turn, limit.load(Ordering::Relaxed));
     limit.store(u64::from(gate.limit.unwrap_or(0)), Ordering::Relaxed);
     Ok(())
 }

@@ -389,9 +389,12 @@ pub enum FlowControlCommand {
         #[command(flatten)]
         admin: AdminArgs,
     },
-    /// Switch it: a controller starts afresh; requests already admitted
-    /// keep their places.
-    #[command(after_help = "Example:\n  herald flow-control set adaptive --limit 500")]
+    /// Switch it: a controller starts afresh (or, with --resume, carries
+    /// on where it was when last switched away from); requests already
+    /// admitted keep their places.
+    #[command(
+        after_help = "Example:\n  herald flow-control set adaptive --limit 500\n  herald flow-control set adaptive --resume"
+    )]
     Set {
         /// off, fixed, last-three-points, adaptive or gradient.
         mode: String,
@@ -399,6 +402,10 @@ pub enum FlowControlCommand {
         /// the one last set].
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
         limit: Option<u32>,
+        /// Carry on with the last controller of this mode switched away
+        /// from: its limit and its history (afresh when there is none).
+        #[arg(long)]
+        resume: bool,
         /// Print JSON.
         #[arg(long)]
         json: bool,

@@ -16,6 +16,7 @@ fn view(state: FlowGateState) -> FlowControlView {
         mode: state.mode.name().to_owned(),
         limit: state.limit,
         in_flight: state.in_flight,
+        resumed: state.resumed,
         min_limit: state.config.min,
         max_limit: state.config.max,
         delta: state.config.delta,
@@ -27,7 +28,12 @@ impl FlowControlHandle for GateHandle {
         view(self.0.state())
     }
 
-    fn reconfigure(&self, mode: &str, limit: Option<u32>) -> Result<FlowControlView, String> {
+    fn reconfigure(
+        &self,
+        mode: &str,
+        limit: Option<u32>,
+        resume: bool,
+    ) -> Result<FlowControlView, String> {
         let Some(mode) = FlowControl::from_name(mode) else {
             let names: Vec<&str> = FlowControl::NAMES.iter().map(|(n, _)| *n).collect();
             return Err(format!(
@@ -35,7 +41,7 @@ impl FlowControlHandle for GateHandle {
                 names.join(", ")
             ));
         };
-        Ok(view(self.0.reconfigure(mode, limit)))
+        Ok(view(self.0.reconfigure(mode, limit, resume)))
     }
 }
 
@@ -55,7 +61,9 @@ mod tests {
     #[test]
     fn an_unknown_mode_is_refused_with_the_names_and_changes_nothing() {
         let handle = handle();
-        let refused = handle.reconfigure("fast", Some(10)).expect_err("refused");
+        let refused = handle
+            .reconfigure("fast", Some(10), false)
+            .expect_err("refused");
         assert!(refused.contains("\"fast\""), "{refused}");
         assert!(refused.contains("last-three-points"), "{refused}");
         assert_eq!(handle.state().mode, "fixed");
@@ -65,17 +73,24 @@ mod tests {
     #[test]
     fn a_change_without_a_limit_keeps_the_one_last_set() {
         let handle = handle();
-        let off = handle.reconfigure("off", None).expect("switched");
+        let off = handle.reconfigure("off", None, false).expect("switched");
         assert_eq!((off.mode.as_str(), off.limit), ("off", None));
-        let adaptive = handle.reconfigure("adaptive", None).expect("switched");
+        let adaptive = handle
+            .reconfigure("adaptive", None, false)
+            .expect("switched");
         assert_eq!(
             (adaptive.mode.as_str(), adaptive.limit),
             ("adaptive", Some(700))
         );
-        let fixed = handle.reconfigure("fixed", Some(5)).expect("switched");
+        let fixed = handle
+            .reconfigure("fixed", Some(5), false)
+            .expect("switched");
         assert_eq!(fixed.limit, Some(5));
         assert_eq!(
-            handle.reconfigure("fixed", None).expect("switched").limit,
+            handle
+                .reconfigure("fixed", None, false)
+                .expect("switched")
+                .limit,
             Some(5)
         );
         assert_eq!((fixed.min_limit, fixed.delta), (100, 100));

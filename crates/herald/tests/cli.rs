@@ -319,6 +319,22 @@ fn flow_control_is_shown_and_switched_while_the_broker_serves() {
         stdout(&set).trim(),
         "flow control gradient: limit 250 records, moved between 100 and 1000000 by steps of 100, 0 in flight"
     );
+    // Switched away and back with --resume, the gradient controller
+    // carries on from its limit (no produce traffic: it has not moved).
+    assert_ok(&run(&["flow-control", "set", "fixed", "--limit", "900"]));
+    let resumed = run(&[
+        "flow-control",
+        "set",
+        "gradient",
+        "--limit",
+        "5000",
+        "--resume",
+    ]);
+    assert_ok(&resumed);
+    assert_eq!(
+        stdout(&resumed).trim(),
+        "flow control gradient (resumed): limit 250 records, moved between 100 and 1000000 by steps of 100, 0 in flight"
+    );
     let json = run(&["flow-control", "show", "--json"]);
     assert_ok(&json);
     let view: serde_json::Value = serde_json::from_slice(&json.stdout).expect("JSON");

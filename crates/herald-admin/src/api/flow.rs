@@ -7,8 +7,11 @@
 //!   one of `--flow-control`'s names, `limit` the fixed limit or a
 //!   controller's first (which its bounds clamp); left out, the limit
 //!   last asked for (at first `--flow-limit`). A controller starts
-//!   afresh; requests already admitted keep their places. The change lasts until the broker restarts (the flags and the
-//!   configuration file say what it starts with).
+//!   afresh, or with `"resume": true` carries on from the limit and
+//!   history it had when last switched away from (afresh when there is
+//!   none; the answer's `resumed` says which). Requests already admitted
+//!   keep their places. The change lasts until the broker restarts (the
+//!   flags and the configuration file say what it starts with).
 //!
 //! The gate itself belongs to the Kafka listener (herald-kafka's
 //! `flow_gate`); the binary hands the API a [`FlowControlHandle`] on it
@@ -29,9 +32,15 @@ pub trait FlowControlHandle: Send + Sync + std::fmt::Debug {
     /// The gate now.
     fn state(&self) -> FlowControlView;
     /// Switches the gate to `mode` (a `--flow-control` name) starting at
-    /// `limit` (the one last set when `None`); the refusal's message when
-    /// `mode` is unknown.
-    fn reconfigure(&self, mode: &str, limit: Option<u32>) -> Result<FlowControlView, String>;
+    /// `limit` (the one last set when `None`); with `resume`, the last
+    /// controller of that mode switched away from carries on. The
+    /// refusal's message when `mode` is unknown.
+    fn reconfigure(
+        &self,
+        mode: &str,
+        limit: Option<u32>,
+        resume: bool,
+    ) -> Result<FlowControlView, String>;
 }
 
 /// The gate's handle, once the Kafka listener is bound (the admin
@@ -47,6 +56,10 @@ pub struct FlowControlView {
     pub limit: Option<u32>,
     /// Records admitted and not yet answered (counted while on).
     pub in_flight: u64,
+    /// Whether the controller in force carried on from where it was when
+    /// last switched away from.
+    #[serde(default)]
+    pub resumed: bool,
     /// The smallest limit a controller may set.
     pub min_limit: u32,
     /// The largest limit a controller may set.
@@ -62,6 +75,8 @@ struct Change {
     mode: String,
     #[serde(default)]
     limit: Option<u32>,
+    #[serde(default)]
+    resume: bool,
 }
 
 /// Answers `/v1/flow-control`; `rest` is the path after it.
@@ -93,7 +108,7 @@ pub async fn handle(
                     "the limit must be at least 1 record",
                 );
             }
-            match flow.reconfigure(&change.mode, change.limit) {
+            match flow.reconfigure(&change.mode, change.limit, change.resume) {
                 Ok(view) => json(StatusCode::OK, &view),
                 Err(message) => error(StatusCode::BAD_REQUEST, &message),
             }

@@ -19,12 +19,18 @@ pub async fn run(command: FlowControlCommand) -> anyhow::Result<()> {
         FlowControlCommand::Set {
             mode,
             limit,
+            resume,
             json,
             admin,
         } => {
             let mut body = json!({ "mode": mode });
             if let Some(limit) = limit {
                 body["limit"] = limit.into();
+            }
+            // Sent only when asked for: a broker from before `resume`
+            // refuses fields it does not know.
+            if resume {
+                body["resume"] = true.into();
             }
             (
                 admin_http::call(&admin.target()?, Method::PUT, PATH, Some(body)).await?,
@@ -54,8 +60,13 @@ fn describe(view: &Value) -> String {
                     view["min_limit"], view["max_limit"], view["delta"]
                 )
             };
+            let resumed = if view["resumed"].as_bool() == Some(true) {
+                " (resumed)"
+            } else {
+                ""
+            };
             format!(
-                "flow control {mode}: limit {limit} records{moved}, {} in flight",
+                "flow control {mode}{resumed}: limit {limit} records{moved}, {} in flight",
                 view["in_flight"]
             )
         }
@@ -73,6 +84,12 @@ mod tests {
         assert_eq!(
             describe(&view),
             "flow control adaptive: limit 300 records, moved between 100 and 1000000 by steps of 100, 12 in flight"
+        );
+        let resumed = json!({"mode": "gradient", "limit": 740, "in_flight": 3, "resumed": true,
+                             "min_limit": 100, "max_limit": 1000000, "delta": 100});
+        assert_eq!(
+            describe(&resumed),
+            "flow control gradient (resumed): limit 740 records, moved between 100 and 1000000 by steps of 100, 3 in flight"
         );
         let fixed = json!({"mode": "fixed", "limit": 2, "in_flight": 0,
                            "min_limit": 100, "max_limit": 1000000, "delta": 100});
