@@ -4,7 +4,7 @@
 #   scripts/bench-flow.sh              the durable regime: all nine cells and both steps; writes docs/benchmarks/flow-durable.{md,png} (about 65 min)
 #   scripts/bench-flow.sh --memory     the first pass's regime (tmpfs, acks=1, 8 publishers x 8 requests): writes docs/benchmarks/flow-memory.{md,png}
 #   scripts/bench-flow.sh --quick      2 s per run, one round, one cell and the demand step (too short for settle times), writes to $OUT (default /tmp/herald-bench-flow)
-#   scripts/bench-flow.sh --interleaved  the durable regime's nine cells, every setup in turn inside one broker run per cell (about 45 min); writes docs/benchmarks/flow-interleaved.md
+#   scripts/bench-flow.sh --interleaved  the durable regime's nine cells, every setup in turn inside one broker run per cell (about 48 min); writes docs/benchmarks/flow-interleaved.md
 #   scripts/bench-flow.sh --interleaved --quick  one cell, three cycles of 2 s turns, to $OUT
 #   ROUNDS=N STEP_ROUNDS=M             rounds of the comparison (default 6) and of each step (default 3)
 #   SLICE=S CYCLES=C SKIP=K            interleaved: whole seconds of a turn (default 4), turns of each setup (default: one Williams square plus the warm-up, 9), seconds of each turn not counted (default 1)

@@ -82,3 +82,11 @@ def test_the_reference_is_cross_fitted_and_ratios_are_cycle_by_cycle():
 def test_quartiles_need_two_values():
     assert report.quartiles([1.0]) == "-"
     assert report.quartiles([0.9, 1.0, 1.1, 1.2, 1.3]) == "1.00-1.20"
+
+
+def test_a_cell_is_clear_only_when_its_quartiles_agree():
+    assert report.clearly([0.96, 0.97, 1.0, 1.02], 1.1) == "met"
+    assert report.clearly([0.96, 0.97, 1.0, 1.02], 1.6) == "missed"
+    assert report.clearly([0.80, 0.85, 0.90, 0.93], 1.0) == "missed"
+    assert report.clearly([0.88, 0.93, 0.99, 1.04], 1.0) is None
+    assert report.clearly([1.0], 1.0) is None
