@@ -271,46 +271,86 @@ impl LimitController for Adaptive {
     }
 }
 
-/// A gradient controller (the kind Netflix's concurrency-limits calls
-/// Gradient2 and Envoy's adaptive concurrency filter uses): the limit
-/// follows the ratio of a long-run latency to the recent one, plus a small
-/// queue allowance, smoothed. Recent latency above its long-run level
-/// shrinks the limit; at the long-run level the allowance lets it grow.
+/// A gradient controller of the kind Envoy's adaptive concurrency filter
+/// uses: the limit follows the ratio of a baseline latency, measured with
+/// the limit pinned low, to the recent one, plus a small queue allowance,
+/// smoothed. Recent latency within [`Gradient::TOLERANCE`] of the
+/// baseline lets the limit grow; above it, the limit shrinks, so it
+/// settles just past the knee, where more in flight only adds queueing.
+///
+/// Why a measured baseline: the first version (Netflix's Gradient2 rule)
+/// compared against a long-run average of the latency, which follows the
+/// limit up: past the knee latency grows with the limit in flight (Little's
+/// law at a fixed throughput), the average grows with it, and the limit
+/// kept climbing (1,100 to 2,200 records where a fixed 256 did best,
+/// docs/flow-control.md, fourth pass). Every [`Gradient::PROBE_EVERY`]
+/// windows the limit is pinned at its minimum for
+/// [`Gradient::PROBE_WINDOWS`] windows (the first drains what the higher
+/// limit admitted) and the lowest of their latencies becomes the
+/// baseline; then the limit returns to where it was.
 ///
 /// The recent latency is the median of the last three windows', not the
 /// last window's alone: on a disk whose fsyncs stall now and then, one
-/// slow window in a few cut the limit by up to half while growth adds only
-/// a square root, which held the limit near its floor (256 partitions,
-/// durable, 0.73-0.97x of the best fixed limit). A lasting rise still
-/// shrinks it from its second window; Envoy's filter likewise reads a
-/// percentile of its window's samples, not the newest.
+/// slow window would cut the limit.
 #[derive(Debug, Clone)]
 pub struct Gradient {
     bounds: Sample,
     limit: f64,
-    long_latency: Option<f64>,
+    baseline: Option<f64>,
     recent: VecDeque<f64>,
+    phase: Phase,
+}
+
+/// Where a gradient controller is between its probes.
+#[derive(Debug, Clone, PartialEq)]
+enum Phase {
+    /// Pinned at the minimum: `left` more windows, the lowest latency so
+    /// far, and the limit to return to.
+    Probing {
+        left: u32,
+        lowest: f64,
+        resume_at: f64,
+    },
+    /// Steering; `until_probe` windows before the next probe.
+    Steering { until_probe: u32 },
 }
 
 impl Gradient {
-    /// Latency may exceed its long-run level by this factor before the
-    /// limit shrinks.
-    pub const TOLERANCE: f64 = 1.5;
+    /// Recent latency may exceed the baseline by this factor before the
+    /// limit shrinks (Envoy's default buffer is 25%).
+    pub const TOLERANCE: f64 = 1.25;
+    /// The gradient's bounds: at most halving, at most doubling the
+    /// estimate per window (before smoothing).
+    pub const GRADIENT_RANGE: (f64, f64) = (0.5, 2.0);
     /// Weight of the newest estimate against the limit in force.
     pub const SMOOTHING: f64 = 0.2;
-    /// Windows the long-run latency averages over.
-    pub const LONG_WINDOWS: f64 = 20.0;
     /// Windows whose median is the recent latency.
     pub const RECENT_WINDOWS: usize = 3;
+    /// Windows between probes (about 30 s at the gate's 50 ms shortest
+    /// window: a probe costs well under 1% of the time).
+    pub const PROBE_EVERY: u32 = 600;
+    /// Windows a probe holds the limit at its minimum.
+    pub const PROBE_WINDOWS: u32 = 3;
 
-    /// A controller starting at `bounds.initial`.
+    /// A controller starting at `bounds.initial`; its first window
+    /// starts a probe (the limit in force until then is the one asked for).
     pub fn new(bounds: Sample) -> Self {
         Self {
             limit: f64::from(bounds.clamp(i64::from(bounds.initial))),
             bounds,
-            long_latency: None,
+            baseline: None,
             recent: VecDeque::with_capacity(Self::RECENT_WINDOWS),
+            phase: Phase::Steering { until_probe: 1 },
         }
+    }
+
+    /// The baseline latency the last probe measured, in nanoseconds.
+    pub fn baseline_ns(&self) -> Option<f64> {
+        self.baseline
+    }
+
+    fn floor(&self) -> f64 {
+        f64::from(self.bounds.min.max(1))
     }
 
     /// The median of the last windows' latencies (with two, their mean).
@@ -326,30 +366,11 @@ impl Gradient {
             n => sorted[n / 2],
         }
     }
-}
 
-impl LimitController for Gradient {
-    fn name(&self) -> &'static str {
-        "gradient"
-    }
-
-    fn limit(&self) -> u32 {
-        self.bounds.clamp(self.limit.round() as i64)
-    }
-
-    fn observe(&mut self, measurement: &Measurement) -> u32 {
-        let short = self.recent_latency(measurement.latency_ns.max(1.0));
-        let mut long = match self.long_latency {
-            None => short,
-            Some(long) => long + (short - long) / Self::LONG_WINDOWS,
-        };
-        // After a lasting drop in latency the long average would hold the
-        // limit up for many windows: let it come down faster.
-        if long / short > 2.0 {
-            long *= 0.95;
-        }
-        self.long_latency = Some(long);
-        let gradient = (Self::TOLERANCE * long / short).clamp(0.5, 1.0);
+    fn steer(&mut self, measurement: &Measurement, baseline: f64) {
+        let recent = self.recent_latency(measurement.latency_ns.max(1.0));
+        let (low, high) = Self::GRADIENT_RANGE;
+        let gradient = (Self::TOLERANCE * baseline / recent).clamp(low, high);
         let queue = self.limit.sqrt().max(1.0);
         let mut next = self.limit * gradient + queue;
         // An application that does not use its limit says nothing about a
@@ -358,10 +379,67 @@ impl LimitController for Gradient {
             next = next.min(self.limit);
         }
         self.limit = self.limit * (1.0 - Self::SMOOTHING) + next * Self::SMOOTHING;
-        self.limit = self.limit.clamp(
-            f64::from(self.bounds.min.max(1)),
-            f64::from(self.bounds.max.max(1)),
-        );
+        self.limit = self
+            .limit
+            .clamp(self.floor(), f64::from(self.bounds.max.max(1)));
+    }
+}
+
+impl LimitController for Gradient {
+    fn name(&self) -> &'static str {
+        "gradient"
+    }
+
+    fn limit(&self) -> u32 {
+        match self.phase {
+            Phase::Probing { .. } => self.bounds.clamp(i64::from(self.bounds.min)),
+            Phase::Steering { .. } => self.bounds.clamp(self.limit.round() as i64),
+        }
+    }
+
+    fn observe(&mut self, measurement: &Measurement) -> u32 {
+        let latency = measurement.latency_ns.max(1.0);
+        self.phase = match self.phase.clone() {
+            Phase::Probing {
+                left,
+                lowest,
+                resume_at,
+            } => {
+                let lowest = lowest.min(latency);
+                if left > 1 {
+                    Phase::Probing {
+                        left: left - 1,
+                        lowest,
+                        resume_at,
+                    }
+                } else {
+                    self.baseline = Some(lowest);
+                    self.limit = resume_at;
+                    // The windows before the probe are stale against the
+                    // new baseline: the median starts again.
+                    self.recent.clear();
+                    Phase::Steering {
+                        until_probe: Self::PROBE_EVERY,
+                    }
+                }
+            }
+            Phase::Steering { until_probe } => {
+                if let Some(baseline) = self.baseline {
+                    self.steer(measurement, baseline);
+                }
+                if until_probe <= 1 {
+                    Phase::Probing {
+                        left: Self::PROBE_WINDOWS,
+                        lowest: f64::INFINITY,
+                        resume_at: self.limit,
+                    }
+                } else {
+                    Phase::Steering {
+                        until_probe: until_probe - 1,
+                    }
+                }
+            }
+        };
         self.limit()
     }
 }
@@ -484,36 +562,87 @@ mod tests {
         assert_eq!(limit, 200 + 4 * 20 - 20);
     }
 
+    /// The limit a steering window moves `limit` to, by the rule.
+    fn steered(limit: f64, gradient: f64) -> f64 {
+        limit * 0.8 + (limit * gradient + limit.sqrt()) * 0.2
+    }
+
     #[test]
-    fn the_gradient_controller_shrinks_on_rising_latency_and_grows_at_its_level() {
+    fn the_gradient_controller_probes_for_its_baseline_first() {
         let mut c = Gradient::new(BOUNDS);
-        // Steady latency, limit in use: it grows by the queue allowance.
+        assert_eq!(c.limit(), 200, "the limit asked for, until a window");
+        // Its first window starts the probe: pinned at its minimum (10)
+        // for three windows; the lowest latency of the three is the
+        // baseline, and the limit returns to 200.
+        assert_eq!(c.observe(&window(1000.0, 1.0, 200.0)), 10);
+        assert_eq!(c.observe(&window(1000.0, 9.0, 10.0)), 10);
+        assert_eq!(c.observe(&window(1000.0, 4.0, 10.0)), 10);
+        assert_eq!(c.baseline_ns(), None);
+        assert_eq!(c.observe(&window(1000.0, 5.0, 10.0)), 200);
+        assert_eq!(c.baseline_ns(), Some(4e6));
+    }
+
+    #[test]
+    fn the_gradient_controller_grows_near_its_baseline_and_shrinks_past_it() {
+        let mut c = Gradient::new(BOUNDS);
+        for _ in 0..4 {
+            c.observe(&window(1000.0, 4.0, 10.0));
+        }
+        // At the baseline: 1.25 x 4 / 4, the estimate grows by a quarter
+        // plus the allowance, a fifth of that taken.
+        let grown = steered(200.0, 1.25);
+        assert_eq!(c.observe(&window(1000.0, 4.0, 200.0)), grown.round() as u32);
+        // Twice the baseline (a median of three windows: two are needed):
+        // the gradient is 1.25 x 4 / 8 = 0.625.
+        let held = c.observe(&window(1000.0, 8.0, grown));
+        let expected = steered(steered(grown, 1.25 * 4.0 / 6.0), 0.625);
+        let shrunk = c.observe(&window(1000.0, 8.0, f64::from(held)));
+        assert!(
+            (f64::from(shrunk) - expected).abs() <= 1.0,
+            "{shrunk} vs {expected}"
+        );
+        assert!(shrunk < grown.round() as u32);
+        // One slow window among fast ones does not cut it.
+        let mut c = Gradient::new(BOUNDS);
+        for _ in 0..4 {
+            c.observe(&window(1000.0, 4.0, 10.0));
+        }
+        c.observe(&window(1000.0, 4.0, 200.0));
+        let before = c.observe(&window(1000.0, 4.0, 250.0));
+        let spiked = c.observe(&window(1000.0, 30.0, 250.0));
+        assert!(spiked >= before, "{spiked} < {before}");
+        // Unused limit does not grow.
+        let idle = c.observe(&window(10.0, 4.0, 1.0));
+        assert!(idle <= spiked, "{idle} > {spiked}");
+    }
+
+    #[test]
+    fn the_gradient_controller_probes_again_and_returns_to_its_limit() {
+        let mut c = Gradient::new(BOUNDS);
+        for _ in 0..4 {
+            c.observe(&window(1000.0, 4.0, 10.0));
+        }
+        // Latency exactly at the tolerance: the gradient is 1, the
+        // estimate grows by its allowance only.
         let mut limit = 200;
-        for _ in 0..10 {
-            let next = c.observe(&window(1000.0, 10.0, f64::from(limit)));
-            assert!(next >= limit, "{next} < {limit}");
-            limit = next;
+        for _ in 0..Gradient::PROBE_EVERY - 1 {
+            limit = c.observe(&window(1000.0, 5.0, f64::from(limit)));
         }
         assert!(limit > 200);
-        // One window three times slower (an fsync stall): the recent
-        // median is still 10 ms, and the limit keeps growing.
-        let spike = c.observe(&window(1000.0, 30.0, f64::from(limit)));
-        assert!(spike >= limit, "{spike} < {limit}: one slow window cut it");
-        // Latency stays tripled: from the second slow window the median
-        // is 30 ms, the long average has moved a twentieth of the way
-        // (11 ms), the gradient is 1.5 x 11 / 30 = 0.55, and the smoothed
-        // estimate keeps 0.8 + 0.2 x 0.55 of itself plus a fifth of the
-        // allowance.
-        let before = spike;
-        let after = c.observe(&window(1000.0, 30.0, f64::from(spike)));
-        let expected = f64::from(before) * 0.91 + f64::from(before).sqrt() * 0.2;
+        // The 600th window still steers (one more allowance), then the
+        // probe pins the minimum for three windows, finds a lower
+        // baseline, and the limit returns to where it was.
+        let pinned = c.observe(&window(1000.0, 5.0, f64::from(limit)));
+        assert_eq!(pinned, 10, "the probe pins the minimum");
+        assert_eq!(c.observe(&window(1000.0, 9.0, 10.0)), 10, "draining");
+        assert_eq!(c.observe(&window(1000.0, 2.0, 10.0)), 10);
+        let after = c.observe(&window(1000.0, 3.0, 10.0));
+        let expected = steered(f64::from(limit), 1.0);
         assert!(
             (f64::from(after) - expected).abs() <= 1.0,
             "{after} vs {expected}"
         );
-        // Unused limit does not grow.
-        let idle = c.observe(&window(10.0, 10.0, 1.0));
-        assert!(idle <= after);
+        assert_eq!(c.baseline_ns(), Some(2e6));
     }
 
     #[test]
