@@ -87,7 +87,7 @@ if [ -n "$QUICK" ]; then
 else
   REPORT_DIR="${REPORT_DIR:-$ROOT/docs/benchmarks}"
   SECS=6; STEP_SECS=30; ROUNDS="${ROUNDS:-6}"; STEP_ROUNDS="${STEP_ROUNDS:-3}"
-  SUBJECTS=(1 16 256); CHOICES=(uniform normal poisson)
+  SUBJECTS=(${CELL_SUBJECTS:-1 16 256}); CHOICES=(${CELL_CHOICES:-uniform normal poisson})
 fi
 CONTROLLERS=(last-three-points adaptive gradient)
 mkdir -p "$OUT" "$REPORT_DIR"
