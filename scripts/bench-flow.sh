@@ -9,6 +9,7 @@
 #   ROUNDS=N STEP_ROUNDS=M             rounds of the comparison (default 6) and of each step (default 3)
 #   SLICE=S CYCLES=C SKIP=K            interleaved: whole seconds of a turn (default 4), turns of each setup (default: one Williams square plus the warm-up, 9), seconds of each turn not counted (default 1)
 #   INTERLEAVE_LIMITS="256 512"        interleaved: the fixed limits compared (default 256 512 1024 2048)
+#   CELL_SUBJECTS="16" CELL_CHOICES="uniform"  the cells run (default: 1 16 256 and uniform normal poisson)
 #
 # Durable regime (the default): the broker fsyncs before it acknowledges
 # (--flush every-append) onto a disk directory, producers ask acks=-1, so
