@@ -257,7 +257,10 @@ impl Subscription {
                 }
             }
         }
-        offered.wake = pusher.as_ref().is_some_and(Pusher::needs_wake);
+        if let Some(pusher) = pusher.as_mut() {
+            offered.wake = pusher.needs_wake();
+            offered.half_full = pusher.delivered() && pusher.is_half_full();
+        }
         offered
     }
 
