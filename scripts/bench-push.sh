@@ -12,7 +12,9 @@
 #             floor: plain threads writing to as many loopback sockets);
 #   rounds    seed 003's round: 2,000 to ~18,000 clients, 20 messages each
 #             per round on their own subject, the share of clients late by 1 s;
-#   subjects  1M subjects against 1, 100k subscriptions, the same deliveries;
+#   subjects  1M subjects against 1 and against 16 per connection, 100k
+#             subscriptions, the same deliveries: records/s and broker CPU
+#             per delivery;
 #   memory    broker memory per idle session and per subscription;
 #   features  what a filter (10% matching), priority (1% high) and expiry
 #             (5% expired) cost the broker against plain delivery;
@@ -106,8 +108,9 @@ if wanted rounds; then
 fi
 if wanted subjects; then
   echo "== subjects"
-  run subjects --keys one "${SUBJECTS[@]}"
-  run subjects --keys many "${SUBJECTS[@]}"
+  for keys in one few many; do
+    run subjects --keys "$keys" "${SUBJECTS[@]}" --broker-pid "$PID"
+  done
 fi
 if wanted features; then
   echo "== features"

@@ -70,17 +70,35 @@ def main(path):
         out.append("")
     subjects = {k[1]: v for k, v in groups.items() if k[0] == "subjects"}
     if subjects:
-        out += ["## Subjects: many against one, same subscriptions and deliveries", "",
-                "| keys | distinct keys | subscriptions | records | delivered | records/s (median) |",
-                "|---|---|---|---|---|---|"]
-        for keys in ("one", "many"):
+        out += ["## Subjects: many against few, same subscriptions and deliveries", "",
+                "`one`: every delivery to one subscription on one connection; `few`: to the "
+                "connections `many` delivers to, in the same order, over 16 subjects of each, so "
+                "`many / few` is what the number of subjects itself costs.", "",
+                "| keys | distinct keys | subscriptions | records | delivered | records/s (median) | broker ns per delivery |",
+                "|---|---|---|---|---|---|---|"]
+
+        def cpu(rows):
+            values = [r["broker_ns_per_delivery"] for r in rows if r.get("broker_ns_per_delivery") is not None]
+            return statistics.median(values) if values else None
+
+        for keys in ("one", "few", "many"):
             rows = subjects.get(keys)
             if rows:
+                ns = cpu(rows)
                 out.append(f"| {keys} | {rows[0]['distinct_keys']} | {rows[0]['subscriptions']} | {rows[0]['records']} | "
-                           f"{med(rows, 'delivered'):.0f} | {med(rows, 'records_per_sec'):,.0f} |")
-        if "one" in subjects and "many" in subjects:
-            ratio = med(subjects["many"], "records_per_sec") / med(subjects["one"], "records_per_sec")
-            out += ["", f"many / one: {ratio:.2f}"]
+                           f"{med(rows, 'delivered'):.0f} | {med(rows, 'records_per_sec'):,.0f} | "
+                           f"{'' if ns is None else f'{ns:,.0f}'} |")
+        if "many" in subjects:
+            out.append("")
+            for base in ("one", "few"):
+                if base not in subjects:
+                    continue
+                rate = med(subjects["many"], "records_per_sec") / med(subjects[base], "records_per_sec")
+                line = f"many / {base}: records/s {rate:.2f}"
+                many_ns, base_ns = cpu(subjects["many"]), cpu(subjects[base])
+                if many_ns and base_ns:
+                    line += f", CPU per delivery {many_ns / base_ns:.2f}"
+                out.append(line + "  ")
         out.append("")
     features = {k[1]: v for k, v in groups.items() if k[0] == "features"}
     if features:

@@ -212,8 +212,9 @@ pub enum PushCommand {
         #[arg(long, default_value_t = 8)]
         partitions: u32,
     },
-    /// Routing throughput with many subjects (`--keys many`) or one
-    /// (`--keys one`), the same subscriptions and deliveries.
+    /// Routing throughput and broker CPU per delivery with many subjects
+    /// (`--keys many`), one (`--keys one`) or a few per connection (`--keys
+    /// few`), the same subscriptions and deliveries.
     Subjects {
         #[command(flatten)]
         target: Target,
@@ -235,6 +236,9 @@ pub enum PushCommand {
         /// Partitions of the topic.
         #[arg(long, default_value_t = 4)]
         partitions: u32,
+        /// The broker's pid, for its CPU per delivery.
+        #[arg(long)]
+        broker_pid: Option<u32>,
     },
     /// What a filter (10% matching), priority (1% high) or expiry (5%
     /// expired) costs the broker against plain delivery.
@@ -608,6 +612,7 @@ pub fn run(command: PushCommand) -> anyhow::Result<()> {
                 connections,
                 records,
                 partitions,
+                broker_pid,
             } => {
                 let topic = fresh_topic(&target.bootstrap, "subjects", *partitions as i32).await?;
                 let plan = subjects::Subjects {
@@ -620,6 +625,7 @@ pub fn run(command: PushCommand) -> anyhow::Result<()> {
                     connections: *connections,
                     records: *records,
                     keys: *keys,
+                    broker_pid: *broker_pid,
                 };
                 serde_json::to_value(subjects::run(&plan).await?)?
             }

@@ -87,7 +87,11 @@ async fn every_push_scenario_runs_and_loses_nothing() {
     .expect("rounds");
     assert_eq!(row.late, 0, "{row:?}");
 
-    for keys in [subjects::Keys::Many, subjects::Keys::One] {
+    for keys in [
+        subjects::Keys::Many,
+        subjects::Keys::Few,
+        subjects::Keys::One,
+    ] {
         let row = subjects::run(&subjects::Subjects {
             push: push.clone(),
             bootstrap: bootstrap.clone(),
@@ -98,10 +102,16 @@ async fn every_push_scenario_runs_and_loses_nothing() {
             connections: 4,
             records: 20_000,
             keys,
+            broker_pid: Some(server.pid()),
         })
         .await
         .expect("subjects");
         assert_eq!(row.delivered, 2_000, "one record in ten: {row:?}");
+        // A run this short may take less than one clock tick of CPU.
+        assert!(
+            row.broker_ns_per_delivery.is_some(),
+            "the broker's CPU is read: {row:?}"
+        );
     }
 
     for transport in [Transport::Grpc, Transport::Websocket] {

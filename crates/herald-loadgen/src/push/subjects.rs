@@ -7,10 +7,24 @@
 //!   are every tenth, so one record in ten is delivered, spread over every
 //!   subscription.
 //! - `one`: one record in ten has key `k.0` (subscribed), the others `k.1`
-//!   (not subscribed): two distinct keys.
+//!   (not subscribed): two distinct keys, every delivery to one
+//!   subscription on one connection.
+//! - `few`: the delivered tenth goes to the same connections in the same
+//!   order as with `many` (a thousand deliveries in a row to one
+//!   connection, then the next), but over only [`FEW_PER_CONNECTION`]
+//!   subjects of each connection, taken in turn; the others cycle through
+//!   [`FEW_UNSUBSCRIBED`] unsubscribed keys. About 1,700 distinct keys
+//!   instead of a million, spread over the partitions as `many`'s are,
+//!   with rarely two consecutive records of a partition on one key (so the
+//!   tailer looks nearly every record up on its own, as with `many`).
+//!   Against `many`, only the number of subjects differs: what the
+//!   subject count itself costs.
 //!
 //! Throughput is records over the time from the first publish to the last
-//! delivery; the batches are built before the clock starts.
+//! delivery; the batches are built before the clock starts. With the
+//! broker's PID, its CPU time over the same span (from `/proc`, after it
+//! went quiet) gives its CPU per delivery, whatever the clients cost: they
+//! share the machine's cores.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -32,6 +46,8 @@ pub enum Keys {
     Many,
     /// Two keys, one subscribed.
     One,
+    /// `many`'s deliveries over a few subjects per connection.
+    Few,
 }
 
 /// What to run.
@@ -55,6 +71,8 @@ pub struct Subjects {
     pub records: u64,
     /// The key distribution.
     pub keys: Keys,
+    /// The broker's process, for its CPU time.
+    pub broker_pid: Option<u32>,
 }
 
 /// One run's figures.
@@ -78,10 +96,26 @@ pub struct SubjectsRow {
     pub total_secs: f64,
     /// `records / total_secs`.
     pub records_per_sec: f64,
+    /// Broker CPU time from the first publish to the last delivery, per
+    /// delivery (with `--broker-pid`).
+    pub broker_ns_per_delivery: Option<f64>,
 }
+
+/// Subjects of each connection `few` delivers to: enough that one
+/// connection's deliveries spread over the partitions.
+const FEW_PER_CONNECTION: u64 = 16;
+/// Unsubscribed keys `few` cycles through: enough that each partition gets
+/// several, interleaved.
+const FEW_UNSUBSCRIBED: u64 = 64;
 
 /// Longest wait for the deliveries after publishing.
 const DELIVERY_WAIT: Duration = Duration::from_secs(120);
+/// The broker counts as quiet below this share of a core...
+const SETTLE_MAX_CORES: f64 = 0.05;
+/// ...over a window this long...
+const SETTLE_WINDOW: Duration = Duration::from_millis(250);
+/// ...waited for at most this long.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Runs one measurement.
 pub async fn run(plan: &Subjects) -> Result<SubjectsRow, PushBenchError> {
@@ -109,11 +143,26 @@ pub async fn run(plan: &Subjects) -> Result<SubjectsRow, PushBenchError> {
             }
         }));
     }
+    let connections_used = plan.subscriptions.div_ceil(per_connection.max(1)).max(1);
+    let few_per_connection = FEW_PER_CONNECTION.min(per_connection).max(1);
     let key_of = |j: u64| -> u64 {
         match plan.keys {
             Keys::Many => j % plan.subjects,
             Keys::One if j.is_multiple_of(stride) => 0,
             Keys::One => 1,
+            Keys::Few if j.is_multiple_of(stride) => {
+                // `many`'s m-th delivery goes to subscription m mod
+                // subscriptions, so to connection m / per_connection (mod
+                // the connections): the same here, to one of that
+                // connection's first few subscriptions.
+                let m = j / stride;
+                let connection = m / per_connection % connections_used;
+                let subscription = (connection * per_connection + m % few_per_connection)
+                    .min(plan.subscriptions.saturating_sub(1));
+                subscription * stride
+            }
+            // Past every subscribed subject.
+            Keys::Few => plan.subjects + j % FEW_UNSUBSCRIBED,
         }
     };
     let expected = (0..plan.records)
@@ -131,6 +180,12 @@ pub async fn run(plan: &Subjects) -> Result<SubjectsRow, PushBenchError> {
         j = end;
     }
     let mut producer = Connection::connect(&plan.bootstrap).await?;
+    if let Some(pid) = plan.broker_pid {
+        // Subscribing leaves the broker busy for a while (catch-up readers
+        // finding nothing): not this run's routing.
+        crate::cpu::settle(pid, SETTLE_WINDOW, SETTLE_MAX_CORES, SETTLE_TIMEOUT).await;
+    }
+    let cpu_before = plan.broker_pid.and_then(crate::cpu::sample);
     let start = Instant::now();
     for (partition, batch) in prepared {
         herald_client::data::produce(&mut producer, &plan.topic, partition as i32, batch).await?;
@@ -141,6 +196,11 @@ pub async fn run(plan: &Subjects) -> Result<SubjectsRow, PushBenchError> {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let total_secs = start.elapsed().as_secs_f64();
+    let delivered = delivered.load(Ordering::Relaxed);
+    let broker_ns_per_delivery = cpu_before
+        .zip(plan.broker_pid.and_then(crate::cpu::sample))
+        .filter(|_| delivered > 0)
+        .map(|(before, after)| crate::cpu::between(before, after).0 / delivered as f64);
     for reader in readers {
         reader.abort();
     }
@@ -150,13 +210,15 @@ pub async fn run(plan: &Subjects) -> Result<SubjectsRow, PushBenchError> {
         distinct_keys: match plan.keys {
             Keys::Many => plan.subjects.min(plan.records),
             Keys::One => 2,
+            Keys::Few => connections_used * few_per_connection + FEW_UNSUBSCRIBED,
         },
         subscriptions: plan.subscriptions,
         records: plan.records,
-        delivered: delivered.load(Ordering::Relaxed),
+        delivered,
         publish_secs,
         total_secs,
         records_per_sec: plan.records as f64 / total_secs,
+        broker_ns_per_delivery,
     })
 }
 
