@@ -284,10 +284,12 @@ impl LimitController for Adaptive {
 /// law at a fixed throughput), the average grows with it, and the limit
 /// kept climbing (1,100 to 2,200 records where a fixed 256 did best,
 /// docs/flow-control.md, fourth pass). Every [`Gradient::PROBE_EVERY`]
-/// windows the limit is pinned at its minimum for
-/// [`Gradient::PROBE_WINDOWS`] windows (the first drains what the higher
-/// limit admitted) and the lowest of their latencies becomes the
-/// baseline; then the limit returns to where it was.
+/// windows the limit is pinned at its minimum until
+/// [`Gradient::PROBE_WINDOWS`] windows have run with no more in flight
+/// than the pinned limit allows (what the higher limit admitted drains
+/// first, and a window still holding it would inflate the baseline), at
+/// most [`Gradient::PROBE_MAX_WINDOWS`], and the lowest latency of those
+/// windows becomes the baseline; then the limit returns to where it was.
 ///
 /// The recent latency is the median of the last three windows', not the
 /// last window's alone: on a disk whose fsyncs stall now and then, one
@@ -304,11 +306,14 @@ pub struct Gradient {
 /// Where a gradient controller is between its probes.
 #[derive(Debug, Clone, PartialEq)]
 enum Phase {
-    /// Pinned at the minimum: `left` more windows, the lowest latency so
-    /// far, and the limit to return to.
+    /// Pinned at the minimum: `left` more drained windows wanted, `tries`
+    /// more windows at most, the lowest latency of a drained window so far
+    /// and of any window, and the limit to return to.
     Probing {
         left: u32,
+        tries: u32,
         lowest: f64,
+        lowest_any: f64,
         resume_at: f64,
     },
     /// Steering; `until_probe` windows before the next probe.
@@ -329,8 +334,14 @@ impl Gradient {
     /// Windows between probes (about 30 s at the gate's 50 ms shortest
     /// window: a probe costs well under 1% of the time).
     pub const PROBE_EVERY: u32 = 600;
-    /// Windows a probe holds the limit at its minimum.
+    /// Drained windows a probe measures at the minimum.
     pub const PROBE_WINDOWS: u32 = 3;
+    /// Most windows a probe holds the limit at its minimum: if what was in
+    /// flight has not drained by then, the probe ends with what it has.
+    pub const PROBE_MAX_WINDOWS: u32 = 12;
+    /// A probe window has drained when its mean in flight (L) is at most
+    /// this many times the pinned limit (L is an estimate, λW).
+    pub const DRAINED: f64 = 1.5;
 
     /// A controller starting at `bounds.initial`; its first window
     /// starts a probe (the limit in force until then is the one asked for).
@@ -402,18 +413,37 @@ impl LimitController for Gradient {
         self.phase = match self.phase.clone() {
             Phase::Probing {
                 left,
+                tries,
                 lowest,
+                lowest_any,
                 resume_at,
             } => {
-                let lowest = lowest.min(latency);
-                if left > 1 {
+                let pinned = f64::from(self.bounds.clamp(i64::from(self.bounds.min)));
+                let drained = measurement.in_flight <= pinned * Self::DRAINED;
+                let (left, lowest) = if drained {
+                    (left.saturating_sub(1), lowest.min(latency))
+                } else {
+                    (left, lowest)
+                };
+                let lowest_any = lowest_any.min(latency);
+                if left > 0 && tries > 1 {
                     Phase::Probing {
-                        left: left - 1,
+                        left,
+                        tries: tries - 1,
                         lowest,
+                        lowest_any,
                         resume_at,
                     }
                 } else {
-                    self.baseline = Some(lowest);
+                    // Nothing drained in time (the load itself holds more
+                    // in flight than the minimum, or the windows are too
+                    // short to drain it): the previous baseline, if any,
+                    // is better than an inflated one.
+                    self.baseline = Some(if lowest.is_finite() {
+                        lowest
+                    } else {
+                        self.baseline.unwrap_or(lowest_any)
+                    });
                     self.limit = resume_at;
                     // The windows before the probe are stale against the
                     // new baseline: the median starts again.
@@ -430,7 +460,9 @@ impl LimitController for Gradient {
                 if until_probe <= 1 {
                     Phase::Probing {
                         left: Self::PROBE_WINDOWS,
+                        tries: Self::PROBE_MAX_WINDOWS,
                         lowest: f64::INFINITY,
+                        lowest_any: f64::INFINITY,
                         resume_at: self.limit,
                     }
                 } else {
@@ -583,6 +615,32 @@ mod tests {
     }
 
     #[test]
+    fn a_probe_waits_for_what_the_higher_limit_admitted_to_drain() {
+        let mut c = Gradient::new(BOUNDS);
+        assert_eq!(c.observe(&window(1000.0, 1.0, 200.0)), 10);
+        // Two windows still carry the 200 in flight before the probe
+        // (L = 150, 40: above 1.5 x 10), slow from their queueing: not the
+        // baseline, and the probe runs three drained windows past them.
+        assert_eq!(c.observe(&window(1000.0, 150.0, 150.0)), 10);
+        assert_eq!(c.observe(&window(1000.0, 40.0, 40.0)), 10);
+        assert_eq!(c.observe(&window(1000.0, 6.0, 12.0)), 10);
+        assert_eq!(c.observe(&window(1000.0, 3.0, 10.0)), 10);
+        assert_eq!(c.baseline_ns(), None);
+        assert_eq!(c.observe(&window(1000.0, 4.0, 10.0)), 200);
+        assert_eq!(c.baseline_ns(), Some(3e6));
+        // A load that never drains to the minimum ends the probe after
+        // PROBE_MAX_WINDOWS, keeping no inflated baseline: with none
+        // before, the lowest of all its windows.
+        let mut c = Gradient::new(BOUNDS);
+        c.observe(&window(1000.0, 1.0, 200.0));
+        for n in 0..Gradient::PROBE_MAX_WINDOWS - 1 {
+            assert_eq!(c.observe(&window(1000.0, 50.0 + f64::from(n), 50.0)), 10);
+        }
+        assert_eq!(c.observe(&window(1000.0, 70.0, 50.0)), 200);
+        assert_eq!(c.baseline_ns(), Some(50e6));
+    }
+
+    #[test]
     fn the_gradient_controller_grows_near_its_baseline_and_shrinks_past_it() {
         let mut c = Gradient::new(BOUNDS);
         for _ in 0..4 {
@@ -657,5 +715,16 @@ mod tests {
         assert_eq!(c.observe(&window(1.0, 1.0, 15.0)), 30);
         let mut c = Adaptive::new(bounds);
         assert_eq!(c.observe(&window(1.0, 1.0, 15.0)), 30);
+        // The gradient controller's probe pins the minimum; after it, far
+        // below the baseline, the limit stops at the maximum.
+        let mut c = Gradient::new(bounds);
+        for _ in 0..3 {
+            assert_eq!(c.observe(&window(1.0, 100.0, 10.0)), 10);
+        }
+        assert_eq!(c.observe(&window(1.0, 100.0, 10.0)), 15);
+        for _ in 0..20 {
+            assert!(c.observe(&window(1.0, 1.0, 30.0)) <= 30);
+        }
+        assert_eq!(c.limit(), 30);
     }
 }

@@ -393,18 +393,6 @@ impl Pusher<'_> {
     pub(crate) fn needs_wake(&self) -> bool {
         self.delivered && self.was_empty
     }
-
-    /// A delivery was queued.
-    pub(crate) fn delivered(&self) -> bool {
-        self.delivered
-    }
-
-    /// The queue holds at least half the outbox's bound: its writer should
-    /// not wait to be woken.
-    pub(crate) fn is_half_full(&mut self) -> bool {
-        let half = self.outbox.limit / 2;
-        self.queue().bytes >= half
-    }
 }
 
 impl Drop for Pusher<'_> {
@@ -450,25 +438,6 @@ mod tests {
                 _ => (u64::MAX, false),
             })
             .collect()
-    }
-
-    #[test]
-    fn a_pusher_tells_when_the_queue_reaches_half_its_bound() {
-        let cost = delivery(0, false).record.cost();
-        // Room for exactly four deliveries: half full from the second.
-        let outbox = Outbox::new(4 * cost, Credit::default(), Arc::new(PushStats::default()));
-        let mut pusher = outbox.pusher();
-        assert!(!pusher.delivered());
-        pusher.push_delivery(delivery(0, false)).expect("room");
-        assert!(pusher.delivered() && pusher.needs_wake());
-        assert!(!pusher.is_half_full(), "one of four");
-        pusher.push_delivery(delivery(1, false)).expect("room");
-        assert!(pusher.is_half_full(), "two of four");
-        drop(pusher);
-        // Not empty any more: the writer was woken for the first push.
-        let mut pusher = outbox.pusher();
-        pusher.push_delivery(delivery(2, false)).expect("room");
-        assert!(!pusher.needs_wake() && pusher.is_half_full());
     }
 
     #[tokio::test]

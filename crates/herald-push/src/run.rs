@@ -92,9 +92,6 @@ pub(crate) struct RunOffered {
     pub(crate) expired: u64,
     /// Deliveries went into an empty queue: wake the session's writer.
     pub(crate) wake: bool,
-    /// The session's queue is at least half full: wake its writer now,
-    /// not at the end of the read.
-    pub(crate) half_full: bool,
     /// The session had no room: the cursor now catches up, and the caller
     /// starts its reader.
     pub(crate) overflowed: bool,

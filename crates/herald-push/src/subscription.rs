@@ -257,10 +257,7 @@ impl Subscription {
                 }
             }
         }
-        if let Some(pusher) = pusher.as_mut() {
-            offered.wake = pusher.needs_wake();
-            offered.half_full = pusher.delivered() && pusher.is_half_full();
-        }
+        offered.wake = pusher.as_ref().is_some_and(Pusher::needs_wake);
         offered
     }
 

@@ -3,9 +3,7 @@
 //! each run of records with one key up in the topic's routing table, and
 //! queues a shared reference to each record for every live subscription
 //! it matches (see `run`). Each session it queued for is woken once per
-//! chunk of a read (about [`CHUNK_RECORDS`] records), not once per record;
-//! when more records already wait past the read, once per read (see
-//! [`Wakes`]).
+//! chunk of a read (about [`CHUNK_RECORDS`] records), not once per record.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -75,7 +73,7 @@ impl Tailer {
     pub(crate) async fn run(self, stop: CancellationToken) -> TailerEnd {
         let index = self.partition.index();
         let mut position = self.frontier.get();
-        let mut wakes = Wakes::default();
+        let mut woken: Vec<Arc<Outbox>> = Vec::new();
         loop {
             tokio::select! {
                 _ = stop.cancelled() => return TailerEnd::Stopped,
@@ -130,9 +128,6 @@ impl Tailer {
                     }
                 }
             }
-            // The tailer is behind: this read's deliveries wait for the next
-            // read's anyway (see Wakes).
-            let defer = stored.next_offset < stored.watermarks.high_watermark;
             let context = RunContext {
                 ttl_ms: self.topic.message_ttl_ms(),
                 now_ms: crate::expiry::now_ms(),
@@ -152,10 +147,9 @@ impl Tailer {
                         .map(|r| RunRecord::new(r, batch.section())),
                 );
                 if records.len() >= CHUNK_RECORDS || batches.peek().is_none() {
-                    self.offer_chunk(&mut records, &context, &mut wakes, defer);
+                    self.offer_chunk(&mut records, &context, &mut woken);
                 }
             }
-            wakes.wake_deferred();
             position = stored.next_offset;
             self.frontier.raise(position);
         }
@@ -163,15 +157,12 @@ impl Tailer {
 
     /// Offers `records` (whole batches, the frontier raised past them) to
     /// their subscriptions, a run of one key at a time, then wakes the
-    /// sessions that were idle (with `defer`, only those whose queue is
-    /// half full; the others at the end of the read), and empties
-    /// `records`.
+    /// sessions that were idle, and empties `records`.
     fn offer_chunk(
         &self,
         records: &mut Vec<RunRecord<'_>>,
         context: &RunContext,
-        wakes: &mut Wakes,
-        defer: bool,
+        woken: &mut Vec<Arc<Outbox>>,
     ) {
         let index = self.partition.index();
         // After the raise, so that a route added before a subscription read
@@ -190,15 +181,8 @@ impl Tailer {
                 let offered = route.0.offer_run(index, run, context);
                 tally.deliveries += offered.queued;
                 tally.expired += offered.expired;
-                // A wake-up deferred in an earlier chunk is brought forward
-                // once the queue is half full.
-                if offered.wake || (defer && offered.half_full) {
-                    let wake = if defer && !offered.half_full {
-                        &mut wakes.later
-                    } else {
-                        &mut wakes.now
-                    };
-                    wake.push(Arc::clone(&route.0.outbox));
+                if offered.wake {
+                    woken.push(Arc::clone(&route.0.outbox));
                 }
                 if offered.overflowed {
                     tally.overflows += 1;
@@ -211,35 +195,7 @@ impl Tailer {
         }
         records.clear();
         tally.add_to(&self.stats);
-        for outbox in wakes.now.drain(..) {
-            outbox.wake();
-        }
-    }
-}
-
-/// The sessions a tailer has queued deliveries for and must wake.
-///
-/// A session is woken when its writer may be asleep (its queue was empty),
-/// at the end of the chunk that queued for it. When the tailer is behind
-/// (more records wait past its read), that wake-up waits for the end of
-/// the read instead: the read's records are late by the time it takes
-/// anyway, and a session that gets a delivery every few chunks (many
-/// subjects over few connections, or one subject at saturation) then
-/// writes them in one message instead of one per chunk. A session whose
-/// queue is half full is woken at the end of the chunk all the same, so
-/// that its writer does not sleep while the queue fills up and sends its
-/// subscriptions to catch up from the log.
-#[derive(Default)]
-struct Wakes {
-    /// Woken at the end of the chunk.
-    now: Vec<Arc<Outbox>>,
-    /// Woken at the end of the read.
-    later: Vec<Arc<Outbox>>,
-}
-
-impl Wakes {
-    fn wake_deferred(&mut self) {
-        for outbox in self.later.drain(..) {
+        for outbox in woken.drain(..) {
             outbox.wake();
         }
     }
