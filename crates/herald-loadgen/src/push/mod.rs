@@ -68,6 +68,20 @@ pub enum PushBenchError {
     },
 }
 
+/// The broker counts as settled below this share of a core ...
+const SETTLE_MAX_CORES: f64 = 0.05;
+/// ... over a window this long ...
+const SETTLE_WINDOW: Duration = Duration::from_millis(250);
+/// ... or once this long has passed.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Waits for the broker `pid` to go quiet before a push scenario measures
+/// its CPU, so that what the setup left running (subscribing, a previous
+/// run's clean-up) is not charged to the run; goes ahead after a timeout.
+pub(crate) async fn settle_broker(pid: u32) {
+    crate::cpu::settle(pid, SETTLE_WINDOW, SETTLE_MAX_CORES, SETTLE_TIMEOUT).await;
+}
+
 /// Nanoseconds since the Unix epoch: the send time carried in a record.
 pub fn now_ns() -> u64 {
     SystemTime::now()

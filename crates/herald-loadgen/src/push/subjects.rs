@@ -110,12 +110,6 @@ const FEW_UNSUBSCRIBED: u64 = 64;
 
 /// Longest wait for the deliveries after publishing.
 const DELIVERY_WAIT: Duration = Duration::from_secs(120);
-/// The broker counts as quiet below this share of a core...
-const SETTLE_MAX_CORES: f64 = 0.05;
-/// ...over a window this long...
-const SETTLE_WINDOW: Duration = Duration::from_millis(250);
-/// ...waited for at most this long.
-const SETTLE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Runs one measurement.
 pub async fn run(plan: &Subjects) -> Result<SubjectsRow, PushBenchError> {
@@ -183,7 +177,7 @@ pub async fn run(plan: &Subjects) -> Result<SubjectsRow, PushBenchError> {
     if let Some(pid) = plan.broker_pid {
         // Subscribing leaves the broker busy for a while (catch-up readers
         // finding nothing): not this run's routing.
-        crate::cpu::settle(pid, SETTLE_WINDOW, SETTLE_MAX_CORES, SETTLE_TIMEOUT).await;
+        super::settle_broker(pid).await;
     }
     let cpu_before = plan.broker_pid.and_then(crate::cpu::sample);
     let start = Instant::now();

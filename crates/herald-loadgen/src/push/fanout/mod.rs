@@ -312,7 +312,7 @@ pub async fn run(plan: &Fanout) -> Result<FanoutRow, PushBenchError> {
     .await?;
     warm_up(&mut publisher).await?;
     if let Some(pid) = plan.broker_pid {
-        crate::cpu::settle(pid, SETTLE_WINDOW, SETTLE_MAX_CORES, SETTLE_TIMEOUT).await;
+        super::settle_broker(pid).await;
     }
     let sample = || plan.broker_pid.and_then(crate::cpu::sample);
     let cpu_before = sample();
@@ -494,12 +494,6 @@ pub async fn run(plan: &Fanout) -> Result<FanoutRow, PushBenchError> {
 
 /// Messages published before measuring, on subjects nobody listens to.
 const WARM_UP_MESSAGES: u32 = 64;
-/// The broker counts as settled below this share of a core ...
-const SETTLE_MAX_CORES: f64 = 0.05;
-/// ... over a window this long ...
-const SETTLE_WINDOW: Duration = Duration::from_millis(250);
-/// ... or once this long has passed.
-const SETTLE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Publishes [`WARM_UP_MESSAGES`] on subjects outside the run's, so that
 /// what a broker does once per partition or per subject before its first
