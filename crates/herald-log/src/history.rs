@@ -13,9 +13,10 @@
 //!   batch is inflated only that far).
 //!
 //! A segment is indexed in order, so what is indexed is a prefix of it.
-//! While a segment grows its entries live in memory, as sorted runs merged
-//! like a binary counter (a lookup searches a few runs and a short unsorted
-//! tail). Past [`SPILL_ENTRIES`] in memory they are merged into a run file
+//! While a segment grows its entries live in memory, unsorted, grouped by
+//! the top byte of their hash as they arrive (a lookup scans its hash's
+//! group, about 1/256 of them). Past [`SPILL_ENTRIES`] in memory they are
+//! sorted, a group at a time, into a run file
 //! beside the segment (`.keys-<n>.tmp`, mapped, removed when no longer
 //! needed and at the next start), so a growing segment holds at most
 //! about 8 MiB of entries in memory. Once the segment is sealed and wholly
@@ -44,8 +45,8 @@ use crate::extent::Extent;
 /// named its base offset; such files are rebuilt).
 const KEYS_MAGIC: &[u8; 8] = b"HRLDKEY2";
 const HEADER_BYTES: usize = 48;
-/// Unsorted entries gathered before they become a sorted run.
-const PENDING_MAX: usize = 1 << 16;
+/// Groups of the entries in memory: by the top byte of their hash.
+const GROUPS: usize = 256;
 /// Entries a growing segment keeps in memory before it spills them to a
 /// run file (8 MiB).
 pub(crate) const SPILL_ENTRIES: usize = 1 << 20;
@@ -91,9 +92,14 @@ struct State {
     /// Smallest timestamp per bucket among the indexed batches that
     /// overlap it (`i64::MAX`: none yet).
     mins: Vec<i64>,
-    /// Sorted runs: spilled to files, then in memory.
+    /// Sorted runs: spilled to files, then in memory (only when a spill
+    /// could not write its file, or for the `.keys` file being written).
     runs: Vec<Run>,
-    pending: Vec<u64>,
+    /// Entries not in a run yet.
+    pending: Pending,
+    /// Entries a spill is writing to a run file: still searched until
+    /// the file is in `runs`.
+    spilling: Option<Arc<Pending>>,
     /// Relative base offsets of batches whose records could not be read.
     unreadable: Vec<u32>,
     /// The sealed segment's index, read from its file: then the fields
@@ -257,9 +263,6 @@ impl SegmentHistory {
                         .pending
                         .push(entry(hash, at.records + delta.min(count.saturating_sub(1))));
                 }
-                if state.pending.len() >= PENDING_MAX {
-                    state.seal_pending();
-                }
             }
             None => state.unreadable.push(at.records + count.saturating_sub(1)),
         }
@@ -267,36 +270,43 @@ impl SegmentHistory {
         state.in_memory() >= SPILL_ENTRIES
     }
 
-    /// Merges the runs held in memory into a run file beside the segment
-    /// at `segment_path`, written without holding the lock (lookups go on
-    /// meanwhile); the only caller adding entries is the one spilling. A
-    /// failed write leaves them in memory.
+    /// Sorts the entries held in memory into a run file beside the
+    /// segment at `segment_path`, sorted and written without holding the
+    /// lock (lookups go on meanwhile, still finding them in memory); the
+    /// only caller adding entries is the one spilling. A failed write
+    /// leaves them in memory, as one sorted run.
     pub(crate) fn spill(&self, segment_path: &Path) {
-        let in_memory: Vec<Run> = {
+        let (spilling, earlier) = {
             let mut state = self.state.lock();
-            state.seal_pending();
-            state
+            let spilling = Arc::new(std::mem::take(&mut state.pending));
+            state.spilling = Some(Arc::clone(&spilling));
+            let earlier: Vec<Run> = state
                 .runs
                 .iter()
                 .filter(|r| r.in_memory() > 0)
                 .cloned()
-                .collect()
+                .collect();
+            (spilling, earlier)
         };
-        if in_memory.is_empty() {
-            return;
+        let mut sorted = spilling.sorted();
+        if !earlier.is_empty() {
+            // Left by a failed spill, and older than what was pending.
+            let mut runs = earlier;
+            runs.push(Run::Memory(sorted.into()));
+            sorted = sorted_together(&runs);
         }
         let n = self.spills.fetch_add(1, Ordering::Relaxed);
         let mut name = segment_path.with_extension("").into_os_string();
         name.push(format!(".keys-{n}.tmp"));
-        let written = RunFile::write(PathBuf::from(name), merged(&in_memory));
+        let written = RunFile::write(PathBuf::from(name), sorted.iter().copied());
+        let mut state = self.state.lock();
+        state.runs.retain(|r| r.in_memory() == 0);
+        state.spilling = None;
         match written {
-            Ok(file) => {
-                let mut state = self.state.lock();
-                state.runs.retain(|r| r.in_memory() == 0);
-                state.runs.push(Run::Spilled(Arc::new(file)));
-            }
+            Ok(file) => state.runs.push(Run::Spilled(Arc::new(file))),
             Err(e) => {
                 tracing::warn!(segment = %segment_path.display(), error = %e, "cannot spill the key index; keeping it in memory");
+                state.runs.push(Run::Memory(sorted.into()));
             }
         }
     }
@@ -366,13 +376,10 @@ impl SegmentHistory {
                 for run in &state.runs {
                     collect(run.len(), |i| run.get(i), hash, &mut found);
                 }
-                found.extend(
-                    state
-                        .pending
-                        .iter()
-                        .filter(|&&e| (e >> 32) as u32 == hash)
-                        .map(|&e| e as u32),
-                );
+                if let Some(spilling) = &state.spilling {
+                    spilling.collect(hash, &mut found);
+                }
+                state.pending.collect(hash, &mut found);
                 found.extend_from_slice(&state.unreadable);
             }
         }
@@ -450,6 +457,125 @@ fn merged(runs: &[Run]) -> impl Iterator<Item = u64> + '_ {
     })
 }
 
+/// Entries not in a sorted run yet, grouped by the top byte of their hash
+/// as they arrive, each group in the order its entries were added.
+///
+/// Why not sort them in runs as they come: with a million subjects nearly
+/// every record is an entry of its own, and sorting runs of tens of
+/// thousands and merging them (like a binary counter, as this index once
+/// did) copied each entry many times over branches the hashes make
+/// unpredictable; it was the indexer's largest cost. Grouped, an entry is
+/// appended once, a lookup scans one group, and sealing sorts each group
+/// on its own, small enough to stay in the cache.
+#[derive(Default)]
+struct Pending {
+    /// [`GROUPS`] groups once anything was added; none before, so that an
+    /// unkeyed segment's history costs nothing.
+    groups: Vec<Vec<u64>>,
+    len: usize,
+}
+
+impl Pending {
+    fn push(&mut self, entry: u64) {
+        if self.groups.is_empty() {
+            self.groups = vec![Vec::new(); GROUPS];
+        }
+        self.groups[(entry >> 56) as usize].push(entry);
+        self.len += 1;
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Adds to `found` the offsets of the entries with `hash`.
+    fn collect(&self, hash: u32, found: &mut Vec<u32>) {
+        if let Some(group) = self.groups.get((hash >> 24) as usize) {
+            found.extend(
+                group
+                    .iter()
+                    .filter(|&&e| (e >> 32) as u32 == hash)
+                    .map(|&e| e as u32),
+            );
+        }
+    }
+
+    /// Every entry, sorted, without repeats: the groups in order, each
+    /// sorted by hash keeping its order of addition (see
+    /// [`sort_by_hash`]; its pass on the top byte is skipped, which every
+    /// entry of a group shares).
+    fn sorted(&self) -> Vec<u64> {
+        let mut out = Vec::with_capacity(self.len);
+        let mut group_sorted = Vec::new();
+        for group in &self.groups {
+            group_sorted.clear();
+            group_sorted.extend_from_slice(group);
+            sort_by_hash(&mut group_sorted);
+            out.extend_from_slice(&group_sorted);
+        }
+        out.dedup();
+        out
+    }
+}
+
+/// The entries of the in-memory `runs` (spilled ones are passed over),
+/// sealed in the order given, as one sorted run without repeats: their
+/// entries concatenated are in the order they were added, so sorting them
+/// by hash keeps each hash's entries in offset order (see
+/// [`sort_by_hash`]).
+fn sorted_together(runs: &[Run]) -> Vec<u64> {
+    let mut together = Vec::with_capacity(runs.iter().map(Run::in_memory).sum());
+    for run in runs {
+        if let Run::Memory(entries) = run {
+            together.extend_from_slice(entries);
+        }
+    }
+    sort_by_hash(&mut together);
+    together.dedup();
+    together
+}
+
+/// Sorts `entries` by their key hash (the upper 32 bits), keeping the
+/// order of entries with the same hash: a byte of the hash per pass,
+/// passes where every entry has the same byte skipped.
+///
+/// Why not a comparison sort: entries of one hash are added in offset
+/// order (a batch at a time, each hash once per batch), so this gives
+/// the full order a comparison sort would, in four linear passes where
+/// 65,536 entries take a comparison sort sixteen levels; with a million
+/// subjects this sort was the indexer's largest cost. Were that order
+/// ever not kept, runs would still be sorted by hash, which is all a
+/// lookup searches by.
+fn sort_by_hash(entries: &mut Vec<u64>) {
+    const PASSES: usize = 4;
+    let mut counts = [[0usize; 256]; PASSES];
+    for &e in entries.iter() {
+        for (pass, count) in counts.iter_mut().enumerate() {
+            count[(e >> (32 + 8 * pass)) as usize & 0xff] += 1;
+        }
+    }
+    let mut from = std::mem::take(entries);
+    let mut to = vec![0u64; from.len()];
+    for (pass, count) in counts.iter().enumerate() {
+        if count.contains(&from.len()) {
+            continue;
+        }
+        let mut next = [0usize; 256];
+        let mut at = 0;
+        for (slot, &n) in next.iter_mut().zip(count) {
+            *slot = at;
+            at += n;
+        }
+        for &e in &from {
+            let byte = (e >> (32 + 8 * pass)) as usize & 0xff;
+            to[next[byte]] = e;
+            next[byte] += 1;
+        }
+        std::mem::swap(&mut from, &mut to);
+    }
+    *entries = from;
+}
+
 /// Adds to `found` the offsets of the entries of a sorted run (`len`
 /// entries, `at(i)` the i-th) whose hash is `hash`.
 fn collect(len: usize, at: impl Fn(usize) -> u64, hash: u32, found: &mut Vec<u32>) {
@@ -475,53 +601,19 @@ fn collect(len: usize, at: impl Fn(usize) -> u64, hash: u32, found: &mut Vec<u32
 
 impl State {
     fn in_memory(&self) -> usize {
-        self.pending.len() + self.runs.iter().map(Run::in_memory).sum::<usize>()
+        self.pending.len()
+            + self.spilling.as_ref().map_or(0, |spilling| spilling.len())
+            + self.runs.iter().map(Run::in_memory).sum::<usize>()
     }
 
-    /// Turns the unsorted tail into a sorted run, merging in-memory runs of
-    /// like size so that there are O(log n) of them.
+    /// Turns the entries pending into a sorted run (for the `.keys` file).
     fn seal_pending(&mut self) {
-        if self.pending.is_empty() {
+        if self.pending.len() == 0 {
             return;
         }
-        let mut run = std::mem::take(&mut self.pending);
-        run.sort_unstable();
-        run.dedup();
-        let mut run: Arc<[u64]> = run.into();
-        while let Some(Run::Memory(last)) = self.runs.last() {
-            if last.len() > run.len() * 2 {
-                break;
-            }
-            let last = Arc::clone(last);
-            self.runs.pop();
-            run = merge(&last, &run).into();
-        }
-        self.runs.push(Run::Memory(run));
+        let run = std::mem::take(&mut self.pending).sorted();
+        self.runs.push(Run::Memory(run.into()));
     }
-}
-
-/// Merges two sorted runs, dropping repeats.
-fn merge(a: &[u64], b: &[u64]) -> Vec<u64> {
-    let mut out = Vec::with_capacity(a.len() + b.len());
-    let (mut i, mut j) = (0, 0);
-    while i < a.len() && j < b.len() {
-        let next = if a[i] <= b[j] {
-            i += 1;
-            a[i - 1]
-        } else {
-            j += 1;
-            b[j - 1]
-        };
-        if out.last() != Some(&next) {
-            out.push(next);
-        }
-    }
-    for &rest in a[i..].iter().chain(&b[j..]) {
-        if out.last() != Some(&rest) {
-            out.push(rest);
-        }
-    }
-    out
 }
 
 /// A sealed segment's history index on disk: a 48-byte header (magic, base
@@ -621,6 +713,36 @@ mod tests {
             min_timestamp: min,
             hashes: Some(hashes.iter().map(|&h| (h, 0)).collect()),
         }
+    }
+
+    #[test]
+    fn a_spill_that_cannot_write_keeps_its_entries_and_the_next_spill_takes_them() {
+        let history = SegmentHistory::default();
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("gone").join("00000000000000000000.log");
+        let segment = dir.path().join("00000000000000000000.log");
+        let mut at = Extent::default();
+        let mut add = |hashes: &[u32]| {
+            history.add(at, 100, 1, 0..=0, keys(0, hashes));
+            at = Extent::new(at.records + 1, at.bytes + 100);
+        };
+        add(&[3, 9]);
+        add(&[9]);
+        history.spill(&missing);
+        // Still in memory, now as one sorted run, and still found.
+        assert_eq!(history.state.lock().in_memory(), 3);
+        assert_eq!(history.batches_with(9), vec![0, 1]);
+        add(&[3]);
+        history.spill(&segment);
+        let state = history.state.lock();
+        assert_eq!(state.in_memory(), 0);
+        assert_eq!(state.runs.len(), 1);
+        let run = &state.runs[0];
+        let entries: Vec<u64> = (0..run.len()).map(|i| run.get(i)).collect();
+        assert_eq!(
+            entries,
+            vec![entry(3, 0), entry(3, 2), entry(9, 0), entry(9, 1)]
+        );
     }
 
     #[test]
@@ -726,17 +848,86 @@ mod tests {
     }
 
     #[test]
-    fn merging_keeps_runs_sorted_and_few() {
+    fn pending_entries_seal_into_one_run_in_full_order_and_are_found_meanwhile() {
         let mut state = State::default();
-        for round in 0..40u64 {
-            state.pending = (0..PENDING_MAX as u64)
-                .map(|i| (i * 7919 + round) % 1_000_003)
-                .collect();
-            state.seal_pending();
-            assert!(state.runs.len() <= 8, "{}", state.runs.len());
+        let rounds = 16u64;
+        let per_round = 1u64 << 16;
+        for round in 0..rounds {
+            // As the indexer adds them: offsets ascending; hashes spread
+            // over the groups, each shared by one entry a round.
+            for i in 0..per_round {
+                let hash = (((i * 7919 + round) % per_round) as u32).wrapping_mul(0x9e37_79b9);
+                state
+                    .pending
+                    .push(entry(hash, (round * per_round + i) as u32));
+            }
         }
-        for run in &state.runs {
-            assert!((1..run.len()).all(|i| run.get(i - 1) < run.get(i)));
+        assert_eq!(state.in_memory(), (rounds * per_round) as usize);
+        let hash = 0x9e37_79b9u32.wrapping_mul(5);
+        let mut found = Vec::new();
+        state.pending.collect(hash, &mut found);
+        assert_eq!(found.len(), 16);
+        assert!(found.windows(2).all(|w| w[0] < w[1]), "{found:?}");
+        state.seal_pending();
+        assert_eq!((state.pending.len(), state.runs.len()), (0, 1));
+        let run = &state.runs[0];
+        assert_eq!(run.len(), (rounds * per_round) as usize);
+        assert!((1..run.len()).all(|i| run.get(i - 1) < run.get(i)));
+        let mut again = Vec::new();
+        collect(run.len(), |i| run.get(i), hash, &mut again);
+        assert_eq!(again, found);
+    }
+
+    #[test]
+    fn runs_sorted_together_drop_repeats_and_keep_each_hashs_offsets_in_order() {
+        let runs = vec![
+            Run::Memory(Arc::from(vec![entry(5, 1), entry(9, 2)])),
+            Run::Memory(Arc::from(vec![entry(2, 3), entry(5, 4), entry(9, 4)])),
+            Run::Memory(Arc::from(Vec::new())),
+            Run::Memory(Arc::from(vec![entry(5, 4), entry(5, 6)])),
+        ];
+        assert_eq!(
+            sorted_together(&runs),
+            vec![
+                entry(2, 3),
+                entry(5, 1),
+                entry(5, 4),
+                entry(5, 6),
+                entry(9, 2),
+                entry(9, 4)
+            ]
+        );
+        assert_eq!(sorted_together(&[]), Vec::<u64>::new());
+    }
+
+    proptest::proptest! {
+        /// Entries added as the indexer adds them (offsets ascending) come
+        /// out in the order a comparison sort gives.
+        #[test]
+        fn sorting_by_hash_gives_the_full_order(hashes in proptest::collection::vec(proptest::num::u32::ANY, 0..2000), small in proptest::bool::ANY) {
+            let mut entries: Vec<u64> = hashes
+                .iter()
+                .enumerate()
+                // Few distinct hashes too, so that many share one.
+                .map(|(i, &h)| entry(if small { h % 7 } else { h }, i as u32))
+                .collect();
+            let mut expected = entries.clone();
+            expected.sort_unstable();
+            sort_by_hash(&mut entries);
+            proptest::prop_assert_eq!(entries, expected);
+        }
+
+        /// Whatever order entries come in, the result is theirs, sorted by
+        /// hash: all a lookup needs.
+        #[test]
+        fn sorting_by_hash_keeps_every_entry(values in proptest::collection::vec(proptest::num::u64::ANY, 0..2000)) {
+            let mut entries = values.clone();
+            sort_by_hash(&mut entries);
+            proptest::prop_assert!(entries.windows(2).all(|w| w[0] >> 32 <= w[1] >> 32));
+            let (mut got, mut want) = (entries, values);
+            got.sort_unstable();
+            want.sort_unstable();
+            proptest::prop_assert_eq!(got, want);
         }
     }
 }

@@ -160,6 +160,14 @@ impl Subscription {
         self.id
     }
 
+    /// Asks for the cache line of the cursor in `partition`, which
+    /// [`Self::offer_run`] locks first: see the tailer's `offer_chunk`.
+    pub(crate) fn prefetch_cursor(&self, partition: u32) {
+        if let Some(cursor) = self.cursors.get(partition as usize) {
+            herald_subjects::prefetch(cursor);
+        }
+    }
+
     /// A tailer offers a run of records (one subject's, in order) that
     /// this subscription's selector matched, under one acquisition of the
     /// cursor's lock and at most one of the session's. For each record:

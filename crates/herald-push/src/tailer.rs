@@ -158,6 +158,10 @@ impl Tailer {
     /// Offers `records` (whole batches, the frontier raised past them) to
     /// their subscriptions, a run of one key at a time, then wakes the
     /// sessions that were idle, and empties `records`.
+    ///
+    /// The runs' keys are looked up together, and the subscriptions found
+    /// are asked into the cache before the first is offered to: with many
+    /// subjects each is a miss, and these overlap instead of queueing.
     fn offer_chunk(
         &self,
         records: &mut Vec<RunRecord<'_>>,
@@ -165,19 +169,35 @@ impl Tailer {
         woken: &mut Vec<Arc<Outbox>>,
     ) {
         let index = self.partition.index();
+        let mut runs: Vec<(usize, usize)> = Vec::new();
+        let mut keys: Vec<&[u8]> = Vec::new();
+        let mut start = 0;
+        while start < records.len() {
+            let key = records[start].record.key;
+            let end = records[start..]
+                .iter()
+                .position(|r| r.record.key != key)
+                .map_or(records.len(), |n| start + n);
+            runs.push((start, end));
+            keys.push(key.unwrap_or_default());
+            start = end;
+        }
         // After the raise, so that a route added before a subscription read
         // the frontier is seen (see Frontier).
         let table = self.table.reader();
+        let mut matches = Vec::new();
+        table.matches_of(&keys, &mut matches);
+        for (_, route) in &matches {
+            herald_subjects::prefetch(&*route.0);
+        }
+        for (_, route) in &matches {
+            route.0.prefetch_cursor(index);
+        }
         let mut tally = Tally::default();
-        let mut start = 0;
-        while start < records.len() {
-            let key = records[start].record.key.unwrap_or_default();
-            let end = records[start..]
-                .iter()
-                .position(|r| r.record.key != Some(key))
-                .map_or(records.len(), |n| start + n);
+        let mut matched = matches.iter().peekable();
+        for (at, &(start, end)) in runs.iter().enumerate() {
             let run = &mut records[start..end];
-            table.for_each_match(key, |route| {
+            while let Some((_, route)) = matched.next_if(|(of, _)| *of == at) {
                 let offered = route.0.offer_run(index, run, context);
                 tally.deliveries += offered.queued;
                 tally.expired += offered.expired;
@@ -189,9 +209,8 @@ impl Tailer {
                     self.pool
                         .start(Arc::clone(&route.0), index, Arc::clone(&self.frontier));
                 }
-            });
+            }
             tally.records += run.iter().filter(|r| r.was_delivered()).count() as u64;
-            start = end;
         }
         records.clear();
         tally.add_to(&self.stats);

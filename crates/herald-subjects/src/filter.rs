@@ -73,6 +73,13 @@ impl SubjectFilter {
         self.words[word].load(Ordering::SeqCst) & mask == mask
     }
 
+    /// Asks for the word [`Self::may_contain`] will read for `hash`.
+    #[inline]
+    pub(crate) fn prefetch(&self, hash: u64) {
+        let (word, _) = self.locate(hash);
+        crate::prefetch(&self.words[word]);
+    }
+
     #[inline]
     fn locate(&self, hash: u64) -> (usize, u64) {
         // The top bits pick the word (the shift is below 64: the filter has

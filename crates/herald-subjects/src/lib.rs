@@ -14,11 +14,13 @@
 
 mod filter;
 mod pattern;
+mod prefetch;
 mod selector;
 mod subscribers;
 mod table;
 
 pub use pattern::{Pattern, PatternError, Token, PATTERN_BYTES_MAX, PATTERN_TOKENS_MAX};
+pub use prefetch::prefetch;
 pub use selector::{Selector, SelectorError, SUBJECT_BYTES_MAX};
 pub use table::{RoutingTable, TableReader, TableSize};
 

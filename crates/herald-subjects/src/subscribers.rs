@@ -12,6 +12,11 @@
 //! stays shared between the old list and the new one. A list of up to
 //! [`CHUNK`] is one flat slice, read with no more hops than before.
 //!
+//! Most subjects have one subscriber (a client's own inbox, a device's
+//! state): that one is held in the list itself, with no allocation of its
+//! own, so the delivery path's lookup in a map far larger than the cache
+//! reaches the subscriber without one more pointer to chase.
+//!
 //! Chunks stay at least half full on average: an append fills the last
 //! chunk before opening another, and a removal that leaves a chunk small
 //! enough merges it with a neighbour, so no two neighbours together hold
@@ -30,17 +35,19 @@ pub(crate) const CHUNK: usize = 64;
 /// length alone: no two neighbouring chunks fit in one, so a list of two
 /// chunks or more holds more than [`CHUNK`].
 pub(crate) enum Subscribers<V> {
-    /// At most [`CHUNK`] (most subjects have a handful): one slice, as
-    /// near the map entry as a list can be, for the delivery path's
-    /// lookups in a map far larger than the cache.
+    /// Exactly one, held inline.
+    One(V),
+    /// None, or two to [`CHUNK`]: one slice, one pointer from the map
+    /// entry.
     Flat(Arc<[V]>),
     /// More than [`CHUNK`], in at least two shared chunks, none empty.
     Chunked { chunks: Arc<[Arc<[V]>]>, len: usize },
 }
 
-impl<V> Clone for Subscribers<V> {
+impl<V: Clone> Clone for Subscribers<V> {
     fn clone(&self) -> Self {
         match self {
+            Self::One(subscriber) => Self::One(subscriber.clone()),
             Self::Flat(list) => Self::Flat(Arc::clone(list)),
             Self::Chunked { chunks, len } => Self::Chunked {
                 chunks: Arc::clone(chunks),
@@ -67,6 +74,7 @@ impl<V> Subscribers<V> {
 
     fn len(&self) -> usize {
         match self {
+            Self::One(_) => 1,
             Self::Flat(list) => list.len(),
             Self::Chunked { len, .. } => *len,
         }
@@ -77,12 +85,64 @@ impl<V> Subscribers<V> {
         self.len() == 0
     }
 
-    /// The chunks, none empty: a flat list is one (or none).
+    /// The subscribers held in place (one, or a flat list) and the
+    /// chunks of a chunked one: one of the two is empty.
+    fn parts(&self) -> (&[V], &[Arc<[V]>]) {
+        match self {
+            Self::One(subscriber) => (std::slice::from_ref(subscriber), &[]),
+            Self::Flat(list) => (list, &[]),
+            Self::Chunked { chunks, .. } => (&[], chunks),
+        }
+    }
+
+    /// The chunks of a list that is not `One`, none empty: a flat list is
+    /// one (or none).
     fn chunks(&self) -> &[Arc<[V]>] {
         match self {
+            Self::One(_) => &[],
             Self::Flat(list) if list.is_empty() => &[],
             Self::Flat(list) => std::slice::from_ref(list),
             Self::Chunked { chunks, .. } => chunks,
+        }
+    }
+
+    /// Every subscriber, in the order they were added (removals aside).
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &V> {
+        let (inline, chunks) = self.parts();
+        inline
+            .iter()
+            .chain(chunks.iter().flat_map(|chunk| chunk.iter()))
+    }
+
+    /// The first subscriber, if any: where the delivery path will read
+    /// first.
+    pub(crate) fn first(&self) -> Option<&V> {
+        let (inline, chunks) = self.parts();
+        inline
+            .first()
+            .or_else(|| chunks.first().and_then(|chunk| chunk.first()))
+    }
+
+    #[cfg(test)]
+    fn chunk_lens(&self) -> Vec<usize> {
+        match self {
+            Self::One(_) => vec![1],
+            _ => self.chunks().iter().map(|chunk| chunk.len()).collect(),
+        }
+    }
+}
+
+impl<V: Clone + PartialEq> Subscribers<V> {
+    /// One subscriber.
+    pub(crate) fn one(subscriber: V) -> Self {
+        Self::One(subscriber)
+    }
+
+    /// The chunks to rewrite: a `One` as a chunk of its own.
+    fn chunk_vec(&self) -> Vec<Arc<[V]>> {
+        match self {
+            Self::One(subscriber) => vec![Arc::from(vec![subscriber.clone()])],
+            _ => self.chunks().to_vec(),
         }
     }
 
@@ -90,29 +150,13 @@ impl<V> Subscribers<V> {
     fn from_chunks(mut chunks: Vec<Arc<[V]>>, len: usize) -> Self {
         match chunks.len() {
             0 => Self::empty(),
+            1 if len == 1 => Self::One(chunks[0][0].clone()),
             1 => Self::Flat(chunks.pop().unwrap_or_else(|| Arc::from(Vec::new()))),
             _ => Self::Chunked {
                 chunks: Arc::from(chunks),
                 len,
             },
         }
-    }
-
-    /// Every subscriber, in the order they were added (removals aside).
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &V> {
-        self.chunks().iter().flat_map(|chunk| chunk.iter())
-    }
-
-    #[cfg(test)]
-    fn chunk_lens(&self) -> Vec<usize> {
-        self.chunks().iter().map(|chunk| chunk.len()).collect()
-    }
-}
-
-impl<V: Clone + PartialEq> Subscribers<V> {
-    /// One subscriber.
-    pub(crate) fn one(subscriber: V) -> Self {
-        Self::Flat(Arc::from(vec![subscriber]))
     }
 
     /// True if `subscriber` is in the list.
@@ -123,7 +167,7 @@ impl<V: Clone + PartialEq> Subscribers<V> {
     /// The list with `subscriber` appended: the last chunk copied with it,
     /// or a chunk of its own when the last is full.
     pub(crate) fn with(&self, subscriber: V) -> Self {
-        let mut chunks = self.chunks().to_vec();
+        let mut chunks = self.chunk_vec();
         match chunks.last_mut() {
             Some(last) if last.len() < CHUNK => {
                 let mut grown = Vec::with_capacity(last.len() + 1);
@@ -140,12 +184,11 @@ impl<V: Clone + PartialEq> Subscribers<V> {
     /// chunk copied without it, merged with a neighbour (copied too) when
     /// the two fit in one, or gone when it held nothing else.
     pub(crate) fn without(&self, subscriber: &V) -> Option<Self> {
-        let (at, place) = self
-            .chunks()
+        let mut chunks = self.chunk_vec();
+        let (at, place) = chunks
             .iter()
             .enumerate()
             .find_map(|(at, chunk)| Some((at, chunk.iter().position(|s| s == subscriber)?)))?;
-        let mut chunks = self.chunks().to_vec();
         let old = &chunks[at];
         let mut shrunk = Vec::with_capacity(old.len() - 1);
         shrunk.extend_from_slice(&old[..place]);
@@ -232,6 +275,21 @@ mod tests {
     /// `n` subscribers 0..n, in order.
     fn of(n: u32) -> Subscribers<u32> {
         (1..n).fold(Subscribers::one(0), |list, i| list.with(i))
+    }
+
+    #[test]
+    fn a_lone_subscriber_is_held_inline_and_a_second_makes_a_list() {
+        let one = Subscribers::one(7u32);
+        assert!(matches!(one, Subscribers::One(7)));
+        assert_eq!((one.len(), one.first()), (1, Some(&7)));
+        let two = one.with(8);
+        assert!(matches!(two, Subscribers::Flat(_)));
+        assert_eq!(listed(&two), vec![7, 8]);
+        assert!(matches!(two.without(&7), Some(Subscribers::One(8))));
+        assert!(one.without(&8).is_none());
+        let none = one.without(&7).expect("it is there");
+        assert!(none.is_empty());
+        assert_eq!(none.first(), None);
     }
 
     #[test]
