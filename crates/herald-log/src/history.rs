@@ -16,10 +16,11 @@
 //! While a segment grows its entries live in memory, unsorted, grouped by
 //! the top byte of their hash as they arrive (a lookup scans its hash's
 //! group, about 1/256 of them). Past [`SPILL_ENTRIES`] in memory they are
-//! sorted, a group at a time, into a run file
-//! beside the segment (`.keys-<n>.tmp`, mapped, removed when no longer
-//! needed and at the next start), so a growing segment holds at most
-//! about 8 MiB of entries in memory. Once the segment is sealed and wholly
+//! sorted, a group at a time, into a run file beside the segment
+//! (`.keys-<n>.tmp`, mapped, removed when no longer needed and at the next
+//! start), so a growing segment holds about 8 MiB of entries in memory
+//! (up to twice that while it spills: the groups' spare capacity and the
+//! sorted copy). Once the segment is sealed and wholly
 //! indexed, every run is merged, streaming, with the bucket minima into a
 //! `.keys` file beside it, read from that file's mapping from then on.
 //!
@@ -291,7 +292,7 @@ impl SegmentHistory {
         let mut sorted = spilling.sorted();
         if !earlier.is_empty() {
             // Left by a failed spill, and older than what was pending.
-            let mut runs = earlier;
+            let mut runs = earlier.clone();
             runs.push(Run::Memory(sorted.into()));
             sorted = sorted_together(&runs);
         }
@@ -300,7 +301,11 @@ impl SegmentHistory {
         name.push(format!(".keys-{n}.tmp"));
         let written = RunFile::write(PathBuf::from(name), sorted.iter().copied());
         let mut state = self.state.lock();
-        state.runs.retain(|r| r.in_memory() == 0);
+        state.runs.retain(|run| {
+            !earlier
+                .iter()
+                .any(|spilled| matches!((run, spilled), (Run::Memory(a), Run::Memory(b)) if Arc::ptr_eq(a, b)))
+        });
         state.spilling = None;
         match written {
             Ok(file) => state.runs.push(Run::Spilled(Arc::new(file))),
@@ -317,6 +322,11 @@ impl SegmentHistory {
         let mut state = self.state.lock();
         if state.complete {
             return None;
+        }
+        // The indexer does not complete a segment while it spills one, but
+        // entries being spilled would be lost from the file if it did.
+        if let Some(spilling) = state.spilling.clone() {
+            state.runs.push(Run::Memory(spilling.sorted().into()));
         }
         state.seal_pending();
         Some(Completion {
@@ -506,12 +516,11 @@ impl Pending {
     /// entry of a group shares).
     fn sorted(&self) -> Vec<u64> {
         let mut out = Vec::with_capacity(self.len);
-        let mut group_sorted = Vec::new();
+        let mut scratch = Vec::new();
         for group in &self.groups {
-            group_sorted.clear();
-            group_sorted.extend_from_slice(group);
-            sort_by_hash(&mut group_sorted);
-            out.extend_from_slice(&group_sorted);
+            let start = out.len();
+            out.extend_from_slice(group);
+            sort_by_hash(&mut out[start..], &mut scratch);
         }
         out.dedup();
         out
@@ -530,7 +539,7 @@ fn sorted_together(runs: &[Run]) -> Vec<u64> {
             together.extend_from_slice(entries);
         }
     }
-    sort_by_hash(&mut together);
+    sort_by_hash(&mut together, &mut Vec::new());
     together.dedup();
     together
 }
@@ -546,7 +555,7 @@ fn sorted_together(runs: &[Run]) -> Vec<u64> {
 /// subjects this sort was the indexer's largest cost. Were that order
 /// ever not kept, runs would still be sorted by hash, which is all a
 /// lookup searches by.
-fn sort_by_hash(entries: &mut Vec<u64>) {
+fn sort_by_hash(entries: &mut [u64], scratch: &mut Vec<u64>) {
     const PASSES: usize = 4;
     let mut counts = [[0usize; 256]; PASSES];
     for &e in entries.iter() {
@@ -554,26 +563,39 @@ fn sort_by_hash(entries: &mut Vec<u64>) {
             count[(e >> (32 + 8 * pass)) as usize & 0xff] += 1;
         }
     }
-    let mut from = std::mem::take(entries);
-    let mut to = vec![0u64; from.len()];
+    scratch.clear();
+    scratch.resize(entries.len(), 0);
+    let mut in_entries = true;
     for (pass, count) in counts.iter().enumerate() {
-        if count.contains(&from.len()) {
+        if count.contains(&entries.len()) {
             continue;
         }
-        let mut next = [0usize; 256];
-        let mut at = 0;
-        for (slot, &n) in next.iter_mut().zip(count) {
-            *slot = at;
-            at += n;
+        if in_entries {
+            scatter(entries, scratch, pass, count);
+        } else {
+            scatter(scratch, entries, pass, count);
         }
-        for &e in &from {
-            let byte = (e >> (32 + 8 * pass)) as usize & 0xff;
-            to[next[byte]] = e;
-            next[byte] += 1;
-        }
-        std::mem::swap(&mut from, &mut to);
+        in_entries = !in_entries;
     }
-    *entries = from;
+    if !in_entries {
+        entries.copy_from_slice(scratch);
+    }
+}
+
+/// One pass of [`sort_by_hash`]: `from` into `to` by byte `pass` of the
+/// hash, whose counts are `count`, keeping the order within a byte.
+fn scatter(from: &[u64], to: &mut [u64], pass: usize, count: &[usize; 256]) {
+    let mut next = [0usize; 256];
+    let mut at = 0;
+    for (slot, &n) in next.iter_mut().zip(count) {
+        *slot = at;
+        at += n;
+    }
+    for &e in from {
+        let byte = (e >> (32 + 8 * pass)) as usize & 0xff;
+        to[next[byte]] = e;
+        next[byte] += 1;
+    }
 }
 
 /// Adds to `found` the offsets of the entries of a sorted run (`len`
@@ -713,6 +735,28 @@ mod tests {
             min_timestamp: min,
             hashes: Some(hashes.iter().map(|&h| (h, 0)).collect()),
         }
+    }
+
+    #[test]
+    fn entries_being_spilled_are_found_and_a_completion_meanwhile_keeps_them() {
+        let history = SegmentHistory::default();
+        let dir = tempfile::tempdir().unwrap();
+        history.add(Extent::default(), 100, 1, 0..=0, keys(0, &[4, 9]));
+        history.add(Extent::new(1, 100), 100, 1, 0..=0, keys(0, &[9]));
+        {
+            // As `spill` leaves it while it writes the file.
+            let mut state = history.state.lock();
+            let pending = std::mem::take(&mut state.pending);
+            state.spilling = Some(Arc::new(pending));
+        }
+        history.add(Extent::new(2, 200), 100, 1, 0..=0, keys(0, &[9]));
+        assert_eq!(history.batches_with(9), vec![0, 1, 2]);
+        assert_eq!(history.batches_with(4), vec![0]);
+        assert_eq!(history.state.lock().in_memory(), 4);
+        complete(&history, &dir.path().join(keys_file_name(0)));
+        assert!(history.state.lock().file.is_some());
+        assert_eq!(history.batches_with(9), vec![0, 1, 2]);
+        assert_eq!(history.batches_with(4), vec![0]);
     }
 
     #[test]
@@ -913,7 +957,7 @@ mod tests {
                 .collect();
             let mut expected = entries.clone();
             expected.sort_unstable();
-            sort_by_hash(&mut entries);
+            sort_by_hash(&mut entries, &mut Vec::new());
             proptest::prop_assert_eq!(entries, expected);
         }
 
@@ -922,7 +966,7 @@ mod tests {
         #[test]
         fn sorting_by_hash_keeps_every_entry(values in proptest::collection::vec(proptest::num::u64::ANY, 0..2000)) {
             let mut entries = values.clone();
-            sort_by_hash(&mut entries);
+            sort_by_hash(&mut entries, &mut Vec::new());
             proptest::prop_assert!(entries.windows(2).all(|w| w[0] >> 32 <= w[1] >> 32));
             let (mut got, mut want) = (entries, values);
             got.sort_unstable();

@@ -27,6 +27,11 @@ use crate::subscription::Route;
 /// hold more.
 const CHUNK_RECORDS: usize = 64;
 
+/// Most subscriptions a chunk asks into the cache before offering: enough
+/// for a chunk of many subjects' runs (a delivery or two each), few
+/// enough that the first is still in the cache when its turn comes.
+const PREFETCH_SUBSCRIPTIONS: usize = 64;
+
 /// The offset from which a tailer offers every record: it may be offering
 /// (or have offered) records below it, and offers every one at or past it.
 /// Raised before a batch's records are offered; see `subscription`.
@@ -159,9 +164,10 @@ impl Tailer {
     /// their subscriptions, a run of one key at a time, then wakes the
     /// sessions that were idle, and empties `records`.
     ///
-    /// The runs' keys are looked up together, and the subscriptions found
-    /// are asked into the cache before the first is offered to: with many
-    /// subjects each is a miss, and these overlap instead of queueing.
+    /// The runs' keys are looked up together, and (when they are few) the
+    /// subscriptions found are asked into the cache before the first is
+    /// offered to: with many subjects each is a miss, and these overlap
+    /// instead of queueing.
     fn offer_chunk(
         &self,
         records: &mut Vec<RunRecord<'_>>,
@@ -187,27 +193,35 @@ impl Tailer {
         let table = self.table.reader();
         let mut matches = Vec::new();
         table.matches_of(&keys, &mut matches);
-        for (_, route) in &matches {
-            herald_subjects::prefetch(&*route.0);
-        }
-        for (_, route) in &matches {
-            route.0.prefetch_cursor(index);
+        // Only a few, as with many subjects (a delivery or two per run):
+        // a fan-out's thousands would be evicted again before their turn,
+        // and its subscriptions are the same for every chunk anyway.
+        let found: usize = matches.iter().map(|(_, routes)| routes.len()).sum();
+        if found <= PREFETCH_SUBSCRIPTIONS {
+            for route in matches.iter().flat_map(|(_, routes)| routes.iter()) {
+                herald_subjects::prefetch(&*route.0);
+            }
+            for route in matches.iter().flat_map(|(_, routes)| routes.iter()) {
+                route.0.prefetch_cursor(index);
+            }
         }
         let mut tally = Tally::default();
         let mut matched = matches.iter().peekable();
         for (at, &(start, end)) in runs.iter().enumerate() {
             let run = &mut records[start..end];
-            while let Some((_, route)) = matched.next_if(|(of, _)| *of == at) {
-                let offered = route.0.offer_run(index, run, context);
-                tally.deliveries += offered.queued;
-                tally.expired += offered.expired;
-                if offered.wake {
-                    woken.push(Arc::clone(&route.0.outbox));
-                }
-                if offered.overflowed {
-                    tally.overflows += 1;
-                    self.pool
-                        .start(Arc::clone(&route.0), index, Arc::clone(&self.frontier));
+            while let Some((_, routes)) = matched.next_if(|(of, _)| *of == at) {
+                for route in routes.iter() {
+                    let offered = route.0.offer_run(index, run, context);
+                    tally.deliveries += offered.queued;
+                    tally.expired += offered.expired;
+                    if offered.wake {
+                        woken.push(Arc::clone(&route.0.outbox));
+                    }
+                    if offered.overflowed {
+                        tally.overflows += 1;
+                        self.pool
+                            .start(Arc::clone(&route.0), index, Arc::clone(&self.frontier));
+                    }
                 }
             }
             tally.records += run.iter().filter(|r| r.was_delivered()).count() as u64;

@@ -466,6 +466,16 @@ async fn key_lookups_read_a_batch_numbered_out_of_order_whole() {
             "SELECT count(*) AS n FROM odd WHERE key = 'b' AND \"offset\" >= 4",
             2,
         ),
+        // b's records in the second batch are at 7 (delta 3) then 6: the
+        // index must name 7, the largest, not 6, the last.
+        (
+            "SELECT count(*) AS n FROM odd WHERE key = 'b' AND \"offset\" >= 7",
+            1,
+        ),
+        (
+            "SELECT count(*) AS n FROM odd WHERE key = 'b' AND \"offset\" >= 3",
+            3,
+        ),
     ];
     for round in ["before the index", "after it"] {
         for (sql, n) in lookups {

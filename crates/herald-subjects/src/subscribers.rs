@@ -9,7 +9,7 @@
 //! a list longer than [`CHUNK`] subscribers is made of shared chunks of at
 //! most that many: a write copies the one chunk it changes (and a
 //! neighbour it merges with) and the chunk pointers, and every other chunk
-//! stays shared between the old list and the new one. A list of up to
+//! stays shared between the old list and the new one. A list of two to
 //! [`CHUNK`] is one flat slice, read with no more hops than before.
 //!
 //! Most subjects have one subscriber (a client's own inbox, a device's
@@ -61,7 +61,7 @@ impl<V> std::fmt::Debug for Subscribers<V> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Subscribers")
             .field("len", &self.len())
-            .field("chunks", &self.chunks().len())
+            .field("slices", &self.slices().count())
             .finish()
     }
 }
@@ -112,6 +112,16 @@ impl<V> Subscribers<V> {
         inline
             .iter()
             .chain(chunks.iter().flat_map(|chunk| chunk.iter()))
+    }
+
+    /// Every subscriber, as the slices that hold them, in order: one for
+    /// a lone subscriber or a flat list, one per chunk of a chunked one.
+    pub(crate) fn slices(&self) -> impl Iterator<Item = &[V]> {
+        let (inline, chunks) = self.parts();
+        (!inline.is_empty())
+            .then_some(inline)
+            .into_iter()
+            .chain(chunks.iter().map(|chunk| &chunk[..]))
     }
 
     /// The first subscriber, if any: where the delivery path will read

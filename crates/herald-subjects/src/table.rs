@@ -4,9 +4,10 @@
 //! and written when a subscription comes or goes. Reads take no lock:
 //! - literal subjects live in a concurrent hash map with lock-free reads
 //!   (`papaya`), each key holding an immutable list of subscribers that a
-//!   write replaces (see `subscribers`: up to 64 one flat slice, past
-//!   that shared chunks of which a write copies one or two), so a reader
-//!   sees the list before or after a change and never half of one;
+//!   write replaces (see `subscribers`: one held inline, up to 64 one flat
+//!   slice, past that shared chunks of which a write copies one or two;
+//!   keys of up to 24 bytes held in the entry), so a reader sees the list
+//!   before or after a change and never half of one;
 //! - patterns live in a token trie published as an immutable snapshot
 //!   (`arc-swap`); a write copies the path from the root to the changed
 //!   node and swaps the root, leaving every other node shared.
@@ -21,7 +22,7 @@
 //! neighbours) and of its chunk pointers, and now and then a rebuild of the filter (linear in the
 //! subjects); a pattern one costs the children maps along its path.
 //!
-//! A tailer reads through a [`TableReader`], taken once per batch after it
+//! A tailer reads through a [`TableReader`], taken once per chunk after it
 //! has published how far it read: the reader holds the map's epoch guard
 //! and the snapshots for the whole batch instead of taking them per record.
 
@@ -86,16 +87,18 @@ pub struct TableSize {
     pub literal_routes: usize,
     /// (pattern, subscriber) routes.
     pub pattern_routes: usize,
-    /// Estimated heap bytes: the subject and pattern bytes, a subscriber
-    /// entry per route, and a fixed cost per map entry and trie node.
+    /// Estimated heap bytes: the subject bytes held outside their entries
+    /// (past 24) and the pattern bytes, a subscriber entry per route, and
+    /// a fixed cost per map entry and trie node.
     pub approximate_bytes: usize,
 }
 
 /// Estimated bytes of one literal subject's map entry beyond its key's
-/// bytes past [`INLINE_SUBJECT`] and its subscribers (the map slot and the
-/// entry's allocation, which holds a short key and a lone subscriber; a
-/// longer list's allocation header, and a chunk pointer and header per 64
-/// past 64, not counted).
+/// bytes past [`INLINE_SUBJECT`] and its subscriber entries (counted per
+/// route): the map slot and the entry's allocation, which holds a short
+/// key and the list's handle (a lone subscriber in it); a longer list's
+/// allocation header, and a chunk pointer and header per 64 past 64, not
+/// counted.
 const LITERAL_ENTRY_BYTES: usize = 96;
 /// Estimated bytes of one pattern route beyond its tokens (its share of a
 /// trie node and its children map).
@@ -358,9 +361,11 @@ impl<V> TableReader<'_, V> {
     }
 
     /// Appends to `out` every subscriber the records with `keys` go to, as
-    /// (index of the key in `keys`, subscriber), ascending by index: for
-    /// each key those of its literal subject first, then those of each
-    /// matching pattern, as [`Self::for_each_match`] calls them.
+    /// (index of the key in `keys`, slice of subscribers), ascending by
+    /// index: for each key those of its literal subject first (a slice per
+    /// chunk of its list), then those of each matching pattern, in the
+    /// order [`Self::for_each_match`] calls them. Slices, not one entry
+    /// per subscriber: a subject with 10,000 subscribers adds about 160.
     ///
     /// Why not one key at a time: with many subjects each lookup misses
     /// the cache several times over (the filter word, the map's slot, its
@@ -370,7 +375,11 @@ impl<V> TableReader<'_, V> {
     /// found, so that the misses of different keys overlap. The
     /// subscribers' own data is the caller's to ask for (see
     /// [`crate::prefetch`]) before it uses them.
-    pub fn matches_of<'r>(&'r self, keys: &[&[u8]], out: &mut Vec<(usize, &'r V)>) {
+    ///
+    /// The filter is loaded once per group rather than per key: what a
+    /// reader must see is a subject added before it published how far it
+    /// read, and every load here comes after that.
+    pub fn matches_of<'r>(&'r self, keys: &[&[u8]], out: &mut Vec<(usize, &'r [V])>) {
         for (group, group_keys) in keys.chunks(LOOKUP_GROUP).enumerate() {
             let base = group * LOOKUP_GROUP;
             let filter = self.table.filter.load();
@@ -397,11 +406,11 @@ impl<V> TableReader<'_, V> {
             }
             for (i, (list, key)) in lists.iter().zip(group_keys).enumerate() {
                 if let Some(list) = list {
-                    out.extend(list.iter().map(|subscriber| (base + i, subscriber)));
+                    out.extend(list.slices().map(|slice| (base + i, slice)));
                 }
                 if let Some(root) = &self.patterns {
                     walk(root, tokens(key), &mut |subscriber| {
-                        out.push((base + i, subscriber))
+                        out.push((base + i, std::slice::from_ref(subscriber)))
                     });
                 }
             }
@@ -643,7 +652,10 @@ mod tests {
             let reader = table.reader();
             let mut together = Vec::new();
             reader.matches_of(&slices, &mut together);
-            let together: Vec<(usize, u32)> = together.into_iter().map(|(i, &v)| (i, v)).collect();
+            let together: Vec<(usize, u32)> = together
+                .into_iter()
+                .flat_map(|(i, slice)| slice.iter().map(move |&v| (i, v)))
+                .collect();
             let mut alone = Vec::new();
             for (i, key) in slices.iter().enumerate() {
                 reader.for_each_match(key, |&v| alone.push((i, v)));

@@ -391,7 +391,9 @@ fn batch_keys(bytes: &[u8], scratch: &mut Vec<u8>) -> BatchKeys {
 }
 
 /// Each hash of `hashes` (a batch's, in record order) once, with the
-/// delta of its last record, in no particular order: the history sorts
+/// largest delta of its records (the last, unless the producer numbered
+/// them out of order, which the broker does not check), in no particular
+/// order: the history sorts
 /// its entries later anyway. Found through a small open-addressing table
 /// rather than by sorting the batch, which cost as much as the rest of
 /// indexing a batch of distinct keys.
@@ -417,7 +419,8 @@ fn last_per_hash(hashes: Vec<(u32, u32)>) -> Vec<(u32, u32)> {
                     break;
                 }
                 at if last[at as usize - 1].0 == hash => {
-                    last[at as usize - 1].1 = delta;
+                    let largest = &mut last[at as usize - 1].1;
+                    *largest = (*largest).max(delta);
                     break;
                 }
                 _ => slot = (slot + 1) & mask,
@@ -432,11 +435,19 @@ mod tests {
     use super::*;
 
     proptest::proptest! {
-        /// Each hash of a batch once, with its last record's delta, as
-        /// sorting the batch and keeping each hash's last gives.
+        /// Each hash of a batch once, with its largest delta, as sorting
+        /// the batch and keeping each hash's last pair gives: records
+        /// numbered in order, or (a producer's doing) out of order.
         #[test]
-        fn each_hash_once_with_its_last_record(hashes in proptest::collection::vec(0u32..40, 0..300)) {
-            let batch: Vec<(u32, u32)> = hashes.iter().enumerate().map(|(i, &h)| (h, i as u32)).collect();
+        fn each_hash_once_with_its_last_record(
+            records in proptest::collection::vec((0u32..40, 0u32..1000), 0..300),
+            in_order in proptest::bool::ANY,
+        ) {
+            let batch: Vec<(u32, u32)> = records
+                .iter()
+                .enumerate()
+                .map(|(i, &(h, d))| (h, if in_order { i as u32 } else { d }))
+                .collect();
             let mut got = last_per_hash(batch.clone());
             got.sort_unstable();
             let mut expected: Vec<(u32, u32)> = Vec::new();
