@@ -10,6 +10,8 @@
 #   SLICE=S CYCLES=C SKIP=K            interleaved: whole seconds of a turn (default 4), turns of each setup (default: one Williams square plus the warm-up, 9), seconds of each turn not counted (default 1)
 #   INTERLEAVE_LIMITS="256 512"        interleaved: the fixed limits compared (default 256 512 1024 2048)
 #   CELL_SUBJECTS="16" CELL_CHOICES="uniform"  the cells run (default: 1 16 256 and uniform normal poisson)
+#   STEPS_ONLY=1                       only the steps: the sweep's fixed limits on 16 subjects uniform (to pick the reference), no comparison
+#   DISK_HOG_THREADS=N                 durable regime: threads of the disk capacity step (default 1)
 #
 # Durable regime (the default): the broker fsyncs before it acknowledges
 # (--flush every-append) onto a disk directory, producers ask acks=-1, so
@@ -52,10 +54,19 @@
 # the controllers, which start at 100, to settle first): a demand step
 # across the knee (8 publishers with 4 requests in flight, three quarters
 # of them starting at the step: 128 to 512 records, above where the seed's
-# algorithms hold their limit before it) and a capacity step (a busy
-# thread pinned to the broker's core). The broker runs on core 0, the
-# load generator on core 1. Every broker started here is stopped here, by
-# its PID.
+# algorithms hold their limit before it) and a capacity step that takes
+# part of what the broker leans on. In the durable regime, which fsyncs
+# every append, the disk's flushes: DISK_HOG_THREADS threads of the load
+# generator (on its core) write a 4 KiB block and fdatasync it, over and
+# over, in $OUT/disk-hog beside the broker's data (same disk; each
+# overwrites its own 64 MiB region, removed at the end of the run), and
+# the points carry their sync count (label capacity=disk). In the memory
+# regime (data on tmpfs, the disk idle) it is the core: a busy thread
+# pinned to the broker's core (label capacity=cpu). STEPS_ONLY=1 runs
+# only the steps, after the sweep of 16 subjects uniform's fixed limits
+# that picks the reference. The broker runs on core 0, the load
+# generator on core 1. Every broker started here is stopped here, by its
+# PID.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
@@ -92,6 +103,16 @@ else
 fi
 CONTROLLERS=(last-three-points adaptive gradient)
 mkdir -p "$OUT" "$REPORT_DIR"
+if [ "$REGIME" = memory ]; then
+  CAPACITY_STEP=(--hog-cpu 0 --label capacity=cpu)
+  CAPACITY_AT=--hog-at
+else
+  # Beside $DATA, on the same disk; not under it (stop_broker deletes $DATA).
+  DISK_HOG_DIR="$OUT/disk-hog"
+  mkdir -p "$DISK_HOG_DIR"
+  CAPACITY_STEP=(--disk-hog-dir "$DISK_HOG_DIR" --disk-hog-threads "${DISK_HOG_THREADS:-1}" --label capacity=disk)
+  CAPACITY_AT=--disk-hog-at
+fi
 POINTS="$OUT/flow-$REGIME.jsonl"
 : >"$POINTS"
 
@@ -148,8 +169,16 @@ if [ -n "$INTERLEAVED" ]; then
   exit 0
 fi
 
-# Phase 1: the sweep.
+# Phase 1: the sweep (STEPS_ONLY: only 16 subjects uniform's fixed
+# limits, which pick the steps' reference).
+if [ -n "${STEPS_ONLY:-}" ]; then
+  sweep=(--label scenario=sweep --label repeat=1)
+  for limit in "${LIMITS[@]}"; do
+    run fixed "$limit" 16 uniform "$SECS" "$PUBLISHERS" "$IN_FLIGHT" "${sweep[@]}"
+  done
+fi
 for subjects in "${SUBJECTS[@]}"; do
+  [ -n "${STEPS_ONLY:-}" ] && break
   for choice in "${CHOICES[@]}"; do
     sweep=(--label scenario=sweep --label repeat=1)
     run off 0 "$subjects" "$choice" "$SECS" "$PUBLISHERS" "$IN_FLIGHT" "${sweep[@]}"
@@ -159,8 +188,9 @@ for subjects in "${SUBJECTS[@]}"; do
   done
 done
 
-# Phase 2: the comparison. A setup is "controller:start limit".
+# Phase 2: the comparison (not with STEPS_ONLY). A setup is "controller:start limit".
 for subjects in "${SUBJECTS[@]}"; do
+  [ -n "${STEPS_ONLY:-}" ] && break
   for choice in "${CHOICES[@]}"; do
     # Not in the loop's word list: set -e does not see a substitution fail there.
     top=$("$PY" scripts/bench_flow_report.py --top-fixed "$POINTS" "$subjects" "$choice" 2)
@@ -196,7 +226,7 @@ for round in $(seq "$STEP_ROUNDS"); do
       --demand-step-at "$HALF" --label scenario=demand-step --label "repeat=$round"
     if [ -z "$QUICK" ]; then
       run "$controller" "$limit" 16 uniform "$STEP_SECS" "$PUBLISHERS" "$IN_FLIGHT" \
-        --hog-at "$HALF" --hog-cpu 0 --label scenario=capacity-step --label "repeat=$round"
+        "$CAPACITY_AT" "$HALF" "${CAPACITY_STEP[@]}" --label scenario=capacity-step --label "repeat=$round"
     fi
   done
 done
