@@ -95,6 +95,18 @@ pub enum LoadError {
         #[source]
         source: io::Error,
     },
+    /// The CPU quota capacity step could not use the broker's cgroup
+    /// ([`crate::cpu_quota`]).
+    #[error("CPU quota step: {action} {}: {source}", .path.display())]
+    CpuQuota {
+        /// What was being done.
+        action: &'static str,
+        /// The cgroup directory or file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
     /// The chart could not be drawn.
     #[error("chart: {0}")]
     Chart(#[from] herald_bench::figure::FigureError),

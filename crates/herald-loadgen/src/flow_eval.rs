@@ -4,10 +4,13 @@
 //! N records answered make one point (published so far, throughput, mean
 //! and p99 latency, errors, and the broker's flow-control limit scraped
 //! from its metrics). Optional steps: a demand step (three quarters of the
-//! publishers start late: 4x the demand) and a capacity step: busy threads
-//! pinned to the broker's core take half of it, or, where the broker is
-//! bound by its fsyncs, threads syncing on its data disk compete for the
-//! disk's flushes ([`crate::disk_hog`]).
+//! publishers start late: 4x the demand) and a capacity step: a CPU quota
+//! on the broker's cgroup cuts it to a share of one core
+//! ([`crate::cpu_quota`]: half, whatever its threads do), busy threads
+//! pinned to the broker's core take their share of it (one thread against
+//! the broker's many takes little), or threads syncing on its data disk
+//! compete for the disk's flushes ([`crate::disk_hog`]: where the disk,
+//! not the broker's CPU, bounds its fsyncs).
 //!
 //! Open loop (`offered_rate`): the publishers offer records on a fixed
 //! schedule whatever the answers, as many independent clients would. A
@@ -40,6 +43,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadHalf};
 use tokio::sync::{mpsc, Semaphore};
 
 use crate::admin::topic_name;
+use crate::cpu_quota::{CpuQuota, CpuQuotaReport, CpuQuotaSpec};
 use crate::disk_hog::{DiskHog, DiskHogReport, DiskHogSpec};
 use crate::flow_interleave::{self, Interleave, Schedule, Turn};
 use crate::produce::{next_answer, PRODUCE_VERSION};
@@ -82,6 +86,9 @@ pub struct FlowSpec {
     /// The disk capacity step: when and where threads start syncing on the
     /// broker's data disk; none: never.
     pub disk_hog: Option<DiskHogSpec>,
+    /// The CPU quota step: when, on which cgroup (the broker's) and what
+    /// share of a core; none: never.
+    pub cpu_quota: Option<CpuQuotaSpec>,
     /// Seeds the subject draws.
     pub seed: u64,
     /// Open loop: records per second offered across all publishers (none:
@@ -102,6 +109,8 @@ pub struct FlowRun {
     pub points: Vec<Point>,
     /// What the disk capacity step did, when the run had one.
     pub disk_hog: Option<DiskHogReport>,
+    /// What the CPU quota step did, when the run had one.
+    pub cpu_quota: Option<CpuQuotaReport>,
 }
 
 /// One point: N records answered.
@@ -244,12 +253,15 @@ impl Recorder {
     }
 }
 
-/// Runs the evaluation; answers its points and what the disk capacity
-/// step did. The disk step's files are made before the publishers start,
-/// so a directory that is not there fails the run at once; a failure of
-/// its writes or syncs later stops the step, not the publishers, and is
-/// returned when the run ends.
+/// Runs the evaluation; answers its points and what the disk and CPU
+/// quota capacity steps did. The disk step's files are made, and the
+/// quota step's cgroup checked, before the publishers start, so a
+/// directory that is not there fails the run at once; a failure of the
+/// disk step's writes or syncs, or of writing the quota, later stops the
+/// step, not the publishers, and is returned when the run ends. The quota
+/// is taken off again at the end of the run.
 pub async fn run(spec: &FlowSpec) -> Result<FlowRun, LoadError> {
+    let cpu_quota = spec.cpu_quota.as_ref().map(CpuQuota::open).transpose()?;
     let disk_hog = spec.disk_hog.as_ref().map(DiskHog::create).transpose()?;
     let started = Instant::now();
     let recorder = Arc::new(Mutex::new(Recorder::new(started, spec.window)));
@@ -283,7 +295,8 @@ pub async fn run(spec: &FlowSpec) -> Result<FlowRun, LoadError> {
         _ => None,
     };
     // Spawned once nothing above can return early: an early return drops
-    // the hog, which removes its files.
+    // the hog, which removes its files (and the quota step, which has
+    // written nothing yet).
     let disk_hog = disk_hog.map(|hog| {
         let (end, done) = (spec.duration, Arc::clone(&done));
         std::thread::spawn(move || {
@@ -291,6 +304,15 @@ pub async fn run(spec: &FlowSpec) -> Result<FlowRun, LoadError> {
             let removed = hog.remove();
             let report = report?;
             removed.map(|()| report)
+        })
+    });
+    let cpu_quota = cpu_quota.map(|quota| {
+        let (end, done) = (spec.duration, Arc::clone(&done));
+        std::thread::spawn(move || {
+            let report = quota.run(end, started, &done);
+            let restored = quota.restore();
+            let report = report?;
+            restored.map(|()| report)
         })
     });
     let mut tasks = Vec::new();
@@ -352,6 +374,21 @@ pub async fn run(spec: &FlowSpec) -> Result<FlowRun, LoadError> {
             None
         }
     };
+    let cpu_quota = match cpu_quota.map(std::thread::JoinHandle::join) {
+        None => None,
+        Some(Ok(Ok(report))) => Some(report),
+        Some(Ok(Err(e))) => {
+            first_error.get_or_insert(e);
+            None
+        }
+        Some(Err(_)) => {
+            first_error.get_or_insert(LoadError::io(
+                "CPU quota step",
+                std::io::Error::other("its thread panicked"),
+            ));
+            None
+        }
+    };
     if let Some(e) = first_error {
         return Err(e);
     }
@@ -361,6 +398,7 @@ pub async fn run(spec: &FlowSpec) -> Result<FlowRun, LoadError> {
     Ok(FlowRun {
         points: std::mem::take(&mut recorder.points),
         disk_hog,
+        cpu_quota,
     })
 }
 
