@@ -10,6 +10,10 @@
 #   SLICE=S CYCLES=C SKIP=K            interleaved: whole seconds of a turn (default 4), turns of each setup (default: one Williams square plus the warm-up, 9), seconds of each turn not counted (default 1)
 #   INTERLEAVE_LIMITS="256 512"        interleaved: the fixed limits compared (default 256 512 1024 2048)
 #   CELL_SUBJECTS="16" CELL_CHOICES="uniform"  the cells run (default: 1 16 256 and uniform normal poisson)
+#   STEPS_ONLY=1                       only the steps: the sweep's fixed limits on 16 subjects uniform (to pick the reference), no comparison
+#   CAPACITY=quota|cpu|disk            the capacity step's kind (default quota where a cgroup cpu controller is writable, else cpu; disk: durable regime only)
+#   QUOTA_SHARE=F                      CAPACITY=quota: the share of one core the broker keeps (default 0.5)
+#   DISK_HOG_THREADS=N                 CAPACITY=disk: threads of the disk capacity step (default 1)
 #
 # Durable regime (the default): the broker fsyncs before it acknowledges
 # (--flush every-append) onto a disk directory, producers ask acks=-1, so
@@ -52,10 +56,35 @@
 # the controllers, which start at 100, to settle first): a demand step
 # across the knee (8 publishers with 4 requests in flight, three quarters
 # of them starting at the step: 128 to 512 records, above where the seed's
-# algorithms hold their limit before it) and a capacity step (a busy
-# thread pinned to the broker's core). The broker runs on core 0, the
-# load generator on core 1. Every broker started here is stopped here, by
-# its PID.
+# algorithms hold their limit before it) and a capacity step that takes
+# part of what the broker leans on, of the kind CAPACITY says (the points
+# carry it as the label capacity=quota|cpu|disk):
+# - quota (the default in both regimes): a CPU quota halves the broker's
+#   core. Each capacity-step run gets a cgroup of its own (cgroup v1:
+#   /sys/fs/cgroup/cpu/herald-bench-flow-$$; cgroup v2, where that is what
+#   has the cpu controller: herald-bench-flow-$$ under its root), the
+#   broker goes into it right after it starts, and at the step the load
+#   generator writes the quota (v1 cpu.cfs_quota_us, v2 cpu.max:
+#   QUOTA_SHARE of the period); the cgroup is removed when the broker
+#   stops, and on exit. Where no cgroup cpu controller is writable (not
+#   root, no such hierarchy), the default falls back to cpu, saying so.
+#   On this machine the broker is bound by its own core, in the durable
+#   regime too (its fsyncs are kernel time on that core; a disk hog of
+#   7,800 fdatasyncs/s left its goodput unchanged), and a quota caps all
+#   its threads together, which a busy thread does not.
+# - cpu: a busy thread pinned to the broker's core. The scheduler gives
+#   it one thread's share against the broker's many, so it takes far
+#   less than half (kept for comparison with the first passes).
+# - disk (durable regime only, for a machine whose disk is the limit):
+#   DISK_HOG_THREADS threads of the load generator (on its core) write a
+#   4 KiB block and fdatasync it, over and over, in $OUT/disk-hog beside
+#   the broker's data (same disk; each overwrites its own 64 MiB region,
+#   removed at the end of the run), and the points carry their sync
+#   count.
+# STEPS_ONLY=1 runs only the steps, after the sweep of 16 subjects
+# uniform's fixed limits that picks the reference. The broker runs on
+# core 0, the load generator on core 1. Every broker started here is
+# stopped here, by its PID.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
@@ -92,22 +121,125 @@ else
 fi
 CONTROLLERS=(last-three-points adaptive gradient)
 mkdir -p "$OUT" "$REPORT_DIR"
+
+# The CPU quota step's cgroup: QUOTA_PARENT is where it is made (a
+# directory of the cpu controller, v1 or v2), QUOTA_DIR its path,
+# QUOTA_CGROUP set while it exists.
+QUOTA_PARENT=""; QUOTA_DIR=""; QUOTA_CGROUP=""
+# Sets QUOTA_PARENT to a cgroup directory under which a cgroup with a
+# writable CPU quota can be made, trying one; fails (saying why on
+# stderr) where there is none.
+find_quota_parent() {
+  local v1=/sys/fs/cgroup/cpu root candidates=()
+  [ -f "$v1/cpu.cfs_quota_us" ] && candidates+=("$v1")
+  # cgroup v2: its root, or the hybrid layout's unified one, if it has the
+  # cpu controller enabled for its children (this script does not enable
+  # it: that would change the machine's cgroup setup).
+  for root in /sys/fs/cgroup /sys/fs/cgroup/unified; do
+    [ -f "$root/cgroup.subtree_control" ] && grep -qw cpu "$root/cgroup.subtree_control" \
+      && candidates+=("$root")
+  done
+  if [ "${#candidates[@]}" = 0 ]; then
+    echo "no cgroup cpu controller: neither /sys/fs/cgroup/cpu/cpu.cfs_quota_us (v1) nor a cgroup2 root with cpu in cgroup.subtree_control (v2)" >&2
+    return 1
+  fi
+  local probe
+  for root in "${candidates[@]}"; do
+    probe="$root/herald-bench-flow-probe-$$"
+    if mkdir "$probe" 2>/dev/null; then
+      local ok=""
+      { [ -w "$probe/cpu.cfs_quota_us" ] || [ -w "$probe/cpu.max" ]; } && [ -w "$probe/cgroup.procs" ] && ok=1
+      rmdir "$probe"
+      if [ -n "$ok" ]; then
+        QUOTA_PARENT=$root; QUOTA_DIR="$root/herald-bench-flow-$$"
+        return 0
+      fi
+    fi
+  done
+  echo "no writable cgroup cpu controller: cannot make a cgroup with a writable CPU quota under ${candidates[*]} (not root?)" >&2
+  return 1
+}
+# Makes the capacity-step run's cgroup, afresh (no quota left from the
+# last run).
+make_cgroup() {
+  remove_cgroup
+  QUOTA_CGROUP=$QUOTA_DIR
+  mkdir "$QUOTA_CGROUP"
+}
+# Puts the running broker in it.
+enter_cgroup() {
+  echo "$PID" >"$QUOTA_CGROUP/cgroup.procs"
+}
+# Removes it, once the broker in it has stopped (rmdir of a cgroup whose
+# last process just exited can fail for a moment: tried for a second).
+remove_cgroup() {
+  [ -n "$QUOTA_CGROUP" ] || return 0
+  local dir=$QUOTA_CGROUP
+  QUOTA_CGROUP=""
+  [ -d "$dir" ] || return 0
+  for _ in $(seq 10); do
+    rmdir "$dir" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "could not remove the cgroup $dir: $(cat "$dir/cgroup.procs" 2>/dev/null | wc -l) process(es) left in it" >&2
+}
+
+# The capacity step's kind (only the full steps have one).
+if [ -n "$INTERLEAVED$QUICK" ]; then
+  CAPACITY=none
+elif [ -z "${CAPACITY:-}" ]; then
+  if find_quota_parent; then
+    CAPACITY=quota
+  else
+    echo "CAPACITY: falling back to cpu (a busy thread on the broker's core, which takes far less than half of it); run as root where a cgroup cpu controller is mounted for the CPU quota step" >&2
+    CAPACITY=cpu
+  fi
+elif [ "$CAPACITY" = quota ]; then
+  find_quota_parent || { echo "CAPACITY=quota: no cgroup to put the quota on" >&2; exit 2; }
+fi
+case "$CAPACITY" in
+  quota)
+    # The same path each run: made and removed around each capacity-step run.
+    CAPACITY_STEP=(--quota-cgroup "$QUOTA_DIR" --quota-share "${QUOTA_SHARE:-0.5}" --label capacity=quota)
+    CAPACITY_AT=--quota-at
+    echo "capacity step: a CPU quota of ${QUOTA_SHARE:-0.5} of a core on the broker's cgroup under $QUOTA_PARENT" >&2 ;;
+  cpu)
+    CAPACITY_STEP=(--hog-cpu 0 --label capacity=cpu)
+    CAPACITY_AT=--hog-at ;;
+  disk)
+    if [ "$REGIME" = memory ]; then
+      echo "CAPACITY=disk: the memory regime's data is on tmpfs, which a disk hog does not touch" >&2; exit 2
+    fi
+    # Beside $DATA, on the same disk; not under it (stop_broker deletes $DATA).
+    DISK_HOG_DIR="$OUT/disk-hog"
+    mkdir -p "$DISK_HOG_DIR"
+    CAPACITY_STEP=(--disk-hog-dir "$DISK_HOG_DIR" --disk-hog-threads "${DISK_HOG_THREADS:-1}" --label capacity=disk)
+    CAPACITY_AT=--disk-hog-at ;;
+  none) ;;
+  *) echo "CAPACITY=$CAPACITY: expected quota, cpu or disk" >&2; exit 2 ;;
+esac
 POINTS="$OUT/flow-$REGIME.jsonl"
 : >"$POINTS"
 
 cargo build --release -p herald -p herald-loadgen
-trap stop_broker EXIT
+trap 'stop_broker; remove_cgroup' EXIT
 
 # run CONTROLLER LIMIT SUBJECTS CHOICE SECS PUBLISHERS IN_FLIGHT [loadgen args...]
+# With IN_CGROUP=1 (the quota step), the broker runs in a cgroup of its
+# own, made before it starts and removed after it stops.
 run() {
   local controller=$1 limit=$2 subjects=$3 choice=$4 secs=$5 publishers=$6 in_flight=$7; shift 7
+  local in_cgroup=${IN_CGROUP:-}
+  if [ -n "$in_cgroup" ]; then make_cgroup; fi
   start_broker "$controller" "$limit"
+  if [ -n "$in_cgroup" ]; then enter_cgroup; fi
   echo "== $controller limit=$limit subjects=$subjects $choice $*" >&2
   taskset -c 1 "$LOADGEN" flow --bootstrap 127.0.0.1:29092 --admin 127.0.0.1:29093 \
     --subjects "$subjects" --choice "$choice" --secs "$secs" --publishers "$publishers" \
     --in-flight "$in_flight" --acks "$ACKS" \
     --label "controller=$controller" --label "start_limit=$limit" "$@" --out "$POINTS"
   stop_broker
+  if [ -n "$in_cgroup" ]; then remove_cgroup; fi
 }
 
 if [ -n "$INTERLEAVED" ]; then
@@ -148,8 +280,16 @@ if [ -n "$INTERLEAVED" ]; then
   exit 0
 fi
 
-# Phase 1: the sweep.
+# Phase 1: the sweep (STEPS_ONLY: only 16 subjects uniform's fixed
+# limits, which pick the steps' reference).
+if [ -n "${STEPS_ONLY:-}" ]; then
+  sweep=(--label scenario=sweep --label repeat=1)
+  for limit in "${LIMITS[@]}"; do
+    run fixed "$limit" 16 uniform "$SECS" "$PUBLISHERS" "$IN_FLIGHT" "${sweep[@]}"
+  done
+fi
 for subjects in "${SUBJECTS[@]}"; do
+  [ -n "${STEPS_ONLY:-}" ] && break
   for choice in "${CHOICES[@]}"; do
     sweep=(--label scenario=sweep --label repeat=1)
     run off 0 "$subjects" "$choice" "$SECS" "$PUBLISHERS" "$IN_FLIGHT" "${sweep[@]}"
@@ -159,8 +299,9 @@ for subjects in "${SUBJECTS[@]}"; do
   done
 done
 
-# Phase 2: the comparison. A setup is "controller:start limit".
+# Phase 2: the comparison (not with STEPS_ONLY). A setup is "controller:start limit".
 for subjects in "${SUBJECTS[@]}"; do
+  [ -n "${STEPS_ONLY:-}" ] && break
   for choice in "${CHOICES[@]}"; do
     # Not in the loop's word list: set -e does not see a substitution fail there.
     top=$("$PY" scripts/bench_flow_report.py --top-fixed "$POINTS" "$subjects" "$choice" 2)
@@ -195,8 +336,9 @@ for round in $(seq "$STEP_ROUNDS"); do
     run "$controller" "$limit" 16 uniform "$STEP_SECS" "$STEP_PUBLISHERS" "$STEP_IN_FLIGHT" \
       --demand-step-at "$HALF" --label scenario=demand-step --label "repeat=$round"
     if [ -z "$QUICK" ]; then
-      run "$controller" "$limit" 16 uniform "$STEP_SECS" "$PUBLISHERS" "$IN_FLIGHT" \
-        --hog-at "$HALF" --hog-cpu 0 --label scenario=capacity-step --label "repeat=$round"
+      in_cgroup=""; [ "$CAPACITY" = quota ] && in_cgroup=1
+      IN_CGROUP=$in_cgroup run "$controller" "$limit" 16 uniform "$STEP_SECS" "$PUBLISHERS" "$IN_FLIGHT" \
+        "$CAPACITY_AT" "$HALF" "${CAPACITY_STEP[@]}" --label scenario=capacity-step --label "repeat=$round"
     fi
   done
 done

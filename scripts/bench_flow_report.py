@@ -177,6 +177,64 @@ def limit_settle(points, step_at):
     return 0.0 if settled_from == 0 else after[settled_from]["t"] - step_at
 
 
+def capacity_step_text(steps):
+    """What the capacity step did, by the `capacity` label of its runs'
+    points (bench-flow.sh's CAPACITY: quota, cpu or disk); runs without the
+    label are the CPU step's (the label came with the disk step)."""
+    kinds = collections.OrderedDict()
+    for key, repeated in steps.items():
+        if key[0] != "capacity-step":
+            continue
+        for points in repeated:
+            if points:
+                kinds.setdefault(points[0].get("capacity", "cpu"), []).append(points)
+    # (whether the phrase is a clause of its own, the phrase)
+    phrases = []
+    for kind, runs_ in kinds.items():
+        if kind == "quota":
+            phrases.append((True, quota_step_text([points[0] for points in runs_])))
+            continue
+        if kind != "disk":
+            phrases.append((False, "starts a busy thread on the broker's core"))
+            continue
+        first = runs_[0][0]
+        rates = [p["disk_hog_syncs"] / p["disk_hog_secs"]
+                 for p in (points[0] for points in runs_)
+                 if p.get("disk_hog_secs")]
+        rate = f" (a median of {statistics.median(rates):,.0f} syncs/s while it ran)" if rates else ""
+        threads = int(first.get("disk_hog_threads", 1))
+        block = int(first.get("disk_hog_bytes", 4096))
+        phrases.append((False,
+            f"starts {threads} thread{'s' if threads != 1 else ''} on the broker's data disk "
+            f"writing a {block:,}-byte block and fdatasyncing it, over and over, competing "
+            f"with the broker's fsyncs for the disk's flushes{rate}"))
+    if not phrases:
+        phrases.append((False, "starts a busy thread on the broker's core"))
+    texts = []
+    for i, (clause, phrase) in enumerate(phrases):
+        lead = "the capacity step" if i == 0 else "in other runs"
+        texts.append(f"{lead}: {phrase}" if clause else f"{lead}{'' if i == 0 else ' it'} {phrase}")
+    return "; ".join(texts)
+
+
+def quota_step_text(firsts):
+    """The CPU quota step's phrase, from the first point of each of its
+    runs (herald-loadgen's quota_share, quota_us, quota_period_us and
+    quota_layout labels)."""
+    shares = sorted({float(p.get("quota_share", 0.5)) for p in firsts})
+    first = firsts[0]
+    layout = first.get("quota_layout", "")
+    cgroup = {"v1": "cgroup v1 cpu.cfs_quota_us", "v2": "cgroup v2 cpu.max"}.get(layout, "cgroup")
+    if shares == [0.5]:
+        what = "a CPU quota halves the broker's core"
+    else:
+        what = "a CPU quota cuts the broker to " + " or ".join(f"{s:g}" for s in shares) + " of a core"
+    detail = f"{cgroup}: a share of {' or '.join(f'{s:g}' for s in shares)} of one core"
+    if len(shares) == 1 and first.get("quota_us") and first.get("quota_period_us"):
+        detail += f", {int(first['quota_us']):,} µs of CPU every {int(first['quota_period_us']):,} µs"
+    return f"{what} ({detail}, across all its threads)"
+
+
 def seconds(value):
     """A settle time as reported."""
     if value != value:
@@ -525,16 +583,16 @@ def main():
             name = "the gate off" if controller == "off" else controller
             lines.append(f"- {name}: {sum(met)} of {len(met)} "
                          f"({sum(mean_verdicts[controller])} of {len(mean_verdicts[controller])})")
+    steps = {k: list(v.values()) for k, v in grouped.items() if k[0] not in ("cell", "sweep")}
     lines += ["", "## Steps", "",
               f"At {step_at:g} s: the demand step starts three times as many publishers again (4x);",
-              "the capacity step starts a busy thread on the broker's core. Medians of",
+              f"{capacity_step_text(steps)}. Medians of",
               f"{step_rounds} runs; settle times as described in scripts/bench_flow_report.py (goodput:",
               "its half-second windows stay within the band around the final level; limit: within",
               "20% of its final value; \"not settled\": only over the stretch that sets the final",
               "level, so not before it).", "",
               "| step | setup | goodput before | goodput after | p99 after (ms) | goodput settles (s) | band | limit settles (s) | goodput settle times of the runs (s) |",
               "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    steps = {k: list(v.values()) for k, v in grouped.items() if k[0] not in ("cell", "sweep")}
 
     def before_step(points):
         before = [p for p in points if p["t"] < step_at]

@@ -2,6 +2,7 @@
 //! or reading a result file, with the facts needed to act on it.
 
 use std::io;
+use std::path::PathBuf;
 
 /// Every failure of a run.
 #[derive(Debug, thiserror::Error)]
@@ -81,6 +82,30 @@ pub enum LoadError {
         what: &'static str,
         /// The status and what the broker said.
         detail: String,
+    },
+    /// The disk capacity step could not use its directory or files
+    /// ([`crate::disk_hog`]).
+    #[error("disk capacity step: {action} {}: {source}", .path.display())]
+    DiskHog {
+        /// What was being done.
+        action: &'static str,
+        /// The directory or file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+    /// The CPU quota capacity step could not use the broker's cgroup
+    /// ([`crate::cpu_quota`]).
+    #[error("CPU quota step: {action} {}: {source}", .path.display())]
+    CpuQuota {
+        /// What was being done.
+        action: &'static str,
+        /// The cgroup directory or file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: io::Error,
     },
     /// The chart could not be drawn.
     #[error("chart: {0}")]

@@ -9,6 +9,8 @@ use std::time::Duration;
 use anyhow::Context as _;
 use serde_json::json;
 
+use crate::cpu_quota::{self, CpuQuota, CpuQuotaSpec};
+use crate::disk_hog::{self, DiskHogSpec};
 use crate::flow_eval::{self, FlowSpec};
 use crate::flow_interleave::{self, Interleave, Setup};
 use crate::push::fanout::layout::Choice;
@@ -58,6 +60,34 @@ pub struct FlowArgs {
     /// Busy threads.
     #[arg(long, default_value_t = 1)]
     pub hog_threads: usize,
+    /// Seconds in when threads start writing and fdatasyncing on the
+    /// broker's data disk (the disk capacity step: where the broker is
+    /// bound by its fsyncs, they take part of the disk's flushes).
+    #[arg(long, requires = "disk_hog_dir")]
+    pub disk_hog_at: Option<f64>,
+    /// An existing directory on the broker's data disk for the syncing
+    /// threads' files (removed at the end of the run).
+    #[arg(long)]
+    pub disk_hog_dir: Option<PathBuf>,
+    /// Syncing threads, each on its own file.
+    #[arg(long, default_value_t = 1)]
+    pub disk_hog_threads: usize,
+    /// Bytes per write of the syncing threads.
+    #[arg(long, default_value_t = disk_hog::BLOCK_BYTES)]
+    pub disk_hog_bytes: usize,
+    /// Seconds in when a CPU quota goes on the broker's cgroup (the CPU
+    /// quota capacity step: the broker keeps `--quota-share` of a core,
+    /// however many threads it runs; taken off at the end of the run).
+    #[arg(long, requires = "quota_cgroup")]
+    pub quota_at: Option<f64>,
+    /// The broker's cgroup, made by the caller with the broker in it: a
+    /// directory of the cgroup v1 cpu controller (cpu.cfs_quota_us) or a
+    /// cgroup v2 one (cpu.max).
+    #[arg(long, requires = "quota_at")]
+    pub quota_cgroup: Option<PathBuf>,
+    /// The CPU the quota leaves the broker, in cores.
+    #[arg(long, default_value_t = cpu_quota::DEFAULT_SHARE)]
+    pub quota_share: f64,
     /// Open loop: records per second offered across all publishers on a
     /// fixed schedule, whatever the answers (default: closed loop).
     #[arg(long)]
@@ -95,6 +125,20 @@ pub fn run(args: FlowArgs) -> anyhow::Result<()> {
     if let Err(why) = flow_interleave::distinct(&args.interleave) {
         anyhow::bail!("--interleave: {why}");
     }
+    let quota = match args.quota_at.zip(args.quota_cgroup.clone()) {
+        Some((at, dir)) => Some(CpuQuotaSpec {
+            at: Duration::try_from_secs_f64(at)
+                .map_err(|_| anyhow::anyhow!("--quota-at {at}: expected seconds, 0 or more"))?,
+            dir,
+            share: args.quota_share,
+        }),
+        None => None,
+    };
+    if let Some(quota) = &quota {
+        // Checked before the topics are made too, so that a cgroup that
+        // will not take the quota leaves nothing behind on the broker.
+        CpuQuota::open(quota)?;
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -127,6 +171,17 @@ pub fn run(args: FlowArgs) -> anyhow::Result<()> {
         hog_at: args.hog_at.map(Duration::from_secs_f64),
         hog_cpu: args.hog_cpu,
         hog_threads: args.hog_threads,
+        disk_hog: args
+            .disk_hog_at
+            .zip(args.disk_hog_dir.clone())
+            .map(|(at, dir)| DiskHogSpec {
+                at: Duration::from_secs_f64(at),
+                dir,
+                threads: args.disk_hog_threads,
+                block: args.disk_hog_bytes,
+                region: disk_hog::REGION_BYTES,
+            }),
+        cpu_quota: quota,
         seed: 0x5eed_0004,
         offered_rate: args.offered_rate,
         deadline: Duration::from_millis(args.deadline_ms),
@@ -135,7 +190,11 @@ pub fn run(args: FlowArgs) -> anyhow::Result<()> {
             slice: Duration::from_secs_f64(args.slice_secs.max(0.1)),
         }),
     };
-    let points = runtime.block_on(flow_eval::run(&spec))?;
+    let flow_eval::FlowRun {
+        points,
+        disk_hog,
+        cpu_quota,
+    } = runtime.block_on(flow_eval::run(&spec))?;
     let mut labels = serde_json::Map::new();
     for label in &args.labels {
         let (key, value) = label
@@ -145,6 +204,27 @@ pub fn run(args: FlowArgs) -> anyhow::Result<()> {
     }
     labels.insert("subjects".into(), json!(args.subjects));
     labels.insert("choice".into(), json!(args.choice.name()));
+    if let Some(hog) = &disk_hog {
+        // How many flushes the disk step took, for the report.
+        labels.insert("disk_hog_syncs".into(), json!(hog.syncs));
+        labels.insert("disk_hog_secs".into(), json!(hog.secs));
+        labels.insert(
+            "disk_hog_threads".into(),
+            json!(args.disk_hog_threads.max(1)),
+        );
+        labels.insert("disk_hog_bytes".into(), json!(args.disk_hog_bytes.max(1)));
+    }
+    if let Some(quota) = &cpu_quota {
+        // The step's size, for the report; quota_applied_at is missing
+        // when the run ended before the step.
+        labels.insert("quota_share".into(), json!(quota.share));
+        labels.insert("quota_us".into(), json!(quota.quota_us));
+        labels.insert("quota_period_us".into(), json!(quota.period_us));
+        labels.insert("quota_layout".into(), json!(quota.layout.name()));
+        if let Some(at) = quota.applied_at {
+            labels.insert("quota_applied_at".into(), json!(at));
+        }
+    }
     let mut out = String::new();
     for point in &points {
         let mut row = serde_json::to_value(point)?;
@@ -169,6 +249,28 @@ pub fn run(args: FlowArgs) -> anyhow::Result<()> {
         args.secs,
         published as f64 / args.secs
     );
+    if let Some(hog) = &disk_hog {
+        eprintln!(
+            "disk hog: {} fdatasyncs of {} bytes in {:.1} s ({:.0}/s) on {} thread(s)",
+            hog.syncs,
+            args.disk_hog_bytes.max(1),
+            hog.secs,
+            hog.syncs_per_sec(),
+            args.disk_hog_threads.max(1)
+        );
+    }
+    if let Some(quota) = &cpu_quota {
+        match quota.applied_at {
+            Some(at) => eprintln!(
+                "CPU quota: {} of a core ({} µs every {} µs, cgroup {}) from {at:.2} s",
+                quota.share,
+                quota.quota_us,
+                quota.period_us,
+                quota.layout.name()
+            ),
+            None => eprintln!("CPU quota: the run ended before the step"),
+        }
+    }
     runtime.block_on(async {
         for topic in &topics {
             let _ = crate::admin::delete_topic(args.bootstrap, topic).await;

@@ -4,8 +4,13 @@
 //! N records answered make one point (published so far, throughput, mean
 //! and p99 latency, errors, and the broker's flow-control limit scraped
 //! from its metrics). Optional steps: a demand step (three quarters of the
-//! publishers start late: 4x the demand) and a capacity step (busy threads
-//! pinned to the broker's core take half of it).
+//! publishers start late: 4x the demand) and a capacity step: a CPU quota
+//! on the broker's cgroup cuts it to a share of one core
+//! ([`crate::cpu_quota`]: half, whatever its threads do), busy threads
+//! pinned to the broker's core take their share of it (one thread against
+//! the broker's many takes little), or threads syncing on its data disk
+//! compete for the disk's flushes ([`crate::disk_hog`]: where the disk,
+//! not the broker's CPU, bounds its fsyncs).
 //!
 //! Open loop (`offered_rate`): the publishers offer records on a fixed
 //! schedule whatever the answers, as many independent clients would. A
@@ -38,6 +43,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadHalf};
 use tokio::sync::{mpsc, Semaphore};
 
 use crate::admin::topic_name;
+use crate::cpu_quota::{CpuQuota, CpuQuotaReport, CpuQuotaSpec};
+use crate::disk_hog::{DiskHog, DiskHogReport, DiskHogSpec};
 use crate::flow_interleave::{self, Interleave, Schedule, Turn};
 use crate::produce::{next_answer, PRODUCE_VERSION};
 use crate::push::fanout::layout::{Choice, Layout};
@@ -76,6 +83,12 @@ pub struct FlowSpec {
     pub hog_cpu: usize,
     /// How many busy threads.
     pub hog_threads: usize,
+    /// The disk capacity step: when and where threads start syncing on the
+    /// broker's data disk; none: never.
+    pub disk_hog: Option<DiskHogSpec>,
+    /// The CPU quota step: when, on which cgroup (the broker's) and what
+    /// share of a core; none: never.
+    pub cpu_quota: Option<CpuQuotaSpec>,
     /// Seeds the subject draws.
     pub seed: u64,
     /// Open loop: records per second offered across all publishers (none:
@@ -87,6 +100,17 @@ pub struct FlowSpec {
     /// Setups taken in turn within the run (needs `admin`); none: the
     /// broker's flow control as it was started.
     pub interleave: Option<Interleave>,
+}
+
+/// What one run measured.
+#[derive(Debug, Clone)]
+pub struct FlowRun {
+    /// Its points, in order.
+    pub points: Vec<Point>,
+    /// What the disk capacity step did, when the run had one.
+    pub disk_hog: Option<DiskHogReport>,
+    /// What the CPU quota step did, when the run had one.
+    pub cpu_quota: Option<CpuQuotaReport>,
 }
 
 /// One point: N records answered.
@@ -229,8 +253,16 @@ impl Recorder {
     }
 }
 
-/// Runs the evaluation; answers its points.
-pub async fn run(spec: &FlowSpec) -> Result<Vec<Point>, LoadError> {
+/// Runs the evaluation; answers its points and what the disk and CPU
+/// quota capacity steps did. The disk step's files are made, and the
+/// quota step's cgroup checked, before the publishers start, so a
+/// directory that is not there fails the run at once; a failure of the
+/// disk step's writes or syncs, or of writing the quota, later stops the
+/// step, not the publishers, and is returned when the run ends. The quota
+/// is taken off again at the end of the run.
+pub async fn run(spec: &FlowSpec) -> Result<FlowRun, LoadError> {
+    let cpu_quota = spec.cpu_quota.as_ref().map(CpuQuota::open).transpose()?;
+    let disk_hog = spec.disk_hog.as_ref().map(DiskHog::create).transpose()?;
     let started = Instant::now();
     let recorder = Arc::new(Mutex::new(Recorder::new(started, spec.window)));
     let limit = Arc::new(AtomicU64::new(0));
@@ -262,6 +294,27 @@ pub async fn run(spec: &FlowSpec) -> Result<Vec<Point>, LoadError> {
         }
         _ => None,
     };
+    // Spawned once nothing above can return early: an early return drops
+    // the hog, which removes its files (and the quota step, which has
+    // written nothing yet).
+    let disk_hog = disk_hog.map(|hog| {
+        let (end, done) = (spec.duration, Arc::clone(&done));
+        std::thread::spawn(move || {
+            let report = hog.run(end, started, &done);
+            let removed = hog.remove();
+            let report = report?;
+            removed.map(|()| report)
+        })
+    });
+    let cpu_quota = cpu_quota.map(|quota| {
+        let (end, done) = (spec.duration, Arc::clone(&done));
+        std::thread::spawn(move || {
+            let report = quota.run(end, started, &done);
+            let restored = quota.restore();
+            let report = report?;
+            restored.map(|()| report)
+        })
+    });
     let mut tasks = Vec::new();
     for index in 0..spec.publishers {
         let late = spec
@@ -278,10 +331,14 @@ pub async fn run(spec: &FlowSpec) -> Result<Vec<Point>, LoadError> {
     }
     let mut first_error = None;
     for task in tasks {
-        let outcome = task.await.map_err(|e| LoadError::Io {
-            what: "flow publisher",
-            source: std::io::Error::other(e.to_string()),
-        })?;
+        // A publisher that panicked does not end the run early either: the
+        // others and the hog are still waited for.
+        let outcome = task.await.unwrap_or_else(|e| {
+            Err(LoadError::Io {
+                what: "flow publisher",
+                source: std::io::Error::other(e.to_string()),
+            })
+        });
         if let Err(e) = outcome {
             first_error.get_or_insert(e);
         }
@@ -302,13 +359,47 @@ pub async fn run(spec: &FlowSpec) -> Result<Vec<Point>, LoadError> {
     if let Some(hog) = hog {
         let _ = hog.join();
     }
+    let disk_hog = match disk_hog.map(std::thread::JoinHandle::join) {
+        None => None,
+        Some(Ok(Ok(report))) => Some(report),
+        Some(Ok(Err(e))) => {
+            first_error.get_or_insert(e);
+            None
+        }
+        Some(Err(_)) => {
+            first_error.get_or_insert(LoadError::io(
+                "disk capacity step",
+                std::io::Error::other("its thread panicked"),
+            ));
+            None
+        }
+    };
+    let cpu_quota = match cpu_quota.map(std::thread::JoinHandle::join) {
+        None => None,
+        Some(Ok(Ok(report))) => Some(report),
+        Some(Ok(Err(e))) => {
+            first_error.get_or_insert(e);
+            None
+        }
+        Some(Err(_)) => {
+            first_error.get_or_insert(LoadError::io(
+                "CPU quota step",
+                std::io::Error::other("its thread panicked"),
+            ));
+            None
+        }
+    };
     if let Some(e) = first_error {
         return Err(e);
     }
     let mut recorder = lock(&recorder);
     let last_limit = limit.load(Ordering::Relaxed);
     recorder.close_point(last_limit);
-    Ok(std::mem::take(&mut recorder.points))
+    Ok(FlowRun {
+        points: std::mem::take(&mut recorder.points),
+        disk_hog,
+        cpu_quota,
+    })
 }
 
 /// The recorder, even if a publisher panicked holding it.

@@ -24,6 +24,8 @@ pub mod clock;
 pub mod connect;
 pub mod consume;
 pub mod cpu;
+pub mod cpu_quota;
+pub mod disk_hog;
 pub mod error;
 pub mod fetch;
 pub mod floor;
