@@ -10,7 +10,7 @@
 #   SLICE=S CYCLES=C SKIP=K            interleaved: whole seconds of a turn (default 4), turns of each setup (default: one Williams square plus the warm-up, 9), seconds of each turn not counted (default 1)
 #   INTERLEAVE_LIMITS="256 512"        interleaved: the fixed limits compared (default 256 512 1024 2048)
 #   CELL_SUBJECTS="16" CELL_CHOICES="uniform"  the cells run (default: 1 16 256 and uniform normal poisson)
-#   STEPS_ONLY=1                       only the steps: the sweep's fixed limits on 16 subjects uniform (to pick the reference), no comparison
+#   STEPS_ONLY=1                       only the steps: the sweep's fixed limits on 16 subjects uniform (to pick the reference), no comparison; writes flow-durable-steps.{md,png} (about 15 min)
 #   CAPACITY=quota|cpu|disk            the capacity step's kind (default quota where a cgroup cpu controller is writable, else cpu; disk: durable regime only)
 #   QUOTA_SHARE=F                      CAPACITY=quota: the share of one core the broker keeps (default 0.5)
 #   DISK_HOG_THREADS=N                 CAPACITY=disk: threads of the disk capacity step (default 1)
@@ -343,6 +343,7 @@ for round in $(seq "$STEP_ROUNDS"); do
   done
 done
 
-"$PY" scripts/bench_flow_report.py "$POINTS" "$REPORT_DIR" "$HALF" "$REGIME"
+STEM="flow-$REGIME"; [ -n "${STEPS_ONLY:-}" ] && STEM="flow-$REGIME-steps"
+"$PY" scripts/bench_flow_report.py "$POINTS" "$REPORT_DIR" "$HALF" "$REGIME" "$STEM"
 
-echo "report in $REPORT_DIR/flow-$REGIME.md" >&2
+echo "report in $REPORT_DIR/$STEM.md" >&2

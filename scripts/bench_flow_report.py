@@ -519,6 +519,9 @@ def main():
     out = Path(sys.argv[2])
     step_at = float(sys.argv[3])
     regime = sys.argv[4] if len(sys.argv) > 4 else "durable"
+    # The report's file name (without .md / .png): STEPS_ONLY runs write
+    # their own, beside the full evaluation's.
+    stem = sys.argv[5] if len(sys.argv) > 5 else f"flow-{regime}"
     cell_rounds = max((len(r) for k, r in grouped.items() if k[0] == "cell"), default=0)
     step_rounds = max((len(r) for k, r in grouped.items() if k[0] not in ("cell", "sweep")), default=0)
     lines = [f"# Flow control evaluation: {regime} regime", "",
@@ -542,7 +545,10 @@ def main():
                 name += " (on)"
             lines.append(f"| {subjects} | {choice} | {name} | {median_of(repeated.values(), goodput):,.0f} | "
                          f"{median_of(repeated.values(), p99):.2f} |")
-    lines += ["", "## The comparison", "",
+    if not cell_rounds:
+        lines += ["", "## The comparison", "",
+                  "Not run (STEPS_ONLY): the sweep above only picks the steps' reference."]
+    lines += [] if not cell_rounds else ["", "## The comparison", "",
               f"{cell_rounds} rounds per cell, every setup once per round. The reference (ref) is the",
               "sweep's best fixed limit, measured afresh here; \"vs ref\" is the median over the",
               "rounds of the setup's figure divided by the reference's in the same round; \"vs",
@@ -575,7 +581,8 @@ def main():
             if controller in verdicts:
                 verdicts[controller].append(vs_good >= 0.95 and vs_p99 <= 1.5)
                 mean_verdicts[controller].append(mean_good >= 0.95 and mean_p99 <= 1.5)
-    lines += ["", "Cells where the setup's goodput is at least 0.95x the reference's and its p99 at",
+    lines += [] if not cell_rounds else [
+              "", "Cells where the setup's goodput is at least 0.95x the reference's and its p99 at",
               "most 1.5x (issue 18's target), by the paired medians above (against the mean of",
               "the two fixed limits in brackets):", ""]
     for controller, met in verdicts.items():
@@ -614,7 +621,7 @@ def main():
                      f"{seconds(median_of(repeated, settle, step_at))} | "
                      f"±{100 * median_of(repeated, band_share, step_at):.0f}% | {limit_settles} | "
                      f"{', '.join(seconds(t) for t in settles)} |")
-    (out / f"flow-{regime}.md").write_text("\n".join(lines) + "\n")
+    (out / f"{stem}.md").write_text("\n".join(lines) + "\n")
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -644,7 +651,7 @@ def main():
         axes[0][column].legend(fontsize=8)
     fig.suptitle(f"{regime} regime, first run of each setup")
     fig.tight_layout()
-    fig.savefig(out / f"flow-{regime}.png", dpi=90)
+    fig.savefig(out / f"{stem}.png", dpi=90)
 
 
 if __name__ == "__main__":
