@@ -163,8 +163,9 @@ find_quota_parent() {
 # last run).
 make_cgroup() {
   remove_cgroup
+  mkdir "$QUOTA_DIR"
+  # Only once made here: the trap removes only what this run made.
   QUOTA_CGROUP=$QUOTA_DIR
-  mkdir "$QUOTA_CGROUP"
 }
 # Puts the running broker in it.
 enter_cgroup() {
@@ -222,7 +223,9 @@ POINTS="$OUT/flow-$REGIME.jsonl"
 : >"$POINTS"
 
 cargo build --release -p herald -p herald-loadgen
-trap 'stop_broker; remove_cgroup' EXIT
+# The disk hog's files too: a load generator stopped by a signal leaves
+# them (up to 64 MiB a thread).
+trap 'stop_broker || true; remove_cgroup; [ -z "${DISK_HOG_DIR:-}" ] || rm -rf "$DISK_HOG_DIR"' EXIT
 
 # run CONTROLLER LIMIT SUBJECTS CHOICE SECS PUBLISHERS IN_FLIGHT [loadgen args...]
 # With IN_CGROUP=1 (the quota step), the broker runs in a cgroup of its

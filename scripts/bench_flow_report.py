@@ -2,7 +2,7 @@
 """The flow-control evaluation's report, from herald-loadgen flow's points
 (scripts/bench-flow.sh):
 
-    bench_flow_report.py POINTS REPORT_DIR STEP_AT REGIME   writes flow-REGIME.md and .png
+    bench_flow_report.py POINTS REPORT_DIR STEP_AT REGIME [STEM]   writes STEM.md and .png (default flow-REGIME)
     bench_flow_report.py --top-fixed POINTS SUBJECTS CHOICE N   prints the sweep's N best fixed limits
     bench_flow_report.py --best-fixed POINTS SUBJECTS CHOICE   prints the reference fixed limit
     bench_flow_report.py --overload-peak POINTS BROKER REPEAT  prints that peak run's goodput

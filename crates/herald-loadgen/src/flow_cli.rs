@@ -125,13 +125,37 @@ pub fn run(args: FlowArgs) -> anyhow::Result<()> {
     if let Err(why) = flow_interleave::distinct(&args.interleave) {
         anyhow::bail!("--interleave: {why}");
     }
+    // Every time is read, and every step checked, before the topics are
+    // made: a bad one then leaves nothing behind on the broker.
     let quota = match args.quota_at.zip(args.quota_cgroup.clone()) {
         Some((at, dir)) => Some(CpuQuotaSpec {
-            at: Duration::try_from_secs_f64(at)
-                .map_err(|_| anyhow::anyhow!("--quota-at {at}: expected seconds, 0 or more"))?,
+            at: seconds("--quota-at", at)?,
             dir,
             share: args.quota_share,
         }),
+        None => None,
+    };
+    let duration = seconds("--secs", args.secs)?;
+    let demand_step_at = args
+        .demand_step_at
+        .map(|at| seconds("--demand-step-at", at))
+        .transpose()?;
+    let hog_at = args.hog_at.map(|at| seconds("--hog-at", at)).transpose()?;
+    let disk_hog = match args.disk_hog_at.zip(args.disk_hog_dir.clone()) {
+        Some((at, dir)) => {
+            anyhow::ensure!(
+                dir.is_dir(),
+                "--disk-hog-dir {}: not a directory",
+                dir.display()
+            );
+            Some(DiskHogSpec {
+                at: seconds("--disk-hog-at", at)?,
+                dir,
+                threads: args.disk_hog_threads,
+                block: args.disk_hog_bytes,
+                region: disk_hog::REGION_BYTES,
+            })
+        }
         None => None,
     };
     if let Some(quota) = &quota {
@@ -165,22 +189,13 @@ pub fn run(args: FlowArgs) -> anyhow::Result<()> {
         batch: args.batch,
         in_flight: args.in_flight,
         acks: args.acks,
-        duration: Duration::from_secs_f64(args.secs),
+        duration,
         window: args.window,
-        demand_step_at: args.demand_step_at.map(Duration::from_secs_f64),
-        hog_at: args.hog_at.map(Duration::from_secs_f64),
+        demand_step_at,
+        hog_at,
         hog_cpu: args.hog_cpu,
         hog_threads: args.hog_threads,
-        disk_hog: args
-            .disk_hog_at
-            .zip(args.disk_hog_dir.clone())
-            .map(|(at, dir)| DiskHogSpec {
-                at: Duration::from_secs_f64(at),
-                dir,
-                threads: args.disk_hog_threads,
-                block: args.disk_hog_bytes,
-                region: disk_hog::REGION_BYTES,
-            }),
+        disk_hog,
         cpu_quota: quota,
         seed: 0x5eed_0004,
         offered_rate: args.offered_rate,
@@ -277,4 +292,28 @@ pub fn run(args: FlowArgs) -> anyhow::Result<()> {
         }
     });
     Ok(())
+}
+
+/// `value` seconds given for `flag`, or why not (negative, not a number,
+/// too large), where `Duration::from_secs_f64` would panic.
+fn seconds(flag: &str, value: f64) -> anyhow::Result<Duration> {
+    Duration::try_from_secs_f64(value)
+        .map_err(|_| anyhow::anyhow!("{flag} {value}: expected seconds, 0 or more"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_step_time_that_is_not_seconds_is_refused_with_its_flag() {
+        assert_eq!(
+            seconds("--hog-at", 2.5).expect("seconds"),
+            Duration::from_millis(2500)
+        );
+        for bad in [-1.0, f64::NAN, f64::INFINITY] {
+            let e = seconds("--disk-hog-at", bad).expect_err("refused");
+            assert!(e.to_string().starts_with("--disk-hog-at"), "{bad}: {e}");
+        }
+    }
 }

@@ -348,10 +348,14 @@ pub async fn run(spec: &FlowSpec) -> Result<FlowRun, LoadError> {
         let _ = scraper.await;
     }
     if let Some(switching) = switching {
-        let outcome = switching.await.map_err(|e| LoadError::Io {
-            what: "switching setups",
-            source: std::io::Error::other(e.to_string()),
-        })?;
+        // Kept, not returned at once: the capacity steps below must still
+        // be joined, so that the quota is put back and the files removed.
+        let outcome = switching.await.unwrap_or_else(|e| {
+            Err(LoadError::Io {
+                what: "switching setups",
+                source: std::io::Error::other(e.to_string()),
+            })
+        });
         if let Err(e) = outcome {
             first_error.get_or_insert(e);
         }
@@ -359,36 +363,8 @@ pub async fn run(spec: &FlowSpec) -> Result<FlowRun, LoadError> {
     if let Some(hog) = hog {
         let _ = hog.join();
     }
-    let disk_hog = match disk_hog.map(std::thread::JoinHandle::join) {
-        None => None,
-        Some(Ok(Ok(report))) => Some(report),
-        Some(Ok(Err(e))) => {
-            first_error.get_or_insert(e);
-            None
-        }
-        Some(Err(_)) => {
-            first_error.get_or_insert(LoadError::io(
-                "disk capacity step",
-                std::io::Error::other("its thread panicked"),
-            ));
-            None
-        }
-    };
-    let cpu_quota = match cpu_quota.map(std::thread::JoinHandle::join) {
-        None => None,
-        Some(Ok(Ok(report))) => Some(report),
-        Some(Ok(Err(e))) => {
-            first_error.get_or_insert(e);
-            None
-        }
-        Some(Err(_)) => {
-            first_error.get_or_insert(LoadError::io(
-                "CPU quota step",
-                std::io::Error::other("its thread panicked"),
-            ));
-            None
-        }
-    };
+    let disk_hog = joined(disk_hog, "disk capacity step", &mut first_error);
+    let cpu_quota = joined(cpu_quota, "CPU quota step", &mut first_error);
     if let Some(e) = first_error {
         return Err(e);
     }
@@ -643,6 +619,30 @@ async fn read_limit(admin: SocketAddr) -> std::io::Result<Option<u64>> {
         .find_map(|line| line.strip_prefix("herald_kafka_flow_limit_records "))
         .and_then(|value| value.trim().parse::<f64>().ok())
         .map(|value| value as u64))
+}
+
+/// What a capacity step's thread (`what`) came to, once it has ended: its
+/// report, or none with its error (or its panic) kept in `first_error`
+/// unless an earlier one is there.
+fn joined<T>(
+    step: Option<std::thread::JoinHandle<Result<T, LoadError>>>,
+    what: &'static str,
+    first_error: &mut Option<LoadError>,
+) -> Option<T> {
+    match step?.join() {
+        Ok(Ok(report)) => Some(report),
+        Ok(Err(e)) => {
+            first_error.get_or_insert(e);
+            None
+        }
+        Err(_) => {
+            first_error.get_or_insert(LoadError::io(
+                what,
+                std::io::Error::other("its thread panicked"),
+            ));
+            None
+        }
+    }
 }
 
 /// From `at` to `end` (since `started`), `threads` busy threads pinned to
