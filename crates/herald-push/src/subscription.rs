@@ -160,8 +160,17 @@ impl Subscription {
         self.id
     }
 
+    /// Asks for the cache lines of this subscription, which
+    /// [`Self::offer_run`] reads (and [`Self::prefetch_cursor`] needs):
+    /// see the tailer's `offer_chunk`.
+    pub(crate) fn prefetch(&self) {
+        herald_subjects::prefetch_lines(self);
+    }
+
     /// Asks for the cache line of the cursor in `partition`, which
     /// [`Self::offer_run`] locks first: see the tailer's `offer_chunk`.
+    /// Reads this subscription's cursors, so best called a little after
+    /// [`Self::prefetch`].
     pub(crate) fn prefetch_cursor(&self, partition: u32) {
         if let Some(cursor) = self.cursors.get(partition as usize) {
             herald_subjects::prefetch(cursor);

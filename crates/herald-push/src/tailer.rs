@@ -27,10 +27,12 @@ use crate::subscription::Route;
 /// hold more.
 const CHUNK_RECORDS: usize = 64;
 
-/// Most subscriptions a chunk asks into the cache before offering: enough
-/// for a chunk of many subjects' runs (a delivery or two each), few
-/// enough that the first is still in the cache when its turn comes.
-const PREFETCH_SUBSCRIPTIONS: usize = 64;
+/// How many offers ahead of the current one a tailer asks for a
+/// subscription's cursor; its subscription is asked for twice as far
+/// ahead, since finding the cursor reads it. A few offers' work covers a
+/// miss to memory; much further and a fan-out's lines would be evicted
+/// again before their turn.
+const PREFETCH_AHEAD: usize = 4;
 
 /// The offset from which a tailer offers every record: it may be offering
 /// (or have offered) records below it, and offers every one at or past it.
@@ -193,24 +195,14 @@ impl Tailer {
         let table = self.table.reader();
         let mut matches = Vec::new();
         table.matches_of(&keys, &mut matches);
-        // Only a few, as with many subjects (a delivery or two per run):
-        // a fan-out's thousands would be evicted again before their turn,
-        // and its subscriptions are the same for every chunk anyway.
-        let found: usize = matches.iter().map(|(_, routes)| routes.len()).sum();
-        if found <= PREFETCH_SUBSCRIPTIONS {
-            for route in matches.iter().flat_map(|(_, routes)| routes.iter()) {
-                herald_subjects::prefetch(&*route.0);
-            }
-            for route in matches.iter().flat_map(|(_, routes)| routes.iter()) {
-                route.0.prefetch_cursor(index);
-            }
-        }
+        let mut ahead = lookahead(&matches, index);
         let mut tally = Tally::default();
         let mut matched = matches.iter().peekable();
         for (at, &(start, end)) in runs.iter().enumerate() {
             let run = &mut records[start..end];
             while let Some((_, routes)) = matched.next_if(|(of, _)| *of == at) {
                 for route in routes.iter() {
+                    ahead.step();
                     let offered = route.0.offer_run(index, run, context);
                     tally.deliveries += offered.queued;
                     tally.expired += offered.expired;
@@ -230,6 +222,59 @@ impl Tailer {
         tally.add_to(&self.stats);
         for outbox in woken.drain(..) {
             outbox.wake();
+        }
+    }
+}
+
+/// The subscriptions a chunk will offer to next, asked into the cache a
+/// few offers before their turn.
+///
+/// Why: with many subjects each offer goes to a different subscription,
+/// and its lines and its cursor are misses to memory, the cursor's only
+/// found by reading the subscription. Asked for on the offer itself, the
+/// two misses queue behind each other for every delivery; asked for
+/// [`PREFETCH_AHEAD`] offers early they overlap the offers between. A
+/// sliding window, not the whole chunk at once: a chunk may find
+/// thousands (a fan-out subject, or a 4,096-record batch over many
+/// subjects), which would evict each other before their turn.
+struct Lookahead<I> {
+    /// Subscriptions whose lines are asked for next.
+    subscriptions: I,
+    /// Subscriptions whose cursors are asked for next, `PREFETCH_AHEAD`
+    /// behind `subscriptions`.
+    cursors: I,
+    partition: u32,
+}
+
+/// A window over `matches` in the order they are offered, its first
+/// offers asked for already.
+fn lookahead<'m>(
+    matches: &'m [(usize, &'m [Route])],
+    partition: u32,
+) -> Lookahead<impl Iterator<Item = &'m Route>> {
+    let routes = matches.iter().flat_map(|(_, routes)| routes.iter());
+    let mut window = Lookahead {
+        subscriptions: routes.clone(),
+        cursors: routes,
+        partition,
+    };
+    for route in window.subscriptions.by_ref().take(2 * PREFETCH_AHEAD) {
+        route.0.prefetch();
+    }
+    for route in window.cursors.by_ref().take(PREFETCH_AHEAD) {
+        route.0.prefetch_cursor(partition);
+    }
+    window
+}
+
+impl<'m, I: Iterator<Item = &'m Route>> Lookahead<I> {
+    /// Moves the window one offer on: called once before each offer.
+    fn step(&mut self) {
+        if let Some(route) = self.subscriptions.next() {
+            route.0.prefetch();
+        }
+        if let Some(route) = self.cursors.next() {
+            route.0.prefetch_cursor(self.partition);
         }
     }
 }

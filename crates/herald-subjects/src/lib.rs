@@ -20,7 +20,7 @@ mod subscribers;
 mod table;
 
 pub use pattern::{Pattern, PatternError, Token, PATTERN_BYTES_MAX, PATTERN_TOKENS_MAX};
-pub use prefetch::prefetch;
+pub use prefetch::{prefetch, prefetch_lines};
 pub use selector::{Selector, SelectorError, SUBJECT_BYTES_MAX};
 pub use table::{RoutingTable, TableReader, TableSize};
 

@@ -6,20 +6,68 @@
 //! several keys first lets their misses overlap (see
 //! [`crate::TableReader::matches_of`]).
 
+/// Bytes of a cache line on the targets herald runs on.
+const LINE: usize = 64;
+
 /// Asks for the cache line holding the start of `value`. Only a hint: it
 /// changes no memory and no result, and does nothing where the target has
 /// no prefetch instruction.
 #[inline(always)]
 pub fn prefetch<T>(value: &T) {
+    prefetch_address((value as *const T).cast());
+}
+
+/// Asks for every cache line `value` spans, for a value read across
+/// several of them (a struct larger than a line, or one straddling two).
+#[inline(always)]
+pub fn prefetch_lines<T>(value: &T) {
+    let start = (value as *const T).cast::<u8>();
+    let size = std::mem::size_of::<T>();
+    let mut at = 0;
+    while at < size {
+        prefetch_address(start.wrapping_add(at));
+        at += LINE;
+    }
+    // A value not aligned to a line reaches one line further than its
+    // size alone says.
+    if size > 0 {
+        prefetch_address(start.wrapping_add(size - 1));
+    }
+}
+
+#[inline(always)]
+fn prefetch_address(address: *const u8) {
     // SAFETY: SSE, which the instruction needs, is part of every x86_64
-    // target; a prefetch reads and writes no memory, so any address is
-    // sound, and this one is a live reference's.
+    // target; a prefetch reads and writes no memory and cannot fault, so
+    // any address is sound.
     #[cfg(target_arch = "x86_64")]
     unsafe {
-        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
-            (value as *const T).cast(),
-        );
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(address.cast());
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = value;
+    let _ = address;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A hint must be harmless for any value: empty, smaller than a line,
+    /// spanning several, and starting anywhere in one.
+    #[test]
+    fn prefetching_any_value_leaves_it_unchanged() {
+        prefetch_lines(&());
+        let small = 7u8;
+        prefetch_lines(&small);
+        let large = [3u64; 40];
+        prefetch_lines(&large);
+        let bytes = [5u8; 200];
+        for byte in &bytes[..64] {
+            prefetch_lines(byte);
+            prefetch(byte);
+        }
+        assert_eq!(small, 7);
+        assert!(large.iter().all(|&v| v == 3));
+        assert!(bytes.iter().all(|&v| v == 5));
+    }
 }
