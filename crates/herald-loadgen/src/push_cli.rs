@@ -627,7 +627,11 @@ pub fn run(command: PushCommand) -> anyhow::Result<()> {
                     keys: *keys,
                     broker_pid: *broker_pid,
                 };
-                serde_json::to_value(subjects::run(&plan).await?)?
+                let row = subjects::run(&plan).await;
+                // Repeats run against one broker: a run's records must not
+                // fill its memory for the next.
+                drop_topic(&target.bootstrap, &plan.topic).await;
+                serde_json::to_value(row?)?
             }
             PushCommand::Features {
                 target,
