@@ -103,6 +103,11 @@ struct State {
     spilling: Option<Arc<Pending>>,
     /// Relative base offsets of batches whose records could not be read.
     unreadable: Vec<u32>,
+    /// Entries left in memory by the last spill, which could not write
+    /// its file: the next is due only after [`SPILL_ENTRIES`] more, not
+    /// on every batch (on a full disk each try would merge everything
+    /// held and fail again, and warn each time).
+    unspilled: usize,
     /// The sealed segment's index, read from its file: then the fields
     /// above are empty and `indexed` is the segment's end.
     file: Option<KeysFile>,
@@ -268,7 +273,7 @@ impl SegmentHistory {
             None => state.unreadable.push(at.records + count.saturating_sub(1)),
         }
         state.indexed = Extent::new(at.records + count, at.bytes + len);
-        state.in_memory() >= SPILL_ENTRIES
+        state.in_memory() >= state.unspilled + SPILL_ENTRIES
     }
 
     /// Sorts the entries held in memory into a run file beside the
@@ -308,10 +313,14 @@ impl SegmentHistory {
         });
         state.spilling = None;
         match written {
-            Ok(file) => state.runs.push(Run::Spilled(Arc::new(file))),
+            Ok(file) => {
+                state.runs.push(Run::Spilled(Arc::new(file)));
+                state.unspilled = 0;
+            }
             Err(e) => {
-                tracing::warn!(segment = %segment_path.display(), error = %e, "cannot spill the key index; keeping it in memory");
+                tracing::warn!(segment = %segment_path.display(), error = %e, "cannot spill the key index; keeping it in memory until another spill's worth has come");
                 state.runs.push(Run::Memory(sorted.into()));
+                state.unspilled = state.in_memory();
             }
         }
     }
@@ -787,6 +796,34 @@ mod tests {
             entries,
             vec![entry(3, 0), entry(3, 2), entry(9, 0), entry(9, 1)]
         );
+    }
+
+    #[test]
+    fn after_a_spill_that_cannot_write_the_next_is_due_only_a_spill_later() {
+        let history = SegmentHistory::default();
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("gone").join("00000000000000000000.log");
+        let segment = dir.path().join("00000000000000000000.log");
+        let mut at = Extent::default();
+        let mut add = |hashes: &[u32]| {
+            let due = history.add(at, 100, 1, 0..=0, keys(0, hashes));
+            at = Extent::new(at.records + 1, at.bytes + 100);
+            due
+        };
+        let spill_worth: Vec<u32> = (0..SPILL_ENTRIES as u32).collect();
+        assert!(add(&spill_worth), "a spill's worth makes a spill due");
+        history.spill(&missing);
+        assert_eq!(history.state.lock().in_memory(), SPILL_ENTRIES);
+        // The batches after the failure do not retry it, one by one.
+        for hash in 0..100 {
+            assert!(!add(&[hash]), "no new try after {hash} more");
+        }
+        assert!(add(&spill_worth[100..]), "another spill's worth");
+        history.spill(&segment);
+        assert_eq!(history.state.lock().in_memory(), 0);
+        // Written: back to the usual spill size.
+        assert!(!add(&[7]));
+        assert!(add(&spill_worth));
     }
 
     #[test]
