@@ -90,3 +90,50 @@ def test_a_cell_is_clear_only_when_its_quartiles_agree():
     assert report.clearly([0.80, 0.85, 0.90, 0.93], 1.0) == "missed"
     assert report.clearly([0.88, 0.93, 0.99, 1.04], 1.0) is None
     assert report.clearly([1.0], 1.0) is None
+
+
+def steady_run(rates, step_at=15.0, tick=0.05):
+    """Points every `tick` s from 0 to 30 s, answering at rates[i] records/s
+    while t lies in the i-th (start, end, rate) stretch."""
+    points, published, t = [], 0.0, 0.0
+    while t < 30.0 - 1e-9:
+        t = round(t + tick, 6)
+        rate = next(r for start, end, r in rates if start < t <= end + 1e-9)
+        published += rate * tick
+        points.append({"t": t, "published": published, "p99_ms": 1.0, "limit": 100})
+    return points
+
+
+def test_a_throttled_swing_settles_in_one_second_windows_where_half_seconds_do_not():
+    # After the step at 15 s: 100 ms periods alternating 300k and 100k
+    # records/s (a mean of 200k), as a CPU quota's runs and stops do.
+    rates = [(0.0, 15.0, 400_000.0)]
+    t = 15.0
+    while t < 30.0:
+        rates.append((round(t, 6), round(t + 0.05, 6), 300_000.0))
+        rates.append((round(t + 0.05, 6), round(t + 0.1, 6), 100_000.0))
+        t = round(t + 0.1, 6)
+    points = steady_run(rates)
+    settled, swing = report.smoothed_settle(points, 15.0)
+    assert settled == 0.0
+    assert swing < 0.01
+
+
+def test_one_second_windows_time_a_slow_descent_and_see_a_late_dip():
+    # From 400k down to 200k over 3 s after the step, then flat.
+    rates = [(0.0, 15.0, 400_000.0)]
+    for i in range(30):
+        start = 15.0 + i * 0.1
+        rates.append((round(start, 6), round(start + 0.1, 6), 400_000.0 - (i + 1) * 200_000.0 / 30))
+    rates.append((18.0, 30.0, 200_000.0))
+    settled, _ = report.smoothed_settle(steady_run(rates), 15.0)
+    # A window starting at t holds [t, t+1]: within 10% of 200k (at most
+    # 220k on average) from a start about 2.2 s after the step, where the
+    # descent's last 0.8 s average some 225k and the flat 0.2 s 200k.
+    assert 2.1 <= settled <= 2.4, settled
+    # A dip in the final half is inside the level it sets: not settled.
+    rates = [(0.0, 15.0, 400_000.0), (15.0, 25.0, 200_000.0), (25.0, 26.0, 50_000.0),
+             (26.0, 30.0, 200_000.0)]
+    settled, swing = report.smoothed_settle(steady_run(rates), 15.0)
+    assert settled == report.NEVER
+    assert swing > 0.5

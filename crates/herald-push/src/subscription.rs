@@ -63,6 +63,25 @@ pub(crate) struct Cursor {
     pub(crate) ahead: Vec<u64>,
 }
 
+/// A cursor in a cache line of its own: a subscription's cursors sit side
+/// by side, each locked by its partition's tailer, which would otherwise
+/// share lines across cores; and a tailer asks for one line ahead of
+/// its offer (see `prefetch_cursor`), not two.
+#[repr(align(64))]
+#[derive(Debug)]
+pub(crate) struct CursorSlot(Mutex<Cursor>);
+
+// One line, not two: the lock and the cursor fit it exactly.
+const _: () = assert!(std::mem::size_of::<CursorSlot>() == 64);
+
+impl std::ops::Deref for CursorSlot {
+    type Target = Mutex<Cursor>;
+
+    fn deref(&self) -> &Mutex<Cursor> {
+        &self.0
+    }
+}
+
 /// The most high-priority records delivered ahead of a catch-up reader at
 /// once; past it, the reader delivers the rest in their turn.
 pub(crate) const AHEAD_MAX: usize = 1024;
@@ -91,7 +110,7 @@ pub struct Subscription {
     pub(crate) ack_mode: AckMode,
     pub(crate) max_lag: u64,
     pub(crate) outbox: Arc<Outbox>,
-    pub(crate) cursors: Box<[Mutex<Cursor>]>,
+    pub(crate) cursors: Box<[CursorSlot]>,
     /// Where a named subscription keeps its positions.
     pub(crate) durable: Option<Arc<crate::durable::Durable>>,
     /// Its filter and attributes.
@@ -126,13 +145,13 @@ impl Subscription {
         let cursors = starts
             .iter()
             .map(|&start| {
-                Mutex::new(Cursor {
+                CursorSlot(Mutex::new(Cursor {
                     feed: Feed::CatchingUp,
                     next: start,
                     acked: start,
                     queued_end: start,
                     ahead: Vec::new(),
-                })
+                }))
             })
             .collect();
         Self {

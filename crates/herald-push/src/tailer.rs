@@ -166,10 +166,10 @@ impl Tailer {
     /// their subscriptions, a run of one key at a time, then wakes the
     /// sessions that were idle, and empties `records`.
     ///
-    /// The runs' keys are looked up together, and (when they are few) the
-    /// subscriptions found are asked into the cache before the first is
-    /// offered to: with many subjects each is a miss, and these overlap
-    /// instead of queueing.
+    /// The runs' keys are looked up together, and the subscriptions found
+    /// are asked into the cache a few offers before their turn (see
+    /// [`Lookahead`]): with many subjects each is a miss, and these
+    /// overlap instead of queueing.
     fn offer_chunk(
         &self,
         records: &mut Vec<RunRecord<'_>>,
@@ -235,8 +235,8 @@ impl Tailer {
 /// two misses queue behind each other for every delivery; asked for
 /// [`PREFETCH_AHEAD`] offers early they overlap the offers between. A
 /// sliding window, not the whole chunk at once: a chunk may find
-/// thousands (a fan-out subject, or a 4,096-record batch over many
-/// subjects), which would evict each other before their turn.
+/// hundreds (a 4,096-record batch over many subjects) or thousands (a
+/// fan-out subject), which would evict each other before their turn.
 struct Lookahead<I> {
     /// Subscriptions whose lines are asked for next.
     subscriptions: I,

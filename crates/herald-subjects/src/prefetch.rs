@@ -22,17 +22,22 @@ pub fn prefetch<T>(value: &T) {
 #[inline(always)]
 pub fn prefetch_lines<T>(value: &T) {
     let start = (value as *const T).cast::<u8>();
-    let size = std::mem::size_of::<T>();
-    let mut at = 0;
-    while at < size {
-        prefetch_address(start.wrapping_add(at));
-        at += LINE;
+    for offset in line_offsets(start as usize, std::mem::size_of::<T>()) {
+        prefetch_address(start.wrapping_offset(offset));
     }
-    // A value not aligned to a line reaches one line further than its
-    // size alone says.
-    if size > 0 {
-        prefetch_address(start.wrapping_add(size - 1));
-    }
+}
+
+/// The offsets from `address` of the start of each cache line that the
+/// `size` bytes from `address` touch, first to last (none for no bytes).
+#[inline(always)]
+fn line_offsets(address: usize, size: usize) -> impl Iterator<Item = isize> {
+    let first = address & !(LINE - 1);
+    let lines = if size == 0 {
+        0
+    } else {
+        (address.wrapping_add(size - 1) & !(LINE - 1)).wrapping_sub(first) / LINE + 1
+    };
+    (0..lines).map(move |i| (first.wrapping_add(i * LINE)).wrapping_sub(address) as isize)
 }
 
 #[inline(always)]
@@ -69,5 +74,28 @@ mod tests {
         assert_eq!(small, 7);
         assert!(large.iter().all(|&v| v == 3));
         assert!(bytes.iter().all(|&v| v == 5));
+    }
+
+    /// Every line a value touches is asked for, once, from its start, and
+    /// no other.
+    #[test]
+    fn the_lines_asked_for_are_exactly_those_the_bytes_touch() {
+        for address in 0..200usize {
+            for size in 0..300usize {
+                let touched: Vec<usize> = (address..address + size)
+                    .map(|byte| byte / LINE)
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .into_iter()
+                    .collect();
+                let asked: Vec<usize> = line_offsets(address, size)
+                    .map(|offset| {
+                        let line_start = (address as isize + offset) as usize;
+                        assert_eq!(line_start % LINE, 0, "{address} {size}");
+                        line_start / LINE
+                    })
+                    .collect();
+                assert_eq!(asked, touched, "address {address}, size {size}");
+            }
+        }
     }
 }
