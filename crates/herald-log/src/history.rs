@@ -768,26 +768,49 @@ mod tests {
         assert_eq!(history.batches_with(4), vec![0]);
     }
 
+    /// A segment's history with a place its spills cannot write to and
+    /// one they can, fed one-record batches in turn.
+    struct SpillCase {
+        history: SegmentHistory,
+        _dir: tempfile::TempDir,
+        missing: PathBuf,
+        segment: PathBuf,
+        at: Extent,
+    }
+
+    impl SpillCase {
+        fn new() -> Self {
+            let dir = tempfile::tempdir().unwrap();
+            Self {
+                history: SegmentHistory::default(),
+                missing: dir.path().join("gone").join("00000000000000000000.log"),
+                segment: dir.path().join("00000000000000000000.log"),
+                _dir: dir,
+                at: Extent::default(),
+            }
+        }
+
+        /// Adds the next batch, with `hashes`; answers whether a spill is
+        /// due.
+        fn add(&mut self, hashes: &[u32]) -> bool {
+            let due = self.history.add(self.at, 100, 1, 0..=0, keys(0, hashes));
+            self.at = Extent::new(self.at.records + 1, self.at.bytes + 100);
+            due
+        }
+    }
+
     #[test]
     fn a_spill_that_cannot_write_keeps_its_entries_and_the_next_spill_takes_them() {
-        let history = SegmentHistory::default();
-        let dir = tempfile::tempdir().unwrap();
-        let missing = dir.path().join("gone").join("00000000000000000000.log");
-        let segment = dir.path().join("00000000000000000000.log");
-        let mut at = Extent::default();
-        let mut add = |hashes: &[u32]| {
-            history.add(at, 100, 1, 0..=0, keys(0, hashes));
-            at = Extent::new(at.records + 1, at.bytes + 100);
-        };
-        add(&[3, 9]);
-        add(&[9]);
-        history.spill(&missing);
+        let mut case = SpillCase::new();
+        case.add(&[3, 9]);
+        case.add(&[9]);
+        case.history.spill(&case.missing);
         // Still in memory, now as one sorted run, and still found.
-        assert_eq!(history.state.lock().in_memory(), 3);
-        assert_eq!(history.batches_with(9), vec![0, 1]);
-        add(&[3]);
-        history.spill(&segment);
-        let state = history.state.lock();
+        assert_eq!(case.history.state.lock().in_memory(), 3);
+        assert_eq!(case.history.batches_with(9), vec![0, 1]);
+        case.add(&[3]);
+        case.history.spill(&case.segment);
+        let state = case.history.state.lock();
         assert_eq!(state.in_memory(), 0);
         assert_eq!(state.runs.len(), 1);
         let run = &state.runs[0];
@@ -800,30 +823,21 @@ mod tests {
 
     #[test]
     fn after_a_spill_that_cannot_write_the_next_is_due_only_a_spill_later() {
-        let history = SegmentHistory::default();
-        let dir = tempfile::tempdir().unwrap();
-        let missing = dir.path().join("gone").join("00000000000000000000.log");
-        let segment = dir.path().join("00000000000000000000.log");
-        let mut at = Extent::default();
-        let mut add = |hashes: &[u32]| {
-            let due = history.add(at, 100, 1, 0..=0, keys(0, hashes));
-            at = Extent::new(at.records + 1, at.bytes + 100);
-            due
-        };
+        let mut case = SpillCase::new();
         let spill_worth: Vec<u32> = (0..SPILL_ENTRIES as u32).collect();
-        assert!(add(&spill_worth), "a spill's worth makes a spill due");
-        history.spill(&missing);
-        assert_eq!(history.state.lock().in_memory(), SPILL_ENTRIES);
+        assert!(case.add(&spill_worth), "a spill's worth makes a spill due");
+        case.history.spill(&case.missing);
+        assert_eq!(case.history.state.lock().in_memory(), SPILL_ENTRIES);
         // The batches after the failure do not retry it, one by one.
         for hash in 0..100 {
-            assert!(!add(&[hash]), "no new try after {hash} more");
+            assert!(!case.add(&[hash]), "no new try after {hash} more");
         }
-        assert!(add(&spill_worth[100..]), "another spill's worth");
-        history.spill(&segment);
-        assert_eq!(history.state.lock().in_memory(), 0);
+        assert!(case.add(&spill_worth[100..]), "another spill's worth");
+        case.history.spill(&case.segment);
+        assert_eq!(case.history.state.lock().in_memory(), 0);
         // Written: back to the usual spill size.
-        assert!(!add(&[7]));
-        assert!(add(&spill_worth));
+        assert!(!case.add(&[7]));
+        assert!(case.add(&spill_worth));
     }
 
     #[test]
