@@ -62,9 +62,7 @@ def runs(path):
 
 
 def median_of(repeats, figure, *args):
-    values = [figure(points, *args) for points in repeats]
-    values = [v for v in values if v == v]
-    return statistics.median(values) if values else float("nan")
+    return median_known(figure(points, *args) for points in repeats)
 
 
 def median_known(values):
@@ -120,16 +118,32 @@ def published_at(points, t):
 SETTLE_WINDOW_S = 0.5
 
 
-def goodput_windows(points, start):
-    """[(window start, records/s)] over half-second windows from start."""
+def goodput_windows(points, start, width=SETTLE_WINDOW_S, stride=SETTLE_WINDOW_S):
+    """[(window start, records/s)] over windows of `width` seconds from
+    start, one every `stride` seconds (by default half-second windows
+    side by side)."""
     if not points:
         return []
-    windows, t = [], start
-    while t + SETTLE_WINDOW_S <= points[-1]["t"]:
-        answered = published_at(points, t + SETTLE_WINDOW_S) - published_at(points, t)
-        windows.append((t, answered / SETTLE_WINDOW_S))
-        t += SETTLE_WINDOW_S
+    windows, k = [], 0
+    while start + k * stride + width <= points[-1]["t"] + 1e-9:
+        t = start + k * stride
+        answered = published_at(points, t + width) - published_at(points, t)
+        windows.append((t, answered / width))
+        k += 1
     return windows
+
+
+def settled_from(windows, final, band, tail_start):
+    """The start of the first window after which every window lies within
+    `band` of `final`; NEVER when that is only the final stretch (from
+    tail_start), which sets the level."""
+    since = None
+    for t, value in windows:
+        if abs(value - final) <= band:
+            since = since if since is not None else t
+        else:
+            since = None
+    return NEVER if since is None or since >= tail_start else since
 
 
 def settle_band(points, step_at):
@@ -153,37 +167,13 @@ def settle(points, step_at):
     final, band = settle_band(points, step_at)
     if final != final:
         return float("nan")
-    tail_start = windows[len(windows) // 2][0]
-    settled_from = None
-    for t, value in windows:
-        if abs(value - final) <= band:
-            settled_from = settled_from if settled_from is not None else t
-        else:
-            settled_from = None
-    if settled_from is None or settled_from >= tail_start:
-        return NEVER
-    return settled_from - step_at
+    since = settled_from(windows, final, band, windows[len(windows) // 2][0])
+    return NEVER if since == NEVER else since - step_at
 
 
 SMOOTH_WINDOW_S = 1.0
 SMOOTH_STRIDE_S = 0.1
 SMOOTH_BAND = 0.1
-
-
-def smoothed_windows(points, start):
-    """[(window start, records/s)] over one-second windows from start,
-    one every tenth of a second: a broker throttled by a CPU quota runs
-    and stops every 100 ms (the cgroup's period), which swings a
-    half-second window by 20-50%, and a second averages ten periods."""
-    if not points:
-        return []
-    windows, k = [], 0
-    while start + k * SMOOTH_STRIDE_S + SMOOTH_WINDOW_S <= points[-1]["t"] + 1e-9:
-        t = start + k * SMOOTH_STRIDE_S
-        answered = published_at(points, t + SMOOTH_WINDOW_S) - published_at(points, t)
-        windows.append((t, answered / SMOOTH_WINDOW_S))
-        k += 1
-    return windows
 
 
 def smoothed_settle(points, step_at):
@@ -199,17 +189,14 @@ def smoothed_settle(points, step_at):
     final = (published_at(points, end) - published_at(points, middle)) / (end - middle)
     if final <= 0:
         return float("nan"), float("nan")
-    windows = smoothed_windows(points, step_at)
+    # One-second windows, one every tenth of a second: a broker throttled
+    # by a CPU quota runs and stops every 100 ms (the cgroup's period),
+    # which swings a half-second window by 20-50%; a second averages ten
+    # periods.
+    windows = goodput_windows(points, step_at, SMOOTH_WINDOW_S, SMOOTH_STRIDE_S)
     swing = max(abs(v - final) / final for t, v in windows if t >= middle)
-    settled_from = None
-    for t, value in windows:
-        if abs(value - final) <= SMOOTH_BAND * final:
-            settled_from = settled_from if settled_from is not None else t
-        else:
-            settled_from = None
-    if settled_from is None or settled_from >= middle:
-        return NEVER, swing
-    return settled_from - step_at, swing
+    since = settled_from(windows, final, SMOOTH_BAND * final, middle)
+    return (NEVER if since == NEVER else since - step_at), swing
 
 
 def band_share(points, step_at):

@@ -92,7 +92,7 @@ def test_a_cell_is_clear_only_when_its_quartiles_agree():
     assert report.clearly([1.0], 1.0) is None
 
 
-def steady_run(rates, step_at=15.0, tick=0.05):
+def steady_run(rates, tick=0.05):
     """Points every `tick` s from 0 to 30 s, answering at rates[i] records/s
     while t lies in the i-th (start, end, rate) stretch."""
     points, published, t = [], 0.0, 0.0
