@@ -41,7 +41,7 @@ HERALD_BIN="$PWD/target/debug/herald" cargo test --workspace --features herald/s
 export HERALD_BIN="$PWD/target/debug/herald"
 export HERALD_SQL_BIN="$HERALD_BIN"
 
-# herald-log gates its loom models behind its own cfg name (`herald_loom`, so
+# herald-log and herald-subjects gate their loom models behind their own cfg name (`herald_loom`, so
 # that dependencies with a `cfg(loom)` of their own, like event-listener, are
 # not switched too); a plain `cfg(loom)` is accepted as well.
 LOOM_CFG=""
@@ -51,9 +51,9 @@ elif grep -rqs 'cfg(loom)' crates/herald-log/src; then
   LOOM_CFG=loom
 fi
 if [ -n "$LOOM_CFG" ]; then
-  step "loom models of herald-log (--cfg $LOOM_CFG)"
+  step "loom models of herald-log and herald-subjects (--cfg $LOOM_CFG)"
   RUSTFLAGS="--cfg $LOOM_CFG" CARGO_TARGET_DIR=target/loom \
-    cargo test -p herald-log --release --lib loom
+    cargo test -p herald-log -p herald-subjects --release --lib loom
 else
   step "loom models of herald-log: none (no loom cfg in crates/herald-log)"
 fi

@@ -13,6 +13,9 @@
 //! subscription a key goes to, without a lock on the delivery path.
 
 mod filter;
+mod literals;
+#[cfg(all(test, herald_loom))]
+mod loom_tests;
 mod pattern;
 mod prefetch;
 mod selector;

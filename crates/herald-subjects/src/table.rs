@@ -2,12 +2,13 @@
 //!
 //! Read on the delivery path by every partition's tailer, once per record,
 //! and written when a subscription comes or goes. Reads take no lock:
-//! - literal subjects live in a concurrent hash map with lock-free reads
-//!   (`papaya`), each key holding an immutable list of subscribers that a
-//!   write replaces (see `subscribers`: one held inline, up to 64 one flat
-//!   slice, past that shared chunks of which a write copies one or two;
-//!   keys of up to 24 bytes held in the entry), so a reader sees the list
-//!   before or after a change and never half of one;
+//! - literal subjects live in a hash map of herald's own with lock-free
+//!   reads that can be asked into the cache ahead (see `literals`), each
+//!   key holding an immutable list of subscribers that a write replaces
+//!   (see `subscribers`: one held inline, up to 64 one flat slice, past
+//!   that shared chunks of which a write copies one or two; keys of up to
+//!   24 bytes held in the entry), so a reader sees the list before or
+//!   after a change and never half of one;
 //! - patterns live in a token trie published as an immutable snapshot
 //!   (`arc-swap`); a write copies the path from the root to the changed
 //!   node and swaps the root, leaving every other node shared.
@@ -35,32 +36,25 @@ use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 
 use crate::filter::SubjectFilter;
+use crate::literals::{LiteralMap, MapReader, INLINE_SUBJECT};
 use crate::pattern::Token;
 use crate::selector::Selector;
 use crate::subscribers::Subscribers;
 use crate::tokens;
-
-/// A literal subject as the map holds it: up to [`INLINE_SUBJECT`] bytes
-/// in the entry itself, so that comparing a record's key with it reads no
-/// allocation of its own (one cache miss fewer per lookup in a map far
-/// larger than the cache); longer ones on the heap.
-type SubjectKey = smallvec::SmallVec<[u8; INLINE_SUBJECT]>;
-/// Bytes of a subject held in its map entry.
-const INLINE_SUBJECT: usize = 24;
 
 /// The subscriptions of one topic, by subject and by pattern. `V` names a
 /// subscription (for example a connection and its subscription id); the
 /// same `V` may be routed by several selectors and is then called once for
 /// each that matches.
 pub struct RoutingTable<V> {
-    /// Keyed with a per-process random seed: record keys come from
-    /// clients, so a fixed hash would let them aim for one bucket.
-    literals: papaya::HashMap<SubjectKey, Subscribers<V>, foldhash::fast::RandomState>,
+    literals: LiteralMap<V>,
     /// Every subject in `literals` is in it (and some that left since the
     /// last rebuild); replaced whole when resized.
     filter: ArcSwap<SubjectFilter>,
-    /// The filter's hash, seeded per process for the same reason.
-    filter_hasher: foldhash::fast::RandomState,
+    /// The hash of a subject for both the filter and `literals`, seeded
+    /// per process: record keys come from clients, so a fixed hash would
+    /// let them aim for one slot.
+    hasher: foldhash::fast::RandomState,
     patterns: ArcSwap<Node<V>>,
     writer: Mutex<Writer>,
     literal_routes: AtomicUsize,
@@ -87,19 +81,13 @@ pub struct TableSize {
     pub literal_routes: usize,
     /// (pattern, subscriber) routes.
     pub pattern_routes: usize,
-    /// Estimated heap bytes: the subject bytes held outside their entries
-    /// (past 24) and the pattern bytes, a subscriber entry per route, and
-    /// a fixed cost per map entry and trie node.
+    /// Estimated heap bytes: the literal subjects' map (its slot array and
+    /// an allocation per subject), the subject bytes held outside their
+    /// entries (past 24) and the pattern bytes, a subscriber entry per
+    /// route, and a fixed cost per trie node.
     pub approximate_bytes: usize,
 }
 
-/// Estimated bytes of one literal subject's map entry beyond its key's
-/// bytes past [`INLINE_SUBJECT`] and its subscriber entries (counted per
-/// route): the map slot and the entry's allocation, which holds a short
-/// key and the list's handle (a lone subscriber in it); a longer list's
-/// allocation header, and a chunk pointer and header per 64 past 64, not
-/// counted.
-const LITERAL_ENTRY_BYTES: usize = 96;
 /// Estimated bytes of one pattern route beyond its tokens (its share of a
 /// trie node and its children map).
 const PATTERN_ROUTE_BYTES: usize = 160;
@@ -153,9 +141,9 @@ impl<V: Clone + PartialEq + Send + Sync + 'static> RoutingTable<V> {
     /// An empty table.
     pub fn new() -> Self {
         Self {
-            literals: papaya::HashMap::with_hasher(foldhash::fast::RandomState::default()),
+            literals: LiteralMap::new(),
             filter: ArcSwap::from_pointee(SubjectFilter::with_capacity(0)),
-            filter_hasher: foldhash::fast::RandomState::default(),
+            hasher: foldhash::fast::RandomState::default(),
             patterns: ArcSwap::from_pointee(Node::empty()),
             writer: Mutex::new(Writer { in_filter: 0 }),
             literal_routes: AtomicUsize::new(0),
@@ -171,8 +159,8 @@ impl<V: Clone + PartialEq + Send + Sync + 'static> RoutingTable<V> {
         let mut writer = self.writer.lock();
         match selector {
             Selector::Literal(subject) => {
-                let literals = self.literals.pin();
-                let list = match literals.get(&subject[..]) {
+                let hash = self.hash(subject);
+                let list = match self.literals.reader().get(hash, subject) {
                     Some(list) if list.contains(&subscriber) => return false,
                     Some(list) => list.with(subscriber),
                     None => {
@@ -180,18 +168,17 @@ impl<V: Clone + PartialEq + Send + Sync + 'static> RoutingTable<V> {
                             .fetch_add(heap_bytes(subject), Ordering::Relaxed);
                         // Into the filter before the map: a reader that
                         // finds the route must not be turned away first.
-                        let hash = self.hash(subject);
                         let filter = self.filter.load();
                         if writer.in_filter < filter.capacity() {
                             filter.insert(hash);
                             writer.in_filter += 1;
                         } else {
-                            writer.in_filter = self.rebuild_filter(&literals, Some(hash));
+                            writer.in_filter = self.rebuild_filter(Some(hash));
                         }
                         Subscribers::one(subscriber)
                     }
                 };
-                literals.insert(SubjectKey::from_slice(subject), list);
+                self.literals.insert(hash, subject, list);
                 self.literal_routes.fetch_add(1, Ordering::Relaxed);
                 true
             }
@@ -215,25 +202,27 @@ impl<V: Clone + PartialEq + Send + Sync + 'static> RoutingTable<V> {
         let mut writer = self.writer.lock();
         match selector {
             Selector::Literal(subject) => {
-                let literals = self.literals.pin();
-                let Some(list) = literals.get(&subject[..]) else {
-                    return false;
-                };
-                let Some(rest) = list.without(subscriber) else {
+                let hash = self.hash(subject);
+                let Some(rest) = self
+                    .literals
+                    .reader()
+                    .get(hash, subject)
+                    .and_then(|list| list.without(subscriber))
+                else {
                     return false;
                 };
                 if rest.is_empty() {
-                    literals.remove(&subject[..]);
+                    self.literals.remove(hash, subject);
                     self.literal_key_bytes
                         .fetch_sub(heap_bytes(subject), Ordering::Relaxed);
                     // Left-over bits only let keys through to the map; once
                     // half the filter's sizing is left-overs, start afresh.
-                    let stale = writer.in_filter.saturating_sub(literals.len());
+                    let stale = writer.in_filter.saturating_sub(self.literals.len());
                     if stale > self.filter.load().capacity() / 2 {
-                        writer.in_filter = self.rebuild_filter(&literals, None);
+                        writer.in_filter = self.rebuild_filter(None);
                     }
                 } else {
-                    literals.insert(SubjectKey::from_slice(subject), rest);
+                    self.literals.insert(hash, subject, rest);
                 }
                 self.literal_routes.fetch_sub(1, Ordering::Relaxed);
                 true
@@ -274,33 +263,24 @@ impl<V: Clone + PartialEq + Send + Sync + 'static> RoutingTable<V> {
             .filter(|root| !root.is_empty());
         TableReader {
             table: self,
-            literals: self.literals.pin(),
+            literals: self.literals.reader(),
             patterns,
         }
     }
 
-    fn hash(&self, subject: &[u8]) -> u64 {
-        self.filter_hasher.hash_one(subject)
-    }
-
     /// Replaces the filter with one sized for twice the subjects now in
-    /// `literals` (and `extra`, a subject about to be added), holding all
-    /// of them. Returns how many it holds. Called with the writer mutex.
-    fn rebuild_filter(
-        &self,
-        literals: &papaya::HashMapRef<
-            '_,
-            SubjectKey,
-            Subscribers<V>,
-            foldhash::fast::RandomState,
-            impl papaya::Guard,
-        >,
-        extra: Option<u64>,
-    ) -> usize {
-        let subjects = literals.len() + usize::from(extra.is_some());
+    /// `literals` (and `extra`, the hash of a subject about to be added),
+    /// holding all of them. Returns how many it holds. Called with the
+    /// writer mutex.
+    fn rebuild_filter(&self, extra: Option<u64>) -> usize {
+        let subjects = self.literals.len() + usize::from(extra.is_some());
         let filter = SubjectFilter::with_capacity(subjects.saturating_mul(2));
         let mut held = 0;
-        for hash in literals.keys().map(|key| self.hash(key)).chain(extra) {
+        self.literals.for_each_key(|key| {
+            filter.insert(self.hash(key));
+            held += 1;
+        });
+        if let Some(hash) = extra {
             filter.insert(hash);
             held += 1;
         }
@@ -314,7 +294,7 @@ impl<V: Clone + PartialEq + Send + Sync + 'static> RoutingTable<V> {
         let literal_routes = self.literal_routes.load(Ordering::Relaxed);
         let pattern_routes = self.pattern_routes.load(Ordering::Relaxed);
         let approximate_bytes = self.filter.load().bytes()
-            + subjects * LITERAL_ENTRY_BYTES
+            + self.literals.approximate_bytes()
             + self.literal_key_bytes.load(Ordering::Relaxed)
             + (literal_routes + pattern_routes) * std::mem::size_of::<V>()
             + pattern_routes * PATTERN_ROUTE_BYTES
@@ -328,16 +308,17 @@ impl<V: Clone + PartialEq + Send + Sync + 'static> RoutingTable<V> {
     }
 }
 
+impl<V> RoutingTable<V> {
+    /// The hash of `subject` in both the filter and the map.
+    fn hash(&self, subject: &[u8]) -> u64 {
+        self.hasher.hash_one(subject)
+    }
+}
+
 /// A table read for one batch of records: see [`RoutingTable::reader`].
 pub struct TableReader<'t, V> {
     table: &'t RoutingTable<V>,
-    literals: papaya::HashMapRef<
-        't,
-        SubjectKey,
-        Subscribers<V>,
-        foldhash::fast::RandomState,
-        papaya::LocalGuard<'t>,
-    >,
+    literals: MapReader<'t, V>,
     patterns: Option<arc_swap::Guard<Arc<Node<V>>>>,
 }
 
@@ -349,9 +330,9 @@ impl<V> TableReader<'_, V> {
     pub fn for_each_match(&self, key: &[u8], mut deliver: impl FnMut(&V)) {
         // The filter is loaded per key, not per reader: a rebuild swaps it,
         // and a subject added with the rebuild is only in the new one.
-        let hash = self.table.filter_hasher.hash_one(key);
+        let hash = self.table.hash(key);
         if self.table.filter.load().may_contain(hash) {
-            if let Some(list) = self.literals.get(key) {
+            if let Some(list) = self.literals.get(hash, key) {
                 list.iter().for_each(&mut deliver);
             }
         }
@@ -385,21 +366,28 @@ impl<V> TableReader<'_, V> {
             let filter = self.table.filter.load();
             let mut hashes = [0u64; LOOKUP_GROUP];
             for (hash, key) in hashes.iter_mut().zip(group_keys) {
-                *hash = self.table.filter_hasher.hash_one(key);
+                *hash = self.table.hash(key);
                 filter.prefetch(*hash);
             }
-            // The keys that pass, then their lookups back to back: nothing
-            // between two lookups keeps the second from starting while the
-            // first waits on memory.
+            // The keys that pass.
             let mut passed = [0u8; LOOKUP_GROUP];
             let mut passing = 0;
             for (i, hash) in hashes[..group_keys.len()].iter().enumerate() {
                 passed[passing] = i as u8;
                 passing += usize::from(filter.may_contain(*hash));
             }
+            // Each stage's misses overlap those of the other keys: the
+            // slots, then the entries they point to, then the lookups.
+            for &i in &passed[..passing] {
+                self.literals.prefetch_slot(hashes[usize::from(i)]);
+            }
+            for &i in &passed[..passing] {
+                self.literals.prefetch_entry(hashes[usize::from(i)]);
+            }
             let mut lists: [Option<&'r Subscribers<V>>; LOOKUP_GROUP] = [None; LOOKUP_GROUP];
             for &i in &passed[..passing] {
-                lists[usize::from(i)] = self.literals.get(group_keys[usize::from(i)]);
+                let i = usize::from(i);
+                lists[i] = self.literals.get(hashes[i], group_keys[i]);
             }
             for first in lists.iter().flatten().filter_map(|list| list.first()) {
                 crate::prefetch(first);
@@ -619,8 +607,11 @@ mod tests {
             (size.subjects, size.literal_routes, size.pattern_routes),
             (0, 0, 0)
         );
-        // What is left is the empty filter.
-        assert_eq!(size.approximate_bytes, table.filter.load().bytes());
+        // What is left is the empty filter and an empty map.
+        assert_eq!(
+            size.approximate_bytes,
+            table.filter.load().bytes() + LiteralMap::<u32>::new().approximate_bytes()
+        );
         assert_eq!(routed(&table, "a.x"), Vec::<u32>::new());
         // The trie is pruned back to an empty root.
         assert!(table.patterns.load().is_empty());
