@@ -41,9 +41,10 @@ HERALD_BIN="$PWD/target/debug/herald" cargo test --workspace --features herald/s
 export HERALD_BIN="$PWD/target/debug/herald"
 export HERALD_SQL_BIN="$HERALD_BIN"
 
-# herald-log and herald-subjects gate their loom models behind their own cfg name (`herald_loom`, so
-# that dependencies with a `cfg(loom)` of their own, like event-listener, are
-# not switched too); a plain `cfg(loom)` is accepted as well.
+# herald-log and herald-subjects gate their loom models behind their own
+# cfg name (`herald_loom`, so that dependencies with a `cfg(loom)` of their
+# own, like event-listener, are not switched too); a plain `cfg(loom)` is
+# accepted as well.
 LOOM_CFG=""
 if grep -rqs 'cfg(herald_loom)' crates/herald-log/Cargo.toml crates/herald-log/src; then
   LOOM_CFG=herald_loom

@@ -11,7 +11,7 @@
 use loom::sync::Arc;
 use loom::thread;
 
-use crate::literals::LiteralMap;
+use crate::literals::{subscribers_of, LiteralMap};
 use crate::subscribers::Subscribers;
 
 /// One home for every key (the top bits pick it), told apart by the rest.
@@ -20,9 +20,7 @@ fn hash(key: u8) -> u64 {
 }
 
 fn lookup(map: &LiteralMap<u32>, key: u8) -> Option<Vec<u32>> {
-    map.reader()
-        .get(hash(key), &[key])
-        .map(|subscribers| subscribers.iter().copied().collect())
+    subscribers_of(map, hash(key), &[key])
 }
 
 fn bounded(preemptions: usize) -> loom::model::Builder {
@@ -31,9 +29,10 @@ fn bounded(preemptions: usize) -> loom::model::Builder {
     builder
 }
 
-/// A key held throughout is found by every lookup while a key before it
-/// on the probe is removed and another is added after it; the added key
-/// is found with its own list or not at all.
+/// A key held throughout is found by every lookup while the key before
+/// it on the probe is removed and another key is added into the
+/// tombstone left behind; the added key is found with its own list or not
+/// at all.
 #[test]
 fn loom_a_held_key_is_found_while_its_probe_changes() {
     bounded(3).check(|| {

@@ -24,8 +24,8 @@
 //! subjects); a pattern one costs the children maps along its path.
 //!
 //! A tailer reads through a [`TableReader`], taken once per chunk after it
-//! has published how far it read: the reader holds the map's epoch guard
-//! and the snapshots for the whole batch instead of taking them per record.
+//! has published how far it read: the reader holds the map's guard and
+//! the snapshots for the whole batch instead of taking them per record.
 
 use std::collections::HashMap;
 use std::hash::BuildHasher as _;
@@ -250,10 +250,12 @@ impl<V: Clone + PartialEq + Send + Sync + 'static> RoutingTable<V> {
         self.reader().for_each_match(key, deliver);
     }
 
-    /// A reader of the table as it is now and as writes change it, except
-    /// that a pattern added after this call may not be seen. Meant to be
-    /// held for one batch of records: it keeps memory that writers free
-    /// from being reclaimed while it lives.
+    /// A reader of the table as it is now: a route added or removed after
+    /// this call may or may not be seen (what the tailer needs is every
+    /// route added before it published how far it read). Meant to be held
+    /// for one batch of records, and not across a write by the same
+    /// thread: it keeps memory that writers free from being reclaimed
+    /// while it lives.
     pub fn reader(&self) -> TableReader<'_, V> {
         // Most tables hold no pattern: skip the snapshot's load then. A
         // pattern inserted concurrently counts from after its store, so a

@@ -36,97 +36,8 @@ use crate::subscribers::Subscribers;
 use reclaim::{Collector, Guard};
 use sync::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
-/// The atomics of the map's protocol: loom's under `--cfg herald_loom`, so
-/// that the models in `loom_tests` check every interleaving of them.
-mod sync {
-    #[cfg(herald_loom)]
-    pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
-    #[cfg(not(herald_loom))]
-    pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
-}
-
-/// When what a writer took out of the map may be freed: `seize`, whose
-/// guards keep anything retired while they live; under loom (which cannot
-/// run `seize`'s own atomics) nothing is freed before the map drops, which
-/// leaves the models to check the slot protocol itself.
-mod reclaim {
-    use super::sync::{AtomicPtr, Ordering};
-
-    #[cfg(not(herald_loom))]
-    pub(crate) use seize::Collector;
-    #[cfg(not(herald_loom))]
-    pub(crate) type Guard<'c> = seize::LocalGuard<'c>;
-
-    /// Enters a guard of `collector`.
-    #[cfg(not(herald_loom))]
-    pub(crate) fn enter(collector: &Collector) -> Guard<'_> {
-        collector.enter()
-    }
-
-    /// Loads `pointer`, keeping what it points to alive for `guard`'s life.
-    #[cfg(not(herald_loom))]
-    pub(crate) fn protect<T>(guard: &Guard<'_>, pointer: &AtomicPtr<T>) -> *mut T {
-        seize::Guard::protect(guard, pointer, Ordering::SeqCst)
-    }
-
-    /// Frees the `Box` at `pointer` once no guard entered before this call
-    /// is left.
-    ///
-    /// # Safety
-    ///
-    /// `pointer` came from `Box::into_raw`, is retired once, and no reader
-    /// that enters a guard from now on can reach it.
-    #[cfg(not(herald_loom))]
-    pub(crate) unsafe fn retire<T: 'static>(collector: &Collector, pointer: *mut T) {
-        // SAFETY: the caller's promise.
-        unsafe { collector.retire(pointer, seize::reclaim::boxed) }
-    }
-
-    /// Under loom: everything retired, freed when the map drops.
-    #[cfg(herald_loom)]
-    #[derive(Default)]
-    pub(crate) struct Collector(std::sync::Mutex<Vec<Box<dyn Send>>>);
-
-    #[cfg(herald_loom)]
-    impl Collector {
-        pub(crate) fn new() -> Self {
-            Self::default()
-        }
-    }
-
-    #[cfg(herald_loom)]
-    pub(crate) type Guard<'c> = &'c Collector;
-
-    #[cfg(herald_loom)]
-    pub(crate) fn enter(collector: &Collector) -> Guard<'_> {
-        collector
-    }
-
-    #[cfg(herald_loom)]
-    pub(crate) fn protect<T>(_guard: &Guard<'_>, pointer: &AtomicPtr<T>) -> *mut T {
-        pointer.load(Ordering::SeqCst)
-    }
-
-    /// # Safety
-    ///
-    /// As outside loom.
-    #[cfg(herald_loom)]
-    pub(crate) unsafe fn retire<T: 'static>(collector: &Collector, pointer: *mut T) {
-        /// Owns what a retired pointer points to.
-        struct Retired<T>(*mut T);
-        // SAFETY: only dropped, with the map, on the thread dropping it.
-        unsafe impl<T> Send for Retired<T> {}
-        impl<T> Drop for Retired<T> {
-            fn drop(&mut self) {
-                // SAFETY: from `Box::into_raw`, retired once.
-                drop(unsafe { Box::from_raw(self.0) });
-            }
-        }
-        if let Ok(mut retired) = collector.0.lock() {
-            retired.push(Box::new(Retired(pointer)));
-        }
-    }
-}
+mod reclaim;
+mod sync;
 
 /// A literal subject as an entry holds it: up to [`INLINE_SUBJECT`] bytes
 /// in the entry itself, so that comparing a record's key with it reads no
@@ -196,6 +107,45 @@ fn tag_of(hash: u64) -> u64 {
     hash | 1
 }
 
+/// Where a key's probe ended.
+enum Probe<'s, V> {
+    /// At the key's slot, holding `entry`.
+    Found(&'s Slot<V>, *mut Entry<V>),
+    /// At an empty slot: the key is not held. `free` is the first
+    /// tombstone the probe passed, where it may be added.
+    Absent { free: Option<&'s Slot<V>> },
+}
+
+/// Probes `slots` for `key` (tagged `tag`), loading entry pointers
+/// through `load` (a reader's protected load, or a writer's plain one).
+fn find<'s, V>(
+    slots: &'s Slots<V>,
+    tag: u64,
+    key: &[u8],
+    load: impl Fn(&AtomicPtr<Entry<V>>) -> *mut Entry<V>,
+) -> Probe<'s, V> {
+    let mut free = None;
+    for slot in slots.probe(tag) {
+        let found = slot.tag.load(Ordering::SeqCst);
+        if found == 0 {
+            break;
+        }
+        let entry = load(&slot.entry);
+        // SAFETY: the caller's `load` keeps what it returns alive (a
+        // reader's guard, or a writer's exclusion of other writers).
+        match unsafe { entry.as_ref() } {
+            None => {
+                free.get_or_insert(slot);
+            }
+            Some(held) if found == tag && held.key[..] == *key => {
+                return Probe::Found(slot, entry);
+            }
+            Some(_) => {}
+        }
+    }
+    Probe::Absent { free }
+}
+
 /// The map: see the module's documentation.
 pub(crate) struct LiteralMap<V> {
     /// The current slot array, never null.
@@ -218,14 +168,8 @@ unsafe impl<V: Send + Sync> Send for LiteralMap<V> {}
 // are serialised by `writer`.
 unsafe impl<V: Send + Sync> Sync for LiteralMap<V> {}
 
-impl<V> Default for LiteralMap<V> {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl<V> LiteralMap<V> {
-    /// An empty map.
+    /// A map holding no subject, with the smallest slot array.
     pub(crate) fn new() -> Self {
         Self {
             slots: AtomicPtr::new(Box::into_raw(Box::new(Slots::with_len(MIN_SLOTS)))),
@@ -256,9 +200,11 @@ impl<V> LiteralMap<V> {
             + self.len() * (std::mem::size_of::<Entry<V>>() + ALLOCATION_HEADER)
     }
 
-    /// A reader of the map as it is now and as later writes change it. It
-    /// keeps what writers retire from being freed while it lives: hold it
-    /// for one batch of lookups, not longer.
+    /// A reader of the map as it is now. Writes after this call may or
+    /// may not be seen: a rebuild leaves it probing the array it started
+    /// on, which later writes no longer touch. It keeps what writers
+    /// retire from being freed while it lives: hold it for one batch of
+    /// lookups, not longer, and not across a write by the same thread.
     pub(crate) fn reader(&self) -> MapReader<'_, V> {
         let guard = reclaim::enter(&self.collector);
         let slots = reclaim::protect(&guard, &self.slots);
@@ -277,13 +223,18 @@ impl<V> LiteralMap<V> {
         // and entries, so what the current array points to stays alive.
         let slots = unsafe { &*self.slots.load(Ordering::SeqCst) };
         for slot in slots.slots.iter() {
-            let entry = slot.entry.load(Ordering::SeqCst);
-            if !entry.is_null() {
-                // SAFETY: as above.
-                f(unsafe { &(*entry).key });
+            // SAFETY: as above.
+            if let Some(entry) = unsafe { slot.entry.load(Ordering::SeqCst).as_ref() } {
+                f(&entry.key);
             }
         }
     }
+}
+
+/// A writer's load of an entry pointer: writers are serialised and only
+/// writers retire, so what it returns stays alive for the write.
+fn plain<V>(entry: &AtomicPtr<Entry<V>>) -> *mut Entry<V> {
+    entry.load(Ordering::SeqCst)
 }
 
 impl<V: Send + Sync + 'static> LiteralMap<V> {
@@ -291,6 +242,8 @@ impl<V: Send + Sync + 'static> LiteralMap<V> {
     /// replacing any list it had. Readers see the old list or the new one.
     pub(crate) fn insert(&self, hash: u64, key: &[u8], subscribers: Subscribers<V>) {
         let mut used = self.writer.lock();
+        // What this write retires is freed only after the guard drops.
+        let guard = reclaim::enter(&self.collector);
         let tag = tag_of(hash);
         let entry = Box::into_raw(Box::new(Entry {
             key: SubjectKey::from_slice(key),
@@ -299,24 +252,16 @@ impl<V: Send + Sync + 'static> LiteralMap<V> {
         // SAFETY: writers are excluded (the lock), and only writers retire
         // arrays and entries.
         let slots = unsafe { &*self.slots.load(Ordering::SeqCst) };
-        let mut free = None;
-        for slot in slots.probe(tag) {
-            let found = slot.tag.load(Ordering::SeqCst);
-            if found == 0 {
-                break;
-            }
-            let old = slot.entry.load(Ordering::SeqCst);
-            if old.is_null() {
-                free.get_or_insert(slot);
-            // SAFETY: as above; `old` is held by the current array.
-            } else if found == tag && unsafe { &*old }.key[..] == *key {
+        let free = match find(slots, tag, key, plain) {
+            Probe::Found(slot, old) => {
                 slot.entry.store(entry, Ordering::SeqCst);
                 // SAFETY: no longer reachable from the array; readers that
                 // loaded it are in guards entered before this retirement.
-                unsafe { reclaim::retire(&self.collector, old) };
+                unsafe { reclaim::retire(&guard, old) };
                 return;
             }
-        }
+            Probe::Absent { free } => free,
+        };
         // A new key. Into a tombstone on its path if there is one (no
         // slot used up), else into the empty slot that ended the probe,
         // after rebuilding first if that would fill more than half.
@@ -326,11 +271,13 @@ impl<V: Send + Sync + 'static> LiteralMap<V> {
             slot.tag.store(tag, Ordering::SeqCst);
             return;
         }
-        if (*used + 1) * 2 > slots.slots.len() {
-            *used = self.rebuild(slots, self.len());
-        }
-        // SAFETY: as above (possibly the array just built).
-        let slots = unsafe { &*self.slots.load(Ordering::SeqCst) };
+        let slots = if (*used + 1) * 2 > slots.slots.len() {
+            let (rebuilt, in_use) = self.rebuild(&guard, self.len());
+            *used = in_use;
+            rebuilt
+        } else {
+            slots
+        };
         place(slots, tag, entry);
         *used += 1;
     }
@@ -338,37 +285,32 @@ impl<V: Send + Sync + 'static> LiteralMap<V> {
     /// Removes `key` (hashed to `hash`). False if it was not there.
     pub(crate) fn remove(&self, hash: u64, key: &[u8]) -> bool {
         let mut used = self.writer.lock();
-        let tag = tag_of(hash);
+        let guard = reclaim::enter(&self.collector);
         // SAFETY: writers are excluded, and only writers retire.
         let slots = unsafe { &*self.slots.load(Ordering::SeqCst) };
-        for slot in slots.probe(tag) {
-            let found = slot.tag.load(Ordering::SeqCst);
-            if found == 0 {
-                return false;
-            }
-            let old = slot.entry.load(Ordering::SeqCst);
-            // SAFETY: as above; `old` is held by the current array.
-            if found == tag && !old.is_null() && unsafe { &*old }.key[..] == *key {
-                slot.entry.store(std::ptr::null_mut(), Ordering::SeqCst);
-                // SAFETY: no longer reachable from the array; see insert.
-                unsafe { reclaim::retire(&self.collector, old) };
-                let len = self.len.fetch_sub(1, Ordering::Relaxed) - 1;
-                // Shrink once three quarters of the array's sizing have
-                // gone, so that a table emptied by a reconnection storm
-                // gives its memory back.
-                if slots.slots.len() > MIN_SLOTS && len * 16 < slots.slots.len() {
-                    *used = self.rebuild(slots, len);
-                }
-                return true;
-            }
+        let Probe::Found(slot, old) = find(slots, tag_of(hash), key, plain) else {
+            return false;
+        };
+        slot.entry.store(std::ptr::null_mut(), Ordering::SeqCst);
+        // SAFETY: no longer reachable from the array; see insert.
+        unsafe { reclaim::retire(&guard, old) };
+        let len = self.len.fetch_sub(1, Ordering::Relaxed) - 1;
+        // Shrink once fifteen sixteenths of the array are free, so that a
+        // table emptied by a reconnection storm gives its memory back.
+        if slots.slots.len() > MIN_SLOTS && len * 16 < slots.slots.len() {
+            *used = self.rebuild(&guard, len).1;
         }
-        false
+        true
     }
 
     /// Builds an array sized for `len` keys (a quarter full) holding the
-    /// entries of `old`, makes it current and retires `old`. Returns the
-    /// slots used in it. Called with the writer lock, `old` current.
-    fn rebuild(&self, old: &Slots<V>, len: usize) -> usize {
+    /// entries of the current one, makes it current and retires the old
+    /// one through `guard` (freed after the guard drops, so references
+    /// into it held by the caller stay valid). Returns the new array and
+    /// the slots used in it. Called with the writer lock.
+    fn rebuild<'g>(&self, guard: &'g Guard<'_>, len: usize) -> (&'g Slots<V>, usize) {
+        // SAFETY: writers are excluded, and only writers retire.
+        let old = unsafe { &*self.slots.load(Ordering::SeqCst) };
         let size = (len.max(1) * 4).next_power_of_two().max(MIN_SLOTS);
         let new = Slots::with_len(size);
         let mut used = 0;
@@ -379,25 +321,27 @@ impl<V: Send + Sync + 'static> LiteralMap<V> {
                 used += 1;
             }
         }
-        let old = self
-            .slots
-            .swap(Box::into_raw(Box::new(new)), Ordering::SeqCst);
+        let new = Box::into_raw(Box::new(new));
+        let old = self.slots.swap(new, Ordering::SeqCst);
         // SAFETY: unreachable for readers that enter from now on; those in
-        // guards already may still probe it, and the guard keeps it alive
-        // for them. Its entries are not freed with it (slots hold plain
+        // guards already may still probe it, and seize keeps it alive for
+        // them. Its entries are not freed with it (slots hold plain
         // pointers): the new array holds them.
-        unsafe { reclaim::retire(&self.collector, old) };
-        used
+        unsafe { reclaim::retire(guard, old) };
+        // SAFETY: current now, and only a later write (excluded while the
+        // caller holds the lock) could retire it.
+        (unsafe { &*new }, used)
     }
 }
 
 /// Puts `entry` under `tag` into the first empty slot of its probe.
 /// There is one: arrays are never more than half full.
 fn place<V>(slots: &Slots<V>, tag: u64, entry: *mut Entry<V>) {
-    if let Some(slot) = slots
+    let empty = slots
         .probe(tag)
-        .find(|slot| slot.tag.load(Ordering::SeqCst) == 0)
-    {
+        .find(|slot| slot.tag.load(Ordering::SeqCst) == 0);
+    debug_assert!(empty.is_some(), "a slot array more than half full");
+    if let Some(slot) = empty {
         slot.entry.store(entry, Ordering::SeqCst);
         slot.tag.store(tag, Ordering::SeqCst);
     }
@@ -444,7 +388,8 @@ impl<V> MapReader<'_, V> {
 
     /// Asks for the entry the lookup of `hash` will most likely compare
     /// with: the first on its probe with its tag. Reads the slots (best
-    /// asked for with [`Self::prefetch_slot`] first).
+    /// asked for with [`Self::prefetch_slot`] first), and does not compare
+    /// keys: it only names lines to fetch.
     #[inline]
     pub(crate) fn prefetch_entry(&self, hash: u64) {
         let tag = tag_of(hash);
@@ -453,10 +398,10 @@ impl<V> MapReader<'_, V> {
                 0 => return,
                 found if found == tag => {
                     let entry = reclaim::protect(&self.guard, &slot.entry);
-                    if !entry.is_null() {
-                        // SAFETY: protected by the guard; the reference
-                        // only names the address to ask for.
-                        crate::prefetch_lines(unsafe { &*entry });
+                    // SAFETY: protected by the guard; the reference only
+                    // names the address to ask for.
+                    if let Some(entry) = unsafe { entry.as_ref() } {
+                        crate::prefetch_lines(entry);
                     }
                     return;
                 }
@@ -468,25 +413,27 @@ impl<V> MapReader<'_, V> {
     /// The subscribers of `key` (hashed to `hash`), if it is held.
     #[inline]
     pub(crate) fn get(&self, hash: u64, key: &[u8]) -> Option<&Subscribers<V>> {
-        let tag = tag_of(hash);
-        for slot in self.slots().probe(tag) {
-            match slot.tag.load(Ordering::SeqCst) {
-                0 => return None,
-                found if found == tag => {
-                    let entry = reclaim::protect(&self.guard, &slot.entry);
-                    // SAFETY: protected by the guard, which outlives the
-                    // reference returned (it borrows `self`).
-                    if let Some(entry) = unsafe { entry.as_ref() } {
-                        if entry.key[..] == *key {
-                            return Some(&entry.subscribers);
-                        }
-                    }
-                }
-                _ => {}
-            }
+        match find(self.slots(), tag_of(hash), key, |entry| {
+            reclaim::protect(&self.guard, entry)
+        }) {
+            // SAFETY: protected by the guard, which outlives the reference
+            // returned (it borrows `self`).
+            Probe::Found(_, entry) => Some(unsafe { &(*entry).subscribers }),
+            Probe::Absent { .. } => None,
         }
-        None
     }
+}
+
+/// The subscribers of `key` as a list, for tests.
+#[cfg(test)]
+pub(crate) fn subscribers_of<V: Clone>(
+    map: &LiteralMap<V>,
+    hash: u64,
+    key: &[u8],
+) -> Option<Vec<V>> {
+    map.reader()
+        .get(hash, key)
+        .map(|subscribers| subscribers.iter().cloned().collect())
 }
 
 #[cfg(test)]
@@ -496,10 +443,10 @@ mod tests {
 
     use proptest::prelude::*;
 
+    use std::sync::Arc;
+
     fn list(of: &LiteralMap<u32>, hash: u64, key: &[u8]) -> Option<Vec<u32>> {
-        of.reader()
-            .get(hash, key)
-            .map(|subscribers| subscribers.iter().copied().collect())
+        subscribers_of(of, hash, key)
     }
 
     /// Keys with one hash (or hashes with one home) are told apart by
@@ -523,32 +470,52 @@ mod tests {
         assert!(!map.remove(8, b"a"));
     }
 
-    /// A reader taken before writes that grow the array (and retire the
-    /// one it holds) still reads what it could before, and a new reader
-    /// sees every key.
+    fn spread(i: u32) -> u64 {
+        u64::from(i).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+    }
+
+    /// A reader taken before another thread outgrows the array it holds,
+    /// then replaces and removes the entry it read (hundreds of
+    /// retirements, past seize's batches of 32), still reads that entry,
+    /// which is freed only once the map is gone; a new reader sees every
+    /// key as the writer left it.
     #[test]
-    fn a_reader_outlives_the_array_it_started_on() {
-        let map = LiteralMap::new();
-        map.insert(1, b"first", Subscribers::one(1));
+    fn what_a_reader_holds_outlives_the_writes_that_retire_it() {
+        let map = Arc::new(LiteralMap::new());
+        let first = Arc::new(1u32);
+        map.insert(1, b"first", Subscribers::one(Arc::clone(&first)));
         let before = map.reader();
+        let held = before.get(1, b"first").and_then(|s| s.first()).cloned();
+        let writer = {
+            let map = Arc::clone(&map);
+            std::thread::spawn(move || {
+                for i in 2..1_000u32 {
+                    map.insert(spread(i), &i.to_be_bytes(), Subscribers::one(Arc::new(i)));
+                }
+                for round in 0..300u32 {
+                    map.insert(1, b"first", Subscribers::one(Arc::new(round)));
+                }
+                assert!(map.remove(1, b"first"));
+            })
+        };
+        writer.join().expect("writer");
+        assert!(map.slot_count() >= 2_000);
+        // Still the entry the reader started on, alive: it holds a count
+        // of `first`, beside `first` itself and `held`.
+        assert_eq!(Arc::strong_count(&first), 3, "not freed under the reader");
+        let seen = before.get(1, b"first").and_then(|s| s.first()).cloned();
+        assert_eq!(seen.as_deref(), Some(&1));
+        assert_eq!(held.as_deref(), Some(&1));
+        drop((before, held, seen));
+        assert_eq!(subscribers_of(&map, 1, b"first"), None);
         for i in 2..1_000u32 {
-            map.insert(
-                u64::from(i).wrapping_mul(0x9e37_79b9_7f4a_7c15),
-                &i.to_be_bytes(),
-                Subscribers::one(i),
+            assert_eq!(
+                subscribers_of(&map, spread(i), &i.to_be_bytes()),
+                Some(vec![Arc::new(i)])
             );
         }
-        assert!(map.slot_count() >= 2_000);
-        let seen: Vec<u32> = before
-            .get(1, b"first")
-            .map(|s| s.iter().copied().collect())
-            .unwrap_or_default();
-        assert_eq!(seen, vec![1]);
-        drop(before);
-        for i in 2..1_000u32 {
-            let hash = u64::from(i).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-            assert_eq!(list(&map, hash, &i.to_be_bytes()), Some(vec![i]));
-        }
+        drop(map);
+        assert_eq!(Arc::strong_count(&first), 1, "freed with the map");
     }
 
     #[derive(Debug, Clone)]
