@@ -23,6 +23,26 @@ fn lookup(map: &LiteralMap<u32>, key: u8) -> Option<Vec<u32>> {
     subscribers_of(map, hash(key), &[key])
 }
 
+/// Runs `write` and `read` on two threads of the model, against `map`,
+/// and waits for both.
+fn race(
+    map: &Arc<LiteralMap<u32>>,
+    write: impl FnOnce(&LiteralMap<u32>) + Send + 'static,
+    read: impl FnOnce(&LiteralMap<u32>) + Send + 'static,
+) {
+    let threads = [
+        Box::new(write) as Box<dyn FnOnce(&LiteralMap<u32>) + Send>,
+        Box::new(read),
+    ]
+    .map(|work| {
+        let map = Arc::clone(map);
+        thread::spawn(move || work(&map))
+    });
+    for thread in threads {
+        thread.join().expect("a model thread");
+    }
+}
+
 fn bounded(preemptions: usize) -> loom::model::Builder {
     let mut builder = loom::model::Builder::new();
     builder.preemption_bound = Some(preemptions);
@@ -39,24 +59,19 @@ fn loom_a_held_key_is_found_while_its_probe_changes() {
         let map = Arc::new(LiteralMap::new());
         map.insert(hash(1), &[1], Subscribers::one(10));
         map.insert(hash(2), &[2], Subscribers::one(20));
-        let writer = {
-            let map = Arc::clone(&map);
-            thread::spawn(move || {
+        race(
+            &map,
+            |map| {
                 assert!(map.remove(hash(1), &[1]));
                 map.insert(hash(3), &[3], Subscribers::one(30));
-            })
-        };
-        let reader = {
-            let map = Arc::clone(&map);
-            thread::spawn(move || {
+            },
+            |map| {
                 for _ in 0..2 {
-                    assert_eq!(lookup(&map, 2), Some(vec![20]));
-                    assert!(matches!(lookup(&map, 3).as_deref(), None | Some([30])));
+                    assert_eq!(lookup(map, 2), Some(vec![20]));
+                    assert!(matches!(lookup(map, 3).as_deref(), None | Some([30])));
                 }
-            })
-        };
-        reader.join().expect("reader");
-        writer.join().expect("writer");
+            },
+        );
         assert_eq!(lookup(&map, 1), None);
         assert_eq!(lookup(&map, 3), Some(vec![30]));
     });
@@ -70,36 +85,27 @@ fn loom_a_key_added_back_into_its_tombstone_is_never_confused() {
         let map = Arc::new(LiteralMap::new());
         map.insert(hash(1), &[1], Subscribers::one(10));
         map.insert(hash(2), &[2], Subscribers::one(20));
-        let writer = {
-            let map = Arc::clone(&map);
-            thread::spawn(move || {
+        race(
+            &map,
+            |map| {
                 assert!(map.remove(hash(1), &[1]));
                 map.insert(hash(1), &[1], Subscribers::one(11));
                 map.insert(hash(2), &[2], Subscribers::one(21));
-            })
-        };
-        let reader = {
-            let map = Arc::clone(&map);
-            thread::spawn(move || {
-                assert!(matches!(
-                    lookup(&map, 1).as_deref(),
-                    None | Some([10]) | Some([11])
-                ));
-                assert!(matches!(
-                    lookup(&map, 2).as_deref(),
-                    Some([20]) | Some([21])
-                ));
-            })
-        };
-        reader.join().expect("reader");
-        writer.join().expect("writer");
+            },
+            |map| {
+                let first = lookup(map, 1);
+                assert!(matches!(first.as_deref(), None | Some([10]) | Some([11])));
+                let second = lookup(map, 2);
+                assert!(matches!(second.as_deref(), Some([20]) | Some([21])));
+            },
+        );
         assert_eq!(lookup(&map, 1), Some(vec![11]));
         assert_eq!(lookup(&map, 2), Some(vec![21]));
     });
 }
 
-/// A reader that took the array before the writer outgrew it, and one
-/// that takes it during the rebuild, both find every key held throughout.
+/// Readers taken at any point of a write that outgrows the array find
+/// every key held throughout, in the array they started on.
 #[test]
 fn loom_readers_find_held_keys_across_a_rebuild() {
     bounded(2).check(|| {
@@ -108,21 +114,16 @@ fn loom_readers_find_held_keys_across_a_rebuild() {
         for key in 1..=8u8 {
             map.insert(hash(key), &[key], Subscribers::one(u32::from(key)));
         }
-        let writer = {
-            let map = Arc::clone(&map);
-            thread::spawn(move || map.insert(hash(9), &[9], Subscribers::one(9)))
-        };
-        let reader = {
-            let map = Arc::clone(&map);
-            thread::spawn(move || {
+        race(
+            &map,
+            |map| map.insert(hash(9), &[9], Subscribers::one(9)),
+            |map| {
                 let early = map.reader();
-                assert_eq!(lookup(&map, 7), Some(vec![7]));
-                assert!(matches!(lookup(&map, 9).as_deref(), None | Some([9])));
+                assert_eq!(lookup(map, 7), Some(vec![7]));
+                assert!(matches!(lookup(map, 9).as_deref(), None | Some([9])));
                 assert_eq!(early.get(hash(7), &[7]).and_then(|s| s.first()), Some(&7));
-            })
-        };
-        reader.join().expect("reader");
-        writer.join().expect("writer");
+            },
+        );
         assert_eq!(lookup(&map, 9), Some(vec![9]));
         assert_eq!(map.len(), 9);
     });
