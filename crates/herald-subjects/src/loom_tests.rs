@@ -43,6 +43,15 @@ fn race(
     }
 }
 
+/// A map holding key 1 (subscriber 10) and, after it on the same probe,
+/// key 2 (subscriber 20).
+fn keys_one_and_two() -> Arc<LiteralMap<u32>> {
+    let map = Arc::new(LiteralMap::new());
+    map.insert(hash(1), &[1], Subscribers::one(10));
+    map.insert(hash(2), &[2], Subscribers::one(20));
+    map
+}
+
 fn bounded(preemptions: usize) -> loom::model::Builder {
     let mut builder = loom::model::Builder::new();
     builder.preemption_bound = Some(preemptions);
@@ -56,9 +65,7 @@ fn bounded(preemptions: usize) -> loom::model::Builder {
 #[test]
 fn loom_a_held_key_is_found_while_its_probe_changes() {
     bounded(3).check(|| {
-        let map = Arc::new(LiteralMap::new());
-        map.insert(hash(1), &[1], Subscribers::one(10));
-        map.insert(hash(2), &[2], Subscribers::one(20));
+        let map = keys_one_and_two();
         race(
             &map,
             |map| {
@@ -82,9 +89,7 @@ fn loom_a_held_key_is_found_while_its_probe_changes() {
 #[test]
 fn loom_a_key_added_back_into_its_tombstone_is_never_confused() {
     bounded(3).check(|| {
-        let map = Arc::new(LiteralMap::new());
-        map.insert(hash(1), &[1], Subscribers::one(10));
-        map.insert(hash(2), &[2], Subscribers::one(20));
+        let map = keys_one_and_two();
         race(
             &map,
             |map| {
