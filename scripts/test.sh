@@ -5,7 +5,7 @@
 #                                         (unit, property and integration tests; also
 #                                          builds target/debug/herald with SQL, the binary
 #                                          the Python suites start)
-#   3. loom models of herald-log         (when the crate has loom-gated code)
+#   3. loom models of herald-log and herald-subjects (when they have loom-gated code)
 #   4. scripts/fuzz.sh 60                (a bounded fuzz run, when the script exists)
 #   5. pytest tests/compat               (real Kafka clients against the real binary)
 #   6. pytest tests/push                 (push subscriptions: grpcio client, a real browser)

@@ -14,7 +14,7 @@
 //! a test verdict), or touch the log's internals (it uses the public API only).
 //!
 //! The path of a run: [`runner::run`] walks the [`settings::Settings`] plan,
-//! the [`write`] and [`read`] modules measure one [`threads::Sample`] per
+//! the [`write`](mod@write) and [`read`] modules measure one [`threads::Sample`] per
 //! repetition, [`report`] turns the samples into median rows, a table, a CSV
 //! and the target verdicts, and [`chart`] draws the PNG.
 

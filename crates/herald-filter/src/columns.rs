@@ -37,7 +37,7 @@ pub struct Columns<'c, R> {
 
 impl<'c, R: Fields> Columns<'c, R> {
     /// Columns for the timestamps, the keys, and the headers called
-    /// `headers` (the first [`HEADER_COLUMNS_MAX`] with an id; a test of
+    /// `headers` (the first `HEADER_COLUMNS_MAX` with an id; a test of
     /// any other header reads the records themselves), holding no records
     /// until [`Columns::read`].
     pub fn new(headers: impl IntoIterator<Item = &'c HeaderName>) -> Self {

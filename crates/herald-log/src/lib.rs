@@ -17,7 +17,7 @@
 //!
 //! ## The path of an append
 //!
-//! 1. [`herald_records::validate`] checks magic, length, CRC-32C and record
+//! 1. [`herald_records::validate`](fn@herald_records::validate) checks magic, length, CRC-32C and record
 //!    count (the format is `herald-records`'; the log stores and indexes
 //!    batches without decoding records).
 //! 2. One compare-and-swap on the active segment's reservation word reserves

@@ -164,7 +164,7 @@ impl Session {
 
     /// Charges one delivery about to be written to the tenant's output
     /// rates: how long the writer waits before writing the next, once the
-    /// tenant owes at least [`MIN_PACING_PAUSE`] (a shorter debt is
+    /// tenant owes at least `MIN_PACING_PAUSE` (a shorter debt is
     /// carried to the next delivery rather than slept off, as a timer
     /// cannot sleep that little). The outbox fills meanwhile, and a
     /// subscription that overflows it moves to catch-up from the log, so

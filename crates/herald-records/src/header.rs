@@ -59,7 +59,7 @@ fn be_i64(b: &[u8], at: usize) -> i64 {
 }
 
 /// Read-only view of a batch header. Construction checks only that the
-/// header is present; use [`validate`] for a client batch.
+/// header is present; use [`validate`](fn@crate::validate) for a client batch.
 #[derive(Clone, Copy)]
 pub struct BatchHeader<'a> {
     bytes: &'a [u8],

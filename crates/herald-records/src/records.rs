@@ -299,7 +299,7 @@ impl<'a> Cursor<'a> {
 /// A whole batch whose framing was checked (header present, magic 2,
 /// declared length equal to the bytes), ready to read records from. Its
 /// CRC is not checked: a stored batch was validated on the way in, and a
-/// client checks the CRC of what it fetched with [`crate::validate`].
+/// client checks the CRC of what it fetched with [`crate::validate`](fn@crate::validate).
 #[derive(Debug, Clone, Copy)]
 pub struct RecordBatch<'a> {
     bytes: &'a [u8],

@@ -353,7 +353,7 @@ pub struct BenchArgs {
     /// Records per produce batch.
     #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub batch_records: u32,
-    /// Topic to use [default: herald-bench-<pid>, deleted afterwards].
+    /// Topic to use [default: herald-bench-PID, deleted afterwards].
     #[arg(long, value_name = "NAME")]
     pub topic: Option<String>,
     #[command(flatten)]

@@ -134,7 +134,7 @@ enum Command {
 }
 
 /// The offsets partition grows by a record per commit; it is rewritten
-/// (see [`offsets_log::compact`]) once it holds this many bytes and twice
+/// (see `offsets_log::compact`) once it holds this many bytes and twice
 /// what it held after the last rewrite.
 pub const COMPACT_MIN_BYTES: u64 = 64 * 1024 * 1024;
 

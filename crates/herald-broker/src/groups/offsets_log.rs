@@ -7,7 +7,7 @@
 //!
 //! Every commit adds a record, so the partition grows without bound while
 //! what a restart needs is only the last offset of each partition of each
-//! group. [`compact`] rewrites it: the coordinator's current state
+//! group. `compact` rewrites it: the coordinator's current state
 //! ([`GroupCoordinator::snapshot_records`](herald_group::GroupCoordinator::snapshot_records))
 //! is written to `__consumer_offsets-0.compacting/` and fsynced, then the two
 //! directories are exchanged in one atomic `renameat2(RENAME_EXCHANGE)` and

@@ -20,10 +20,10 @@
 //! Each mirrored partition copies the upstream's committed batches verbatim
 //! (Raft's control batches included), so offsets are the same on every node
 //! of the tree and a consumer's position is valid on any of them
-//! ([`mirror`]). Its subscribers (Kafka consumers, push subscriptions) read
+//! (`mirror`). Its subscribers (Kafka consumers, push subscriptions) read
 //! the relay's own copy. A produce or a push publish to a mirrored
 //! partition is forwarded to the upstream's leader and answered with the
-//! upstream's answer ([`Upstream::produce`], through the partition's
+//! upstream's answer (`Upstream::produce`, through the partition's
 //! [`MirrorStorage`](crate::storage::MirrorStorage) backend); the record
 //! then reaches the relay's copy like any other.
 //!

@@ -11,9 +11,9 @@
 //!   subscription on one connection.
 //! - `few`: the delivered tenth goes to the same connections in the same
 //!   order as with `many` (a thousand deliveries in a row to one
-//!   connection, then the next), but over only [`FEW_PER_CONNECTION`]
+//!   connection, then the next), but over only `FEW_PER_CONNECTION`
 //!   subjects of each connection, taken in turn; the others cycle through
-//!   [`FEW_UNSUBSCRIBED`] unsubscribed keys. About 1,700 distinct keys
+//!   `FEW_UNSUBSCRIBED` unsubscribed keys. About 1,700 distinct keys
 //!   instead of a million, spread over the partitions as `many`'s are,
 //!   with rarely two consecutive records of a partition on one key (so the
 //!   tailer looks nearly every record up on its own, as with `many`).

@@ -72,7 +72,7 @@ impl Log {
     /// When the log keeps key-sorted copies (`LogConfig::key_copy`), makes
     /// the copy of the oldest sealed, wholly indexed segment without one:
     /// adopts its `.kcopy` file if one describes it, or builds it (seconds
-    /// for a full segment, in about [`ARENA_BYTES`] of memory, spilling
+    /// for a full segment, in about `ARENA_BYTES` of memory, spilling
     /// sorted runs beside the segment). With every sealed segment copied,
     /// works on the active segment's parts (`build_key_part`). Answers
     /// whether it did anything: a background task calls it until it
